@@ -1,0 +1,730 @@
+//! A small proto2 runtime for the Mesos messages in this crate.
+//!
+//! The messages are declared with [`message!`](crate::message) and
+//! [`enumeration!`](crate::enumeration); each field says whether it is `req`, `opt` or `rep`
+//! and carries its official field number. Reading uses quick-protobuf's `BytesReader`, always
+//! on the exact slice of one message, because its reader does not bound a nested field by its
+//! parent's length. Unknown fields (and known numbers arriving with another wire type, as the
+//! reference implementation treats them) are skipped; missing required fields are an error
+//! that names the message path and the field.
+
+use quick_protobuf::BytesReader;
+use std::fmt;
+
+pub const WIRE_VARINT: u8 = 0;
+pub const WIRE_FIXED64: u8 = 1;
+pub const WIRE_LEN: u8 = 2;
+pub const WIRE_FIXED32: u8 = 5;
+
+/// Nesting limit: Mesos messages are shallow; a hostile stream must not exhaust the stack
+/// through recursive types such as `ContainerID.parent`.
+pub const MAX_DEPTH: u32 = 32;
+
+/// Why a protobuf message could not be decoded, with the path of fields leading to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError {
+    /// The outermost message being decoded.
+    root: &'static str,
+    /// Field names from the failing field outwards.
+    fields: Vec<&'static str>,
+    /// The innermost message, where the problem sits.
+    message: &'static str,
+    kind: DecodeErrorKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecodeErrorKind {
+    /// The bytes are not a well-formed protobuf encoding (truncation, bad varint, bad UTF-8).
+    Malformed(String),
+    /// A `required` field was absent.
+    MissingField(&'static str),
+    /// Messages nested deeper than [`MAX_DEPTH`].
+    TooDeep,
+}
+
+impl DecodeError {
+    fn new(kind: DecodeErrorKind) -> Self {
+        DecodeError {
+            root: "",
+            fields: Vec::new(),
+            message: "",
+            kind,
+        }
+    }
+
+    fn malformed(e: quick_protobuf::Error) -> Self {
+        Self::new(DecodeErrorKind::Malformed(e.to_string()))
+    }
+
+    /// Adds the field through which the failing value was reached.
+    fn within(mut self, field: &'static str) -> Self {
+        self.fields.push(field);
+        self
+    }
+
+    /// Called as the error leaves each message: the first call names the innermost message,
+    /// the last the outermost.
+    fn leaving(mut self, message: &'static str) -> Self {
+        if self.message.is_empty() {
+            self.message = message;
+        }
+        self.root = message;
+        self
+    }
+
+    pub fn kind(&self) -> &DecodeErrorKind {
+        &self.kind
+    }
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.root)?;
+        for field in self.fields.iter().rev() {
+            write!(f, ".{field}")?;
+        }
+        match &self.kind {
+            DecodeErrorKind::Malformed(why) => write!(f, ": malformed protobuf: {why}")?,
+            DecodeErrorKind::MissingField(field) => {
+                write!(f, ": required field `{field}` missing")?
+            }
+            DecodeErrorKind::TooDeep => write!(f, ": nested deeper than {MAX_DEPTH} messages")?,
+        }
+        if self.message != self.root {
+            write!(f, " (in {})", self.message)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// A protobuf message: implemented by [`message!`](crate::message).
+pub trait Message: Default {
+    /// Full proto name, e.g. `mesos.Offer`, used in error messages.
+    const NAME: &'static str;
+
+    /// Reads one occurrence of field `number`. Returns `Ok(false)` when the number (or its wire
+    /// type) is not one this message knows, so that the caller skips it.
+    fn merge_field(
+        &mut self,
+        number: u32,
+        wire: u8,
+        r: &mut BytesReader,
+        buf: &[u8],
+        depth: u32,
+        seen: &mut u64,
+    ) -> Result<bool, DecodeError>;
+
+    /// Fails on the first required field that `seen` (bit = field number) lacks.
+    fn check_required(seen: u64) -> Result<(), DecodeError>;
+
+    /// Encoded length of the message body (without its own tag or length prefix).
+    fn body_len(&self) -> usize;
+
+    fn write_body(&self, out: &mut Vec<u8>);
+
+    /// Merges the encoded message in `buf` into `self`, as protobuf parsing does.
+    fn merge_from(&mut self, buf: &[u8], depth: u32) -> Result<(), DecodeError> {
+        if depth > MAX_DEPTH {
+            return Err(DecodeError::new(DecodeErrorKind::TooDeep).leaving(Self::NAME));
+        }
+        let mut r = BytesReader::from_bytes(buf);
+        let mut seen = 0u64;
+        while !r.is_eof() {
+            let key = r
+                .next_tag(buf)
+                .map_err(|e| DecodeError::malformed(e).leaving(Self::NAME))?;
+            let (number, wire) = (key >> 3, (key & 7) as u8);
+            if number == 0 {
+                return Err(
+                    DecodeError::new(DecodeErrorKind::Malformed("field number 0".into()))
+                        .leaving(Self::NAME),
+                );
+            }
+            let known = self
+                .merge_field(number, wire, &mut r, buf, depth, &mut seen)
+                .map_err(|e| e.leaving(Self::NAME))?;
+            if !known {
+                r.read_unknown(buf, key)
+                    .map_err(|e| DecodeError::malformed(e).leaving(Self::NAME))?;
+            }
+        }
+        Self::check_required(seen).map_err(|e| e.leaving(Self::NAME))
+    }
+
+    /// Decodes one message from exactly `buf`.
+    fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
+        let mut m = Self::default();
+        m.merge_from(buf, 0)?;
+        Ok(m)
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.body_len());
+        self.write_body(&mut out);
+        out
+    }
+}
+
+/// One value of a field, as it sits on the wire after its key.
+pub trait Field: Sized {
+    const WIRE: u8;
+    fn read(r: &mut BytesReader, buf: &[u8], depth: u32) -> Result<Self, DecodeError>;
+    /// Protobuf merges a repeated occurrence of a singular message field into the first one.
+    fn merge(&mut self, r: &mut BytesReader, buf: &[u8], depth: u32) -> Result<(), DecodeError> {
+        *self = Self::read(r, buf, depth)?;
+        Ok(())
+    }
+    /// Encoded length of the value, including its length prefix when it has one.
+    fn value_len(&self) -> usize;
+    fn write_value(&self, out: &mut Vec<u8>);
+}
+
+// ---- primitive writers ----
+
+#[inline]
+pub fn varint_len(v: u64) -> usize {
+    quick_protobuf::sizeofs::sizeof_varint(v)
+}
+
+#[inline]
+pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+#[inline]
+fn key_len(number: u32) -> usize {
+    varint_len(u64::from(number) << 3)
+}
+
+#[inline]
+fn put_key(out: &mut Vec<u8>, number: u32, wire: u8) {
+    put_varint(out, (u64::from(number) << 3) | u64::from(wire));
+}
+
+fn bad(e: quick_protobuf::Error) -> DecodeError {
+    DecodeError::malformed(e)
+}
+
+impl Field for String {
+    const WIRE: u8 = WIRE_LEN;
+    #[inline]
+    fn read(r: &mut BytesReader, buf: &[u8], _: u32) -> Result<Self, DecodeError> {
+        r.read_string(buf).map(str::to_owned).map_err(bad)
+    }
+    #[inline]
+    fn value_len(&self) -> usize {
+        varint_len(self.len() as u64) + self.len()
+    }
+    #[inline]
+    fn write_value(&self, out: &mut Vec<u8>) {
+        put_varint(out, self.len() as u64);
+        out.extend_from_slice(self.as_bytes());
+    }
+}
+
+impl Field for crate::mesos::Bytes {
+    const WIRE: u8 = WIRE_LEN;
+    fn read(r: &mut BytesReader, buf: &[u8], _: u32) -> Result<Self, DecodeError> {
+        r.read_bytes(buf)
+            .map(|b| crate::mesos::Bytes(b.to_vec()))
+            .map_err(bad)
+    }
+    fn value_len(&self) -> usize {
+        varint_len(self.0.len() as u64) + self.0.len()
+    }
+    fn write_value(&self, out: &mut Vec<u8>) {
+        put_varint(out, self.0.len() as u64);
+        out.extend_from_slice(&self.0);
+    }
+}
+
+impl Field for f64 {
+    const WIRE: u8 = WIRE_FIXED64;
+    #[inline]
+    fn read(r: &mut BytesReader, buf: &[u8], _: u32) -> Result<Self, DecodeError> {
+        r.read_double(buf).map_err(bad)
+    }
+    fn value_len(&self) -> usize {
+        8
+    }
+    fn write_value(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+}
+
+impl Field for bool {
+    const WIRE: u8 = WIRE_VARINT;
+    fn read(r: &mut BytesReader, buf: &[u8], _: u32) -> Result<Self, DecodeError> {
+        r.read_varint64(buf).map(|v| v != 0).map_err(bad)
+    }
+    fn value_len(&self) -> usize {
+        1
+    }
+    fn write_value(&self, out: &mut Vec<u8>) {
+        out.push(u8::from(*self));
+    }
+}
+
+impl Field for u64 {
+    const WIRE: u8 = WIRE_VARINT;
+    #[inline]
+    fn read(r: &mut BytesReader, buf: &[u8], _: u32) -> Result<Self, DecodeError> {
+        r.read_varint64(buf).map_err(bad)
+    }
+    fn value_len(&self) -> usize {
+        varint_len(*self)
+    }
+    fn write_value(&self, out: &mut Vec<u8>) {
+        put_varint(out, *self);
+    }
+}
+
+impl Field for u32 {
+    const WIRE: u8 = WIRE_VARINT;
+    fn read(r: &mut BytesReader, buf: &[u8], _: u32) -> Result<Self, DecodeError> {
+        // Protobuf truncates an over-wide varint to the field's width.
+        r.read_varint64(buf).map(|v| v as u32).map_err(bad)
+    }
+    fn value_len(&self) -> usize {
+        varint_len(u64::from(*self))
+    }
+    fn write_value(&self, out: &mut Vec<u8>) {
+        put_varint(out, u64::from(*self));
+    }
+}
+
+impl Field for i64 {
+    const WIRE: u8 = WIRE_VARINT;
+    fn read(r: &mut BytesReader, buf: &[u8], _: u32) -> Result<Self, DecodeError> {
+        r.read_varint64(buf).map(|v| v as i64).map_err(bad)
+    }
+    fn value_len(&self) -> usize {
+        varint_len(*self as u64)
+    }
+    fn write_value(&self, out: &mut Vec<u8>) {
+        put_varint(out, *self as u64);
+    }
+}
+
+impl Field for i32 {
+    const WIRE: u8 = WIRE_VARINT;
+    fn read(r: &mut BytesReader, buf: &[u8], _: u32) -> Result<Self, DecodeError> {
+        r.read_varint64(buf).map(|v| v as i32).map_err(bad)
+    }
+    fn value_len(&self) -> usize {
+        // Negative int32 values are sign-extended to ten bytes on the wire.
+        varint_len(i64::from(*self) as u64)
+    }
+    fn write_value(&self, out: &mut Vec<u8>) {
+        put_varint(out, i64::from(*self) as u64);
+    }
+}
+
+impl<T: Field> Field for Box<T> {
+    const WIRE: u8 = T::WIRE;
+    fn read(r: &mut BytesReader, buf: &[u8], depth: u32) -> Result<Self, DecodeError> {
+        T::read(r, buf, depth).map(Box::new)
+    }
+    fn merge(&mut self, r: &mut BytesReader, buf: &[u8], depth: u32) -> Result<(), DecodeError> {
+        (**self).merge(r, buf, depth)
+    }
+    fn value_len(&self) -> usize {
+        (**self).value_len()
+    }
+    fn write_value(&self, out: &mut Vec<u8>) {
+        (**self).write_value(out)
+    }
+}
+
+/// Reads a nested message's bytes and decodes them into `m`.
+pub fn read_nested<M: Message>(
+    m: &mut M,
+    r: &mut BytesReader,
+    buf: &[u8],
+    depth: u32,
+) -> Result<(), DecodeError> {
+    let sub = r.read_bytes(buf).map_err(DecodeError::malformed)?;
+    m.merge_from(sub, depth + 1)
+}
+
+/// Field handling per label. The `message!` macro calls `req::…`, `opt::…` or `rep::…` by the
+/// label written in the declaration, so one macro arm serves all three.
+pub mod req {
+    use super::*;
+
+    #[inline]
+    pub fn merge<T: Field>(
+        f: &mut T,
+        name: &'static str,
+        wire: u8,
+        r: &mut BytesReader,
+        buf: &[u8],
+        depth: u32,
+    ) -> Result<bool, DecodeError> {
+        if wire != T::WIRE {
+            return Ok(false);
+        }
+        f.merge(r, buf, depth).map_err(|e| e.within(name))?;
+        Ok(true)
+    }
+    #[inline]
+    pub fn is_required() -> bool {
+        true
+    }
+    #[inline]
+    pub fn len<T: Field>(f: &T, number: u32) -> usize {
+        key_len(number) + f.value_len()
+    }
+    #[inline]
+    pub fn write<T: Field>(f: &T, number: u32, out: &mut Vec<u8>) {
+        put_key(out, number, T::WIRE);
+        f.write_value(out);
+    }
+}
+
+pub mod opt {
+    use super::*;
+
+    #[inline]
+    pub fn merge<T: Field>(
+        f: &mut Option<T>,
+        name: &'static str,
+        wire: u8,
+        r: &mut BytesReader,
+        buf: &[u8],
+        depth: u32,
+    ) -> Result<bool, DecodeError> {
+        if wire != T::WIRE {
+            return Ok(false);
+        }
+        let res = match f {
+            Some(v) => v.merge(r, buf, depth),
+            None => T::read(r, buf, depth).map(|v| *f = Some(v)),
+        };
+        res.map_err(|e| e.within(name))?;
+        Ok(true)
+    }
+    #[inline]
+    pub fn is_required() -> bool {
+        false
+    }
+    #[inline]
+    pub fn len<T: Field>(f: &Option<T>, number: u32) -> usize {
+        f.as_ref().map_or(0, |v| key_len(number) + v.value_len())
+    }
+    #[inline]
+    pub fn write<T: Field>(f: &Option<T>, number: u32, out: &mut Vec<u8>) {
+        if let Some(v) = f {
+            put_key(out, number, T::WIRE);
+            v.write_value(out);
+        }
+    }
+}
+
+pub mod rep {
+    use super::*;
+
+    #[inline]
+    pub fn merge<T: Field>(
+        f: &mut Vec<T>,
+        name: &'static str,
+        wire: u8,
+        r: &mut BytesReader,
+        buf: &[u8],
+        depth: u32,
+    ) -> Result<bool, DecodeError> {
+        if wire == T::WIRE {
+            let v = T::read(r, buf, depth).map_err(|e| e.within(name))?;
+            f.push(v);
+            return Ok(true);
+        }
+        // Parsers must accept the packed form of any repeated scalar, whichever form the
+        // sender's schema declared.
+        if wire == WIRE_LEN && T::WIRE != WIRE_LEN {
+            let sub = r.read_bytes(buf).map_err(|e| bad(e).within(name))?;
+            let mut sr = BytesReader::from_bytes(sub);
+            while !sr.is_eof() {
+                f.push(T::read(&mut sr, sub, depth).map_err(|e| e.within(name))?);
+            }
+            return Ok(true);
+        }
+        Ok(false)
+    }
+    #[inline]
+    pub fn is_required() -> bool {
+        false
+    }
+    #[inline]
+    pub fn len<T: Field>(f: &[T], number: u32) -> usize {
+        f.iter().map(|v| key_len(number) + v.value_len()).sum()
+    }
+    #[inline]
+    pub fn write<T: Field>(f: &[T], number: u32, out: &mut Vec<u8>) {
+        for v in f {
+            put_key(out, number, T::WIRE);
+            v.write_value(out);
+        }
+    }
+}
+
+/// The error `check_required` returns.
+pub fn missing(field: &'static str) -> DecodeError {
+    DecodeError::new(DecodeErrorKind::MissingField(field))
+}
+
+/// Declares a protobuf message: a struct with serde (Mesos JSON) and [`Message`] impls.
+///
+/// ```ignore
+/// message! {
+///     /// doc
+///     Offer = "mesos.Offer" {
+///         req 1 id: OfferID,
+///         opt 8 url: Url,        // Option<Url>
+///         rep 5 resources: Resource, // Vec<Resource>
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! message {
+    (
+        $(#[$meta:meta])*
+        $name:ident = $full:literal {
+            $( $label:ident $number:literal $field:ident : $ty:ty ),* $(,)?
+        }
+    ) => {
+        $crate::message_struct!(@munch [$(#[$meta])* $name] [] $( $label $field : $ty ; )*);
+
+        impl $crate::mesos::proto::Message for $name {
+            const NAME: &'static str = $full;
+
+            #[inline]
+            fn merge_field(
+                &mut self,
+                number: u32,
+                wire: u8,
+                r: &mut ::quick_protobuf::BytesReader,
+                buf: &[u8],
+                depth: u32,
+                seen: &mut u64,
+            ) -> ::std::result::Result<bool, $crate::mesos::proto::DecodeError> {
+                #[allow(unused_imports)]
+                use $crate::mesos::proto::{req, opt, rep};
+                let _ = (&r, &buf, &depth, &wire);
+                match number {
+                    $( $number => {
+                        let known = $label::merge(&mut self.$field, stringify!($field), wire, r, buf, depth)?;
+                        if known { *seen |= 1u64 << ($number % 64); }
+                        Ok(known)
+                    } )*
+                    _ => Ok(false),
+                }
+            }
+
+            fn check_required(seen: u64) -> ::std::result::Result<(), $crate::mesos::proto::DecodeError> {
+                #[allow(unused_imports)]
+                use $crate::mesos::proto::{req, opt, rep};
+                let _ = seen;
+                $(
+                    if $label::is_required() && seen & (1u64 << ($number % 64)) == 0 {
+                        return Err($crate::mesos::proto::missing(stringify!($field)));
+                    }
+                )*
+                Ok(())
+            }
+
+            #[inline]
+            fn body_len(&self) -> usize {
+                #[allow(unused_imports)]
+                use $crate::mesos::proto::{req, opt, rep};
+                0 $( + $label::len(&self.$field, $number) )*
+            }
+
+            #[inline]
+            fn write_body(&self, out: &mut Vec<u8>) {
+                #[allow(unused_imports)]
+                use $crate::mesos::proto::{req, opt, rep};
+                let _ = &out;
+                $( $label::write(&self.$field, $number, out); )*
+            }
+        }
+
+        impl $crate::mesos::proto::Field for $name {
+            const WIRE: u8 = $crate::mesos::proto::WIRE_LEN;
+            #[inline]
+            fn read(
+                r: &mut ::quick_protobuf::BytesReader,
+                buf: &[u8],
+                depth: u32,
+            ) -> ::std::result::Result<Self, $crate::mesos::proto::DecodeError> {
+                let mut m = Self::default();
+                $crate::mesos::proto::read_nested(&mut m, r, buf, depth)?;
+                Ok(m)
+            }
+            #[inline]
+            fn merge(
+                &mut self,
+                r: &mut ::quick_protobuf::BytesReader,
+                buf: &[u8],
+                depth: u32,
+            ) -> ::std::result::Result<(), $crate::mesos::proto::DecodeError> {
+                $crate::mesos::proto::read_nested(self, r, buf, depth)
+            }
+            #[inline]
+            fn value_len(&self) -> usize {
+                let n = <Self as $crate::mesos::proto::Message>::body_len(self);
+                $crate::mesos::proto::varint_len(n as u64) + n
+            }
+            #[inline]
+            fn write_value(&self, out: &mut Vec<u8>) {
+                let n = <Self as $crate::mesos::proto::Message>::body_len(self);
+                $crate::mesos::proto::put_varint(out, n as u64);
+                <Self as $crate::mesos::proto::Message>::write_body(self, out);
+            }
+        }
+    };
+}
+
+/// Builds the struct of a [`message!`]: `req` fields are plain (serde reports them missing),
+/// `opt` fields are `Option`, `rep` fields are `Vec`; absent ones are left out of the JSON.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! message_struct {
+    (@munch [$(#[$meta:meta])* $name:ident] [$($out:tt)*]) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Default, ::serde::Serialize, ::serde::Deserialize)]
+        pub struct $name { $($out)* }
+    };
+    (@munch $hdr:tt [$($out:tt)*] req $field:ident : $ty:ty ; $($rest:tt)*) => {
+        $crate::message_struct!(@munch $hdr [$($out)* pub $field: $ty,] $($rest)*);
+    };
+    (@munch $hdr:tt [$($out:tt)*] opt $field:ident : $ty:ty ; $($rest:tt)*) => {
+        $crate::message_struct!(@munch $hdr [$($out)*
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub $field: Option<$ty>,] $($rest)*);
+    };
+    (@munch $hdr:tt [$($out:tt)*] rep $field:ident : $ty:ty ; $($rest:tt)*) => {
+        $crate::message_struct!(@munch $hdr [$($out)*
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            pub $field: Vec<$ty>,] $($rest)*);
+    };
+}
+
+/// Declares a proto2 enum. The first variant is the default, as in proto2. Values this build
+/// does not know decode to `Other(n)` (protobuf) or `Other(-1)` (a JSON name), so that a
+/// newer master's additions never break the stream; the caller decides what to do with them.
+#[macro_export]
+macro_rules! enumeration {
+    (
+        $(#[$meta:meta])*
+        $name:ident { $( $variant:ident = $value:literal $json:literal ),+ $(,)? }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $( $variant, )+
+            /// A value this build does not know.
+            Other(i32),
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                $crate::enumeration!(@first $($variant)+)
+            }
+        }
+
+        impl $name {
+            pub fn from_i32(v: i32) -> Self {
+                match v {
+                    $( $value => $name::$variant, )+
+                    other => $name::Other(other),
+                }
+            }
+            pub fn as_i32(self) -> i32 {
+                match self {
+                    $( $name::$variant => $value, )+
+                    $name::Other(v) => v,
+                }
+            }
+            /// The name Mesos uses for this value (in JSON and its docs).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $( $name::$variant => $json, )+
+                    $name::Other(_) => "<unknown>",
+                }
+            }
+            pub fn from_name(s: &str) -> Option<Self> {
+                match s {
+                    $( $json => Some($name::$variant), )+
+                    _ => None,
+                }
+            }
+        }
+
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                match self {
+                    $name::Other(v) => write!(f, "UNKNOWN({v})"),
+                    other => f.write_str(other.as_str()),
+                }
+            }
+        }
+
+        impl $crate::mesos::proto::Field for $name {
+            const WIRE: u8 = $crate::mesos::proto::WIRE_VARINT;
+            #[inline]
+            fn read(
+                r: &mut ::quick_protobuf::BytesReader,
+                buf: &[u8],
+                depth: u32,
+            ) -> ::std::result::Result<Self, $crate::mesos::proto::DecodeError> {
+                <i32 as $crate::mesos::proto::Field>::read(r, buf, depth).map($name::from_i32)
+            }
+            #[inline]
+            fn value_len(&self) -> usize {
+                $crate::mesos::proto::Field::value_len(&self.as_i32())
+            }
+            #[inline]
+            fn write_value(&self, out: &mut Vec<u8>) {
+                $crate::mesos::proto::Field::write_value(&self.as_i32(), out)
+            }
+        }
+
+        impl ::serde::Serialize for $name {
+            fn serialize<S: ::serde::Serializer>(&self, s: S) -> ::std::result::Result<S::Ok, S::Error> {
+                match self {
+                    $name::Other(v) => s.serialize_i32(*v),
+                    other => s.serialize_str(other.as_str()),
+                }
+            }
+        }
+
+        impl<'de> ::serde::Deserialize<'de> for $name {
+            fn deserialize<D: ::serde::Deserializer<'de>>(d: D) -> ::std::result::Result<Self, D::Error> {
+                struct V;
+                impl ::serde::de::Visitor<'_> for V {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                        f.write_str(concat!("a ", stringify!($name), " name"))
+                    }
+                    fn visit_str<E: ::serde::de::Error>(self, s: &str) -> ::std::result::Result<$name, E> {
+                        Ok($name::from_name(s).unwrap_or($name::Other(-1)))
+                    }
+                    fn visit_i64<E: ::serde::de::Error>(self, v: i64) -> ::std::result::Result<$name, E> {
+                        i32::try_from(v).map($name::from_i32).map_err(|_| E::custom("enum value out of range"))
+                    }
+                    fn visit_u64<E: ::serde::de::Error>(self, v: u64) -> ::std::result::Result<$name, E> {
+                        i32::try_from(v).map($name::from_i32).map_err(|_| E::custom("enum value out of range"))
+                    }
+                }
+                d.deserialize_any(V)
+            }
+        }
+    };
+    (@first $first:ident $($rest:ident)*) => { Self::$first };
+}

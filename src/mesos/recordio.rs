@@ -1,0 +1,211 @@
+//! RecordIO framing of the Mesos v1 streams: `<decimal length>\n<record bytes>` repeated.
+//!
+//! [`Reader`] pulls records from any `Read` incrementally, whatever the chunk boundaries of
+//! the underlying transport, and hands each one out as a slice of its own buffer so the hot
+//! path allocates nothing per record. Every malformed input is a distinct error; none panics.
+
+use std::fmt;
+use std::io::{self, Read};
+
+/// Default cap on one record: far above any real event, low enough that a corrupt length
+/// cannot make the scheduler allocate gigabytes.
+pub const DEFAULT_MAX_RECORD: usize = 16 * 1024 * 1024;
+
+/// A length prefix longer than this many digits cannot be a real record size.
+const MAX_LENGTH_DIGITS: usize = 20;
+
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Appends one framed record to `out`.
+pub fn encode(record: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(record.len().to_string().as_bytes());
+    out.push(b'\n');
+    out.extend_from_slice(record);
+}
+
+/// Frames one record into a new buffer.
+pub fn frame(record: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(record.len() + 12);
+    encode(record, &mut out);
+    out
+}
+
+#[derive(Debug)]
+pub enum RecordIoError {
+    Io(io::Error),
+    /// The length prefix held something other than ASCII digits.
+    NonNumericLength { prefix: String },
+    /// The length prefix was empty (a bare newline).
+    EmptyLength,
+    /// More digits than any real length has (or a value that overflows).
+    LengthTooLong { digits: usize },
+    /// A well-formed length above the configured cap.
+    RecordTooLarge { length: u64, max: usize },
+    /// The stream ended in the middle of a length prefix or a record.
+    UnexpectedEof { expected: u64, received: u64 },
+}
+
+impl fmt::Display for RecordIoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecordIoError::Io(e) => write!(f, "recordio: read failed: {e}"),
+            RecordIoError::NonNumericLength { prefix } => {
+                write!(f, "recordio: record length is not a decimal number: {prefix:?}")
+            }
+            RecordIoError::EmptyLength => write!(f, "recordio: empty record length"),
+            RecordIoError::LengthTooLong { digits } => {
+                write!(f, "recordio: record length has {digits} digits, more than any valid length")
+            }
+            RecordIoError::RecordTooLarge { length, max } => {
+                write!(f, "recordio: record of {length} bytes exceeds the {max}-byte cap")
+            }
+            RecordIoError::UnexpectedEof { expected, received } => write!(
+                f,
+                "recordio: stream ended inside a record ({received} of {expected} bytes received)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RecordIoError {}
+
+impl From<io::Error> for RecordIoError {
+    fn from(e: io::Error) -> Self {
+        RecordIoError::Io(e)
+    }
+}
+
+/// Incremental RecordIO reader.
+pub struct Reader<R> {
+    inner: R,
+    buf: Vec<u8>,
+    /// Start of unconsumed data in `buf`.
+    pos: usize,
+    /// End of valid data in `buf`.
+    end: usize,
+    max_record: usize,
+    eof: bool,
+}
+
+impl<R: Read> Reader<R> {
+    pub fn new(inner: R) -> Self {
+        Self::with_max_record(inner, DEFAULT_MAX_RECORD)
+    }
+
+    pub fn with_max_record(inner: R, max_record: usize) -> Self {
+        Reader {
+            inner,
+            buf: vec![0; READ_CHUNK],
+            pos: 0,
+            end: 0,
+            max_record,
+            eof: false,
+        }
+    }
+
+    pub fn get_ref(&self) -> &R {
+        &self.inner
+    }
+
+    pub fn into_inner(self) -> R {
+        self.inner
+    }
+
+    /// Reads more bytes after `end`, compacting or growing the buffer so that at least
+    /// `want` more bytes past `pos` fit. Returns the number of bytes read (0 at EOF).
+    fn fill(&mut self, want: usize) -> Result<usize, RecordIoError> {
+        if self.pos > 0 && (self.end == self.pos || self.buf.len() - self.end < want) {
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.end -= self.pos;
+            self.pos = 0;
+        }
+        let needed = self.end + want.max(1);
+        if needed > self.buf.len() {
+            self.buf.resize(needed.max(READ_CHUNK), 0);
+        }
+        loop {
+            match self.inner.read(&mut self.buf[self.end..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(0);
+                }
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// The next record, or `None` at a clean end of stream (between records).
+    pub fn next_record(&mut self) -> Result<Option<&[u8]>, RecordIoError> {
+        // Length prefix: digits up to '\n'.
+        let newline = loop {
+            if let Some(i) = self.buf[self.pos..self.end].iter().position(|&b| b == b'\n') {
+                break self.pos + i;
+            }
+            let pending = self.end - self.pos;
+            check_prefix(&self.buf[self.pos..self.end])?;
+            if self.eof || self.fill(MAX_LENGTH_DIGITS + 1)? == 0 {
+                if pending == 0 {
+                    return Ok(None);
+                }
+                return Err(RecordIoError::UnexpectedEof {
+                    expected: 0,
+                    received: pending as u64,
+                });
+            }
+        };
+        let prefix = &self.buf[self.pos..newline];
+        check_prefix(prefix)?;
+        if prefix.is_empty() {
+            return Err(RecordIoError::EmptyLength);
+        }
+        let length = prefix
+            .iter()
+            .try_fold(0u64, |acc, &d| {
+                acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+            })
+            .ok_or(RecordIoError::LengthTooLong {
+                digits: prefix.len(),
+            })?;
+        if length > self.max_record as u64 {
+            return Err(RecordIoError::RecordTooLarge {
+                length,
+                max: self.max_record,
+            });
+        }
+        let length = length as usize;
+        self.pos = newline + 1;
+        while self.end - self.pos < length {
+            let missing = length - (self.end - self.pos);
+            if self.eof || self.fill(missing)? == 0 {
+                return Err(RecordIoError::UnexpectedEof {
+                    expected: length as u64,
+                    received: (self.end - self.pos) as u64,
+                });
+            }
+        }
+        let start = self.pos;
+        self.pos += length;
+        Ok(Some(&self.buf[start..start + length]))
+    }
+}
+
+/// Rejects a (possibly partial) length prefix as soon as it cannot become valid.
+fn check_prefix(prefix: &[u8]) -> Result<(), RecordIoError> {
+    if prefix.iter().any(|b| !b.is_ascii_digit()) {
+        let shown = &prefix[..prefix.len().min(MAX_LENGTH_DIGITS + 1)];
+        return Err(RecordIoError::NonNumericLength {
+            prefix: String::from_utf8_lossy(shown).into_owned(),
+        });
+    }
+    if prefix.len() > MAX_LENGTH_DIGITS {
+        return Err(RecordIoError::LengthTooLong {
+            digits: prefix.len(),
+        });
+    }
+    Ok(())
+}
