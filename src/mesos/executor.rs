@@ -5,7 +5,7 @@ use crate::mesos::types::{
     AgentInfo, ContainerID, ExecutorID, ExecutorInfo, FrameworkID, FrameworkInfo, KillPolicy,
     TaskGroupInfo, TaskID, TaskInfo, TaskStatus,
 };
-use crate::mesos::Bytes;
+use crate::mesos::{Bytes, Str};
 use crate::message;
 
 message! {
@@ -14,10 +14,10 @@ message! {
         opt 2 subscribed: event::Subscribed,
         opt 3 acknowledged: event::Acknowledged,
         opt 4 launch: event::Launch,
-        opt 8 launch_group: event::LaunchGroup,
         opt 5 kill: event::Kill,
         opt 6 message: event::Message,
         opt 7 error: event::Error,
+        opt 8 launch_group: event::LaunchGroup,
     }
 }
 
@@ -64,7 +64,7 @@ pub mod event {
         }
     }
     message! { Message = "mesos.executor.Event.Message" { req 1 data: Bytes } }
-    message! { Error = "mesos.executor.Event.Error" { req 1 message: String } }
+    message! { Error = "mesos.executor.Event.Error" { req 1 message: Str } }
 }
 
 message! {

@@ -8,9 +8,11 @@ pub mod executor;
 pub mod proto;
 pub mod recordio;
 pub mod scheduler;
+pub mod text;
 pub mod types;
 
 pub use codec::{CodecError, Encoding};
+pub use text::Str;
 pub use types::*;
 
 use std::fmt;

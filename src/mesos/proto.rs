@@ -168,7 +168,7 @@ pub trait Message: Default {
 }
 
 /// One value of a field, as it sits on the wire after its key.
-pub trait Field: Sized {
+pub trait Field: Sized + Default {
     const WIRE: u8;
     fn read(r: &mut BytesReader, buf: &[u8], depth: u32) -> Result<Self, DecodeError>;
     /// Protobuf merges a repeated occurrence of a singular message field into the first one.
@@ -216,6 +216,23 @@ impl Field for String {
     #[inline]
     fn read(r: &mut BytesReader, buf: &[u8], _: u32) -> Result<Self, DecodeError> {
         r.read_string(buf).map(str::to_owned).map_err(bad)
+    }
+    #[inline]
+    fn value_len(&self) -> usize {
+        varint_len(self.len() as u64) + self.len()
+    }
+    #[inline]
+    fn write_value(&self, out: &mut Vec<u8>) {
+        put_varint(out, self.len() as u64);
+        out.extend_from_slice(self.as_bytes());
+    }
+}
+
+impl Field for crate::mesos::Str {
+    const WIRE: u8 = WIRE_LEN;
+    #[inline]
+    fn read(r: &mut BytesReader, buf: &[u8], _: u32) -> Result<Self, DecodeError> {
+        r.read_string(buf).map(crate::mesos::Str::new).map_err(bad)
     }
     #[inline]
     fn value_len(&self) -> usize {
@@ -403,11 +420,11 @@ pub mod opt {
         if wire != T::WIRE {
             return Ok(false);
         }
-        let res = match f {
-            Some(v) => v.merge(r, buf, depth),
-            None => T::read(r, buf, depth).map(|v| *f = Some(v)),
-        };
-        res.map_err(|e| e.within(name))?;
+        // Merge in place: building the value on the stack and moving it in costs a copy of
+        // the whole struct, which shows in the decode benchmark.
+        f.get_or_insert_with(T::default)
+            .merge(r, buf, depth)
+            .map_err(|e| e.within(name))?;
         Ok(true)
     }
     #[inline]
@@ -440,8 +457,12 @@ pub mod rep {
         depth: u32,
     ) -> Result<bool, DecodeError> {
         if wire == T::WIRE {
-            let v = T::read(r, buf, depth).map_err(|e| e.within(name))?;
-            f.push(v);
+            f.push(T::default());
+            let last = f.len() - 1;
+            if let Err(e) = f[last].merge(r, buf, depth) {
+                f.pop();
+                return Err(e.within(name));
+            }
             return Ok(true);
         }
         // Parsers must accept the packed form of any repeated scalar, whichever form the

@@ -34,15 +34,27 @@ pub fn frame(record: &[u8]) -> Vec<u8> {
 pub enum RecordIoError {
     Io(io::Error),
     /// The length prefix held something other than ASCII digits.
-    NonNumericLength { prefix: String },
+    NonNumericLength {
+        prefix: String,
+    },
     /// The length prefix was empty (a bare newline).
     EmptyLength,
     /// More digits than any real length has (or a value that overflows).
-    LengthTooLong { digits: usize },
+    LengthTooLong {
+        digits: usize,
+    },
     /// A well-formed length above the configured cap.
-    RecordTooLarge { length: u64, max: usize },
-    /// The stream ended in the middle of a length prefix or a record.
-    UnexpectedEof { expected: u64, received: u64 },
+    RecordTooLarge {
+        length: u64,
+        max: usize,
+    },
+    /// The stream ended in the middle of a length prefix or a record. Inside a prefix no
+    /// length is known yet, so `expected` is 0 and `received` counts the prefix bytes seen;
+    /// no record can be cut short with `expected` 0, so the two cases never collide.
+    UnexpectedEof {
+        expected: u64,
+        received: u64,
+    },
 }
 
 impl fmt::Display for RecordIoError {
@@ -50,15 +62,31 @@ impl fmt::Display for RecordIoError {
         match self {
             RecordIoError::Io(e) => write!(f, "recordio: read failed: {e}"),
             RecordIoError::NonNumericLength { prefix } => {
-                write!(f, "recordio: record length is not a decimal number: {prefix:?}")
+                write!(
+                    f,
+                    "recordio: record length is not a decimal number: {prefix:?}"
+                )
             }
             RecordIoError::EmptyLength => write!(f, "recordio: empty record length"),
             RecordIoError::LengthTooLong { digits } => {
-                write!(f, "recordio: record length has {digits} digits, more than any valid length")
+                write!(
+                    f,
+                    "recordio: record length has {digits} digits, more than any valid length"
+                )
             }
             RecordIoError::RecordTooLarge { length, max } => {
-                write!(f, "recordio: record of {length} bytes exceeds the {max}-byte cap")
+                write!(
+                    f,
+                    "recordio: record of {length} bytes exceeds the {max}-byte cap"
+                )
             }
+            RecordIoError::UnexpectedEof {
+                expected: 0,
+                received,
+            } => write!(
+                f,
+                "recordio: stream ended inside a length prefix ({received} bytes of it received)"
+            ),
             RecordIoError::UnexpectedEof { expected, received } => write!(
                 f,
                 "recordio: stream ended inside a record ({received} of {expected} bytes received)"
@@ -130,6 +158,14 @@ impl<R: Read> Reader<R> {
                     return Ok(0);
                 }
                 Ok(n) => {
+                    // A `Read` that claims more than it was given would send `end` past the
+                    // buffer and every later slice would panic; refuse it instead.
+                    if n > self.buf.len() - self.end {
+                        return Err(RecordIoError::Io(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            "inner reader reported more bytes than the buffer holds",
+                        )));
+                    }
                     self.end += n;
                     return Ok(n);
                 }
@@ -143,7 +179,10 @@ impl<R: Read> Reader<R> {
     pub fn next_record(&mut self) -> Result<Option<&[u8]>, RecordIoError> {
         // Length prefix: digits up to '\n'.
         let newline = loop {
-            if let Some(i) = self.buf[self.pos..self.end].iter().position(|&b| b == b'\n') {
+            if let Some(i) = self.buf[self.pos..self.end]
+                .iter()
+                .position(|&b| b == b'\n')
+            {
                 break self.pos + i;
             }
             let pending = self.end - self.pos;

@@ -2,10 +2,10 @@
 //! `/api/v1/scheduler` and the `Event`s the master streams back.
 
 use crate::mesos::types::{
-    offer, AgentID, ExecutorID, Filters, FrameworkID, FrameworkInfo, KillPolicy, MasterInfo,
-    Offer, OfferID, Request, TaskID, TaskStatus,
+    offer, AgentID, ExecutorID, Filters, FrameworkID, FrameworkInfo, KillPolicy, MasterInfo, Offer,
+    OfferID, Request, TaskID, TaskStatus,
 };
-use crate::mesos::Bytes;
+use crate::mesos::{Bytes, Str};
 use crate::message;
 
 message! {
@@ -65,7 +65,7 @@ pub mod event {
             opt 3 status: i32,
         }
     }
-    message! { Error = "mesos.scheduler.Event.Error" { req 1 message: String } }
+    message! { Error = "mesos.scheduler.Event.Error" { req 1 message: Str } }
 }
 
 message! {
@@ -75,13 +75,13 @@ message! {
         opt 3 subscribe: call::Subscribe,
         opt 4 accept: call::Accept,
         opt 5 decline: call::Decline,
-        opt 15 revive: call::Revive,
         opt 6 kill: call::Kill,
         opt 7 shutdown: call::Shutdown,
         opt 8 acknowledge: call::Acknowledge,
         opt 9 reconcile: call::Reconcile,
         opt 10 message: call::Message,
         opt 11 request: call::Request,
+        opt 15 revive: call::Revive,
         opt 16 suppress: call::Suppress,
     }
 }
@@ -113,7 +113,7 @@ pub mod call {
     message! {
         Subscribe = "mesos.scheduler.Call.Subscribe" {
             req 1 framework_info: FrameworkInfo,
-            rep 2 suppressed_roles: String,
+            rep 2 suppressed_roles: Str,
         }
     }
     message! {
@@ -129,7 +129,7 @@ pub mod call {
             opt 2 filters: Filters,
         }
     }
-    message! { Revive = "mesos.scheduler.Call.Revive" { rep 1 roles: String } }
+    message! { Revive = "mesos.scheduler.Call.Revive" { rep 1 roles: Str } }
     message! {
         Kill = "mesos.scheduler.Call.Kill" {
             req 1 task_id: TaskID,
@@ -168,5 +168,5 @@ pub mod call {
         }
     }
     message! { Request = "mesos.scheduler.Call.Request" { rep 1 requests: super::Request } }
-    message! { Suppress = "mesos.scheduler.Call.Suppress" { rep 1 roles: String } }
+    message! { Suppress = "mesos.scheduler.Call.Suppress" { rep 1 roles: Str } }
 }

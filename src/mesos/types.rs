@@ -5,17 +5,17 @@
 //! out and skipped on decode like any unknown field. Nested proto messages live in a module
 //! named after their parent (`value::Scalar` is `mesos.Value.Scalar`).
 
-use crate::mesos::Bytes;
+use crate::mesos::{Bytes, Str};
 use crate::{enumeration, message};
 
-message! { FrameworkID = "mesos.FrameworkID" { req 1 value: String } }
-message! { OfferID = "mesos.OfferID" { req 1 value: String } }
-message! { AgentID = "mesos.AgentID" { req 1 value: String } }
-message! { TaskID = "mesos.TaskID" { req 1 value: String } }
-message! { ExecutorID = "mesos.ExecutorID" { req 1 value: String } }
+message! { FrameworkID = "mesos.FrameworkID" { req 1 value: Str } }
+message! { OfferID = "mesos.OfferID" { req 1 value: Str } }
+message! { AgentID = "mesos.AgentID" { req 1 value: Str } }
+message! { TaskID = "mesos.TaskID" { req 1 value: Str } }
+message! { ExecutorID = "mesos.ExecutorID" { req 1 value: Str } }
 message! {
     ContainerID = "mesos.ContainerID" {
-        req 1 value: String,
+        req 1 value: Str,
         opt 2 parent: Box<ContainerID>,
     }
 }
@@ -24,38 +24,38 @@ message! { DurationInfo = "mesos.DurationInfo" { req 1 nanoseconds: i64 } }
 
 message! {
     Address = "mesos.Address" {
-        opt 1 hostname: String,
-        opt 2 ip: String,
+        opt 1 hostname: Str,
+        opt 2 ip: Str,
         req 3 port: i32,
     }
 }
 
-message! { Parameter = "mesos.Parameter" { req 1 key: String, req 2 value: String } }
+message! { Parameter = "mesos.Parameter" { req 1 key: Str, req 2 value: Str } }
 
 message! {
     Url = "mesos.URL" {
-        req 1 scheme: String,
+        req 1 scheme: Str,
         req 2 address: Address,
-        opt 3 path: String,
+        opt 3 path: Str,
         rep 4 query: Parameter,
-        opt 5 fragment: String,
+        opt 5 fragment: Str,
     }
 }
 
 message! {
     FrameworkInfo = "mesos.FrameworkInfo" {
-        req 1 user: String,
-        req 2 name: String,
+        req 1 user: Str,
+        req 2 name: Str,
         opt 3 id: FrameworkID,
         opt 4 failover_timeout: f64,
         opt 5 checkpoint: bool,
-        opt 6 role: String,
-        rep 12 roles: String,
-        opt 7 hostname: String,
-        opt 8 principal: String,
-        opt 9 webui_url: String,
+        opt 6 role: Str,
+        opt 7 hostname: Str,
+        opt 8 principal: Str,
+        opt 9 webui_url: Str,
         rep 10 capabilities: framework_info::Capability,
         opt 11 labels: Labels,
+        rep 12 roles: Str,
     }
 }
 
@@ -86,38 +86,39 @@ message! {
     CommandInfo = "mesos.CommandInfo" {
         rep 1 uris: command_info::Uri,
         opt 2 environment: Environment,
+        opt 3 value: Str,
+        opt 5 user: Str,
         opt 6 shell: bool,
-        opt 3 value: String,
-        rep 7 arguments: String,
-        opt 5 user: String,
+        rep 7 arguments: Str,
     }
 }
 
 pub mod command_info {
+    use crate::mesos::Str;
     use crate::message;
     message! {
         Uri = "mesos.CommandInfo.URI" {
-            req 1 value: String,
+            req 1 value: Str,
             opt 2 executable: bool,
             opt 3 extract: bool,
             opt 4 cache: bool,
-            opt 5 output_file: String,
+            opt 5 output_file: Str,
         }
     }
 }
 
 message! {
     ExecutorInfo = "mesos.ExecutorInfo" {
-        opt 15 r#type: executor_info::Type,
         req 1 executor_id: ExecutorID,
-        opt 8 framework_id: FrameworkID,
-        opt 7 command: CommandInfo,
-        rep 5 resources: Resource,
-        opt 9 name: String,
-        opt 10 source: String,
         opt 4 data: Bytes,
+        rep 5 resources: Resource,
+        opt 7 command: CommandInfo,
+        opt 8 framework_id: FrameworkID,
+        opt 9 name: Str,
+        opt 10 source: Str,
         opt 13 shutdown_grace_period: DurationInfo,
         opt 14 labels: Labels,
+        opt 15 r#type: executor_info::Type,
     }
 }
 
@@ -137,20 +138,21 @@ pub mod domain_info {
         }
     }
     pub mod fault_domain {
+        use crate::mesos::Str;
         use crate::message;
-        message! { RegionInfo = "mesos.DomainInfo.FaultDomain.RegionInfo" { req 1 name: String } }
-        message! { ZoneInfo = "mesos.DomainInfo.FaultDomain.ZoneInfo" { req 1 name: String } }
+        message! { RegionInfo = "mesos.DomainInfo.FaultDomain.RegionInfo" { req 1 name: Str } }
+        message! { ZoneInfo = "mesos.DomainInfo.FaultDomain.ZoneInfo" { req 1 name: Str } }
     }
 }
 
 message! {
     MasterInfo = "mesos.MasterInfo" {
-        req 1 id: String,
+        req 1 id: Str,
         req 2 ip: u32,
         req 3 port: u32,
-        opt 4 pid: String,
-        opt 5 hostname: String,
-        opt 6 version: String,
+        opt 4 pid: Str,
+        opt 5 hostname: Str,
+        opt 6 version: Str,
         opt 7 address: Address,
         opt 8 domain: DomainInfo,
     }
@@ -158,11 +160,11 @@ message! {
 
 message! {
     AgentInfo = "mesos.AgentInfo" {
-        req 1 hostname: String,
-        opt 8 port: i32,
+        req 1 hostname: Str,
         rep 3 resources: Resource,
         rep 5 attributes: Attribute,
         opt 6 id: AgentID,
+        opt 8 port: i32,
         opt 10 domain: DomainInfo,
     }
 }
@@ -178,50 +180,52 @@ message! {
 }
 
 pub mod value {
+    use crate::mesos::Str;
     use crate::{enumeration, message};
     enumeration! { Type { Scalar = 0 "SCALAR", Ranges = 1 "RANGES", Set = 2 "SET", Text = 3 "TEXT" } }
     message! { Scalar = "mesos.Value.Scalar" { req 1 value: f64 } }
     message! { Range = "mesos.Value.Range" { req 1 begin: u64, req 2 end: u64 } }
     message! { Ranges = "mesos.Value.Ranges" { rep 1 range: Range } }
-    message! { Set = "mesos.Value.Set" { rep 1 item: String } }
-    message! { Text = "mesos.Value.Text" { req 1 value: String } }
+    message! { Set = "mesos.Value.Set" { rep 1 item: Str } }
+    message! { Text = "mesos.Value.Text" { req 1 value: Str } }
 }
 
 message! {
     Attribute = "mesos.Attribute" {
-        req 1 name: String,
+        req 1 name: Str,
         req 2 r#type: value::Type,
         opt 3 scalar: value::Scalar,
         opt 4 ranges: value::Ranges,
-        opt 6 set: value::Set,
         opt 5 text: value::Text,
+        opt 6 set: value::Set,
     }
 }
 
 message! {
     Resource = "mesos.Resource" {
-        req 1 name: String,
+        req 1 name: Str,
         req 2 r#type: value::Type,
         opt 3 scalar: value::Scalar,
         opt 4 ranges: value::Ranges,
         opt 5 set: value::Set,
-        opt 6 role: String,
+        opt 6 role: Str,
+        opt 8 reservation: Box<resource::ReservationInfo>,
         opt 11 allocation_info: resource::AllocationInfo,
-        opt 8 reservation: resource::ReservationInfo,
         rep 13 reservations: resource::ReservationInfo,
     }
 }
 
 pub mod resource {
     use super::Labels;
+    use crate::mesos::Str;
     use crate::{enumeration, message};
-    message! { AllocationInfo = "mesos.Resource.AllocationInfo" { opt 1 role: String } }
+    message! { AllocationInfo = "mesos.Resource.AllocationInfo" { opt 1 role: Str } }
     message! {
         ReservationInfo = "mesos.Resource.ReservationInfo" {
-            opt 4 r#type: reservation_info::Type,
-            opt 3 role: String,
-            opt 1 principal: String,
+            opt 1 principal: Str,
             opt 2 labels: Labels,
+            opt 3 role: Str,
+            opt 4 r#type: reservation_info::Type,
         }
     }
     pub mod reservation_info {
@@ -242,13 +246,13 @@ message! {
         req 1 id: OfferID,
         req 2 framework_id: FrameworkID,
         req 3 agent_id: AgentID,
-        req 4 hostname: String,
-        opt 8 url: Url,
-        opt 11 domain: DomainInfo,
+        req 4 hostname: Str,
         rep 5 resources: Resource,
-        rep 7 attributes: Attribute,
         rep 6 executor_ids: ExecutorID,
+        rep 7 attributes: Attribute,
+        opt 8 url: Url,
         opt 10 allocation_info: resource::AllocationInfo,
+        opt 11 domain: DomainInfo,
     }
 }
 
@@ -279,15 +283,15 @@ pub mod offer {
 
 message! {
     TaskInfo = "mesos.TaskInfo" {
-        req 1 name: String,
+        req 1 name: Str,
         req 2 task_id: TaskID,
         req 3 agent_id: AgentID,
         rep 4 resources: Resource,
         opt 5 executor: ExecutorInfo,
-        opt 7 command: CommandInfo,
-        opt 12 kill_policy: KillPolicy,
         opt 6 data: Bytes,
+        opt 7 command: CommandInfo,
         opt 10 labels: Labels,
+        opt 12 kill_policy: KillPolicy,
     }
 }
 
@@ -333,15 +337,15 @@ message! {
     TaskStatus = "mesos.TaskStatus" {
         req 1 task_id: TaskID,
         req 2 state: TaskState,
-        opt 4 message: String,
+        opt 3 data: Bytes,
+        opt 4 message: Str,
+        opt 5 agent_id: AgentID,
+        opt 6 timestamp: f64,
+        opt 7 executor_id: ExecutorID,
+        opt 8 healthy: bool,
         opt 9 source: task_status::Source,
         opt 10 reason: task_status::Reason,
-        opt 3 data: Bytes,
-        opt 5 agent_id: AgentID,
-        opt 7 executor_id: ExecutorID,
-        opt 6 timestamp: f64,
         opt 11 uuid: Bytes,
-        opt 8 healthy: bool,
         opt 12 labels: Labels,
         opt 14 unreachable_time: TimeInfo,
     }
@@ -398,12 +402,13 @@ message! { Filters = "mesos.Filters" { opt 1 refuse_seconds: f64 } }
 message! { Environment = "mesos.Environment" { rep 1 variables: environment::Variable } }
 
 pub mod environment {
+    use crate::mesos::Str;
     use crate::message;
     message! {
         Variable = "mesos.Environment.Variable" {
-            req 1 name: String,
+            req 1 name: Str,
+            opt 2 value: Str,
             opt 3 r#type: variable::Type,
-            opt 2 value: String,
         }
     }
     pub mod variable {
@@ -413,4 +418,4 @@ pub mod environment {
 }
 
 message! { Labels = "mesos.Labels" { rep 1 labels: Label } }
-message! { Label = "mesos.Label" { req 1 key: String, opt 2 value: String } }
+message! { Label = "mesos.Label" { req 1 key: Str, opt 2 value: Str } }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The project's one test command (README names it; .ci/run calls it).
+# It must pass on a fresh Debian machine that has only the Rust toolchain, so it installs
+# what the tests need first: protoc and the official Mesos protos (wire conformance), curl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '==> %s\n' "$*"; }
+
+MESOS_PROTO=/usr/share/gocode/src/github.com/mesos/mesos-go/api/v1/lib/scheduler/scheduler.proto
+missing=()
+command -v protoc >/dev/null || missing+=(protobuf-compiler)
+[ -f "$MESOS_PROTO" ] || missing+=(golang-github-mesos-mesos-go-dev)
+command -v curl >/dev/null || missing+=(curl)
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+for c in rustfmt clippy; do
+  rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
+done
+
+log "cargo fmt --check"
+cargo fmt --all -- --check
+
+log "cargo clippy (all targets, warnings are errors)"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The executor builds the library without the scheduler's server dependencies.
+cargo clippy -p storage-executor --quiet -- -D warnings
+
+log "cargo test (unit, protoc conformance, robustness, dev cluster)"
+cargo test --workspace
