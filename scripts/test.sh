@@ -12,6 +12,8 @@ missing=()
 command -v protoc >/dev/null || missing+=(protobuf-compiler)
 [ -f "$MESOS_PROTO" ] || missing+=(golang-github-mesos-mesos-go-dev)
 command -v curl >/dev/null || missing+=(curl)
+command -v python3 >/dev/null || missing+=(python3)          # scripts/deploy.sh
+command -v chromium >/dev/null || missing+=(chromium)        # status page browser test
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]}"
   SUDO=""
@@ -23,6 +25,8 @@ fi
 for c in rustfmt clippy; do
   rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
 done
+rustup target list --installed | grep -qx x86_64-unknown-linux-musl \
+  || rustup target add x86_64-unknown-linux-musl
 
 log "cargo fmt --check"
 cargo fmt --all -- --check
@@ -32,5 +36,10 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 # The executor builds the library without the scheduler's server dependencies.
 cargo clippy -p storage-executor --quiet -- -D warnings
 
-log "cargo test (unit, protoc conformance, robustness, dev cluster)"
+log "cargo test (unit, protoc conformance, robustness, dev cluster, end to end)"
+# The end-to-end tests run the executor binary beside the scheduler's.
+cargo build --quiet -p storage-executor
 cargo test --workspace
+
+log "release artifacts: static musl binaries"
+scripts/build-release.sh

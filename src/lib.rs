@@ -2,3 +2,11 @@
 //! volumes from a ScaleIO-class block-storage cluster. See ARCHITECTURE.md for the codemap.
 
 pub mod mesos;
+pub mod secret;
+
+#[cfg(feature = "scheduler")]
+pub mod rest;
+#[cfg(feature = "scheduler")]
+pub mod scheduler;
+#[cfg(feature = "scheduler")]
+pub mod store;

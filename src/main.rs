@@ -1,4 +1,27 @@
+//! `storage-scheduler`: configured by flags only (`-name=value`); see `-help`.
+
+use storage_framework::scheduler::{self, flags};
+
 fn main() {
-    eprintln!("storage-scheduler: not yet implemented");
-    std::process::exit(1);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let env = |name: &str| std::env::var(name).ok();
+    let config = match flags::parse(&args, &env) {
+        Ok(flags::Parsed::Run(config)) => config,
+        Ok(flags::Parsed::Help(text)) | Ok(flags::Parsed::Version(text)) => {
+            println!("{text}");
+            return;
+        }
+        Err(problems) => {
+            for p in problems {
+                eprintln!("storage-scheduler: {p}");
+            }
+            eprintln!("storage-scheduler: see -help");
+            std::process::exit(2);
+        }
+    };
+    env_logger::Builder::new()
+        .filter_level(config.loglevel)
+        .format_timestamp_millis()
+        .init();
+    std::process::exit(scheduler::run(*config));
 }

@@ -1,4 +1,35 @@
-fn main() {
-    eprintln!("storage-executor: not yet implemented");
-    std::process::exit(1);
+//! `storage-executor`: the Mesos executor the storage scheduler launches on every agent.
+//!
+//! Exit codes: 0 after an orderly SHUTDOWN, 1 when the agent is gone or sent ERROR,
+//! 2 when the environment the agent should have provided is missing or invalid.
+
+mod agent;
+mod env;
+mod logging;
+mod payload;
+mod updates;
+mod uuid;
+
+use std::process::ExitCode;
+
+const EXIT_USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    let config = match env::Config::from_env() {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("storage-executor: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let client = match agent::client(&config) {
+        Ok(client) => client,
+        Err(e) => {
+            eprintln!("storage-executor: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    logging::init(&config.log_filter, &config.executor_id);
+    let code = agent::run(config, client);
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
 }

@@ -232,7 +232,8 @@ impl Field for crate::mesos::Str {
     const WIRE: u8 = WIRE_LEN;
     #[inline]
     fn read(r: &mut BytesReader, buf: &[u8], _: u32) -> Result<Self, DecodeError> {
-        r.read_string(buf).map(crate::mesos::Str::new).map_err(bad)
+        let bytes = r.read_bytes(buf).map_err(bad)?;
+        crate::mesos::Str::from_utf8(bytes).map_err(|e| bad(e.into()))
     }
     #[inline]
     fn value_len(&self) -> usize {

@@ -2,6 +2,8 @@
 //! (Mesos master and agents, a Marathon-compatible launcher, the storage gateway), strict
 //! enough that a framework that passes against it should pass against the real ones.
 
+pub mod control;
 pub mod gateway;
+pub mod host;
 pub mod launcher;
 pub mod master;

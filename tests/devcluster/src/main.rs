@@ -1,4 +1,293 @@
+//! `storage-devcluster`: a local Mesos master with agents, a Marathon-compatible launcher and
+//! a storage gateway, all on loopback. See `--help`.
+
+use devcluster::{control, gateway, host, launcher, master};
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+const HELP: &str = "\
+storage-devcluster: a local cluster for the storage framework, on loopback
+
+USAGE: storage-devcluster [OPTIONS]
+
+OPTIONS:
+  --agents N              simulated agents, each with its own executor processes (default 3)
+  --synthetic-agents N    more agents, synthetic-1..synthetic-N (attributes keys too), whose
+                          executors are emulated without processes: a scheduler at scale (default 0)
+  --attributes FILE       JSON agent attributes: {\"agent-1\": {\"storage-persona\": \"primary\"}, ...}
+  --heartbeat SECS        master heartbeat interval of scheduler streams (default 15)
+  --work-dir DIR          sandboxes and state (default: a new directory under the temp dir)
+  --launcher-port PORT    Marathon-compatible launcher port (default 0: ephemeral)
+  --control-port PORT     fault-injection API port (default 0: ephemeral)
+  --gateway-password PW   storage gateway admin password (default Scaleio123)
+  --empty-gateway         start the gateway without a storage system (experimental mode)
+  --mdm IP,IP,IP          primary, secondary and tie-breaker MDM addresses the gateway reports
+                          (default 127.0.0.1,127.0.0.2,127.0.0.3)
+  --ready-file PATH       once everything listens, write its addresses there as JSON
+  --host-profile P[,P...] host stand-ins: each agent gets a fake root of profile P (ubuntu14,
+                          rhel7, centos7, ubuntu16; a list gives one per agent) and its
+                          executors run the stand-in commands (storage-host-standin, looked
+                          for next to this binary); see tests/devcluster/src/host.rs
+  -h, --help              this text
+
+Everything it serves is printed at startup. SIGTERM or SIGINT stops it and every process it
+started. The fault-injection API is documented in tests/devcluster/src/control.rs.";
+
+struct Options {
+    agents: usize,
+    synthetic_agents: usize,
+    attributes: Option<PathBuf>,
+    heartbeat: f64,
+    work_dir: Option<PathBuf>,
+    launcher_port: u16,
+    control_port: u16,
+    gateway_password: String,
+    empty_gateway: bool,
+    mdm: [String; 3],
+    ready_file: Option<PathBuf>,
+    host_profiles: Vec<host::HostProfile>,
+}
+
+fn parse(args: &[String]) -> Result<Option<Options>, String> {
+    let mut o = Options {
+        agents: 3,
+        synthetic_agents: 0,
+        attributes: None,
+        heartbeat: 15.0,
+        work_dir: None,
+        launcher_port: 0,
+        control_port: 0,
+        gateway_password: "Scaleio123".into(),
+        empty_gateway: false,
+        mdm: ["127.0.0.1".into(), "127.0.0.2".into(), "127.0.0.3".into()],
+        ready_file: None,
+        host_profiles: Vec::new(),
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let (name, inline) = match arg.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (arg.as_str(), None),
+        };
+        let mut value = |what: &str| {
+            inline
+                .clone()
+                .or_else(|| it.next().cloned())
+                .ok_or_else(|| format!("{name} needs {what}"))
+        };
+        match name {
+            "-h" | "--help" => return Ok(None),
+            "--agents" => {
+                o.agents = value("a number")?
+                    .parse()
+                    .map_err(|_| "--agents: not a number".to_string())?
+            }
+            "--synthetic-agents" => {
+                o.synthetic_agents = value("a number")?
+                    .parse()
+                    .map_err(|_| "--synthetic-agents: not a number".to_string())?
+            }
+            "--attributes" => o.attributes = Some(value("a file")?.into()),
+            "--heartbeat" => {
+                o.heartbeat = value("seconds")?
+                    .parse()
+                    .ok()
+                    .filter(|h: &f64| *h > 0.0 && h.is_finite())
+                    .ok_or("--heartbeat: not a positive number of seconds")?
+            }
+            "--work-dir" => o.work_dir = Some(value("a directory")?.into()),
+            "--launcher-port" => {
+                o.launcher_port = value("a port")?
+                    .parse()
+                    .map_err(|_| "--launcher-port: not a port".to_string())?
+            }
+            "--control-port" => {
+                o.control_port = value("a port")?
+                    .parse()
+                    .map_err(|_| "--control-port: not a port".to_string())?
+            }
+            "--gateway-password" => o.gateway_password = value("a password")?,
+            "--empty-gateway" => o.empty_gateway = true,
+            "--mdm" => {
+                let v = value("three addresses")?;
+                let ips: Vec<&str> = v.split(',').collect();
+                if ips.len() != 3 || ips.iter().any(|ip| ip.parse::<std::net::IpAddr>().is_err()) {
+                    return Err(format!(
+                        "--mdm: {v:?} is not three comma-separated IP addresses"
+                    ));
+                }
+                o.mdm = [ips[0].into(), ips[1].into(), ips[2].into()];
+            }
+            "--ready-file" => o.ready_file = Some(value("a path")?.into()),
+            "--host-profile" => {
+                o.host_profiles = value("a profile")?
+                    .split(',')
+                    .map(host::HostProfile::parse)
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| format!("--host-profile: {e}"))?
+            }
+            other => return Err(format!("unknown option {other} (see --help)")),
+        }
+    }
+    if o.host_profiles.len() > 1 && o.host_profiles.len() != o.agents {
+        return Err(format!(
+            "--host-profile: {} profiles for {} agents (give one, or one per agent)",
+            o.host_profiles.len(),
+            o.agents
+        ));
+    }
+    Ok(Some(o))
+}
+
+/// Host stand-ins as `--host-profile` asks, the binary being next to this one.
+fn host_standins(
+    profiles: &[host::HostProfile],
+    control_url: String,
+) -> Result<host::HostStandins, String> {
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("--host-profile: cannot find this binary: {e}"))?;
+    let bin = exe
+        .parent()
+        .map(|d| d.join(host::STANDIN_BIN))
+        .ok_or("--host-profile: this binary has no directory")?;
+    if !bin.is_file() {
+        return Err(format!(
+            "--host-profile: {} not found (build it: cargo build -p storage-devcluster)",
+            bin.display()
+        ));
+    }
+    let mut h = host::HostStandins::new(bin, Some(control_url));
+    if let Some(first) = profiles.first() {
+        h.profile = *first;
+    }
+    if profiles.len() > 1 {
+        h.per_agent = profiles
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (i + 1, *p))
+            .collect();
+    }
+    Ok(h)
+}
+
+fn run(o: Options) -> Result<(), String> {
+    let work_dir = o.work_dir.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("storage-devcluster-{}", std::process::id()))
+    });
+    std::fs::create_dir_all(&work_dir).map_err(|e| format!("{}: {e}", work_dir.display()))?;
+
+    // Bound first: the agents hand its URL to the host stand-ins of their executors.
+    let control_listener = control::bind(o.control_port)?;
+    let host_standins = if o.host_profiles.is_empty() {
+        None
+    } else {
+        Some(host_standins(&o.host_profiles, control_listener.url())?)
+    };
+    let master = Arc::new(master::start(master::MasterConfig {
+        agents: o.agents,
+        synthetic_agents: o.synthetic_agents,
+        attributes_file: o.attributes,
+        heartbeat_interval: Duration::from_secs_f64(o.heartbeat),
+        work_dir: work_dir.join("mesos"),
+        host_standins,
+        ..Default::default()
+    })?);
+    let mut gw_cfg = gateway::GatewayConfig::new(
+        &o.gateway_password,
+        gateway::MdmIps {
+            primary: o.mdm[0].clone(),
+            secondary: o.mdm[1].clone(),
+            tiebreaker: o.mdm[2].clone(),
+        },
+    );
+    if o.empty_gateway {
+        gw_cfg.preconfigured = None;
+    }
+    let gateway = Arc::new(gateway::start(gw_cfg)?);
+    let launcher = launcher::start(launcher::LauncherConfig {
+        port: o.launcher_port,
+        work_dir: work_dir.join("launcher"),
+        ..Default::default()
+    })?;
+    let control = control_listener.serve(control::Targets {
+        master: master.clone(),
+        gateway: Some(gateway.clone()),
+    })?;
+
+    let agents = master.agents()?;
+    let ready = json!({
+        "master": master.addr().to_string(),
+        "standby_master": master.standby_addr().to_string(),
+        "launcher": launcher.addr().to_string(),
+        "gateway": gateway.url(),
+        "control": control.url(),
+        "work_dir": work_dir.display().to_string(),
+        "agents": agents.iter().map(|a| json!({
+            "hostname": a.hostname, "id": a.id, "ip": a.ip.to_string(),
+            "endpoint": a.endpoint.to_string(),
+            "host_root": (!o.host_profiles.is_empty()).then(|| {
+                host::agent_root(&master.work_dir().join(&a.hostname)).display().to_string()
+            }),
+        })).collect::<Vec<_>>(),
+    });
+    println!("master           http://{}", master.addr());
+    println!("standby master   http://{}", master.standby_addr());
+    println!("launcher         {}", launcher.url());
+    println!("storage gateway  {}", gateway.url());
+    println!("control API      {}", control.url());
+    // Synthetic agents have no address of their own: one line for all of them.
+    for a in agents.iter().filter(|a| !a.synthetic) {
+        println!(
+            "agent            {} {} http://{}",
+            a.hostname, a.ip, a.endpoint
+        );
+    }
+    let synthetic = agents.iter().filter(|a| a.synthetic).count();
+    if synthetic > 0 {
+        println!("synthetic agents {synthetic} (executors emulated in-process)");
+    }
+
+    println!("work dir         {}", work_dir.display());
+    if let Some(path) = &o.ready_file {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(&ready).unwrap_or_default())
+            .and_then(|_| std::fs::rename(&tmp, path))
+            .map_err(|e| format!("--ready-file {}: {e}", path.display()))?;
+    }
+
+    // Block until SIGTERM/SIGINT, then stop everything (dropping the handles ends the
+    // servers and kills every child process).
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+    ])
+    .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    if let Some(sig) = signals.forever().next() {
+        eprintln!("storage-devcluster: signal {sig}, stopping");
+    }
+    drop(control);
+    drop(launcher);
+    drop(gateway);
+    drop(master);
+    Ok(())
+}
+
 fn main() {
-    eprintln!("storage-devcluster: not yet wired");
-    std::process::exit(1);
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match parse(&args) {
+        Ok(None) => println!("{HELP}"),
+        Ok(Some(o)) => {
+            if let Err(e) = run(o) {
+                eprintln!("storage-devcluster: {e}");
+                std::process::exit(1);
+            }
+        }
+        Err(e) => {
+            eprintln!("storage-devcluster: {e}");
+            std::process::exit(2);
+        }
+    }
 }

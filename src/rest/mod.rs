@@ -1,0 +1,743 @@
+//! The scheduler's HTTP server on `-rest.port`: status page, state, health, metrics, the
+//! executor binary, and the executor API (design section 5).
+//!
+//! | method and path | what |
+//! |---|---|
+//! | `GET /`, `GET /ui` | HTML status page (refreshes itself) |
+//! | `GET /version` | `{"versionint": N, "versionstr": "x.y.z"}` |
+//! | `GET /health` | 200 when subscribed, else 503; JSON |
+//! | `GET /metrics` | Prometheus text format |
+//! | `GET /api/state` | the cluster model as JSON (no secrets: they live outside the model) |
+//! | `GET /storage-executor` | the executor binary (ETag, `If-None-Match`, HEAD) |
+//! | `GET /api/v1/executors/<id>/plan?version=N&wait=S` | node plan; with `version` equal to the current one and `wait` > 0 (seconds, at most 60), waits up to `wait` for a change: 200 with the new plan, or 304 when still unchanged |
+//! | `POST /api/v1/executors/<id>/phase` | `{"phase": "packages", "message": "...", "error": "..."}` |
+//! | `POST /api/v1/executors/<id>/devices` | `{"devices": ["/dev/sdb"]}` |
+//! | `POST /api/v1/executors/<id>/heartbeat` | no body needed |
+//!
+//! Executor calls carry `Authorization: Bearer <STORAGE_EXECUTOR_SECRET>`: missing or wrong
+//! is 401, an executor that is not the current launch of a node is 404. Reports answer 200
+//! `{"recorded": true}`. Errors are JSON `{"error": ..., "detail": ...}` (the HTML page
+//! aside); bodies over 1 MiB get 413. When every long-poll slot is taken a plan wait gets 503
+//! with `Retry-After`.
+
+pub mod http;
+mod page;
+mod prom;
+
+use crate::scheduler::dispatcher::{now_ms, Input, View};
+use crate::scheduler::executors::{content_hash, ExecutorCall, ExecutorReply, ExecutorRequest};
+use crate::scheduler::metrics::Metrics;
+use crate::secret::Secret;
+use crossbeam_channel::{select, Receiver, Sender};
+use http::{Body, HttpStats, Request, Response};
+use log::info;
+use serde::Serialize;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, SystemTime};
+
+pub struct RestConfig {
+    pub port: u16,
+    pub executor_path: PathBuf,
+    pub inputs: Sender<Input>,
+    pub metrics: Arc<Metrics>,
+}
+
+/// Tuning of the server; `Default` is what the scheduler runs with.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Address to listen on (the port comes from [`RestConfig::port`]; 0 picks a free one).
+    pub bind: IpAddr,
+    /// Threads serving connections: the most requests in progress at once.
+    pub workers: usize,
+    /// Connections waiting for a worker before new ones get 503.
+    pub queue: usize,
+    /// Time to receive one whole request once it started (a stalled client is cut off).
+    pub request_timeout: Duration,
+    /// Keep-alive connections idle longer than this are closed.
+    pub idle_timeout: Duration,
+    pub write_timeout: Duration,
+    /// How long a request waits for the dispatcher before 503.
+    pub dispatcher_timeout: Duration,
+    /// Plan requests waiting for a change at once; kept below `workers` so that waiting
+    /// executors cannot take every worker.
+    pub max_long_polls: usize,
+    /// Longest plan wait an executor may ask for.
+    pub max_wait: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            workers: 64,
+            queue: 1024,
+            request_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(30),
+            dispatcher_timeout: Duration::from_secs(5),
+            max_long_polls: 48,
+            max_wait: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The running server; dropping it stops it (open connections are cut, waits end).
+pub struct RestHandle {
+    stop: Option<Sender<()>>,
+    server: Option<http::Server>,
+    addr: SocketAddr,
+}
+
+impl RestHandle {
+    /// The address actually bound (the port is the ephemeral one when 0 was asked).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for RestHandle {
+    fn drop(&mut self) {
+        // First end the long polls (their select sees the channel close), then the server.
+        self.stop.take();
+        self.server.take();
+    }
+}
+
+/// Starts the server on `0.0.0.0:<port>` with the default options.
+pub fn start(config: RestConfig) -> Result<RestHandle, String> {
+    start_with(config, ServerOptions::default())
+}
+
+pub fn start_with(config: RestConfig, options: ServerOptions) -> Result<RestHandle, String> {
+    let listener = TcpListener::bind((options.bind, config.port)).map_err(|e| {
+        format!(
+            "cannot listen on {}:{} (-rest.port): {e}",
+            options.bind, config.port
+        )
+    })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the REST server's address: {e}"))?;
+    let stats = Arc::new(HttpStats::default());
+    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+    let router = Arc::new(Router {
+        binary: ExecutorBinary::new(config.executor_path.clone()),
+        config,
+        options: options.clone(),
+        stats: stats.clone(),
+        long_polls: AtomicUsize::new(0),
+        stop: stop_rx,
+    });
+    let limits = http::Limits {
+        workers: options.workers,
+        queue: options.queue,
+        request_timeout: options.request_timeout,
+        idle_timeout: options.idle_timeout,
+        write_timeout: options.write_timeout,
+    };
+    let handler: Arc<http::Handler> = Arc::new(move |req: &Request| router.handle(req));
+    let server = http::Server::start(listener, limits, stats, handler)
+        .map_err(|e| format!("cannot start the REST server threads: {e}"))?;
+    info!("REST server listening on {addr}");
+    Ok(RestHandle {
+        stop: Some(stop_tx),
+        server: Some(server),
+        addr,
+    })
+}
+
+/// A value's JSON and its gzip form, each made at most once and then shared (the
+/// `/api/state` body of one view, asked for by many clients).
+#[derive(Clone, Default)]
+pub struct JsonCache {
+    plain: OnceLock<Result<Arc<Vec<u8>>, String>>,
+    gzip: OnceLock<Result<Arc<Vec<u8>>, String>>,
+}
+
+impl JsonCache {
+    pub fn get_or_encode<T: Serialize>(&self, value: &T) -> Result<Arc<Vec<u8>>, String> {
+        self.plain
+            .get_or_init(|| {
+                serde_json::to_vec(value)
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            })
+            .clone()
+    }
+
+    pub fn get_or_encode_gzip<T: Serialize>(&self, value: &T) -> Result<Arc<Vec<u8>>, String> {
+        self.gzip
+            .get_or_init(|| gzip(&self.get_or_encode(value)?).map(Arc::new))
+            .clone()
+    }
+}
+
+/// Responses smaller than this are not worth compressing.
+const GZIP_MIN: usize = 1024;
+
+fn gzip(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    use std::io::Write;
+    // Level 1: repetitive JSON and HTML shrink about as well as at higher levels, at a
+    // fraction of the time, which the first request after each change waits for.
+    let mut e = flate2::write::GzEncoder::new(
+        Vec::with_capacity(bytes.len() / 8 + 64),
+        flate2::Compression::fast(),
+    );
+    e.write_all(bytes)
+        .and_then(|_| e.finish())
+        .map_err(|e| format!("gzip: {e}"))
+}
+
+/// Compresses a successful text response for a client that accepts gzip.
+fn compress(req: &Request, mut resp: Response) -> Response {
+    let text = resp.headers.iter().any(|(n, v)| {
+        *n == "Content-Type" && (v.starts_with("text/") || v.starts_with("application/json"))
+    });
+    if resp.status != 200
+        || !text
+        || resp.body.bytes().len() < GZIP_MIN
+        || resp.headers.iter().any(|(n, _)| *n == "Content-Encoding")
+    {
+        return resp;
+    }
+    resp.headers.push(("Vary", "Accept-Encoding".into()));
+    if !req.accepts_gzip() {
+        return resp;
+    }
+    match gzip(resp.body.bytes()) {
+        Ok(z) => {
+            resp.body = Body::Owned(z);
+            resp.with_header("Content-Encoding", "gzip")
+        }
+        Err(_) => resp,
+    }
+}
+
+impl std::fmt::Debug for JsonCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.plain.get() {
+            Some(Ok(b)) => write!(f, "JsonCache({} bytes)", b.len()),
+            Some(Err(e)) => write!(f, "JsonCache(error: {e})"),
+            None => f.write_str("JsonCache(empty)"),
+        }
+    }
+}
+
+/// `1.2.3` -> 10203 (the earlier framework's `versionint`).
+pub fn version_int(v: &str) -> u64 {
+    v.split('.')
+        .take(3)
+        .map(|p| {
+            p.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+                .parse::<u64>()
+                .unwrap_or(0)
+        })
+        .fold(0, |acc, p| acc * 100 + p)
+}
+
+/// The executor binary, read once and served from memory; read again only when it was
+/// missing or its size or modification time changed.
+struct ExecutorBinary {
+    path: PathBuf,
+    cached: Mutex<Option<Arc<Binary>>>,
+}
+
+struct Binary {
+    bytes: Arc<Vec<u8>>,
+    etag: String,
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+impl ExecutorBinary {
+    fn new(path: PathBuf) -> Self {
+        ExecutorBinary {
+            path,
+            cached: Mutex::new(None),
+        }
+    }
+
+    fn get(&self) -> Result<Arc<Binary>, String> {
+        let shown = self.path.display();
+        let hint = "it is served from beside the scheduler binary, or from -executor.altpath";
+        let meta = std::fs::metadata(&self.path).map_err(|e| format!("{shown}: {e}; {hint}"))?;
+        if !meta.is_file() {
+            return Err(format!("{shown} is not a regular file; {hint}"));
+        }
+        let (len, modified) = (meta.len(), meta.modified().ok());
+        // Held while reading, so that a crowd of fetchers reads the file once, not each.
+        let mut slot = self.cached.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(b) = slot.as_ref() {
+            if b.len == len && b.modified == modified {
+                return Ok(b.clone());
+            }
+        }
+        let bytes = std::fs::read(&self.path).map_err(|e| format!("{shown}: {e}; {hint}"))?;
+        let etag = format!("\"{:016x}-{:x}\"", content_hash(&bytes), bytes.len());
+        info!(
+            "executor binary {shown}: {} bytes loaded, ETag {etag}",
+            bytes.len()
+        );
+        let b = Arc::new(Binary {
+            bytes: Arc::new(bytes),
+            etag,
+            len,
+            modified,
+        });
+        *slot = Some(b.clone());
+        Ok(b)
+    }
+}
+
+const GET_HEAD: &[&str] = &["GET", "HEAD"];
+const GET: &[&str] = &["GET"];
+const POST: &[&str] = &["POST"];
+
+type Route = fn(&Router, &Request) -> Response;
+
+struct Router {
+    config: RestConfig,
+    options: ServerOptions,
+    binary: ExecutorBinary,
+    stats: Arc<HttpStats>,
+    long_polls: AtomicUsize,
+    /// Closed when the server stops: ends long waits at once.
+    stop: Receiver<()>,
+}
+
+fn not_found(path: &str) -> Response {
+    Response::error(
+        404,
+        "not found",
+        &format!(
+            "no such path: {}",
+            path.chars().take(200).collect::<String>()
+        ),
+    )
+}
+
+fn method_not_allowed(method: &str, allowed: &[&str]) -> Response {
+    Response::error(
+        405,
+        "method not allowed",
+        &format!(
+            "{} is not allowed here; use {}",
+            method.chars().take(20).collect::<String>(),
+            allowed.join(" or ")
+        ),
+    )
+    .with_header("Allow", allowed.join(", "))
+}
+
+fn unauthorized(detail: &str) -> Response {
+    Response::error(401, "unauthorized", detail)
+        .with_header("WWW-Authenticate", "Bearer realm=\"storage-scheduler\"")
+}
+
+fn json_value(status: u16, v: serde_json::Value) -> Response {
+    Response::json(status, v.to_string().into_bytes())
+}
+
+/// Why a wait for the dispatcher ended without an answer.
+enum Wait {
+    Gone,
+    Stopping,
+    TimedOut(Duration),
+}
+
+impl Wait {
+    fn describe(&self) -> (&'static str, String) {
+        match self {
+            Wait::Gone => (
+                "scheduler stopping",
+                "the dispatcher ended before answering".into(),
+            ),
+            Wait::Stopping => ("server stopping", "the REST server is shutting down".into()),
+            Wait::TimedOut(t) => (
+                "scheduler busy",
+                format!("the dispatcher did not answer within {} s", t.as_secs_f64()),
+            ),
+        }
+    }
+
+    fn response(self) -> Response {
+        let (error, detail) = self.describe();
+        let resp = Response::error(503, error, &detail);
+        match self {
+            Wait::TimedOut(_) => resp.with_header("Retry-After", "1"),
+            _ => resp,
+        }
+    }
+}
+
+struct SlotGuard<'a>(&'a AtomicUsize);
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Router {
+    fn handle(&self, req: &Request) -> Response {
+        if let Some(rest) = req.path.strip_prefix("/api/v1/executors/") {
+            return self.executor_route(req, rest);
+        }
+        let (allowed, route): (&[&str], Route) = match req.path.as_str() {
+            "/" | "/ui" | "/ui/" => (GET_HEAD, Router::page),
+            "/version" => (GET_HEAD, Router::version),
+            "/health" => (GET_HEAD, Router::health),
+            "/metrics" => (GET_HEAD, Router::metrics),
+            "/api/state" => (GET_HEAD, Router::state),
+            "/storage-executor" => (GET_HEAD, Router::executor_binary),
+            other => return not_found(other),
+        };
+        if !allowed.contains(&req.method.as_str()) {
+            return method_not_allowed(&req.method, allowed);
+        }
+        compress(req, route(self, req))
+    }
+
+    /// Waits for a reply from the dispatcher, or the server's stop.
+    fn wait<T>(&self, rx: &Receiver<T>, timeout: Duration) -> Result<T, Wait> {
+        select! {
+            recv(rx) -> r => r.map_err(|_| Wait::Gone),
+            recv(self.stop) -> _ => Err(Wait::Stopping),
+            default(timeout) => Err(Wait::TimedOut(timeout)),
+        }
+    }
+
+    fn view(&self) -> Result<Arc<View>, Response> {
+        self.try_view().map_err(Wait::response)
+    }
+
+    fn try_view(&self) -> Result<Arc<View>, Wait> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.config
+            .inputs
+            .send(Input::View(tx))
+            .map_err(|_| Wait::Gone)?;
+        self.wait(&rx, self.options.dispatcher_timeout)
+    }
+
+    fn page(&self, req: &Request) -> Response {
+        let partial = req.query_param("partial").ok().flatten().is_some();
+        let (status, html) = match self.try_view() {
+            Ok(v) => (200, page::render(&v, now_ms(), partial)),
+            Err(w) => {
+                let (error, detail) = w.describe();
+                (503, page::render_unavailable(error, &detail, partial))
+            }
+        };
+        Response::new(status, "text/html; charset=utf-8", Body::Owned(html.into_bytes()))
+            .with_header("Cache-Control", "no-store")
+            .with_header("X-Content-Type-Options", "nosniff")
+            .with_header(
+                "Content-Security-Policy",
+                "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'; img-src data:",
+            )
+    }
+
+    fn version(&self, _req: &Request) -> Response {
+        let v = env!("CARGO_PKG_VERSION");
+        json_value(
+            200,
+            serde_json::json!({ "versionint": version_int(v), "versionstr": v }),
+        )
+    }
+
+    fn health(&self, _req: &Request) -> Response {
+        match self.view() {
+            Ok(v) if v.subscribed => json_value(
+                200,
+                serde_json::json!({
+                    "status": "subscribed",
+                    "master": v.master,
+                    "framework_id": v.model.framework_id,
+                }),
+            ),
+            Ok(v) => Response::error(
+                503,
+                "not subscribed",
+                v.disconnected_reason
+                    .as_deref()
+                    .unwrap_or("connecting to the master"),
+            ),
+            Err(r) => r,
+        }
+    }
+
+    fn metrics(&self, _req: &Request) -> Response {
+        let view = self.view().ok();
+        let text = prom::render(&prom::Sources {
+            metrics: &self.config.metrics,
+            view: view.as_deref(),
+            http: &self.stats,
+            long_polls: self.long_polls.load(Ordering::Relaxed),
+            now_ms: now_ms(),
+        });
+        Response::new(
+            200,
+            "text/plain; version=0.0.4; charset=utf-8",
+            Body::Owned(text.into_bytes()),
+        )
+    }
+
+    fn state(&self, req: &Request) -> Response {
+        let view = match self.view() {
+            Ok(v) => v,
+            Err(r) => return r,
+        };
+        let gzip = req.accepts_gzip();
+        let encoded = if gzip {
+            view.json.get_or_encode_gzip(&*view)
+        } else {
+            view.json.get_or_encode(&*view)
+        };
+        match encoded {
+            Ok(body) => {
+                let resp = Response::new(200, "application/json", Body::Shared(body))
+                    .with_header("Cache-Control", "no-store")
+                    .with_header("Vary", "Accept-Encoding");
+                if gzip {
+                    resp.with_header("Content-Encoding", "gzip")
+                } else {
+                    resp
+                }
+            }
+            Err(e) => Response::error(500, "cannot encode the state", &e),
+        }
+    }
+
+    fn executor_binary(&self, req: &Request) -> Response {
+        match self.binary.get() {
+            Ok(b) => {
+                let fresh = req
+                    .header("if-none-match")
+                    .is_some_and(|v| v.split(',').any(|t| t.trim() == b.etag || t.trim() == "*"));
+                let resp = if fresh {
+                    Response::new(304, "application/octet-stream", Body::Empty)
+                } else {
+                    Response::new(
+                        200,
+                        "application/octet-stream",
+                        Body::Shared(b.bytes.clone()),
+                    )
+                };
+                resp.with_header("ETag", b.etag.clone())
+            }
+            Err(detail) => Response::error(404, "executor binary not found", &detail),
+        }
+    }
+
+    fn executor_route(&self, req: &Request, rest: &str) -> Response {
+        let Some((raw_id, action)) = rest.split_once('/') else {
+            return not_found(&req.path);
+        };
+        let id = match http::percent_decode(raw_id) {
+            Ok(id) if !id.is_empty() && !id.contains('/') => id,
+            Ok(_) => return not_found(&req.path),
+            Err(e) => return Response::error(400, "bad executor id", &e),
+        };
+        let allowed = match action {
+            "plan" => GET,
+            "phase" | "devices" | "heartbeat" => POST,
+            _ => {
+                return Response::error(
+                    404,
+                    "not found",
+                    &format!(
+                    "unknown executor endpoint {:?}; expected plan, phase, devices or heartbeat",
+                    action.chars().take(100).collect::<String>()
+                ),
+                )
+            }
+        };
+        if !allowed.contains(&req.method.as_str()) {
+            return method_not_allowed(&req.method, allowed);
+        }
+        let parsed = match action {
+            "plan" => self.plan_params(req),
+            "phase" => report(ExecutorCall::phase_from_json(&req.body)),
+            "devices" => report(ExecutorCall::devices_from_json(&req.body)),
+            _ => report(ExecutorCall::heartbeat_from_json(&req.body)),
+        };
+        let (call, wait) = match parsed {
+            Ok(p) => p,
+            Err(r) => return r,
+        };
+        let secret = match bearer(req) {
+            Ok(s) => s,
+            Err(r) => return r,
+        };
+        self.executor_call(id, secret, call, wait)
+    }
+
+    fn plan_params(&self, req: &Request) -> Result<(ExecutorCall, Duration), Response> {
+        let bad = |name: &str, e: String| {
+            Response::error(400, "bad query parameter", &format!("{name}: {e}"))
+        };
+        let version = match req.query_param("version").map_err(|e| bad("version", e))? {
+            None => None,
+            Some(v) => Some(v.parse::<u64>().map_err(|_| {
+                bad(
+                    "version",
+                    format!("{v:?} is not a plan version (a whole number)"),
+                )
+            })?),
+        };
+        let wait = match req.query_param("wait").map_err(|e| bad("wait", e))? {
+            None => Duration::ZERO,
+            Some(w) => Duration::from_secs(
+                w.parse::<u64>()
+                    .map_err(|_| bad("wait", format!("{w:?} is not a number of seconds")))?,
+            ),
+        }
+        .min(self.options.max_wait);
+        Ok((
+            ExecutorCall::Plan {
+                version,
+                wait_ms: wait.as_millis() as u64,
+            },
+            wait,
+        ))
+    }
+
+    fn executor_call(
+        &self,
+        id: String,
+        secret: Secret,
+        call: ExecutorCall,
+        wait: Duration,
+    ) -> Response {
+        let _slot = if wait.is_zero() {
+            None
+        } else {
+            let before = self.long_polls.fetch_add(1, Ordering::Relaxed);
+            let guard = SlotGuard(&self.long_polls);
+            if before >= self.options.max_long_polls {
+                return Response::error(
+                    503,
+                    "too many waiting executors",
+                    &format!(
+                        "{} plan requests are already waiting for a change; retry later",
+                        self.options.max_long_polls
+                    ),
+                )
+                .with_header("Retry-After", "5");
+            }
+            Some(guard)
+        };
+        let (tx, rx) = crossbeam_channel::bounded(2);
+        let req = ExecutorRequest {
+            executor_id: id,
+            secret,
+            call,
+            reply: tx,
+        };
+        if self.config.inputs.send(Input::Executor(req)).is_err() {
+            return Response::error(503, "scheduler stopping", "the dispatcher is not running");
+        }
+        let first = match self.wait(&rx, self.options.dispatcher_timeout) {
+            Ok(r) => r,
+            Err(w) => return w.response(),
+        };
+        let reply = match first {
+            ExecutorReply::Parked => match self.wait(&rx, wait) {
+                Ok(r) => r,
+                // The dispatcher found the caller's version current when it parked the
+                // request, and would have answered a change: unchanged.
+                Err(Wait::TimedOut(_)) => {
+                    return Response::new(304, "application/json", Body::Empty)
+                        .with_header("Cache-Control", "no-store")
+                }
+                Err(w) => return w.response(),
+            },
+            other => other,
+        };
+        match reply {
+            ExecutorReply::Plan(p) => Response::json(200, p.json)
+                .with_header("ETag", format!("\"{}\"", p.version))
+                .with_header("Cache-Control", "no-store"),
+            ExecutorReply::Recorded => json_value(200, serde_json::json!({ "recorded": true })),
+            ExecutorReply::Parked => Response::error(500, "internal error", "parked twice"),
+            ExecutorReply::Failed(e) if e.status == 401 => unauthorized(&e.detail),
+            ExecutorReply::Failed(e) => Response::error(e.status, e.error, &e.detail),
+        }
+    }
+}
+
+/// A parsed report: no wait.
+fn report(
+    parsed: Result<ExecutorCall, crate::scheduler::executors::ApiError>,
+) -> Result<(ExecutorCall, Duration), Response> {
+    parsed
+        .map(|c| (c, Duration::ZERO))
+        .map_err(|e| Response::error(e.status, e.error, &e.detail))
+}
+
+/// The bearer token of `Authorization: Bearer <token>`.
+fn bearer(req: &Request) -> Result<Secret, Response> {
+    let Some(value) = req.header("authorization") else {
+        return Err(unauthorized(
+            "missing credentials: send Authorization: Bearer <this executor's STORAGE_EXECUTOR_SECRET>",
+        ));
+    };
+    let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
+    let token = token.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
+        return Err(unauthorized(
+            "malformed credentials: expected Authorization: Bearer <secret>",
+        ));
+    }
+    Ok(Secret::new(token))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_int_matches_the_earlier_framework() {
+        assert_eq!(version_int("1.2.3"), 10203);
+        assert_eq!(version_int("0.1.0"), 100);
+        assert_eq!(version_int("2.0.1-rc1"), 20001);
+    }
+
+    #[test]
+    fn bearer_parsing() {
+        let with =
+            |v: &str| Request::new("GET", "/", vec![("authorization".into(), v.into())], vec![]);
+        assert_eq!(bearer(&with("Bearer abc")).ok().unwrap().expose(), "abc");
+        assert_eq!(bearer(&with("bearer  abc ")).ok().unwrap().expose(), "abc");
+        assert_eq!(bearer(&with("Basic abc")).err().unwrap().status, 401);
+        assert_eq!(bearer(&with("Bearer")).err().unwrap().status, 401);
+        assert_eq!(
+            bearer(&Request::new("GET", "/", vec![], vec![]))
+                .err()
+                .unwrap()
+                .status,
+            401
+        );
+    }
+
+    #[test]
+    fn json_cache_encodes_once() {
+        let c = JsonCache::default();
+        let a = c.get_or_encode(&vec![1, 2]).unwrap();
+        let b = c.get_or_encode(&vec![3]).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(&**a, b"[1,2]");
+        assert_eq!(format!("{c:?}"), "JsonCache(5 bytes)");
+        let z = c.get_or_encode_gzip(&vec![9]).unwrap();
+        let mut plain = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&z[..]), &mut plain)
+            .unwrap();
+        assert_eq!(plain, "[1,2]");
+    }
+}

@@ -1,0 +1,453 @@
+//! The HTML status page, rendered on the server with every value escaped, so it works
+//! without JavaScript. A small script refreshes it in place every few seconds by fetching the
+//! same page's content (`?partial=1`, also server-rendered); without JavaScript a meta
+//! refresh reloads it.
+
+use crate::scheduler::dispatcher::View;
+use crate::scheduler::model::{Node, Phase};
+use std::fmt::Write;
+
+/// The install path, in order: progress is the position of a node's phase on it.
+const INSTALL: [Phase; 10] = [
+    Phase::Launching,
+    Phase::Environment,
+    Phase::RebootPrerequisites,
+    Phase::Packages,
+    Phase::Devices,
+    Phase::ClusterInit,
+    Phase::StorageAttach,
+    Phase::VolumeDriver,
+    Phase::RebootFinal,
+    Phase::Running,
+];
+
+const REFRESH_MS: u32 = 5000;
+/// Last contact older than this is shown as stale.
+const STALE_MS: u64 = 2 * 60 * 1000;
+
+/// HTML-escapes text for element content and quoted attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// "12 s ago", "3 min ago", ...
+pub fn ago(now_ms: u64, then_ms: u64) -> String {
+    let s = now_ms.saturating_sub(then_ms) / 1000;
+    match s {
+        0 => "just now".into(),
+        1..=119 => format!("{s} s ago"),
+        120..=7199 => format!("{} min ago", s / 60),
+        7200..=172_799 => format!("{} h ago", s / 3600),
+        _ => format!("{} d ago", s / 86_400),
+    }
+}
+
+/// `2024-05-01 12:00:03 UTC` (civil-from-days; no date library needed for one line).
+pub fn utc(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn phase_class(p: Phase) -> &'static str {
+    match p {
+        Phase::Running => "ok",
+        Phase::Failed => "bad",
+        Phase::Lost => "warn",
+        Phase::Launching => "idle",
+        _ => "busy",
+    }
+}
+
+const STYLE: &str = r#"
+:root{--fg:#1f2937;--muted:#6b7280;--line:#e5e7eb;--bg:#f6f7f9;--card:#fff;
+--ok:#15803d;--ok-bg:#dcfce7;--bad:#b91c1c;--bad-bg:#fee2e2;--warn:#b45309;--warn-bg:#fef3c7;
+--busy:#1d4ed8;--busy-bg:#dbeafe;--idle:#4b5563;--idle-bg:#e5e7eb}
+*{box-sizing:border-box}
+body{margin:0;background:var(--bg);color:var(--fg);font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif}
+main{max-width:1400px;margin:0 auto;padding:20px 24px 32px}
+header{display:flex;align-items:center;justify-content:space-between;gap:16px;flex-wrap:wrap}
+h1{font-size:20px;margin:0;font-weight:650;letter-spacing:-.01em}
+h1 small{font-size:13px;color:var(--muted);font-weight:400;margin-left:8px}
+.conn{display:inline-flex;align-items:center;gap:8px;padding:5px 12px;border-radius:999px;font-weight:600;font-size:13px}
+.conn.ok{background:var(--ok-bg);color:var(--ok)}.conn.bad{background:var(--bad-bg);color:var(--bad)}
+.dot{width:8px;height:8px;border-radius:50%;background:currentColor}
+.facts{display:flex;flex-wrap:wrap;gap:8px 28px;margin:14px 0 16px;padding:12px 16px;background:var(--card);border:1px solid var(--line);border-radius:10px}
+.facts div{min-width:0}.facts dt{font-size:11px;text-transform:uppercase;letter-spacing:.05em;color:var(--muted)}
+.facts dd{margin:0;font-weight:550;overflow-wrap:anywhere}
+.totals{display:flex;flex-wrap:wrap;gap:8px;margin-bottom:14px}
+.chip{display:inline-flex;gap:6px;align-items:baseline;padding:4px 10px;border-radius:8px;font-size:13px;border:1px solid transparent}
+.chip b{font-size:15px}
+.ok{--c:var(--ok);--cb:var(--ok-bg)}.bad{--c:var(--bad);--cb:var(--bad-bg)}.warn{--c:var(--warn);--cb:var(--warn-bg)}
+.busy{--c:var(--busy);--cb:var(--busy-bg)}.idle{--c:var(--idle);--cb:var(--idle-bg)}
+.chip,.badge{background:var(--cb);color:var(--c)}
+.chip.total{background:var(--card);border-color:var(--line);color:var(--fg)}
+table{width:100%;border-collapse:separate;border-spacing:0;background:var(--card);border:1px solid var(--line);border-radius:10px;overflow:hidden}
+th,td{padding:9px 12px;text-align:left;vertical-align:top;border-bottom:1px solid var(--line)}
+tr:last-child td{border-bottom:0}
+th{font-size:11px;text-transform:uppercase;letter-spacing:.05em;color:var(--muted);background:#fafafa;font-weight:600}
+tr.err td{background:#fff7f7}
+.host{font-weight:600;white-space:nowrap}.sub{color:var(--muted);font-size:12px;overflow-wrap:anywhere}
+.agent{max-width:230px}
+.badge{display:inline-block;padding:2px 8px;border-radius:6px;font-size:12px;font-weight:600;white-space:nowrap}
+.persona{background:#f3f4f6;color:#374151}.persona.mdm{background:#ede9fe;color:#5b21b6}
+.bar{width:130px;height:8px;border-radius:4px;background:#eef0f3;overflow:hidden;margin-top:5px}
+.bar i{display:block;height:100%;background:var(--c)}
+.step{font-size:12px;color:var(--muted)}
+code{font:12px ui-monospace,SFMono-Regular,Menlo,"DejaVu Sans Mono",monospace;background:#f3f4f6;padding:1px 5px;border-radius:4px;margin:0 4px 3px 0;display:inline-block}
+code.att{background:var(--ok-bg);color:var(--ok)}
+.stale{color:var(--warn);font-weight:600}
+.when,th{white-space:nowrap}
+.error{color:var(--bad);font-weight:500;white-space:pre-wrap;overflow-wrap:anywhere;max-width:440px;border-left:3px solid var(--bad);padding-left:8px}
+.none{color:#9ca3af}
+.empty{padding:28px;text-align:center;color:var(--muted);background:var(--card);border:1px dashed var(--line);border-radius:10px}
+footer{margin-top:16px;color:var(--muted);font-size:12px}
+footer a{color:var(--muted);margin-right:14px}
+#offline{display:none;margin-bottom:12px;padding:8px 12px;border-radius:8px;background:var(--warn-bg);color:var(--warn);font-weight:600}
+"#;
+
+/// Fetches the page's own content and swaps it in: no reload, no flicker. The server has
+/// escaped every value in it, so nothing is built from data here.
+const SCRIPT: &str = r#"
+(function(){
+  var busy=false, url=location.pathname+'?partial=1';
+  function tick(){
+    if(busy) return; busy=true;
+    fetch(url,{cache:'no-store'}).then(function(r){return r.text();}).then(function(t){
+      document.getElementById('content').innerHTML=t;
+      document.getElementById('offline').style.display='none';
+    }).catch(function(){
+      document.getElementById('offline').style.display='block';
+    }).then(function(){busy=false;});
+  }
+  setInterval(tick, REFRESH);
+})();
+"#;
+
+fn document(content: &str) -> String {
+    let mut out = String::with_capacity(content.len() + 8192);
+    out.push_str("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
+    out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">");
+    out.push_str("<title>Storage framework status</title>");
+    let _ = write!(
+        out,
+        "<noscript><meta http-equiv=\"refresh\" content=\"{}\"></noscript>",
+        REFRESH_MS / 1000 * 2
+    );
+    let _ = write!(out, "<style>{STYLE}</style></head><body><main>");
+    out.push_str(
+        "<div id=\"offline\">Cannot reach the scheduler; showing the last state received. Retrying…</div>",
+    );
+    out.push_str("<div id=\"content\">");
+    out.push_str(content);
+    out.push_str("</div></main>");
+    let _ = writeln!(
+        out,
+        "<script>{}</script></body></html>",
+        SCRIPT.replace("REFRESH", &REFRESH_MS.to_string())
+    );
+    out
+}
+
+/// The page (or with `partial`, just its content) for a view.
+pub fn render(v: &View, now_ms: u64, partial: bool) -> String {
+    let content = content(v, now_ms);
+    if partial {
+        content
+    } else {
+        document(&content)
+    }
+}
+
+/// The page when the dispatcher does not answer.
+pub fn render_unavailable(error: &str, detail: &str, partial: bool) -> String {
+    let content = format!(
+        "<header><h1>Storage framework<small>v{}</small></h1><span class=\"conn bad\"><span class=\"dot\"></span>{}</span></header>\
+         <p class=\"empty\">{}</p>",
+        esc(env!("CARGO_PKG_VERSION")),
+        esc(error),
+        esc(detail)
+    );
+    if partial {
+        content
+    } else {
+        document(&content)
+    }
+}
+
+fn content(v: &View, now_ms: u64) -> String {
+    let model = &v.model;
+    let mut out = String::with_capacity(2048 + model.nodes.len() * 900);
+    let _ = write!(
+        out,
+        "<header><h1>Storage framework<small>v{}</small></h1>",
+        esc(env!("CARGO_PKG_VERSION"))
+    );
+    if v.subscribed {
+        out.push_str("<span class=\"conn ok\"><span class=\"dot\"></span>Subscribed</span>");
+    } else {
+        let _ = write!(
+            out,
+            "<span class=\"conn bad\"><span class=\"dot\"></span>Not subscribed: {}</span>",
+            esc(v.disconnected_reason.as_deref().unwrap_or("connecting"))
+        );
+    }
+    out.push_str("</header><dl class=\"facts\">");
+    let fact = |out: &mut String, name: &str, value: &str| {
+        let _ = write!(out, "<div><dt>{}</dt><dd>{}</dd></div>", esc(name), value);
+    };
+    fact(
+        &mut out,
+        "Framework",
+        &model
+            .framework_id
+            .as_deref()
+            .map(esc)
+            .unwrap_or_else(|| "<span class=\"none\">not registered yet</span>".into()),
+    );
+    fact(
+        &mut out,
+        "Master",
+        &v.master
+            .as_deref()
+            .map(esc)
+            .unwrap_or_else(|| "<span class=\"none\">none yet</span>".into()),
+    );
+    fact(
+        &mut out,
+        "Offers",
+        if v.suppressed {
+            "suppressed (every agent covered)"
+        } else {
+            "open"
+        },
+    );
+    fact(&mut out, "Nodes", &model.nodes.len().to_string());
+    fact(&mut out, "As of", &esc(&utc(v.generated_ms)));
+    out.push_str("</dl>");
+
+    out.push_str("<div class=\"totals\">");
+    let _ = write!(
+        out,
+        "<span class=\"chip total\">nodes <b>{}</b></span>",
+        model.nodes.len()
+    );
+    for (phase, n) in model.phase_counts() {
+        if n > 0 {
+            let _ = write!(
+                out,
+                "<span class=\"chip {}\">{} <b>{n}</b></span>",
+                phase_class(phase),
+                esc(phase.as_str())
+            );
+        }
+    }
+    let errors = model
+        .nodes
+        .values()
+        .filter(|n| n.last_error.is_some())
+        .count();
+    if errors > 0 {
+        let _ = write!(
+            out,
+            "<span class=\"chip bad\">with errors <b>{errors}</b></span>"
+        );
+    }
+    out.push_str("</div>");
+
+    if model.nodes.is_empty() {
+        out.push_str(
+            "<p class=\"empty\">No nodes yet: the scheduler launches a storage executor on each agent as its offers arrive.</p>",
+        );
+    } else {
+        out.push_str(
+            "<table><thead><tr><th>Node</th><th>Persona</th><th>Phase</th><th>Progress</th>\
+             <th>Devices</th><th>Last contact</th><th>Task</th><th>Error</th></tr></thead><tbody>",
+        );
+        for node in model.nodes.values() {
+            row(&mut out, node, now_ms);
+        }
+        out.push_str("</tbody></table>");
+    }
+    out.push_str(
+        "<footer><a href=\"/api/state\">/api/state</a><a href=\"/metrics\">/metrics</a>\
+         <a href=\"/health\">/health</a><a href=\"/version\">/version</a></footer>",
+    );
+    out
+}
+
+fn row(out: &mut String, n: &Node, now_ms: u64) {
+    let _ = write!(
+        out,
+        "<tr{}><td><div class=\"host\">{}</div><div class=\"sub agent\">{}</div></td>",
+        if n.last_error.is_some() {
+            " class=\"err\""
+        } else {
+            ""
+        },
+        esc(&n.hostname),
+        esc(&n.agent_id)
+    );
+    let _ = write!(
+        out,
+        "<td><span class=\"badge persona{}\">{}</span></td>",
+        if n.persona.is_mdm() { " mdm" } else { "" },
+        esc(n.persona.as_str())
+    );
+    let class = phase_class(n.phase);
+    let _ = write!(
+        out,
+        "<td><span class=\"badge {class}\">{}</span></td>",
+        esc(n.phase.as_str())
+    );
+    let (pct, label) = match INSTALL.iter().position(|p| *p == n.phase) {
+        Some(i) => (
+            (i + 1) * 100 / INSTALL.len(),
+            format!("step {} of {}", i + 1, INSTALL.len()),
+        ),
+        None if n.phase == Phase::Failed => (100, "stopped: failed".into()),
+        None => (100, "stopped: lost".into()),
+    };
+    let _ = write!(
+        out,
+        "<td class=\"{class}\"><div class=\"step\">{}</div><div class=\"bar\"><i style=\"width:{pct}%\"></i></div></td>",
+        esc(&label)
+    );
+    out.push_str("<td>");
+    if n.devices.is_empty() && n.attached.is_empty() {
+        out.push_str("<span class=\"none\">none reported</span>");
+    }
+    for d in &n.devices {
+        let attached = n.attached.contains(d);
+        let _ = write!(
+            out,
+            "<code{}>{}{}</code>",
+            if attached {
+                " class=\"att\" title=\"attached to the storage cluster\""
+            } else {
+                ""
+            },
+            esc(d),
+            if attached { " ✓" } else { "" }
+        );
+    }
+    for d in n.attached.iter().filter(|d| !n.devices.contains(d)) {
+        let _ = write!(
+            out,
+            "<code class=\"att\" title=\"attached to the storage cluster\">{} ✓</code>",
+            esc(d)
+        );
+    }
+    out.push_str("</td>");
+    match n.last_contact_ms {
+        Some(t) => {
+            let _ = write!(
+                out,
+                "<td class=\"when{}\" title=\"{}\">{}</td>",
+                if now_ms.saturating_sub(t) > STALE_MS {
+                    " stale"
+                } else {
+                    ""
+                },
+                esc(&utc(t)),
+                esc(&ago(now_ms, t))
+            );
+        }
+        None => out.push_str("<td><span class=\"none\">never</span></td>"),
+    }
+    out.push_str("<td>");
+    match &n.task {
+        Some(t) => {
+            let state = t
+                .state
+                .strip_prefix("TASK_")
+                .unwrap_or(&t.state)
+                .to_lowercase();
+            // The task id is long and rarely needed: on hover, and in /api/state.
+            let _ = write!(
+                out,
+                "<div title=\"task {}\">{}</div>",
+                esc(&t.task_id),
+                esc(&state)
+            );
+        }
+        None => out.push_str("<span class=\"none\">none</span>"),
+    }
+    if n.failures > 0 {
+        let _ = write!(
+            out,
+            "<div class=\"sub\">{} failed launch{}</div>",
+            n.failures,
+            if n.failures == 1 { "" } else { "es" }
+        );
+    }
+    if let Some(t) = n.retry_after_ms.filter(|t| *t > now_ms) {
+        let _ = write!(
+            out,
+            "<div class=\"sub\">relaunch in {} s</div>",
+            (t - now_ms).div_ceil(1000)
+        );
+    }
+    out.push_str("</td>");
+    match &n.last_error {
+        Some(e) => {
+            let _ = write!(out, "<td><div class=\"error\">{}</div></td>", esc(e));
+        }
+        None => out.push_str("<td><span class=\"none\">—</span></td>"),
+    }
+    out.push_str("</tr>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_markup() {
+        assert_eq!(
+            esc("<script>alert('x') & \"y\"</script>"),
+            "&lt;script&gt;alert(&#39;x&#39;) &amp; &quot;y&quot;&lt;/script&gt;"
+        );
+    }
+
+    #[test]
+    fn ages_read_naturally() {
+        assert_eq!(ago(10_000, 10_000), "just now");
+        assert_eq!(ago(22_000, 10_000), "12 s ago");
+        assert_eq!(ago(10_000 + 300_000, 10_000), "5 min ago");
+        assert_eq!(ago(10_000, 20_000), "just now");
+        assert_eq!(ago(3 * 86_400_000, 0), "3 d ago");
+    }
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(1_709_251_199_000), "2024-02-29 23:59:59 UTC");
+        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00 UTC");
+    }
+}

@@ -1,0 +1,98 @@
+//! The agent watcher thread: asks the master which agents exist, so that the dispatcher can
+//! tell when every agent is covered (and SUPPRESS) and notice a new agent (and REVIVE).
+//! Offers alone cannot tell: a suppressed framework is offered nothing.
+
+use crate::mesos::client::{get_json, ClientConfig};
+use crate::scheduler::dispatcher::{Input, KnownAgent};
+use crossbeam_channel::{Receiver, Sender};
+use log::{debug, warn};
+use std::time::Duration;
+
+/// Extracts the agents from `GET /master/state` (`slaves` in Mesos 1.x, `agents` later).
+pub fn parse_agents(state: &serde_json::Value) -> Result<Vec<KnownAgent>, String> {
+    let list = state
+        .get("slaves")
+        .or_else(|| state.get("agents"))
+        .and_then(|v| v.as_array())
+        .ok_or("no `slaves` list in the master state")?;
+    let mut out = Vec::new();
+    for a in list {
+        // Inactive (deactivated or disconnected) agents cannot take a launch.
+        if a.get("active").and_then(|v| v.as_bool()) == Some(false) {
+            continue;
+        }
+        let id = a.get("id").and_then(|v| v.as_str());
+        let host = a.get("hostname").and_then(|v| v.as_str());
+        match (id, host) {
+            (Some(id), Some(host)) => out.push(KnownAgent {
+                id: id.to_owned(),
+                hostname: host.to_owned(),
+            }),
+            _ => return Err(format!("agent entry without id or hostname: {a}")),
+        }
+    }
+    Ok(out)
+}
+
+/// Polls `masters` every `every` until `stop` fires or the dispatcher goes away. The first
+/// answering master wins (a non-leader answers with its own view, which is close enough to
+/// decide on suppression; the leader is asked first whenever it is the first in the list).
+pub fn run(
+    masters: Vec<String>,
+    config: ClientConfig,
+    every: Duration,
+    to: Sender<Input>,
+    stop: Receiver<()>,
+) {
+    loop {
+        let mut reported = false;
+        for m in &masters {
+            let base = if m.starts_with("http://") || m.starts_with("https://") {
+                m.clone()
+            } else {
+                format!("http://{m}")
+            };
+            match get_json(&format!("{base}/master/state"), &config)
+                .map_err(|e| e.to_string())
+                .and_then(|v| parse_agents(&v))
+            {
+                Ok(agents) => {
+                    debug!("master {m} lists {} active agents", agents.len());
+                    if to.send(Input::Agents(agents)).is_err() {
+                        return;
+                    }
+                    reported = true;
+                    break;
+                }
+                Err(e) => warn!("cannot list agents from {m}: {e}"),
+            }
+        }
+        let _ = reported;
+        if stop.recv_timeout(every).is_ok() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_active_agents_from_master_state() {
+        let state = serde_json::json!({
+            "slaves": [
+                {"id": "a1", "hostname": "h1", "active": true},
+                {"id": "a2", "hostname": "h2", "active": false},
+                {"id": "a3", "hostname": "h3"}
+            ]
+        });
+        let agents = parse_agents(&state).unwrap();
+        assert_eq!(
+            agents.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
+            ["a1", "a3"]
+        );
+        assert!(parse_agents(&serde_json::json!({})).is_err());
+        assert!(parse_agents(&serde_json::json!({"slaves": [{"id": "x"}]})).is_err());
+    }
+}

@@ -1,0 +1,910 @@
+//! The scheduler side of the executor API: node plans (long poll), phase and device reports,
+//! heartbeats.
+//!
+//! It runs on the dispatcher thread, the owner of the model. The REST server does the HTTP
+//! side (paths, headers, JSON parsing and validation, through the constructors below) and
+//! sends each call here as an [`ExecutorRequest`] with a reply channel; this side
+//! authenticates the caller against the stored per-executor secrets, applies the call to the
+//! model and answers.
+//!
+//! A plan request that already holds the current plan version is parked here (answered
+//! `Parked` at once, so the REST worker knows its wait has begun) and answered from
+//! [`ExecutorApi::after_batch`] once the plan changes. The REST worker enforces the wait
+//! itself and answers "unchanged" when it runs out; parked entries past their deadline are
+//! dropped on the next batch.
+
+use crate::scheduler::dispatcher::now_ms;
+use crate::scheduler::model::{Layout, Persisted, Persona, Phase};
+use crate::secret::Secret;
+use crossbeam_channel::Sender;
+use log::{debug, info, warn};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fmt;
+
+/// At most this many devices in one report (far above any real node).
+pub const MAX_DEVICES: usize = 256;
+/// Longest accepted device path.
+pub const MAX_DEVICE_PATH: usize = 255;
+/// Phase messages and errors are cut to this many characters before they enter the model.
+pub const MAX_TEXT: usize = 4096;
+/// Plan requests parked at once, across all executors (each executor has at most one).
+pub const MAX_PARKED: usize = 4096;
+
+/// One call of an executor, as the REST server hands it to the dispatcher.
+#[derive(Debug)]
+pub struct ExecutorRequest {
+    pub executor_id: String,
+    /// The bearer token the caller presented; compared in constant time with the stored one.
+    pub secret: Secret,
+    pub call: ExecutorCall,
+    pub reply: Sender<ExecutorReply>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecutorCall {
+    /// The node plan. Answered at once when `version` is absent or differs from the current
+    /// version, or when `wait_ms` is 0; otherwise parked until the plan changes.
+    Plan {
+        version: Option<u64>,
+        wait_ms: u64,
+    },
+    Phase(PhaseReport),
+    /// Usable devices the executor found (validated: see [`ExecutorCall::devices_from_json`]).
+    Devices(Vec<String>),
+    Heartbeat,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PhaseReport {
+    pub phase: Phase,
+    pub message: Option<String>,
+    pub error: Option<String>,
+}
+
+/// The answer to one request.
+pub enum ExecutorReply {
+    Plan(PlanReply),
+    /// The caller holds the current plan; the plan follows when it changes.
+    Parked,
+    /// The report is applied to the model.
+    Recorded,
+    Failed(ApiError),
+}
+
+impl fmt::Debug for ExecutorReply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExecutorReply::Plan(p) => write!(f, "Plan({p:?})"),
+            ExecutorReply::Parked => f.write_str("Parked"),
+            ExecutorReply::Recorded => f.write_str("Recorded"),
+            ExecutorReply::Failed(e) => write!(f, "Failed({e:?})"),
+        }
+    }
+}
+
+/// A serialized node plan. It may carry a secret (MDM nodes), so `Debug` shows only its
+/// version and size.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PlanReply {
+    pub version: u64,
+    pub json: Vec<u8>,
+}
+
+impl fmt::Debug for PlanReply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "PlanReply {{ version: {}, {} bytes }}",
+            self.version,
+            self.json.len()
+        )
+    }
+}
+
+/// An error for the caller: HTTP status, short error, detail naming what was wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: u16,
+    pub error: &'static str,
+    pub detail: String,
+}
+
+impl ApiError {
+    pub fn new(status: u16, error: &'static str, detail: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            error,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.status, self.error, self.detail)
+    }
+}
+
+#[derive(Deserialize)]
+struct PhaseBody {
+    phase: String,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct DevicesBody {
+    devices: Vec<String>,
+}
+
+fn malformed(e: serde_json::Error) -> ApiError {
+    ApiError::new(400, "malformed JSON", e.to_string())
+}
+
+impl ExecutorCall {
+    /// `{"phase": "packages", "message": "...", "error": "..."}`; the phase by its kebab-case
+    /// name. `launching` and `lost` are the scheduler's to set, never an executor's report.
+    pub fn phase_from_json(body: &[u8]) -> Result<ExecutorCall, ApiError> {
+        // Two steps so that a body that is not JSON at all gets the parser's own message,
+        // and a JSON value of the wrong shape gets one naming the field.
+        let value: serde_json::Value = serde_json::from_slice(body).map_err(malformed)?;
+        let b: PhaseBody = serde_json::from_value(value)
+            .map_err(|e| ApiError::new(400, "invalid phase report", e.to_string()))?;
+        let phase = Phase::ALL
+            .iter()
+            .copied()
+            .find(|p| p.as_str() == b.phase)
+            .ok_or_else(|| {
+                ApiError::new(
+                    400,
+                    "invalid phase report",
+                    format!(
+                        "unknown phase {:?}; expected one of {}",
+                        b.phase,
+                        reportable_phases().join(", ")
+                    ),
+                )
+            })?;
+        if matches!(phase, Phase::Launching | Phase::Lost) {
+            return Err(ApiError::new(
+                400,
+                "invalid phase report",
+                format!(
+                    "phase {phase} is set by the scheduler, not reported by executors; expected one of {}",
+                    reportable_phases().join(", ")
+                ),
+            ));
+        }
+        Ok(ExecutorCall::Phase(PhaseReport {
+            phase,
+            message: clean_text(b.message),
+            error: clean_text(b.error),
+        }))
+    }
+
+    /// `{"devices": ["/dev/sdb", ...]}`: absolute paths under `/dev/`, at most
+    /// [`MAX_DEVICES`], no duplicates.
+    pub fn devices_from_json(body: &[u8]) -> Result<ExecutorCall, ApiError> {
+        let value: serde_json::Value = serde_json::from_slice(body).map_err(malformed)?;
+        let b: DevicesBody = serde_json::from_value(value)
+            .map_err(|e| ApiError::new(400, "invalid device report", e.to_string()))?;
+        validate_devices(&b.devices)
+            .map_err(|detail| ApiError::new(400, "invalid device report", detail))?;
+        Ok(ExecutorCall::Devices(b.devices))
+    }
+
+    /// The heartbeat needs no body; one that is sent must still be JSON.
+    pub fn heartbeat_from_json(body: &[u8]) -> Result<ExecutorCall, ApiError> {
+        if !body.iter().all(u8::is_ascii_whitespace) {
+            serde_json::from_slice::<serde_json::Value>(body).map_err(malformed)?;
+        }
+        Ok(ExecutorCall::Heartbeat)
+    }
+}
+
+fn reportable_phases() -> Vec<&'static str> {
+    Phase::ALL
+        .iter()
+        .filter(|p| !matches!(p, Phase::Launching | Phase::Lost))
+        .map(|p| p.as_str())
+        .collect()
+}
+
+/// Empty means absent; overlong text is cut (an executor may send a whole command output).
+fn clean_text(s: Option<String>) -> Option<String> {
+    let s = s?;
+    let s = s.trim();
+    if s.is_empty() {
+        return None;
+    }
+    match s.char_indices().nth(MAX_TEXT) {
+        Some((cut, _)) => Some(format!("{} [truncated]", &s[..cut])),
+        None => Some(s.to_owned()),
+    }
+}
+
+/// Checks a device list; the error names the offending entry.
+pub fn validate_devices(devices: &[String]) -> Result<(), String> {
+    if devices.len() > MAX_DEVICES {
+        return Err(format!(
+            "{} devices reported; at most {MAX_DEVICES} are accepted",
+            devices.len()
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for d in devices {
+        let shown = d.chars().take(80).collect::<String>();
+        if !d.starts_with("/dev/") || d.len() <= "/dev/".len() {
+            return Err(format!(
+                "device {shown:?} is not an absolute path under /dev/"
+            ));
+        }
+        if d.len() > MAX_DEVICE_PATH {
+            return Err(format!(
+                "device {shown:?} is longer than {MAX_DEVICE_PATH} bytes"
+            ));
+        }
+        if let Some(c) = d.chars().find(|c| {
+            !(c.is_ascii_alphanumeric()
+                || matches!(c, '/' | '.' | '_' | '-' | ':' | '+' | '@' | '='))
+        }) {
+            return Err(format!("device {shown:?} contains the character {c:?}"));
+        }
+        if d.ends_with('/')
+            || d.split('/').any(|part| part == "." || part == "..")
+            || d.contains("//")
+        {
+            return Err(format!(
+                "device {shown:?} is not a plain path (empty, '.' or '..' component)"
+            ));
+        }
+        if !seen.insert(d.as_str()) {
+            return Err(format!("device {shown:?} is listed twice"));
+        }
+    }
+    Ok(())
+}
+
+/// FNV-1a, 64 bits: a content fingerprint (plan versions, ETags), not a security measure.
+pub fn content_hash(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// Plan versions stay below 2^53 so that JSON readers that use doubles (JavaScript) see
+/// them exactly.
+const VERSION_MASK: u64 = (1 << 53) - 1;
+
+/// What an executor is told about its node. Versioned by a hash of this content, so the
+/// version changes exactly when the content does, also across scheduler restarts.
+#[derive(Serialize)]
+struct PlanBody<'a> {
+    executor_id: &'a str,
+    agent_id: &'a str,
+    hostname: &'a str,
+    persona: Persona,
+    layout: &'a Layout,
+    /// The phase the scheduler has recorded for the node.
+    phase: Phase,
+    devices: &'a [String],
+    attached: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    framework_id: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct Plan<'a> {
+    version: u64,
+    #[serde(flatten)]
+    body: &'a PlanBody<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    secrets: Option<PlanSecrets<'a>>,
+}
+
+/// Secrets handed to an executor. Only MDM nodes get any; they exist only while a plan is
+/// being serialized for its executor.
+#[derive(Serialize)]
+struct PlanSecrets<'a> {
+    gateway_password: &'a str,
+}
+
+struct Parked {
+    agent: String,
+    version: u64,
+    deadline_ms: u64,
+    reply: Sender<ExecutorReply>,
+}
+
+impl fmt::Debug for Parked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Parked {{ agent: {}, version: {}, deadline_ms: {} }}",
+            self.agent, self.version, self.deadline_ms
+        )
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct ExecutorApi {
+    /// Executor id -> its parked plan request.
+    parked: HashMap<String, Parked>,
+    /// Executor id -> agent id, to avoid a scan of every node per call; checked on use.
+    index: HashMap<String, String>,
+    /// Replies to reports, sent after the batch (see `after_batch`).
+    acks: Vec<Sender<ExecutorReply>>,
+    /// Experimental mode: the gateway password MDM nodes need (see `set_mdm_gateway_password`).
+    mdm_gateway_password: Option<Secret>,
+    /// Changes with the password, so that plans that carry it change version.
+    secrets_generation: u64,
+}
+
+impl ExecutorApi {
+    pub fn new() -> Self {
+        ExecutorApi::default()
+    }
+
+    /// HOOK for experimental mode: plans of MDM nodes (primary, secondary, tie-breaker) then
+    /// carry `secrets.gateway_password`, which they need to set up the cluster and gateway.
+    /// The plan is the only place a secret goes to an executor, and only to MDM nodes. Not
+    /// called yet: the dispatcher passes `storage.password` here once the MDM work lands.
+    pub fn set_mdm_gateway_password(&mut self, password: Option<Secret>) {
+        self.mdm_gateway_password = password.filter(|p| !p.is_empty());
+        self.secrets_generation += 1;
+    }
+
+    /// Handles one request; true when the model changed in a way worth saving. A heartbeat
+    /// only refreshes `last_contact_ms`: with thousands of executors, saving the state for
+    /// each would cost a disk write per heartbeat; it is saved with the next real change.
+    pub fn handle(&mut self, state: &mut Persisted, req: ExecutorRequest, now_ms: u64) -> bool {
+        let ExecutorRequest {
+            executor_id,
+            secret,
+            call,
+            reply,
+        } = req;
+        let agent = match self.authenticate(state, &executor_id, &secret) {
+            Ok(a) => a,
+            Err(e) => {
+                debug!("executor {executor_id}: {e}");
+                let _ = reply.send(ExecutorReply::Failed(e));
+                return false;
+            }
+        };
+        match call {
+            ExecutorCall::Plan { version, wait_ms } => {
+                let plan = match self.plan(state, &executor_id, &agent) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        let _ = reply.send(ExecutorReply::Failed(e));
+                        return false;
+                    }
+                };
+                if wait_ms == 0 || version != Some(plan.version) {
+                    let _ = reply.send(ExecutorReply::Plan(plan));
+                    return false;
+                }
+                if self.parked.len() >= MAX_PARKED && !self.parked.contains_key(&executor_id) {
+                    let _ = reply.send(ExecutorReply::Failed(ApiError::new(
+                        503,
+                        "too many waiting executors",
+                        format!("{MAX_PARKED} plan requests are already waiting; retry later"),
+                    )));
+                    return false;
+                }
+                let parked = Parked {
+                    agent,
+                    version: plan.version,
+                    deadline_ms: now_ms.saturating_add(wait_ms),
+                    reply: reply.clone(),
+                };
+                // One wait per executor: an older one is from a client that gave up or
+                // retried; it gets the (unchanged) plan so its worker is freed.
+                if let Some(old) = self.parked.insert(executor_id, parked) {
+                    let _ = old.reply.send(ExecutorReply::Plan(plan));
+                }
+                let _ = reply.send(ExecutorReply::Parked);
+                false
+            }
+            ExecutorCall::Phase(report) => {
+                let Some(node) = state.model.nodes.get_mut(&agent) else {
+                    return false;
+                };
+                if node.phase != report.phase {
+                    info!(
+                        "{}: phase {} -> {}{}",
+                        node.hostname,
+                        node.phase,
+                        report.phase,
+                        report
+                            .message
+                            .as_ref()
+                            .map(|m| format!(" ({m:?})"))
+                            .unwrap_or_default()
+                    );
+                }
+                if let Some(e) = &report.error {
+                    if node.last_error.as_ref() != Some(e) {
+                        warn!("{}: {} reported error {e:?}", node.hostname, report.phase);
+                    }
+                }
+                node.phase = report.phase;
+                node.last_error = report.error;
+                node.last_contact_ms = Some(now_ms);
+                node.updated_ms = now_ms;
+                self.acks.push(reply);
+                true
+            }
+            ExecutorCall::Devices(devices) => {
+                let Some(node) = state.model.nodes.get_mut(&agent) else {
+                    return false;
+                };
+                if node.devices != devices {
+                    info!(
+                        "{}: devices {}",
+                        node.hostname,
+                        if devices.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            devices.join(", ")
+                        }
+                    );
+                    node.devices = devices;
+                    node.updated_ms = now_ms;
+                }
+                node.last_contact_ms = Some(now_ms);
+                self.acks.push(reply);
+                true
+            }
+            ExecutorCall::Heartbeat => {
+                let Some(node) = state.model.nodes.get_mut(&agent) else {
+                    return false;
+                };
+                node.last_contact_ms = Some(now_ms);
+                self.acks.push(reply);
+                false
+            }
+        }
+    }
+
+    /// Answers the reports of the batch, then the parked plan requests whose plan changed.
+    /// Reports are answered here rather than in `handle` so that, called after the batch is
+    /// saved, an acknowledged report is a persisted one.
+    pub fn after_batch(&mut self, state: &Persisted) {
+        for reply in self.acks.drain(..) {
+            let _ = reply.send(ExecutorReply::Recorded);
+        }
+        if self.parked.is_empty() {
+            return;
+        }
+        let now = now_ms();
+        let mut done: Vec<(String, Option<ExecutorReply>)> = Vec::new();
+        for (id, p) in &self.parked {
+            if p.deadline_ms <= now {
+                // The REST worker has given up by now and answered "unchanged" itself.
+                done.push((id.clone(), None));
+                continue;
+            }
+            let current = state
+                .model
+                .nodes
+                .get(&p.agent)
+                .is_some_and(|n| n.task.as_ref().is_some_and(|t| t.executor_id == *id));
+            if !current {
+                done.push((id.clone(), Some(ExecutorReply::Failed(gone_executor(id)))));
+                continue;
+            }
+            match self.plan(state, id, &p.agent) {
+                Ok(plan) if plan.version != p.version => {
+                    done.push((id.clone(), Some(ExecutorReply::Plan(plan))))
+                }
+                Ok(_) => {}
+                Err(e) => done.push((id.clone(), Some(ExecutorReply::Failed(e)))),
+            }
+        }
+        for (id, reply) in done {
+            if let (Some(p), Some(reply)) = (self.parked.remove(&id), reply) {
+                let _ = p.reply.send(reply);
+            }
+        }
+    }
+
+    /// Plan requests parked now (for tests and metrics).
+    pub fn parked(&self) -> usize {
+        self.parked.len()
+    }
+
+    /// The node's agent id when the caller is a current executor with the right secret.
+    fn authenticate(
+        &mut self,
+        state: &Persisted,
+        executor_id: &str,
+        presented: &Secret,
+    ) -> Result<String, ApiError> {
+        let Some(stored) = state.executor_secrets.get(executor_id) else {
+            return Err(ApiError::new(
+                404,
+                "unknown executor",
+                format!("no executor {executor_id:?} is known to this scheduler"),
+            ));
+        };
+        // An empty stored secret would match an empty presented one: never accept it.
+        if stored.is_empty() || !presented.ct_eq(stored.as_bytes()) {
+            return Err(ApiError::new(
+                401,
+                "unauthorized",
+                format!("wrong secret for executor {executor_id:?}"),
+            ));
+        }
+        if let Some(agent) = self.index.get(executor_id) {
+            if is_current(state, agent, executor_id) {
+                return Ok(agent.clone());
+            }
+        }
+        let agent = state
+            .model
+            .nodes
+            .values()
+            .find(|n| {
+                n.task
+                    .as_ref()
+                    .is_some_and(|t| t.executor_id == executor_id)
+            })
+            .map(|n| n.agent_id.clone())
+            .ok_or_else(|| gone_executor(executor_id))?;
+        // Stale entries of replaced launches are dropped as the index grows.
+        if self.index.len() > state.model.nodes.len() * 2 + 16 {
+            self.index.retain(|id, agent| is_current(state, agent, id));
+        }
+        self.index.insert(executor_id.to_owned(), agent.clone());
+        Ok(agent)
+    }
+
+    fn plan(
+        &self,
+        state: &Persisted,
+        executor_id: &str,
+        agent: &str,
+    ) -> Result<PlanReply, ApiError> {
+        let node = state
+            .model
+            .nodes
+            .get(agent)
+            .ok_or_else(|| gone_executor(executor_id))?;
+        let body = PlanBody {
+            executor_id,
+            agent_id: &node.agent_id,
+            hostname: &node.hostname,
+            persona: node.persona,
+            layout: &node.layout,
+            phase: node.phase,
+            devices: &node.devices,
+            attached: &node.attached,
+            framework_id: state.model.framework_id.as_deref(),
+        };
+        let encode_error =
+            |e: serde_json::Error| ApiError::new(500, "cannot encode plan", e.to_string());
+        let hashed = serde_json::to_vec(&body).map_err(encode_error)?;
+        let password = self
+            .mdm_gateway_password
+            .as_ref()
+            .filter(|_| node.persona.is_mdm());
+        let mut version = content_hash(&hashed);
+        if password.is_some() {
+            // The secret's value stays out of the version; its presence and generation count.
+            version = content_hash(
+                &[version.to_le_bytes(), self.secrets_generation.to_le_bytes()].concat(),
+            );
+        }
+        let version = version & VERSION_MASK;
+        let plan = Plan {
+            version,
+            body: &body,
+            secrets: password.map(|p| PlanSecrets {
+                gateway_password: p.expose(),
+            }),
+        };
+        let json = serde_json::to_vec(&plan).map_err(encode_error)?;
+        Ok(PlanReply { version, json })
+    }
+}
+
+fn is_current(state: &Persisted, agent: &str, executor_id: &str) -> bool {
+    state
+        .model
+        .nodes
+        .get(agent)
+        .and_then(|n| n.task.as_ref())
+        .is_some_and(|t| t.executor_id == executor_id)
+}
+
+fn gone_executor(executor_id: &str) -> ApiError {
+    ApiError::new(
+        404,
+        "unknown executor",
+        format!("executor {executor_id:?} is not the current launch of any node"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::model::{Node, TaskRecord};
+    use crossbeam_channel::Receiver;
+
+    const SECRET: &str = "0123456789abcdef0123456789abcdef";
+
+    fn state() -> Persisted {
+        let mut s = Persisted::default();
+        s.model.framework_id = Some("fw-1".into());
+        s.model.nodes.insert(
+            "a1".into(),
+            Node {
+                agent_id: "a1".into(),
+                hostname: "h1".into(),
+                persona: Persona::Data,
+                phase: Phase::Launching,
+                task: Some(TaskRecord {
+                    task_id: "storage.h1.1".into(),
+                    executor_id: "storage-executor.h1.1".into(),
+                    state: "TASK_RUNNING".into(),
+                    launched_at_ms: 1,
+                    running_since_ms: Some(2),
+                }),
+                layout: Layout::default(),
+                devices: vec![],
+                attached: vec![],
+                last_error: None,
+                last_contact_ms: None,
+                failures: 0,
+                retry_after_ms: None,
+                updated_ms: 1,
+            },
+        );
+        s.executor_secrets
+            .insert("storage-executor.h1.1".into(), SECRET.into());
+        s
+    }
+
+    fn req(call: ExecutorCall, secret: &str) -> (ExecutorRequest, Receiver<ExecutorReply>) {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        (
+            ExecutorRequest {
+                executor_id: "storage-executor.h1.1".into(),
+                secret: Secret::new(secret),
+                call,
+                reply: tx,
+            },
+            rx,
+        )
+    }
+
+    fn plan_of(r: ExecutorReply) -> PlanReply {
+        match r {
+            ExecutorReply::Plan(p) => p,
+            other => panic!("expected a plan, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn wrong_secret_is_401_and_unknown_executor_404() {
+        let mut api = ExecutorApi::new();
+        let mut s = state();
+        let (r, rx) = req(ExecutorCall::Heartbeat, "nope");
+        assert!(!api.handle(&mut s, r, 5));
+        match rx.try_recv() {
+            Ok(ExecutorReply::Failed(e)) => assert_eq!(e.status, 401),
+            other => panic!("{other:?}"),
+        }
+        let (mut r, rx) = req(ExecutorCall::Heartbeat, SECRET);
+        r.executor_id = "storage-executor.other.9".into();
+        assert!(!api.handle(&mut s, r, 5));
+        match rx.try_recv() {
+            Ok(ExecutorReply::Failed(e)) => assert_eq!(e.status, 404),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(s.model.nodes["a1"].last_contact_ms, None);
+    }
+
+    #[test]
+    fn phase_report_updates_the_node_and_is_acked_after_the_batch() {
+        let mut api = ExecutorApi::new();
+        let mut s = state();
+        let call =
+            ExecutorCall::phase_from_json(br#"{"phase":"packages","error":"boom"}"#).unwrap();
+        let (r, rx) = req(call, SECRET);
+        assert!(api.handle(&mut s, r, 50));
+        assert!(rx.try_recv().is_err(), "acked before the batch ended");
+        api.after_batch(&s);
+        assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Recorded)));
+        let n = &s.model.nodes["a1"];
+        assert_eq!(n.phase, Phase::Packages);
+        assert_eq!(n.last_error.as_deref(), Some("boom"));
+        assert_eq!(n.last_contact_ms, Some(50));
+        assert_eq!(n.updated_ms, 50);
+
+        let call = ExecutorCall::phase_from_json(br#"{"phase":"devices"}"#).unwrap();
+        let (r, _rx) = req(call, SECRET);
+        api.handle(&mut s, r, 60);
+        assert_eq!(s.model.nodes["a1"].last_error, None);
+    }
+
+    #[test]
+    fn phase_parsing_names_the_problem() {
+        let e = ExecutorCall::phase_from_json(br#"{"phase":"dancing"}"#).unwrap_err();
+        assert_eq!(e.status, 400);
+        assert!(
+            e.detail.contains("dancing") && e.detail.contains("storage-attach"),
+            "{e}"
+        );
+        let e = ExecutorCall::phase_from_json(br#"{"phase":"lost"}"#).unwrap_err();
+        assert!(e.detail.contains("set by the scheduler"), "{e}");
+        let e = ExecutorCall::phase_from_json(b"{not json").unwrap_err();
+        assert_eq!(e.error, "malformed JSON");
+        let e = ExecutorCall::phase_from_json(br#"{"message":"x"}"#).unwrap_err();
+        assert!(e.detail.contains("phase"), "{e}");
+        let long = format!(
+            r#"{{"phase":"packages","error":"{}"}}"#,
+            "x".repeat(MAX_TEXT + 10)
+        );
+        match ExecutorCall::phase_from_json(long.as_bytes()).unwrap() {
+            ExecutorCall::Phase(p) => {
+                assert!(p.error.unwrap().ends_with("[truncated]"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn devices_are_validated() {
+        assert!(ExecutorCall::devices_from_json(
+            br#"{"devices":["/dev/sdb","/dev/disk/by-id/nvme-X_1:2"]}"#
+        )
+        .is_ok());
+        for (body, needle) in [
+            (r#"{"devices":["sdb"]}"#, "\"sdb\""),
+            (r#"{"devices":["/dev/"]}"#, "under /dev/"),
+            (r#"{"devices":["/dev/../etc/passwd"]}"#, "'..'"),
+            (r#"{"devices":["/dev/sdb","/dev/sdb"]}"#, "twice"),
+            (r#"{"devices":["/dev/sd b"]}"#, "' '"),
+            (r#"{"devices":"/dev/sdb"}"#, "invalid type"),
+        ] {
+            let e = ExecutorCall::devices_from_json(body.as_bytes()).unwrap_err();
+            assert_eq!(e.status, 400);
+            assert!(e.detail.contains(needle), "{body}: {e}");
+        }
+        let many: Vec<String> = (0..=MAX_DEVICES).map(|i| format!("/dev/d{i}")).collect();
+        let body = serde_json::json!({ "devices": many }).to_string();
+        let e = ExecutorCall::devices_from_json(body.as_bytes()).unwrap_err();
+        assert!(e.detail.contains("at most 256"), "{e}");
+    }
+
+    #[test]
+    fn plan_long_poll_is_parked_until_the_plan_changes() {
+        let mut api = ExecutorApi::new();
+        let mut s = state();
+        let (r, rx) = req(
+            ExecutorCall::Plan {
+                version: None,
+                wait_ms: 0,
+            },
+            SECRET,
+        );
+        api.handle(&mut s, r, 1);
+        let plan = plan_of(rx.try_recv().unwrap());
+        let json: serde_json::Value = serde_json::from_slice(&plan.json).unwrap();
+        assert_eq!(json["version"], plan.version);
+        assert_eq!(json["hostname"], "h1");
+        assert_eq!(json["phase"], "launching");
+        assert!(json.get("secrets").is_none());
+
+        let (r, rx) = req(
+            ExecutorCall::Plan {
+                version: Some(plan.version),
+                wait_ms: 60_000,
+            },
+            SECRET,
+        );
+        api.handle(&mut s, r, now_ms());
+        assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Parked)));
+        api.after_batch(&s);
+        assert!(rx.try_recv().is_err(), "answered without a change");
+        assert_eq!(api.parked(), 1);
+
+        s.model.nodes.get_mut("a1").unwrap().phase = Phase::Environment;
+        api.after_batch(&s);
+        let changed = plan_of(rx.try_recv().unwrap());
+        assert_ne!(changed.version, plan.version);
+        assert_eq!(api.parked(), 0);
+    }
+
+    #[test]
+    fn expired_waits_are_dropped() {
+        let mut api = ExecutorApi::new();
+        let mut s = state();
+        let (r, rx) = req(
+            ExecutorCall::Plan {
+                version: None,
+                wait_ms: 0,
+            },
+            SECRET,
+        );
+        api.handle(&mut s, r, 1);
+        let v = plan_of(rx.try_recv().unwrap()).version;
+        let (r, _rx) = req(
+            ExecutorCall::Plan {
+                version: Some(v),
+                wait_ms: 1,
+            },
+            SECRET,
+        );
+        api.handle(&mut s, r, 1); // deadline long past
+        assert_eq!(api.parked(), 1);
+        api.after_batch(&s);
+        assert_eq!(api.parked(), 0);
+    }
+
+    #[test]
+    fn only_mdm_plans_carry_the_gateway_password() {
+        let mut api = ExecutorApi::new();
+        api.set_mdm_gateway_password(Some(Secret::new("Gw-pass")));
+        let mut s = state();
+        let (r, rx) = req(
+            ExecutorCall::Plan {
+                version: None,
+                wait_ms: 0,
+            },
+            SECRET,
+        );
+        api.handle(&mut s, r, 1);
+        let data = plan_of(rx.try_recv().unwrap());
+        assert!(!String::from_utf8_lossy(&data.json).contains("Gw-pass"));
+
+        s.model.nodes.get_mut("a1").unwrap().persona = Persona::Primary;
+        let (r, rx) = req(
+            ExecutorCall::Plan {
+                version: None,
+                wait_ms: 0,
+            },
+            SECRET,
+        );
+        api.handle(&mut s, r, 1);
+        let mdm = plan_of(rx.try_recv().unwrap());
+        let json: serde_json::Value = serde_json::from_slice(&mdm.json).unwrap();
+        assert_eq!(json["secrets"]["gateway_password"], "Gw-pass");
+        assert!(!format!("{mdm:?}").contains("Gw-pass"));
+    }
+
+    #[test]
+    fn replaced_executor_gets_404() {
+        let mut api = ExecutorApi::new();
+        let mut s = state();
+        let (r, rx) = req(ExecutorCall::Heartbeat, SECRET);
+        assert!(!api.handle(&mut s, r, 1), "a heartbeat alone is not saved");
+        assert_eq!(s.model.nodes["a1"].last_contact_ms, Some(1));
+        api.after_batch(&s);
+        assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Recorded)));
+        // A relaunch replaced the task; the old secret stays only by accident of the test.
+        s.model
+            .nodes
+            .get_mut("a1")
+            .unwrap()
+            .task
+            .as_mut()
+            .unwrap()
+            .executor_id = "storage-executor.h1.2".into();
+        let (r, rx) = req(ExecutorCall::Heartbeat, SECRET);
+        assert!(!api.handle(&mut s, r, 2));
+        match rx.try_recv() {
+            Ok(ExecutorReply::Failed(e)) => assert_eq!(e.status, 404),
+            other => panic!("{other:?}"),
+        }
+    }
+}

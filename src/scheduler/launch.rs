@@ -1,0 +1,160 @@
+//! Builds the TaskInfo that puts the storage executor on a node (pure).
+
+use crate::mesos::types::{
+    command_info, environment, executor_info, AgentID, CommandInfo, DurationInfo, Environment,
+    ExecutorID, ExecutorInfo, FrameworkID, Label, Labels, Resource, TaskID, TaskInfo,
+};
+use crate::scheduler::model::Persona;
+use crate::scheduler::placement::EXECUTOR_PREFIX;
+
+/// What every launch shares.
+#[derive(Debug, Clone)]
+pub struct LaunchContext {
+    pub framework_id: String,
+    /// Base URL of this scheduler's REST server as agents reach it, e.g. `http://10.0.0.5:8080`.
+    pub scheduler_url: String,
+    /// Log level handed to the executors.
+    pub loglevel: String,
+}
+
+/// Ids of one launch: unique per launch (the sequence number is persisted), readable (the
+/// host name is in them), and valid Mesos ids (no `/`, spaces or control characters).
+pub fn ids(hostname: &str, seq: u64) -> (String, String) {
+    let host: String = hostname
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(100)
+        .collect();
+    (
+        format!("storage.{host}.{seq}"),
+        format!("{EXECUTOR_PREFIX}{host}.{seq}"),
+    )
+}
+
+pub struct Launch<'a> {
+    pub agent_id: &'a str,
+    pub hostname: &'a str,
+    pub seq: u64,
+    pub persona: Persona,
+    pub task_resources: Vec<Resource>,
+    pub executor_resources: Vec<Resource>,
+    /// The executor's secret for the scheduler's executor API.
+    pub secret: &'a str,
+}
+
+fn var(name: &str, value: &str) -> environment::Variable {
+    environment::Variable {
+        name: name.into(),
+        r#type: Some(environment::variable::Type::Value),
+        value: Some(value.into()),
+    }
+}
+
+/// The TaskInfo of one launch.
+pub fn task_info(ctx: &LaunchContext, l: Launch<'_>) -> TaskInfo {
+    let (task_id, executor_id) = ids(l.hostname, l.seq);
+    let command = CommandInfo {
+        uris: vec![command_info::Uri {
+            value: format!("{}/storage-executor", ctx.scheduler_url).into(),
+            executable: Some(true),
+            extract: Some(false),
+            // The binary changes with every scheduler upgrade: never take a cached copy.
+            cache: Some(false),
+            output_file: None,
+        }],
+        environment: Some(Environment {
+            variables: vec![
+                var("STORAGE_SCHEDULER_URL", &ctx.scheduler_url),
+                var("STORAGE_EXECUTOR_SECRET", l.secret),
+                var("STORAGE_PERSONA", l.persona.as_str()),
+                var("STORAGE_EXECUTOR_LOGLEVEL", &ctx.loglevel),
+            ],
+        }),
+        value: Some("./storage-executor".into()),
+        shell: Some(true),
+        ..Default::default()
+    };
+    TaskInfo {
+        name: format!("storage {} on {}", l.persona, l.hostname).into(),
+        task_id: TaskID {
+            value: task_id.into(),
+        },
+        agent_id: AgentID {
+            value: l.agent_id.into(),
+        },
+        resources: l.task_resources,
+        executor: Some(ExecutorInfo {
+            r#type: Some(executor_info::Type::Custom),
+            executor_id: ExecutorID {
+                value: executor_id.into(),
+            },
+            framework_id: Some(FrameworkID {
+                value: ctx.framework_id.as_str().into(),
+            }),
+            command: Some(command),
+            resources: l.executor_resources,
+            name: Some(format!("storage executor ({})", l.persona).into()),
+            shutdown_grace_period: Some(DurationInfo {
+                nanoseconds: 10_000_000_000,
+            }),
+            labels: Some(Labels {
+                labels: vec![Label {
+                    key: "storage-persona".into(),
+                    value: Some(l.persona.as_str().into()),
+                }],
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_clean_and_unique_per_sequence() {
+        let (t, e) = ids("node 1/rack:a", 7);
+        assert_eq!(t, "storage.node-1-rack-a.7");
+        assert_eq!(e, "storage-executor.node-1-rack-a.7");
+        assert_ne!(ids("h", 1), ids("h", 2));
+    }
+
+    #[test]
+    fn executor_fetches_itself_from_the_scheduler() {
+        let ctx = LaunchContext {
+            framework_id: "fw".into(),
+            scheduler_url: "http://10.0.0.5:8080".into(),
+            loglevel: "debug".into(),
+        };
+        let t = task_info(
+            &ctx,
+            Launch {
+                agent_id: "a1",
+                hostname: "h1",
+                seq: 3,
+                persona: Persona::Data,
+                task_resources: vec![],
+                executor_resources: vec![],
+                secret: "s3cr3t",
+            },
+        );
+        let ex = t.executor.unwrap();
+        let cmd = ex.command.unwrap();
+        assert_eq!(cmd.uris[0].value, "http://10.0.0.5:8080/storage-executor");
+        assert_eq!(cmd.uris[0].executable, Some(true));
+        let env = cmd.environment.unwrap().variables;
+        assert!(env
+            .iter()
+            .any(|v| v.name == "STORAGE_EXECUTOR_SECRET" && v.value.as_deref() == Some("s3cr3t")));
+        assert_eq!(ex.framework_id.unwrap().value, "fw");
+        assert_eq!(t.task_id.value, "storage.h1.3");
+    }
+}

@@ -1,0 +1,355 @@
+//! `storage-scheduler`: wiring of the threads (see ARCHITECTURE.md).
+//!
+//! ```text
+//! subscription reader --Input::Event--> dispatcher --Outgoing::Call--> call sender --> master
+//! agent watcher ------Input::Agents---->     ^
+//! REST server --------Input::View/Executor--+
+//! signal thread ------Input::Shutdown-------+
+//! ```
+
+pub mod agents;
+pub mod backoff;
+pub mod dispatcher;
+pub mod executors;
+pub mod flags;
+pub mod launch;
+pub mod metrics;
+pub mod model;
+pub mod placement;
+pub mod sender;
+pub mod subscription;
+
+use crate::mesos::client::{ClientConfig, SchedulerClient};
+use crate::mesos::scheduler::{call, Call};
+use crate::mesos::types::{framework_info, FrameworkID, FrameworkInfo};
+use crate::store::{decode_versioned, Store};
+use dispatcher::{Dispatcher, Exit, Input};
+use flags::Config;
+use log::{error, info, warn};
+use metrics::Metrics;
+use model::{Persisted, STATE_VERSION};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often the agent watcher asks the master for its agents.
+const AGENT_POLL: Duration = Duration::from_secs(30);
+
+/// Process exit codes.
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_FAILURE: i32 = 1;
+
+fn client_config(config: &Config) -> ClientConfig {
+    ClientConfig {
+        encoding: config.encoding,
+        connect_timeout: Duration::from_secs(5),
+        request_timeout: Duration::from_secs(15),
+        stream_idle_timeout: None,
+        // Real events are kilobytes; a lower cap than RecordIO's default limits what one
+        // hostile record can make the scheduler allocate.
+        max_event_bytes: 4 * 1024 * 1024,
+    }
+}
+
+pub fn framework_info(config: &Config) -> FrameworkInfo {
+    let f = &config.framework;
+    FrameworkInfo {
+        user: f.user.as_str().into(),
+        name: f.name.as_str().into(),
+        failover_timeout: Some(f.failover_timeout.as_secs_f64()),
+        checkpoint: Some(true),
+        role: Some(f.role.as_str().into()),
+        hostname: f.hostname.as_deref().map(Into::into),
+        webui_url: Some(format!("{}/ui", scheduler_url(config)).into()),
+        capabilities: [
+            framework_info::capability::Type::PartitionAware,
+            framework_info::capability::Type::TaskKillingState,
+        ]
+        .into_iter()
+        .map(|t| framework_info::Capability { r#type: Some(t) })
+        .collect(),
+        ..Default::default()
+    }
+}
+
+/// Base URL of this scheduler's REST server as agents and operators reach it.
+pub fn scheduler_url(config: &Config) -> String {
+    format!("http://{}:{}", config.rest_address, config.rest_port)
+}
+
+/// Refuses masters older than 1.0 (the v1 API's first release). The first master that
+/// answers decides; none answering is an error too.
+fn check_master_version(config: &Config) -> Result<String, String> {
+    let mut errors = Vec::new();
+    for m in &config.masters {
+        let client = SchedulerClient::new(m, client_config(config)).map_err(|e| e.to_string())?;
+        match client.master_version() {
+            Ok(v) => {
+                return match v.at_least(1, 0) {
+                    Ok(true) => Ok(v.version),
+                    Ok(false) => Err(format!(
+                        "master {m} runs Mesos {}, older than the required 1.0",
+                        v.version
+                    )),
+                    Err(e) => Err(format!("master {m}: {e}")),
+                }
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    Err(format!(
+        "no master answered GET /version: {}",
+        errors.join("; ")
+    ))
+}
+
+fn load_state(store: &mut dyn Store) -> Result<Persisted, String> {
+    match store.load().map_err(|e| e.to_string())? {
+        None => Ok(Persisted::default()),
+        Some(bytes) => decode_versioned::<Persisted>(&bytes, STATE_VERSION)
+            .map_err(|e| format!("{}: {e}", store.describe())),
+    }
+}
+
+/// Runs the scheduler until it is stopped; returns the process exit code.
+pub fn run(config: Config) -> i32 {
+    info!("{}", config.summary());
+    let version = match check_master_version(&config) {
+        Ok(v) => v,
+        Err(e) => {
+            error!("{e}");
+            return EXIT_FAILURE;
+        }
+    };
+    info!("master runs Mesos {version}");
+
+    let mut store = match crate::store::open(&config.store) {
+        Ok(s) => s,
+        Err(e) => {
+            error!("cannot open the state store: {e}");
+            return EXIT_FAILURE;
+        }
+    };
+    let state = match load_state(store.as_mut()) {
+        Ok(s) => s,
+        Err(e) => {
+            // Never reset silently: a lost framework id means a second executor on every agent.
+            error!("cannot read the saved state: {e}; fix or move the file and restart");
+            return EXIT_FAILURE;
+        }
+    };
+    info!(
+        "state from {}: framework {}, {} nodes",
+        store.describe(),
+        state.model.framework_id.as_deref().unwrap_or("(none yet)"),
+        state.model.nodes.len()
+    );
+
+    if config.teardown {
+        return teardown(&config, state, store);
+    }
+
+    let metrics = Arc::new(Metrics::default());
+    let (in_tx, in_rx) = crossbeam_channel::unbounded::<Input>();
+    let (out_tx, out_rx) = crossbeam_channel::unbounded();
+    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+
+    let rest = match crate::rest::start(crate::rest::RestConfig {
+        port: config.rest_port,
+        executor_path: executor_path(&config),
+        inputs: in_tx.clone(),
+        metrics: metrics.clone(),
+    }) {
+        Ok(r) => r,
+        Err(e) => {
+            error!("{e}");
+            return EXIT_FAILURE;
+        }
+    };
+    info!(
+        "REST API, status page and executor binary on {}",
+        scheduler_url(&config)
+    );
+
+    let mut threads = Vec::new();
+    {
+        let m = metrics.clone();
+        threads.push(spawn("call-sender", move || sender::run(out_rx, m)));
+    }
+    {
+        let sub = subscription::Subscriber {
+            masters: config.masters.clone(),
+            client_config: client_config(&config),
+            framework_info: framework_info(&config),
+            framework_id: state.model.framework_id.clone(),
+            heartbeat_secs: state.model.heartbeat_secs,
+            metrics: metrics.clone(),
+        };
+        let (i, o, s) = (in_tx.clone(), out_tx.clone(), stop_rx.clone());
+        threads.push(spawn("subscription", move || sub.run(i, o, s)));
+    }
+    {
+        let (masters, cfg, i, s) = (
+            config.masters.clone(),
+            client_config(&config),
+            in_tx.clone(),
+            stop_rx.clone(),
+        );
+        threads.push(spawn("agent-watcher", move || {
+            agents::run(masters, cfg, AGENT_POLL, i, s)
+        }));
+    }
+    if let Err(e) = signals::forward(in_tx.clone()) {
+        warn!("cannot install signal handlers: {e}");
+    }
+    drop(in_tx);
+
+    let settings = placement::Settings {
+        experimental: config.experimental,
+        cpu_mdm: config.executor.cpu_mdm,
+        cpu_non: config.executor.cpu_non,
+        mem_mdm: config.executor.mem_mdm,
+        mem_non: config.executor.mem_non,
+        cpu_factor: config.executor.cpu_factor,
+        mem_factor: config.executor.mem_factor,
+    };
+    let ctx = launch::LaunchContext {
+        framework_id: state.model.framework_id.clone().unwrap_or_default(),
+        scheduler_url: scheduler_url(&config),
+        loglevel: config.loglevel.to_string().to_lowercase(),
+    };
+    let mut dispatcher = Dispatcher::new(state, store, settings, ctx, out_tx, metrics);
+    if config.experimental {
+        dispatcher.set_mdm_gateway_password(Some(config.storage.password.clone()));
+    }
+    let exit = dispatcher.run(in_rx);
+    drop(stop_tx);
+    drop(rest);
+    match exit {
+        Exit::Stopped => {
+            info!("stopped; the framework and its executors stay registered");
+            EXIT_OK
+        }
+        Exit::Removed(msg) => {
+            error!("the master removed this framework ({msg}); exiting");
+            EXIT_FAILURE
+        }
+        Exit::Orphaned => {
+            error!("a scheduler thread ended unexpectedly; exiting");
+            EXIT_FAILURE
+        }
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> std::thread::JoinHandle<()> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .unwrap_or_else(|e| panic!("cannot start thread {name}: {e}"))
+}
+
+/// The executor binary served to agents: `-executor.altpath`, else `storage-executor` beside
+/// this binary (the launcher fetches both into one sandbox).
+pub fn executor_path(config: &Config) -> std::path::PathBuf {
+    if let Some(p) = &config.executor.altpath {
+        return p.clone();
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("storage-executor")))
+        .unwrap_or_else(|| "storage-executor".into())
+}
+
+/// `-teardown`: subscribe with the stored framework id, unregister it (Mesos then kills
+/// every executor), forget the id.
+fn teardown(config: &Config, mut state: Persisted, mut store: Box<dyn Store>) -> i32 {
+    let Some(id) = state.model.framework_id.clone() else {
+        error!(
+            "-teardown: no framework id is stored in {}; nothing to tear down",
+            store.describe()
+        );
+        return EXIT_FAILURE;
+    };
+    let fw = FrameworkID {
+        value: id.as_str().into(),
+    };
+    let mut info = framework_info(config);
+    info.id = Some(fw.clone());
+    let subscribe = Call {
+        framework_id: Some(fw.clone()),
+        r#type: Some(call::Type::Subscribe),
+        subscribe: Some(call::Subscribe {
+            framework_info: info,
+            suppressed_roles: Vec::new(),
+        }),
+        ..Default::default()
+    };
+    let mut master = config.masters[0].clone();
+    for _ in 0..5 {
+        let mut client = match SchedulerClient::new(&master, client_config(config)) {
+            Ok(c) => c,
+            Err(e) => {
+                error!("-teardown: {e}");
+                return EXIT_FAILURE;
+            }
+        };
+        match client.subscribe(&subscribe) {
+            Ok(_sub) => {
+                let c = Call {
+                    framework_id: Some(fw.clone()),
+                    r#type: Some(call::Type::Teardown),
+                    ..Default::default()
+                };
+                if let Err(e) = client.call(&c) {
+                    error!("-teardown: TEARDOWN failed: {e}");
+                    return EXIT_FAILURE;
+                }
+                state.model.framework_id = None;
+                state.model.nodes.clear();
+                state.executor_secrets.clear();
+                let bytes = crate::store::encode_versioned(STATE_VERSION, &state);
+                if let Err(e) = store.save(&bytes) {
+                    error!("-teardown: framework {id} torn down, but the state could not be saved: {e}");
+                    return EXIT_FAILURE;
+                }
+                info!("framework {id} torn down; its executors are being killed");
+                return EXIT_OK;
+            }
+            Err(crate::mesos::client::ClientError::Redirect { leader, .. }) => master = leader,
+            Err(e) => {
+                error!("-teardown: SUBSCRIBE failed: {e}");
+                return EXIT_FAILURE;
+            }
+        }
+    }
+    error!("-teardown: too many redirects");
+    EXIT_FAILURE
+}
+
+mod signals {
+    use super::dispatcher::Input;
+    use crossbeam_channel::Sender;
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    use signal_hook::iterator::Signals;
+
+    /// SIGTERM and SIGINT become `Input::Shutdown` (a second one exits at once).
+    pub fn forward(to: Sender<Input>) -> std::io::Result<()> {
+        let mut signals = Signals::new([SIGTERM, SIGINT])?;
+        std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                let mut seen = false;
+                for sig in signals.forever() {
+                    if seen {
+                        log::warn!("second signal {sig}: exiting now");
+                        std::process::exit(super::EXIT_FAILURE);
+                    }
+                    seen = true;
+                    log::info!("signal {sig}: stopping");
+                    if to.send(Input::Shutdown).is_err() {
+                        std::process::exit(super::EXIT_OK);
+                    }
+                }
+            })?;
+        Ok(())
+    }
+}

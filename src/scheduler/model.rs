@@ -1,0 +1,324 @@
+//! The cluster model: what the scheduler knows of every agent it manages. The dispatcher
+//! thread owns it; everyone else sees copies (snapshots) or sends it messages.
+//!
+//! It is also the durable state: it is saved (with the executor secrets, which live apart so
+//! that serializing the model for `/api/state` can never leak them) after every change and
+//! before any call that depends on the change leaves the process.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// The version of the persisted state format this build writes and reads.
+pub const STATE_VERSION: u32 = 1;
+
+/// Role of a node in the storage cluster (design section 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Persona {
+    Primary,
+    Secondary,
+    Tiebreaker,
+    Data,
+}
+
+impl Persona {
+    pub fn is_mdm(self) -> bool {
+        !matches!(self, Persona::Data)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Persona::Primary => "primary",
+            Persona::Secondary => "secondary",
+            Persona::Tiebreaker => "tiebreaker",
+            Persona::Data => "data",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Persona> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "primary" | "1" => Some(Persona::Primary),
+            "secondary" | "2" => Some(Persona::Secondary),
+            "tiebreaker" | "tie-breaker" | "3" => Some(Persona::Tiebreaker),
+            "data" | "4" => Some(Persona::Data),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Persona {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a node is in its install (design section 4). The executor reports phases; the
+/// scheduler sets `Launching`, `Failed` and `Lost` from Mesos status updates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    Launching,
+    Environment,
+    RebootPrerequisites,
+    Packages,
+    Devices,
+    ClusterInit,
+    StorageAttach,
+    VolumeDriver,
+    RebootFinal,
+    Running,
+    Failed,
+    Lost,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 12] = [
+        Phase::Launching,
+        Phase::Environment,
+        Phase::RebootPrerequisites,
+        Phase::Packages,
+        Phase::Devices,
+        Phase::ClusterInit,
+        Phase::StorageAttach,
+        Phase::VolumeDriver,
+        Phase::RebootFinal,
+        Phase::Running,
+        Phase::Failed,
+        Phase::Lost,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Launching => "launching",
+            Phase::Environment => "environment",
+            Phase::RebootPrerequisites => "reboot-prerequisites",
+            Phase::Packages => "packages",
+            Phase::Devices => "devices",
+            Phase::ClusterInit => "cluster-init",
+            Phase::StorageAttach => "storage-attach",
+            Phase::VolumeDriver => "volume-driver",
+            Phase::RebootFinal => "reboot-final",
+            Phase::Running => "running",
+            Phase::Failed => "failed",
+            Phase::Lost => "lost",
+        }
+    }
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Imperative storage layout declared by agent attributes (design section 3).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Layout {
+    /// Protection domain -> pool -> devices this agent contributes (SDS).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sds: BTreeMap<String, BTreeMap<String, Vec<String>>>,
+    /// Protection domain -> pools this agent consumes volumes from (SDC).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sdc: BTreeMap<String, Vec<String>>,
+}
+
+impl Layout {
+    /// No attributes: the single global pool of the flags, devices discovered.
+    pub fn is_global(&self) -> bool {
+        self.sds.is_empty() && self.sdc.is_empty()
+    }
+}
+
+/// One launch of the storage executor on a node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    pub task_id: String,
+    pub executor_id: String,
+    /// Last Mesos state seen, by its Mesos name (`TASK_RUNNING`).
+    pub state: String,
+    pub launched_at_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_since_ms: Option<u64>,
+}
+
+impl TaskRecord {
+    /// Still holds (or is about to hold) the agent: the node is covered.
+    pub fn is_active(&self) -> bool {
+        !matches!(
+            self.state.as_str(),
+            "TASK_FINISHED"
+                | "TASK_FAILED"
+                | "TASK_KILLED"
+                | "TASK_ERROR"
+                | "TASK_LOST"
+                | "TASK_DROPPED"
+                | "TASK_GONE"
+                | "TASK_GONE_BY_OPERATOR"
+                | "TASK_UNKNOWN"
+        )
+    }
+}
+
+/// Everything known about one agent the framework manages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub agent_id: String,
+    pub hostname: String,
+    pub persona: Persona,
+    pub phase: Phase,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskRecord>,
+    #[serde(default)]
+    pub layout: Layout,
+    /// Devices the executor reported as usable.
+    #[serde(default)]
+    pub devices: Vec<String>,
+    /// Devices attached to the storage cluster (so a restart does not attach them again).
+    #[serde(default)]
+    pub attached: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Last sign of life from the executor or a status update (ms since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_contact_ms: Option<u64>,
+    /// Launches that ended without a stable run; drives the relaunch backoff.
+    #[serde(default)]
+    pub failures: u32,
+    /// No relaunch before this time (ms since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+    pub updated_ms: u64,
+}
+
+impl Node {
+    pub fn covered(&self) -> bool {
+        self.task.as_ref().is_some_and(TaskRecord::is_active)
+    }
+}
+
+/// The whole model.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ClusterModel {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub framework_id: Option<String>,
+    /// Keyed by agent id.
+    #[serde(default)]
+    pub nodes: BTreeMap<String, Node>,
+    /// Increases with every launch, so task ids are never reused, across restarts too.
+    #[serde(default)]
+    pub launch_seq: u64,
+    /// Heartbeat interval of the last subscription, to size the stream idle timeout of the
+    /// next one before SUBSCRIBED says it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_secs: Option<f64>,
+}
+
+impl ClusterModel {
+    pub fn node_by_task(&self, task_id: &str) -> Option<&Node> {
+        self.nodes
+            .values()
+            .find(|n| n.task.as_ref().is_some_and(|t| t.task_id == task_id))
+    }
+
+    pub fn agent_of_task(&self, task_id: &str) -> Option<String> {
+        self.node_by_task(task_id).map(|n| n.agent_id.clone())
+    }
+
+    /// The persona already held by some node, for MDM placement.
+    pub fn holder_of(&self, persona: Persona) -> Option<&Node> {
+        self.nodes.values().find(|n| n.persona == persona)
+    }
+
+    /// Node counts per phase, in phase order.
+    pub fn phase_counts(&self) -> Vec<(Phase, usize)> {
+        Phase::ALL
+            .iter()
+            .map(|p| (*p, self.nodes.values().filter(|n| n.phase == *p).count()))
+            .collect()
+    }
+}
+
+/// What the store holds: the model plus the executor secrets, kept apart from the model so
+/// that nothing serializing the model can reach them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Persisted {
+    pub model: ClusterModel,
+    /// Executor id -> secret (hex). Only the store and the REST authenticator read these.
+    #[serde(default)]
+    pub executor_secrets: BTreeMap<String, String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn persona_parses_names_and_earlier_numbers() {
+        assert_eq!(Persona::parse("Primary"), Some(Persona::Primary));
+        assert_eq!(Persona::parse("tie-breaker"), Some(Persona::Tiebreaker));
+        assert_eq!(Persona::parse("4"), Some(Persona::Data));
+        assert_eq!(Persona::parse("mdm"), None);
+    }
+
+    #[test]
+    fn covered_means_an_active_task() {
+        let mut n = Node {
+            agent_id: "a".into(),
+            hostname: "h".into(),
+            persona: Persona::Data,
+            phase: Phase::Launching,
+            task: None,
+            layout: Layout::default(),
+            devices: vec![],
+            attached: vec![],
+            last_error: None,
+            last_contact_ms: None,
+            failures: 0,
+            retry_after_ms: None,
+            updated_ms: 0,
+        };
+        assert!(!n.covered());
+        n.task = Some(TaskRecord {
+            task_id: "t".into(),
+            executor_id: "e".into(),
+            state: "TASK_STAGING".into(),
+            launched_at_ms: 0,
+            running_since_ms: None,
+        });
+        assert!(n.covered());
+        n.task.as_mut().unwrap().state = "TASK_LOST".into();
+        assert!(!n.covered());
+    }
+
+    #[test]
+    fn model_json_round_trips() {
+        let mut m = ClusterModel {
+            framework_id: Some("fw".into()),
+            launch_seq: 7,
+            ..Default::default()
+        };
+        m.nodes.insert(
+            "a1".into(),
+            Node {
+                agent_id: "a1".into(),
+                hostname: "h1".into(),
+                persona: Persona::Primary,
+                phase: Phase::StorageAttach,
+                task: None,
+                layout: Layout::default(),
+                devices: vec!["/dev/sdb".into()],
+                attached: vec![],
+                last_error: Some("x".into()),
+                last_contact_ms: Some(5),
+                failures: 2,
+                retry_after_ms: None,
+                updated_ms: 9,
+            },
+        );
+        let json = serde_json::to_string(&m).unwrap();
+        assert!(json.contains("\"storage-attach\""));
+        let back: ClusterModel = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, m);
+    }
+}

@@ -1,0 +1,372 @@
+//! The scheduler's durable state (framework id, cluster model) behind a small trait.
+//!
+//! A store only keeps bytes; what they mean is the caller's business. The caller wraps its
+//! state in the versioned envelope of [`encode_versioned`] / [`decode_versioned`]
+//! (`{"format": "storage-framework-state", "version": N, "state": ...}`), so a file written by
+//! another program or by a newer build is refused with a clear error instead of being read as
+//! garbage or silently replaced by an empty state.
+
+pub mod file;
+
+pub use file::FileStore;
+
+use crate::scheduler::flags::{StoreKind, StoreSettings};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// The `format` field of every envelope this crate writes.
+pub const FORMAT: &str = "storage-framework-state";
+
+pub trait Store: Send {
+    /// `None` = nothing stored yet (first start).
+    fn load(&mut self) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Replaces the stored state as a whole: after a crash either the old or the new state is
+    /// there, never a mix.
+    fn save(&mut self, state: &[u8]) -> Result<(), StoreError>;
+    /// For logs and errors, e.g. `file /var/lib/x/state.json`.
+    fn describe(&self) -> String;
+}
+
+/// Opens the store the flags ask for.
+pub fn open(settings: &StoreSettings) -> Result<Box<dyn Store>, StoreError> {
+    match settings.kind {
+        StoreKind::File => Ok(Box::new(FileStore::new(&settings.uri)?)),
+        StoreKind::ZooKeeper => Err(StoreError::Unsupported {
+            what: "the ZooKeeper store is not implemented yet; use -store.type=file".into(),
+        }),
+    }
+}
+
+#[derive(Debug)]
+pub enum StoreError {
+    /// An I/O step failed; `action` says which (e.g. "write temporary file").
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// The stored bytes are not a readable envelope (bad JSON, truncated, fields missing, or a
+    /// state that does not fit the version's layout).
+    Corrupt {
+        origin: Option<String>,
+        detail: String,
+    },
+    /// Valid JSON, but not written by this framework.
+    WrongFormat {
+        origin: Option<String>,
+        found: String,
+    },
+    /// Written by this framework with a layout version this build does not read.
+    UnsupportedVersion {
+        origin: Option<String>,
+        found: u32,
+        supported: u32,
+    },
+    /// A configuration this build cannot serve (bad path, unimplemented store type).
+    Unsupported { what: String },
+}
+
+impl StoreError {
+    /// Names where the bytes came from (`store.describe()`), so that an error raised while
+    /// decoding bytes still tells the operator which file to look at.
+    pub fn at(mut self, store: &str) -> StoreError {
+        match &mut self {
+            StoreError::Corrupt { origin, .. }
+            | StoreError::WrongFormat { origin, .. }
+            | StoreError::UnsupportedVersion { origin, .. } => *origin = Some(store.to_owned()),
+            StoreError::Io { .. } | StoreError::Unsupported { .. } => {}
+        }
+        self
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let origin = |o: &Option<String>| match o {
+            Some(o) => format!("stored state in {o}"),
+            None => "stored state".to_owned(),
+        };
+        match self {
+            StoreError::Io {
+                action,
+                path,
+                source,
+            } => write!(f, "cannot {action} {}: {source}", path.display()),
+            StoreError::Corrupt { origin: o, detail } => {
+                write!(
+                    f,
+                    "{} is unreadable: {detail}; fix or move the file away (the scheduler will not overwrite it)",
+                    origin(o)
+                )
+            }
+            StoreError::WrongFormat { origin: o, found } => write!(
+                f,
+                "{} was not written by this framework: format is {found:?}, expected {FORMAT:?}",
+                origin(o)
+            ),
+            StoreError::UnsupportedVersion {
+                origin: o,
+                found,
+                supported,
+            } => {
+                let why = if found > supported {
+                    "written by a newer build"
+                } else {
+                    "written by an older build"
+                };
+                write!(
+                    f,
+                    "{} has format version {found} ({why}); this build reads version {supported}",
+                    origin(o)
+                )
+            }
+            StoreError::Unsupported { what } => f.write_str(what),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct EnvelopeOut<'a, T> {
+    format: &'static str,
+    version: u32,
+    state: &'a T,
+}
+
+/// Only the version (the format is checked on the untyped document), so the version can be
+/// checked before the state is interpreted.
+#[derive(Deserialize)]
+struct Header {
+    version: u32,
+}
+
+#[derive(Deserialize)]
+struct EnvelopeIn<T> {
+    state: T,
+}
+
+/// Wraps `value` in the versioned envelope (pretty-printed: operators read this file when
+/// something goes wrong).
+pub fn encode_versioned<T: Serialize>(version: u32, value: &T) -> Vec<u8> {
+    let envelope = EnvelopeOut {
+        format: FORMAT,
+        version,
+        state: value,
+    };
+    // The caller's state types are plain structs with string map keys; serde_json only fails
+    // on non-string map keys or a failing custom Serialize, which would be a bug in this crate.
+    match serde_json::to_vec_pretty(&envelope) {
+        Ok(bytes) => bytes,
+        Err(e) => panic!("state of version {version} cannot be serialized: {e}"),
+    }
+}
+
+/// The `version` of an envelope, for a caller that migrates older layouts itself.
+pub fn peek_version(bytes: &[u8]) -> Result<u32, StoreError> {
+    Ok(read_header(bytes)?.version)
+}
+
+/// Reads an envelope written by [`encode_versioned`] with exactly version `supported`.
+/// Errors carry no origin: attach one with [`StoreError::at`] (or use [`load_versioned`]).
+pub fn decode_versioned<T: DeserializeOwned>(
+    bytes: &[u8],
+    supported: u32,
+) -> Result<T, StoreError> {
+    let header = read_header(bytes)?;
+    if header.version != supported {
+        return Err(StoreError::UnsupportedVersion {
+            origin: None,
+            found: header.version,
+            supported,
+        });
+    }
+    serde_json::from_slice::<EnvelopeIn<T>>(bytes)
+        .map(|e| e.state)
+        .map_err(|e| {
+            corrupt(format!(
+                "state does not match the version {supported} layout: {e}"
+            ))
+        })
+}
+
+/// Loads and decodes in one step; errors name the store. `None` = nothing stored yet.
+pub fn load_versioned<T: DeserializeOwned>(
+    store: &mut dyn Store,
+    supported: u32,
+) -> Result<Option<T>, StoreError> {
+    match store.load()? {
+        None => Ok(None),
+        Some(bytes) => decode_versioned(&bytes, supported)
+            .map(Some)
+            .map_err(|e| e.at(&store.describe())),
+    }
+}
+
+/// Encodes and saves in one step.
+pub fn save_versioned<T: Serialize>(
+    store: &mut dyn Store,
+    version: u32,
+    value: &T,
+) -> Result<(), StoreError> {
+    store.save(&encode_versioned(version, value))
+}
+
+fn read_header(bytes: &[u8]) -> Result<Header, StoreError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(corrupt("it is empty".into()));
+    }
+    // First as untyped JSON, so syntax damage and a wrong document shape get different messages.
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
+        if e.is_eof() {
+            corrupt(format!("it is truncated (the JSON ends early: {e})"))
+        } else {
+            corrupt(format!("it is not valid JSON: {e}"))
+        }
+    })?;
+    let format = value.get("format").and_then(|f| f.as_str());
+    match format {
+        Some(FORMAT) => {}
+        Some(other) => {
+            return Err(StoreError::WrongFormat {
+                origin: None,
+                found: other.to_owned(),
+            })
+        }
+        None => {
+            return Err(corrupt(format!(
+                "it has no \"format\" string field (expected {FORMAT:?})"
+            )))
+        }
+    }
+    if value.get("state").is_none() {
+        return Err(corrupt("it has no \"state\" field".into()));
+    }
+    serde_json::from_value::<Header>(value)
+        .map_err(|e| corrupt(format!("its \"version\" is not a format version: {e}")))
+}
+
+fn corrupt(detail: String) -> StoreError {
+    StoreError::Corrupt {
+        origin: None,
+        detail,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Serialize, Deserialize, PartialEq)]
+    struct State {
+        framework_id: Option<String>,
+        nodes: Vec<String>,
+    }
+
+    fn sample() -> State {
+        State {
+            framework_id: Some("fw-1".into()),
+            nodes: vec!["a".into(), "b".into()],
+        }
+    }
+
+    #[test]
+    fn envelope_round_trip() {
+        let bytes = encode_versioned(3, &sample());
+        let v: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+        assert_eq!(v["format"], FORMAT);
+        assert_eq!(v["version"], 3);
+        assert_eq!(v["state"]["framework_id"], "fw-1");
+        assert_eq!(peek_version(&bytes).expect("header"), 3);
+        let back: State = decode_versioned(&bytes, 3).expect("decode");
+        assert_eq!(back, sample());
+    }
+
+    #[test]
+    fn other_version_is_refused() {
+        let bytes = encode_versioned(2, &sample());
+        let newer = decode_versioned::<State>(&bytes, 1).expect_err("newer");
+        assert!(matches!(
+            newer,
+            StoreError::UnsupportedVersion {
+                found: 2,
+                supported: 1,
+                ..
+            }
+        ));
+        assert!(newer.to_string().contains("newer build"), "{newer}");
+        let older = decode_versioned::<State>(&bytes, 5).expect_err("older");
+        assert!(older.to_string().contains("older build"), "{older}");
+        assert!(older.to_string().contains("version 2"), "{older}");
+    }
+
+    #[test]
+    fn wrong_format_is_refused() {
+        let bytes = br#"{"format":"something-else","version":1,"state":{}}"#;
+        let err = decode_versioned::<State>(bytes, 1).expect_err("wrong format");
+        assert!(matches!(err, StoreError::WrongFormat { .. }));
+        assert!(err.to_string().contains("something-else"), "{err}");
+        let err = decode_versioned::<State>(br#"{"version":1,"state":{}}"#, 1).expect_err("x");
+        assert!(err.to_string().contains("format"), "{err}");
+    }
+
+    #[test]
+    fn damaged_documents_are_distinct_errors() {
+        let good = encode_versioned(1, &sample());
+        let truncated = decode_versioned::<State>(&good[..good.len() / 2], 1).expect_err("cut");
+        assert!(truncated.to_string().contains("truncated"), "{truncated}");
+        let garbage = decode_versioned::<State>(b"not json", 1).expect_err("garbage");
+        assert!(garbage.to_string().contains("not valid JSON"), "{garbage}");
+        let empty = decode_versioned::<State>(b"", 1).expect_err("empty");
+        assert!(empty.to_string().contains("empty"), "{empty}");
+        let no_state = decode_versioned::<State>(
+            format!(r#"{{"format":"{FORMAT}","version":1}}"#).as_bytes(),
+            1,
+        )
+        .expect_err("no state");
+        assert!(no_state.to_string().contains("\"state\""), "{no_state}");
+        let bad_version = decode_versioned::<State>(
+            format!(r#"{{"format":"{FORMAT}","version":"one","state":{{}}}}"#).as_bytes(),
+            1,
+        )
+        .expect_err("bad version");
+        assert!(bad_version.to_string().contains("version"), "{bad_version}");
+        let bad_layout = decode_versioned::<State>(
+            format!(r#"{{"format":"{FORMAT}","version":1,"state":{{"nodes":7}}}}"#).as_bytes(),
+            1,
+        )
+        .expect_err("layout");
+        assert!(
+            bad_layout.to_string().contains("version 1 layout"),
+            "{bad_layout}"
+        );
+    }
+
+    #[test]
+    fn at_names_the_origin() {
+        let err = decode_versioned::<State>(b"{", 1)
+            .expect_err("bad")
+            .at("file /x/state.json");
+        assert!(err.to_string().contains("file /x/state.json"), "{err}");
+    }
+
+    #[test]
+    fn zookeeper_store_is_refused_clearly() {
+        let settings = StoreSettings {
+            kind: StoreKind::ZooKeeper,
+            uri: "zk://h:2181/x".into(),
+        };
+        let err = open(&settings).err().expect("unsupported");
+        assert!(err.to_string().contains("ZooKeeper"), "{err}");
+    }
+}

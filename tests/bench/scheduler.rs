@@ -1,0 +1,184 @@
+//! `cargo bench --bench scheduler`: the scheduler as a process on the dev cluster.
+//!
+//! - `scheduler_idle_cpu_pct`: CPU the scheduler uses once every agent is covered (5 agents,
+//!   heartbeats every second), over 10 s; it should be close to zero: no busy loops, no
+//!   fixed-period polling in the event path.
+//! - `scheduler_cover_5_agents_ms`: from start to an executor running on each of 5 agents.
+//! - `scheduler_cover_10k_agents_ms`: the same with 10,000 synthetic agents (executors
+//!   emulated by the dev cluster), and `scheduler_max_executors_per_agent` across that run.
+
+use devcluster::master;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn clock_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the `(comm)`: state is field 3; utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+fn running_on_all(m: &master::MasterHandle, n: usize) -> bool {
+    let Ok(snap) = m.snapshot() else { return false };
+    let agents = snap["agents"].as_array().cloned().unwrap_or_default();
+    agents.len() == n
+        && agents.iter().all(|a| {
+            a["executors"].as_array().is_some_and(|es| {
+                es.iter().any(|e| {
+                    e["tasks"]
+                        .as_array()
+                        .is_some_and(|ts| ts.iter().any(|t| t["state"] == "TASK_RUNNING"))
+                })
+            })
+        })
+}
+
+fn spawn_scheduler(
+    sched: &std::path::Path,
+    exec: &std::path::Path,
+    m: &master::MasterHandle,
+    dir: &std::path::Path,
+) -> std::process::Child {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("port");
+    let _ = std::fs::create_dir_all(dir);
+    Command::new(sched)
+        .args([
+            "-loglevel=info".to_string(),
+            format!("-rest.port={port}"),
+            "-rest.address=127.0.0.1".to_string(),
+            format!("-uri={}", m.addr()),
+            "-storage.password=Scaleio123".to_string(),
+            "-storage.protectiondomain=default".to_string(),
+            "-storage.storagepool=default".to_string(),
+            "-storage.preconfig.primary=127.0.0.1".to_string(),
+            "-storage.preconfig.secondary=127.0.0.2".to_string(),
+            "-storage.preconfig.tiebreaker=127.0.0.3".to_string(),
+            "-storage.preconfig.gateway=127.0.0.1".to_string(),
+            format!("-store.uri={}", dir.join("state.json").display()),
+            format!("-executor.altpath={}", exec.display()),
+        ])
+        .stdout(Stdio::null())
+        .stderr(
+            std::fs::File::create(dir.join("scheduler.log"))
+                .map(Stdio::from)
+                .unwrap_or_else(|_| Stdio::null()),
+        )
+        .spawn()
+        .expect("start scheduler")
+}
+
+/// Agents with a running storage executor, and the most executors active on one agent.
+fn coverage(m: &master::MasterHandle) -> (usize, usize) {
+    let Ok(snap) = m.snapshot() else {
+        return (0, 0);
+    };
+    let mut covered = 0;
+    let mut most = 0;
+    for a in snap["agents"].as_array().into_iter().flatten() {
+        let active = a["executors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| {
+                e["tasks"].as_array().is_some_and(|ts| {
+                    ts.iter()
+                        .any(|t| t["state"] == "TASK_RUNNING" || t["state"] == "TASK_STAGING")
+                })
+            })
+            .count();
+        most = most.max(active);
+        if active > 0 {
+            covered += 1;
+        }
+    }
+    (covered, most)
+}
+
+fn ten_thousand(sched: &std::path::Path, exec: &std::path::Path) {
+    const N: usize = 10_000;
+    let dir = std::env::temp_dir().join(format!("bench-scheduler-10k-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let m = master::start(master::MasterConfig {
+        agents: 0,
+        synthetic_agents: N,
+        work_dir: dir.join("mesos"),
+        ..Default::default()
+    })
+    .expect("dev cluster");
+    let start = Instant::now();
+    let mut child = spawn_scheduler(sched, exec, &m, &dir);
+    let deadline = start + Duration::from_secs(300);
+    let mut most = 0;
+    loop {
+        let (covered, max) = coverage(&m);
+        most = most.max(max);
+        if covered == N {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {covered} of {N} agents covered"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    println!(
+        "bench scheduler_cover_10k_agents_ms {} ms",
+        start.elapsed().as_millis()
+    );
+    println!("bench scheduler_max_executors_per_agent {most} executors");
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(m);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn main() {
+    let sched = PathBuf::from(env!("CARGO_BIN_EXE_storage-scheduler"));
+    let exec = sched.with_file_name("storage-executor");
+    assert!(
+        exec.exists(),
+        "{} missing: cargo build --release -p storage-executor",
+        exec.display()
+    );
+    let dir = std::env::temp_dir().join(format!("bench-scheduler-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let m = master::start(master::MasterConfig {
+        agents: 5,
+        heartbeat_interval: Duration::from_secs(1),
+        work_dir: dir.join("mesos"),
+        ..Default::default()
+    })
+    .expect("dev cluster");
+    let start = Instant::now();
+    let mut child = spawn_scheduler(&sched, &exec, &m, &dir);
+    let deadline = start + Duration::from_secs(60);
+    while !running_on_all(&m, 5) {
+        assert!(Instant::now() < deadline, "executors did not come up");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    println!(
+        "bench scheduler_cover_5_agents_ms {} ms",
+        start.elapsed().as_millis()
+    );
+    // Let the launch settle (acknowledgements, suppression), then measure.
+    std::thread::sleep(Duration::from_secs(2));
+    let hz = 100.0; // USER_HZ on Linux
+    let t0 = clock_ticks(child.id()).expect("proc stat");
+    let w0 = Instant::now();
+    std::thread::sleep(Duration::from_secs(10));
+    let t1 = clock_ticks(child.id()).expect("proc stat");
+    let pct = (t1 - t0) as f64 / hz / w0.elapsed().as_secs_f64() * 100.0;
+    println!("bench scheduler_idle_cpu_pct {pct:.2} %");
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(m);
+    if std::env::var_os("BENCH_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    ten_thousand(&sched, &exec);
+}

@@ -1,0 +1,282 @@
+//! Fault injection over HTTP on loopback, so that tests written in any language (and people
+//! with curl) can break the cluster on purpose.
+//!
+//! | method and path | effect |
+//! |---|---|
+//! | `GET /control/state` | master and gateway snapshots |
+//! | `POST /control/master/cut-stream` | close the scheduler event streams |
+//! | `POST /control/master/failover` | the standby master leads; the old one answers 307 |
+//! | `POST /control/agents/<n>/stop`, `/start`, `/restart` | agent `n` (1-based) |
+//! | `POST /control/agents/<n>/kill-executor?id=<executor id>` | SIGKILL that executor |
+//! | `POST /control/gateway/fail?count=N` (no count: until cleared) | gateway answers 500 |
+//! | `POST /control/gateway/clear` | end injected gateway faults and delays |
+//! | `POST /control/gateway/delay?ms=N` | slow gateway replies |
+//! | `POST /control/gateway/expire-tokens` | every gateway token becomes invalid |
+//! | `POST /control/gateway/create-system?name=<name>` | the empty gateway (experimental mode) gets its system; the same name again is a no-op, another name a 409 |
+//! | `POST /control/agents/<n>/reboot` | agent `n`'s host boots its pending kernel (host stand-ins), then the agent restarts |
+//! | `GET /control/agents/<n>/host` | agent `n`'s host stand-in state (packages, services, kernel, MDM cluster, command history) |
+//!
+//! The host stand-ins (`crate::host`) use the gateway and reboot endpoints; they find this API
+//! in `STORAGE_DEVCLUSTER_CONTROL`, so [`bind`] comes first when the agents need the URL.
+
+use crate::gateway::GatewayHandle;
+use crate::host::{self, FakeRoot};
+use crate::master::MasterHandle;
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tiny_http::{Header, Method, Response, Server};
+
+pub struct Targets {
+    pub master: Arc<MasterHandle>,
+    pub gateway: Option<Arc<GatewayHandle>>,
+}
+
+pub struct ControlHandle {
+    server: Arc<Server>,
+    addr: SocketAddr,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ControlHandle {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for ControlHandle {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn query<'a>(url: &'a str, key: &str) -> Option<&'a str> {
+    url.split_once('?')?
+        .1
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v)
+}
+
+/// `%XX` escapes and `+` of a query value; `None` when an escape is malformed or not UTF-8.
+fn percent_decode(v: &str) -> Option<String> {
+    let bytes = v.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Agent `n` (1-based in URLs) as an index.
+fn agent_index(n: &str) -> Result<usize, (u16, String)> {
+    Ok(n.parse::<usize>()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or((400, format!("agent number {n:?} is not 1, 2, ...")))?
+        - 1)
+}
+
+/// The fake root of agent `index`, when the cluster runs host stand-ins.
+fn agent_host(t: &Targets, index: usize) -> Option<FakeRoot> {
+    let dir = t.master.work_dir().join(format!("agent-{}", index + 1));
+    FakeRoot::open(&host::agent_root(&dir)).ok()
+}
+
+/// Experimental mode: the MDM cluster now exists under `name`, so the gateway reports it.
+fn create_system(g: &GatewayHandle, name: &str) -> Result<Value, (u16, String)> {
+    let existing = g.snapshot();
+    if let Some(system) = existing.get("system").filter(|s| !s.is_null()) {
+        let id = system.get("id").cloned().unwrap_or(Value::Null);
+        let have = system.get("name").and_then(Value::as_str).unwrap_or("");
+        if have == name {
+            return Ok(json!({"id": id, "name": name, "created": false}));
+        }
+        return Err((
+            409,
+            format!("the gateway already has system {have:?}; it cannot be renamed to {name:?}"),
+        ));
+    }
+    let id = g.create_system(name).map_err(|e| (400, e))?;
+    Ok(json!({"id": id, "name": name, "created": true}))
+}
+
+fn act(t: &Targets, method: &Method, url: &str) -> Result<Value, (u16, String)> {
+    let path = url.split('?').next().unwrap_or("");
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let bad = |e: String| (500, e);
+    let gateway = || {
+        t.gateway
+            .as_ref()
+            .ok_or((404, "no gateway in this cluster".to_string()))
+    };
+    match (method, parts.as_slice()) {
+        (Method::Get, ["control", "state"]) => Ok(json!({
+            "master": t.master.snapshot().map_err(bad)?,
+            "gateway": t.gateway.as_ref().map(|g| g.snapshot()),
+        })),
+        (Method::Post, ["control", "master", "cut-stream"]) => {
+            let n = t
+                .master
+                .cut_scheduler_stream(query(url, "framework"))
+                .map_err(bad)?;
+            Ok(json!({"streams_cut": n}))
+        }
+        (Method::Post, ["control", "master", "failover"]) => {
+            let leader = t.master.fail_over().map_err(bad)?;
+            Ok(json!({"leader": leader.to_string()}))
+        }
+        (Method::Get, ["control", "agents", n, "host"]) => {
+            let index = agent_index(n)?;
+            let root = agent_host(t, index)
+                .ok_or((404, format!("agent {} has no host stand-ins", index + 1)))?;
+            let state = root.state().map_err(bad)?;
+            let mut v = serde_json::to_value(&state).map_err(|e| bad(e.to_string()))?;
+            v["root"] = json!(root.path().display().to_string());
+            Ok(v)
+        }
+        (Method::Post, ["control", "agents", n, action]) => {
+            let index = agent_index(n)?;
+            let mut reply = json!({"agent": index + 1, "done": action});
+            match *action {
+                "stop" => t.master.stop_agent(index),
+                "start" => t.master.start_agent(index),
+                "restart" => t.master.restart_agent(index),
+                "reboot" => {
+                    // The host comes back on its new kernel before the agent does, so that
+                    // the next executor sees it.
+                    if let Some(root) = agent_host(t, index) {
+                        reply["kernel"] = json!(root.boot().map_err(bad)?);
+                    }
+                    t.master.restart_agent(index)
+                }
+                "kill-executor" => {
+                    let id = query(url, "id")
+                        .ok_or((400, "kill-executor needs ?id=<executor id>".to_string()))?;
+                    t.master.kill_executor(index, id)
+                }
+                other => return Err((404, format!("unknown agent action {other:?}"))),
+            }
+            .map_err(|e| (400, e))?;
+            Ok(reply)
+        }
+        (Method::Post, ["control", "gateway", "fail"]) => {
+            let g = gateway()?;
+            match query(url, "count") {
+                Some(c) => g.fail_next(
+                    c.parse()
+                        .map_err(|_| (400, format!("count {c:?} is not a number")))?,
+                ),
+                None => g.fail_until_cleared(),
+            }
+            Ok(json!({"gateway": "failing"}))
+        }
+        (Method::Post, ["control", "gateway", "clear"]) => {
+            let g = gateway()?;
+            g.clear_faults();
+            g.set_delay(Duration::ZERO);
+            Ok(json!({"gateway": "healthy"}))
+        }
+        (Method::Post, ["control", "gateway", "delay"]) => {
+            let ms = query(url, "ms")
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or((400, "delay needs ?ms=<milliseconds>".to_string()))?;
+            gateway()?.set_delay(Duration::from_millis(ms));
+            Ok(json!({"gateway_delay_ms": ms}))
+        }
+        (Method::Post, ["control", "gateway", "expire-tokens"]) => {
+            gateway()?.expire_tokens();
+            Ok(json!({"gateway": "tokens expired"}))
+        }
+        (Method::Post, ["control", "gateway", "create-system"]) => {
+            let raw = query(url, "name")
+                .ok_or((400, "create-system needs ?name=<system name>".to_string()))?;
+            let name = percent_decode(raw).ok_or((
+                400,
+                format!("name {raw:?} is not a valid URL-encoded value"),
+            ))?;
+            create_system(gateway()?, &name)
+        }
+        (Method::Get | Method::Post, _) => Err((404, format!("no control endpoint {path}"))),
+        _ => Err((405, format!("{method} not allowed on {path}"))),
+    }
+}
+
+/// A bound control API that does not serve yet: its URL can be handed out (to the agents'
+/// executors) before the master it controls exists.
+pub struct ControlListener {
+    server: Server,
+    addr: SocketAddr,
+}
+
+impl ControlListener {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Starts serving requests against `targets`.
+    pub fn serve(self, targets: Targets) -> Result<ControlHandle, String> {
+        let server = Arc::new(self.server);
+        let s = server.clone();
+        let thread = std::thread::Builder::new()
+            .name("control".into())
+            .spawn(move || {
+                let json_type =
+                    Header::from_bytes("Content-Type", "application/json").expect("static header");
+                while let Ok(req) = s.recv() {
+                    let (status, body) = match act(&targets, req.method(), req.url()) {
+                        Ok(v) => (200, v),
+                        Err((status, e)) => (status, json!({"error": e})),
+                    };
+                    let resp = Response::from_data(body.to_string().into_bytes())
+                        .with_status_code(status)
+                        .with_header(json_type.clone());
+                    let _ = req.respond(resp);
+                }
+            })
+            .map_err(|e| format!("control API: {e}"))?;
+        Ok(ControlHandle {
+            server,
+            addr: self.addr,
+            thread: Some(thread),
+        })
+    }
+}
+
+/// Binds 127.0.0.1:`port` (0: ephemeral) without serving yet.
+pub fn bind(port: u16) -> Result<ControlListener, String> {
+    let server = Server::http(("127.0.0.1", port))
+        .map_err(|e| format!("control API: cannot listen: {e}"))?;
+    let addr = server
+        .server_addr()
+        .to_ip()
+        .ok_or("control API: no IP address")?;
+    Ok(ControlListener { server, addr })
+}
+
+pub fn start(port: u16, targets: Targets) -> Result<ControlHandle, String> {
+    bind(port)?.serve(targets)
+}

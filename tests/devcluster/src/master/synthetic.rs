@@ -1,0 +1,378 @@
+//! Synthetic agents: agents with an id, resources and attributes like the others but no HTTP
+//! server, no sandbox and no processes, so that a scheduler can meet 10,000 of them on one
+//! machine. Their executors are emulated on the owner thread: a launch "subscribes" the
+//! executor at once and it answers with TASK_RUNNING; KILL and SHUTDOWN give TASK_KILLED.
+//! Every update goes through the agent's status update manager (`agent_update`) exactly as an
+//! executor's UPDATE call would, so acknowledgements, retries and agent faults behave the same.
+
+use super::agent::executor_of;
+use super::resources::Res;
+use super::state::*;
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use storage_framework::mesos::types::*;
+
+/// The wait status of a process killed by SIGKILL, as the agent reports it in FAILURE.
+const KILLED_BY_SIGKILL: i32 = 9;
+/// The wait status of a command killed by the command executor's SIGTERM.
+const KILLED_BY_SIGTERM: i32 = 15;
+
+/// Environment of the ExecutorInfo's command that tells the storage executor where the
+/// scheduler is and how to prove who it is.
+const SCHEDULER_URL_VAR: &str = "STORAGE_SCHEDULER_URL";
+const SECRET_VAR: &str = "STORAGE_EXECUTOR_SECRET";
+
+/// What an emulated executor needs to report node phases to the scheduler's executor REST
+/// API (`<scheduler>/api/v1/executors/<executor_id>/...`), read from the ExecutorInfo as the
+/// real executor reads its environment.
+pub(super) struct PhaseReportTarget {
+    pub scheduler_url: Option<String>,
+    /// Never logged.
+    pub secret: Option<String>,
+    pub executor_id: String,
+    pub task_id: String,
+    pub agent_id: String,
+    pub hostname: String,
+}
+
+impl PhaseReportTarget {
+    fn new(info: &ExecutorInfo, task_id: &str, agent_id: &str, hostname: &str) -> Self {
+        let env = |name: &str| {
+            info.command
+                .as_ref()
+                .and_then(|c| c.environment.as_ref())
+                .and_then(|e| e.variables.iter().find(|v| v.name == name))
+                .and_then(|v| v.value.as_ref())
+                .map(|v| v.to_string())
+        };
+        PhaseReportTarget {
+            scheduler_url: env(SCHEDULER_URL_VAR),
+            secret: env(SECRET_VAR),
+            executor_id: info.executor_id.value.to_string(),
+            task_id: task_id.to_string(),
+            agent_id: agent_id.to_string(),
+            hostname: hostname.to_string(),
+        }
+    }
+}
+
+/// HOOK for the phase reports of emulated executors, called once for every task an emulated
+/// executor starts, right after its TASK_RUNNING.
+///
+/// Not implemented yet, on purpose: the scheduler's executor REST API is still being written.
+/// Whoever implements it: this runs on the cluster's owner thread, which must never wait on
+/// the network, so hand the target to a worker (one thread and a queue serve thousands of
+/// executors) that walks the phases against `scheduler_url` with `secret`.
+fn report_phases(target: PhaseReportTarget) {
+    log::debug!(
+        "synthetic executor {} (task {}) on {} [{}]: phase reports to {} are not emulated yet \
+         (secret {})",
+        target.executor_id,
+        target.task_id,
+        target.hostname,
+        target.agent_id,
+        target
+            .scheduler_url
+            .as_deref()
+            .unwrap_or("(no STORAGE_SCHEDULER_URL)"),
+        if target.secret.is_some() {
+            "present"
+        } else {
+            "missing"
+        },
+    );
+}
+
+impl Cluster {
+    /// Agent `index` overall, `synthetic-<number + 1>` by name.
+    pub(super) fn add_synthetic_agent(
+        &mut self,
+        index: usize,
+        number: usize,
+        attributes: BTreeMap<String, String>,
+    ) {
+        let hostname = format!("synthetic-{}", number + 1);
+        let r = &self.cfg.agent_resources;
+        let total = Res::new(r.cpus, r.mem, r.disk, vec![r.ports]);
+        let attrs = attributes
+            .iter()
+            .map(|(k, v)| super::agent::parse_attribute(k, v))
+            .collect();
+        let work_dir = self.cfg.work_dir.join(&hostname);
+        self.agents.push(Agent {
+            id: format!("{}-S{index}", self.masters[0].id),
+            hostname,
+            ip: Ipv4Addr::LOCALHOST,
+            // Nothing listens for it: anything that tries to reach the agent fails at once.
+            port: 0,
+            server: None,
+            synthetic: true,
+            up: true,
+            unreachable: false,
+            generation: 0,
+            total,
+            attributes: attrs,
+            attributes_text: attributes,
+            work_dir,
+            registered_time: now_secs(),
+            frameworks: BTreeMap::new(),
+            streams: BTreeMap::new(),
+        });
+    }
+
+    /// The agent's RunTask on a synthetic agent: the executor is made up (or reused) and
+    /// starts the task at once.
+    pub(super) fn synthetic_run_task(
+        &mut self,
+        agent: usize,
+        fw_id: &str,
+        fw_info: &FrameworkInfo,
+        task: TaskInfo,
+    ) {
+        let task_id = task.task_id.value.to_string();
+        let (exec_info, command_task) = executor_of(&task, fw_id);
+        let eid = exec_info.executor_id.value.to_string();
+        let partition_aware = fw_info
+            .capabilities
+            .iter()
+            .any(|c| c.r#type == Some(framework_info::capability::Type::PartitionAware));
+        let agent_id = self.agents[agent].id.clone();
+        let af = self.agents[agent]
+            .frameworks
+            .entry(fw_id.to_string())
+            .or_insert_with(|| AgentFramework {
+                info: fw_info.clone(),
+                terminating: false,
+                executors: BTreeMap::new(),
+            });
+        // A Terminated executor is replaced by a new run under the same id.
+        if af
+            .executors
+            .get(&eid)
+            .is_some_and(|e| e.state == ExecState::Terminated && e.launched.is_empty())
+        {
+            af.executors.remove(&eid);
+        }
+        if let Some(e) = af.executors.get_mut(&eid) {
+            if matches!(e.state, ExecState::Terminating | ExecState::Terminated) {
+                e.launched.insert(task_id.clone(), TaskState::Staging);
+                let state = if partition_aware {
+                    TaskState::Dropped
+                } else {
+                    TaskState::Lost
+                };
+                let status = make_status(
+                    &task_id,
+                    state,
+                    task_status::Source::Agent,
+                    Some(task_status::Reason::ExecutorTerminated),
+                    "Executor terminating",
+                    Some(&agent_id),
+                    Some(&eid),
+                    Some(fresh_uuid()),
+                );
+                self.agent_update(agent, fw_id, status, false);
+                return;
+            }
+        } else {
+            self.next_run += 1;
+            let container_id = super::ids::new_uuid_string();
+            // Where the sandbox would be; nothing is created there.
+            let directory = self.agents[agent]
+                .work_dir
+                .join("slaves")
+                .join(&agent_id)
+                .join("frameworks")
+                .join(fw_id)
+                .join("executors")
+                .join(&eid)
+                .join("runs")
+                .join(&container_id);
+            let resources = match command_task {
+                Some(_) => Res::default(),
+                None => Res::from_proto(&exec_info.resources).unwrap_or_default(),
+            };
+            let executor = Executor {
+                info: exec_info.clone(),
+                run: self.next_run,
+                container_id,
+                directory,
+                // Emulated executors subscribe the moment they are launched.
+                state: ExecState::Running,
+                pid: None,
+                conn: None,
+                queued: Vec::new(),
+                launched: BTreeMap::new(),
+                pending_termination: None,
+                resources,
+                command_task: command_task.clone(),
+                kill_requested: false,
+                lost_with_agent: false,
+            };
+            if let Some(af) = self.agents[agent].frameworks.get_mut(fw_id) {
+                af.executors.insert(eid.clone(), executor);
+            }
+        }
+        self.synthetic_start_task(agent, fw_id, &eid, &task_id, command_task.is_none());
+    }
+
+    /// The emulated executor's answer to LAUNCH: TASK_RUNNING, then the phase hook.
+    fn synthetic_start_task(
+        &mut self,
+        agent: usize,
+        fw: &str,
+        eid: &str,
+        task_id: &str,
+        custom_executor: bool,
+    ) {
+        let a = &mut self.agents[agent];
+        let Some(e) = a
+            .frameworks
+            .get_mut(fw)
+            .and_then(|af| af.executors.get_mut(eid))
+        else {
+            return;
+        };
+        e.launched.insert(task_id.to_string(), TaskState::Staging);
+        let status = make_status(
+            task_id,
+            TaskState::Running,
+            task_status::Source::Executor,
+            None,
+            &format!("synthetic executor running on {}", a.hostname),
+            Some(&a.id),
+            Some(eid),
+            Some(fresh_uuid()),
+        );
+        let target =
+            custom_executor.then(|| PhaseReportTarget::new(&e.info, task_id, &a.id, &a.hostname));
+        // The agent plays a command task's executor: its updates are no executor's to
+        // acknowledge, as in `process_event`.
+        self.agent_update(agent, fw, status, custom_executor);
+        if let Some(target) = target {
+            report_phases(target);
+        }
+    }
+
+    /// KILL on a synthetic agent: the emulated executor kills the task and keeps running, as
+    /// the storage executor does; a command task's executor ends with its command.
+    pub(super) fn synthetic_kill_task(&mut self, agent: usize, fw: &str, task_id: &str) {
+        let a = &mut self.agents[agent];
+        let found = a.frameworks.get_mut(fw).and_then(|af| {
+            af.executors
+                .iter_mut()
+                .find(|(_, e)| e.launched.contains_key(task_id))
+        });
+        let Some((eid, e)) = found else {
+            log::warn!(
+                "{}: cannot kill task {task_id}: no executor has it",
+                a.hostname
+            );
+            return;
+        };
+        let eid = eid.clone();
+        if e.launched.get(task_id).is_some_and(|s| s.is_terminal()) {
+            log::info!("{}: KILL of task {task_id}, which has ended", a.hostname);
+            return;
+        }
+        if e.command_task.is_some() {
+            e.kill_requested = true;
+            self.executor_terminated(
+                agent,
+                fw,
+                &eid,
+                KILLED_BY_SIGTERM,
+                "terminated by signal 15",
+            );
+            return;
+        }
+        let status = make_status(
+            task_id,
+            TaskState::Killed,
+            task_status::Source::Executor,
+            None,
+            "killed on request",
+            Some(&a.id),
+            Some(&eid),
+            Some(fresh_uuid()),
+        );
+        self.agent_update(agent, fw, status, true);
+    }
+
+    /// SHUTDOWN reached an emulated executor (already marked Terminating): it kills its live
+    /// tasks and exits cleanly; its updates stay with the agent until acknowledged.
+    pub(super) fn synthetic_shutdown(&mut self, agent: usize, fw: &str, eid: &str) {
+        let a = &self.agents[agent];
+        let Some(e) = a.frameworks.get(fw).and_then(|af| af.executors.get(eid)) else {
+            return;
+        };
+        if e.state == ExecState::Terminated {
+            return;
+        }
+        if e.command_task.is_some() {
+            self.executor_terminated(agent, fw, eid, KILLED_BY_SIGTERM, "terminated by signal 15");
+            return;
+        }
+        let live: Vec<String> = e
+            .launched
+            .iter()
+            .filter(|(_, s)| !s.is_terminal())
+            .map(|(t, _)| t.clone())
+            .collect();
+        let agent_id = a.id.clone();
+        for task_id in live {
+            let status = make_status(
+                &task_id,
+                TaskState::Killed,
+                task_status::Source::Executor,
+                None,
+                "the executor was shut down",
+                Some(&agent_id),
+                Some(eid),
+                Some(fresh_uuid()),
+            );
+            self.agent_update(agent, fw, status, true);
+        }
+        self.executor_terminated(agent, fw, eid, 0, "exited with status 0");
+    }
+
+    /// `kill_executor` on a synthetic agent: the emulated executor crashes as if SIGKILLed.
+    pub(super) fn synthetic_crash(&mut self, agent: usize, eid: &str) -> Result<(), String> {
+        let a = &self.agents[agent];
+        let running = a.frameworks.iter().find_map(|(fid, af)| {
+            af.executors
+                .get(eid)
+                .filter(|e| e.state != ExecState::Terminated)
+                .map(|_| fid.clone())
+        });
+        let Some(fw) = running else {
+            return Err(format!("executor {eid:?} on {} is not running", a.hostname));
+        };
+        self.executor_terminated(agent, &fw, eid, KILLED_BY_SIGKILL, "terminated by signal 9");
+        Ok(())
+    }
+
+    /// The synthetic agent went down with its host: every emulated executor dies with it, as
+    /// the processes of a real agent do (their updates wait for the agent to come back).
+    pub(super) fn synthetic_executors_died(&mut self, agent: usize) {
+        let running: Vec<(String, String)> = self.agents[agent]
+            .frameworks
+            .iter()
+            .flat_map(|(fid, af)| {
+                af.executors
+                    .iter()
+                    .filter(|(_, e)| e.state != ExecState::Terminated)
+                    .map(move |(eid, _)| (fid.clone(), eid.clone()))
+            })
+            .collect();
+        for (fw, eid) in running {
+            self.executor_terminated(
+                agent,
+                &fw,
+                &eid,
+                KILLED_BY_SIGKILL,
+                "terminated by signal 9",
+            );
+        }
+    }
+}

@@ -1,0 +1,941 @@
+//! The storage gateway simulator driven over real HTTPS, as the framework's gateway worker
+//! will drive it: login, token reuse, listing, creation, duplicate handling, faults.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use devcluster::gateway::{self, GatewayConfig, GatewayHandle, MdmIps};
+use serde_json::{json, Value};
+
+const PASSWORD: &str = "Sio-Adm1n!";
+const ACCEPT: &str = "application/json;version=2.0";
+const GIB_KB: u64 = 1024 * 1024;
+
+fn mdm() -> MdmIps {
+    MdmIps {
+        primary: "10.0.0.11".to_string(),
+        secondary: "10.0.0.12".to_string(),
+        tiebreaker: "10.0.0.13".to_string(),
+    }
+}
+
+fn start(config: GatewayConfig) -> GatewayHandle {
+    match gateway::start(config) {
+        Ok(handle) => handle,
+        Err(e) => panic!("gateway did not start: {e}"),
+    }
+}
+
+fn start_default() -> GatewayHandle {
+    start(GatewayConfig::new(PASSWORD, mdm()))
+}
+
+/// Independent of the simulator's own encoder, so a symmetric bug cannot hide.
+fn base64(input: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in input.chunks(3) {
+        let mut n = 0u32;
+        for (i, b) in chunk.iter().enumerate() {
+            n |= u32::from(*b) << (16 - 8 * i);
+        }
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn basic(user: &str, password: &str) -> String {
+    format!("Basic {}", base64(format!("{user}:{password}").as_bytes()))
+}
+
+struct Reply {
+    status: u16,
+    body: Value,
+    raw: String,
+}
+
+struct Client {
+    agent: ureq::Agent,
+    base: String,
+    auth: Option<String>,
+}
+
+impl Client {
+    fn new(gw: &GatewayHandle) -> Client {
+        let tls = ureq::tls::TlsConfig::builder()
+            .disable_verification(true)
+            .build();
+        Client::with_tls(gw, tls)
+    }
+
+    fn with_tls(gw: &GatewayHandle, tls: ureq::tls::TlsConfig) -> Client {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .tls_config(tls)
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(20)))
+            .build()
+            .into();
+        Client {
+            agent,
+            base: gw.url(),
+            auth: None,
+        }
+    }
+
+    /// Logs in as admin and uses the token for every later call.
+    fn logged_in(gw: &GatewayHandle) -> Client {
+        let mut client = Client::new(gw);
+        let token = client.login(PASSWORD);
+        client.use_token(&token);
+        client
+    }
+
+    fn use_token(&mut self, token: &str) {
+        self.auth = Some(basic("", token));
+    }
+
+    fn login(&self, password: &str) -> String {
+        let reply = self.get_with("/api/login", Some(&basic("admin", password)));
+        assert_eq!(reply.status, 200, "login failed: {}", reply.raw);
+        match reply.body {
+            Value::String(token) if !token.is_empty() => token,
+            other => panic!("login answered {other}, not a JSON string"),
+        }
+    }
+
+    fn finish(response: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Reply {
+        let mut response = match response {
+            Ok(r) => r,
+            Err(e) => panic!("request failed at the transport level: {e}"),
+        };
+        let status = response.status().as_u16();
+        let raw = match response.body_mut().read_to_string() {
+            Ok(s) => s,
+            Err(e) => panic!("cannot read the body: {e}"),
+        };
+        let body = if raw.is_empty() {
+            Value::Null
+        } else {
+            match serde_json::from_str(&raw) {
+                Ok(v) => v,
+                Err(e) => panic!("status {status}: body is not JSON ({e}): {raw:?}"),
+            }
+        };
+        Reply { status, body, raw }
+    }
+
+    fn get_with(&self, path: &str, auth: Option<&str>) -> Reply {
+        let mut request = self
+            .agent
+            .get(format!("{}{path}", self.base))
+            .header("Accept", ACCEPT);
+        if let Some(auth) = auth {
+            request = request.header("Authorization", auth);
+        }
+        Client::finish(request.call())
+    }
+
+    fn get(&self, path: &str) -> Reply {
+        self.get_with(path, self.auth.as_deref())
+    }
+
+    fn post_raw(&self, path: &str, content_type: Option<&str>, body: &str) -> Reply {
+        let mut request = self
+            .agent
+            .post(format!("{}{path}", self.base))
+            .header("Accept", ACCEPT);
+        if let Some(auth) = &self.auth {
+            request = request.header("Authorization", auth);
+        }
+        if let Some(content_type) = content_type {
+            request = request.header("Content-Type", content_type);
+        }
+        Client::finish(request.send(body))
+    }
+
+    fn post(&self, path: &str, body: &Value) -> Reply {
+        self.post_raw(path, Some(ACCEPT), &body.to_string())
+    }
+
+    /// POST that must succeed with `{"id": ...}`; returns the id.
+    fn create(&self, type_name: &str, body: &Value) -> String {
+        let reply = self.post(&format!("/api/types/{type_name}/instances"), body);
+        assert_eq!(
+            reply.status, 200,
+            "creating {type_name} {body}: {}",
+            reply.raw
+        );
+        match reply.body.get("id") {
+            Some(Value::String(id)) if !id.is_empty() => id.clone(),
+            _ => panic!("create {type_name} answered {}", reply.raw),
+        }
+    }
+
+    fn list(&self, path: &str) -> Vec<Value> {
+        let reply = self.get(path);
+        assert_eq!(reply.status, 200, "GET {path}: {}", reply.raw);
+        match reply.body {
+            Value::Array(items) => items,
+            other => panic!("GET {path} answered {other}, not a list"),
+        }
+    }
+
+    fn system(&self) -> Value {
+        let systems = self.list("/api/types/System/instances");
+        assert_eq!(systems.len(), 1, "expected one system: {systems:?}");
+        systems[0].clone()
+    }
+}
+
+/// Asserts the gateway's error body and returns its message.
+fn assert_error(reply: &Reply, status: u16, error_code: u64) -> String {
+    assert_eq!(reply.status, status, "unexpected reply {}", reply.raw);
+    assert_eq!(reply.body["httpStatusCode"], json!(status), "{}", reply.raw);
+    assert_eq!(reply.body["errorCode"], json!(error_code), "{}", reply.raw);
+    match &reply.body["message"] {
+        Value::String(m) if !m.is_empty() => m.clone(),
+        _ => panic!("error without a message: {}", reply.raw),
+    }
+}
+
+fn link(object: &Value, rel: &str) -> String {
+    let links = object["links"].as_array().cloned().unwrap_or_default();
+    for l in links {
+        if l["rel"] == json!(rel) {
+            if let Some(href) = l["href"].as_str() {
+                return href.to_string();
+            }
+        }
+    }
+    panic!("no link {rel} in {object}")
+}
+
+fn names(items: &[Value]) -> Vec<String> {
+    items
+        .iter()
+        .map(|i| i["name"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+fn sds_body(name: &str, ip: &str, pd: &str) -> Value {
+    json!({
+        "name": name,
+        "protectionDomainId": pd,
+        "sdsIpList": [{"SdsIp": {"ip": ip, "role": "all"}}],
+    })
+}
+
+/// The preconfigured `default` domain and pool ids.
+fn default_pd_and_pool(client: &Client) -> (String, String) {
+    let system = client.system();
+    let pds = client.list(&link(&system, "/api/System/relationship/ProtectionDomain"));
+    let pd = pds
+        .iter()
+        .find(|pd| pd["name"] == json!("default"))
+        .unwrap_or_else(|| panic!("no default domain in {pds:?}"));
+    let pools = client.list(&link(pd, "/api/ProtectionDomain/relationship/StoragePool"));
+    let pool = pools
+        .iter()
+        .find(|p| p["name"] == json!("default"))
+        .unwrap_or_else(|| panic!("no default pool in {pools:?}"));
+    (
+        pd["id"].as_str().unwrap_or_default().to_string(),
+        pool["id"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+#[test]
+fn login_answers_a_token_and_refuses_bad_credentials() {
+    let gw = start_default();
+    let client = Client::new(&gw);
+    let token = client.login(PASSWORD);
+    assert!(token.len() > 20, "token {token:?} looks too short");
+    assert_ne!(
+        token,
+        client.login(PASSWORD),
+        "tokens must differ per login"
+    );
+
+    for auth in [
+        Some(basic("admin", "wrong")),
+        Some(basic("someone", PASSWORD)),
+        Some("Basic !!!".to_string()),
+        None,
+    ] {
+        let reply = client.get_with("/api/login", auth.as_deref());
+        assert_error(&reply, 401, 0);
+    }
+
+    // curl encodes the credentials itself: the login works for an independent client too.
+    let output = Command::new("curl")
+        .args(["-sk", "-u", &format!("admin:{PASSWORD}")])
+        .arg(format!("{}/api/login", gw.url()))
+        .output();
+    let output = match output {
+        Ok(o) => o,
+        Err(e) => panic!("curl could not run: {e}"),
+    };
+    assert!(output.status.success(), "curl failed: {output:?}");
+    let body: Value = match serde_json::from_slice(&output.stdout) {
+        Ok(v) => v,
+        Err(e) => panic!("curl got a non-JSON login reply ({e}): {output:?}"),
+    };
+    assert!(body.as_str().is_some_and(|t| !t.is_empty()), "{body}");
+}
+
+#[test]
+fn calls_need_a_valid_token_and_expired_tokens_need_a_new_login() {
+    let gw = start_default();
+    let mut client = Client::new(&gw);
+
+    assert_error(&client.get("/api/types/System/instances"), 401, 0);
+    client.use_token("not-a-token");
+    assert_error(&client.get("/api/types/System/instances"), 401, 0);
+    // The password is not a token.
+    client.use_token(PASSWORD);
+    assert_error(&client.get("/api/version"), 401, 0);
+
+    let token = client.login(PASSWORD);
+    client.use_token(&token);
+    assert_eq!(client.get("/api/types/System/instances").status, 200);
+    // The user part is ignored; only the token counts.
+    let other_user = client.get_with("/api/version", Some(&basic("admin", &token)));
+    assert_eq!(other_user.status, 200, "{}", other_user.raw);
+
+    gw.expire_tokens();
+    assert_error(&client.get("/api/types/System/instances"), 401, 0);
+    let token = client.login(PASSWORD);
+    client.use_token(&token);
+    assert_eq!(client.get("/api/types/System/instances").status, 200);
+
+    let logout = client.get("/api/logout");
+    assert_eq!(logout.status, 200, "{}", logout.raw);
+    assert_error(&client.get("/api/types/System/instances"), 401, 0);
+}
+
+#[test]
+fn tokens_lapse_after_their_lifetime() {
+    let mut config = GatewayConfig::new(PASSWORD, mdm());
+    config.token_lifetime = Duration::from_millis(300);
+    let gw = start(config);
+    // The token is made after this instant, so a 401 earlier than 300 ms past it is early.
+    let before_login = Instant::now();
+    let client = Client::logged_in(&gw);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let reply = client.get("/api/version");
+        if reply.status == 401 {
+            assert_error(&reply, 401, 0);
+            break;
+        }
+        assert_eq!(reply.status, 200, "{}", reply.raw);
+        assert!(Instant::now() < deadline, "the token never lapsed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        before_login.elapsed() >= Duration::from_millis(300),
+        "the token lapsed before its lifetime"
+    );
+    // A new login works again.
+    let fresh = Client::logged_in(&gw);
+    assert_eq!(fresh.get("/api/version").status, 200);
+}
+
+#[test]
+fn version_is_a_json_string_with_or_without_the_version_header() {
+    let gw = start_default();
+    let client = Client::logged_in(&gw);
+    let reply = client.get("/api/version");
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.body, json!("2.0"));
+    assert_eq!(reply.raw, "\"2.0\"");
+
+    let Some(auth) = client.auth.clone() else {
+        panic!("client has no token");
+    };
+    let bare = client
+        .agent
+        .get(format!("{}/api/version", gw.url()))
+        .header("Authorization", &auth)
+        .call();
+    let bare = Client::finish(bare);
+    assert_eq!(bare.body, json!("2.0"));
+}
+
+#[test]
+fn the_system_reports_the_mdm_trio_and_its_version() {
+    let gw = start_default();
+    let client = Client::logged_in(&gw);
+    let system = client.system();
+    let id = system["id"].as_str().unwrap_or_default().to_string();
+    assert_eq!(id.len(), 16, "{system}");
+    assert_eq!(system["name"], json!("scaleio"));
+    assert_eq!(
+        system["systemVersionName"],
+        json!("EMC ScaleIO Version: R2_0.10000.2072")
+    );
+    let cluster = &system["mdmCluster"];
+    assert_eq!(cluster["clusterMode"], json!("ThreeNodes"));
+    assert_eq!(cluster["clusterState"], json!("ClusteredNormal"));
+    let master = &cluster["master"];
+    assert_eq!(master["ips"], json!(["10.0.0.11"]));
+    assert_eq!(master["managementIPs"], json!(["10.0.0.11"]));
+    assert_eq!(master["role"], json!("Manager"));
+    assert_eq!(master["status"], json!("Normal"));
+    assert_eq!(master["versionInfo"], json!("R2_0.10000.2072"));
+    assert_eq!(master["port"], json!(9011));
+    assert!(
+        master["name"].is_string() && master["id"].is_string(),
+        "{master}"
+    );
+    assert_eq!(cluster["slaves"][0]["ips"], json!(["10.0.0.12"]));
+    assert_eq!(cluster["slaves"][0]["role"], json!("Manager"));
+    assert_eq!(cluster["tieBreakers"][0]["ips"], json!(["10.0.0.13"]));
+    assert_eq!(cluster["tieBreakers"][0]["role"], json!("TieBreaker"));
+    assert_eq!(
+        cluster["tieBreakers"][0]["versionInfo"],
+        json!("R2_0.10000.2072")
+    );
+
+    let self_href = link(&system, "self");
+    assert_eq!(self_href, format!("/api/instances/System::{id}"));
+    let single = client.get(&self_href);
+    assert_eq!(single.status, 200);
+    assert_eq!(single.body, system);
+
+    let (pd, pool) = default_pd_and_pool(&client);
+    assert_ne!(pd, pool);
+    let snapshot = gw.snapshot();
+    assert_eq!(snapshot["system"]["id"], json!(id));
+    assert_eq!(snapshot["protectionDomains"][0]["id"], json!(pd));
+    assert_eq!(snapshot["storagePools"][0]["id"], json!(pool));
+}
+
+#[test]
+fn domains_pools_sds_and_devices_are_created_and_listed() {
+    let gw = start_default();
+    let client = Client::logged_in(&gw);
+    let system = client.system();
+    let system_id = system["id"].as_str().unwrap_or_default().to_string();
+
+    let pd = client.create("ProtectionDomain", &json!({"name": "pd1"}));
+    let pds = client.list(&format!(
+        "/api/instances/System::{system_id}/relationships/ProtectionDomain"
+    ));
+    assert_eq!(names(&pds), ["default", "pd1"]);
+    let pd_object = client.get(&format!("/api/instances/ProtectionDomain::{pd}"));
+    assert_eq!(pd_object.status, 200);
+    assert_eq!(pd_object.body["name"], json!("pd1"));
+    assert_eq!(pd_object.body["systemId"], json!(system_id));
+
+    let pool = client.create(
+        "StoragePool",
+        &json!({"name": "sp1", "protectionDomainId": pd}),
+    );
+    let pools = client.list(&format!(
+        "/api/instances/ProtectionDomain::{pd}/relationships/StoragePool"
+    ));
+    assert_eq!(names(&pools), ["sp1"]);
+    assert_eq!(pools[0]["id"], json!(pool));
+    assert_eq!(pools[0]["protectionDomainId"], json!(pd));
+
+    let sds = client.create("Sds", &sds_body("sds_10.1.0.5", "10.1.0.5", &pd));
+    let sdss = client.list(&format!(
+        "/api/instances/ProtectionDomain::{pd}/relationships/Sds"
+    ));
+    assert_eq!(sdss.len(), 1);
+    assert_eq!(sdss[0]["id"], json!(sds));
+    assert_eq!(sdss[0]["name"], json!("sds_10.1.0.5"));
+    assert_eq!(sdss[0]["protectionDomainId"], json!(pd));
+    assert_eq!(
+        sdss[0]["ipList"],
+        json!([{"ip": "10.1.0.5", "role": "all"}])
+    );
+
+    // The parameter is spelled deviceCurrentPathname; the object says deviceCurrentPathName.
+    let device = client.create(
+        "Device",
+        &json!({
+            "name": "/dev/xvdf",
+            "deviceCurrentPathname": "/dev/xvdf",
+            "storagePoolId": pool,
+            "sdsId": sds,
+            "testMode": "testAndActivate",
+        }),
+    );
+    for path in [
+        format!("/api/instances/Sds::{sds}/relationships/Device"),
+        format!("/api/instances/StoragePool::{pool}/relationships/Device"),
+    ] {
+        let devices = client.list(&path);
+        assert_eq!(devices.len(), 1, "{path}: {devices:?}");
+        assert_eq!(devices[0]["id"], json!(device));
+        assert_eq!(devices[0]["deviceCurrentPathName"], json!("/dev/xvdf"));
+        assert_eq!(devices[0]["storagePoolId"], json!(pool));
+        assert_eq!(devices[0]["sdsId"], json!(sds));
+    }
+    let single = client.get(&format!("/api/instances/Device::{device}"));
+    assert_eq!(single.status, 200);
+    assert_eq!(single.body["sdsId"], json!(sds));
+
+    // Devices can also come with the SDS.
+    let sds2 = client.create(
+        "Sds",
+        &json!({
+            "name": "sds_10.1.0.6",
+            "protectionDomainId": pd,
+            "sdsIpList": [{"SdsIp": {"ip": "10.1.0.6", "role": "all"}}],
+            "deviceInfoList": [
+                {"devicePath": "/dev/xvdf", "storagePoolId": pool},
+                {"devicePath": "/dev/xvdg", "storagePoolId": pool, "deviceName": "g"},
+            ],
+        }),
+    );
+    let devices = client.list(&format!("/api/instances/Sds::{sds2}/relationships/Device"));
+    let paths: Vec<&Value> = devices
+        .iter()
+        .map(|d| &d["deviceCurrentPathName"])
+        .collect();
+    assert_eq!(paths, [&json!("/dev/xvdf"), &json!("/dev/xvdg")]);
+    assert_eq!(client.list("/api/types/Device/instances").len(), 3);
+
+    let snapshot = gw.snapshot();
+    assert_eq!(snapshot["sds"].as_array().map(Vec::len), Some(2));
+    assert_eq!(snapshot["devices"].as_array().map(Vec::len), Some(3));
+    assert_eq!(snapshot["devices"][0]["path"], json!("/dev/xvdf"));
+    assert_eq!(snapshot["devices"][0]["sdsId"], json!(sds));
+    assert_eq!(snapshot["sds"][1]["ips"], json!(["10.1.0.6"]));
+}
+
+#[test]
+fn duplicates_and_unknown_ids_fail_as_on_the_real_gateway() {
+    let gw = start_default();
+    let client = Client::logged_in(&gw);
+    let (pd, pool) = default_pd_and_pool(&client);
+
+    let message = assert_error(
+        &client.post(
+            "/api/types/ProtectionDomain/instances",
+            &json!({"name": "default"}),
+        ),
+        500,
+        141,
+    );
+    assert!(
+        message.contains("Protection Domain name already in use"),
+        "{message}"
+    );
+
+    assert_error(
+        &client.post(
+            "/api/types/StoragePool/instances",
+            &json!({"name": "default", "protectionDomainId": pd}),
+        ),
+        500,
+        173,
+    );
+    // The same pool name in another domain is fine.
+    let pd2 = client.create("ProtectionDomain", &json!({"name": "pd2"}));
+    let pool2 = client.create(
+        "StoragePool",
+        &json!({"name": "default", "protectionDomainId": pd2}),
+    );
+
+    let sds = client.create("Sds", &sds_body("sds_a", "10.2.0.1", &pd));
+    let message = assert_error(
+        &client.post(
+            "/api/types/Sds/instances",
+            &sds_body("sds_b", "10.2.0.1", &pd),
+        ),
+        500,
+        93,
+    );
+    assert!(
+        message.contains("IP address and port already in use"),
+        "{message}"
+    );
+    assert_error(
+        &client.post(
+            "/api/types/Sds/instances",
+            &sds_body("sds_a", "10.2.0.2", &pd),
+        ),
+        500,
+        98,
+    );
+
+    let device = json!({
+        "deviceCurrentPathname": "/dev/sdb", "storagePoolId": pool, "sdsId": sds,
+    });
+    client.create("Device", &device);
+    let message = assert_error(
+        &client.post("/api/types/Device/instances", &device),
+        500,
+        206,
+    );
+    assert_eq!(
+        message,
+        "A device with the given name already exists in the SDS"
+    );
+    // The same path on another SDS is another disk.
+    let other = client.create("Sds", &sds_body("sds_c", "10.2.0.3", &pd));
+    client.create(
+        "Device",
+        &json!({"deviceCurrentPathname": "/dev/sdb", "storagePoolId": pool, "sdsId": other}),
+    );
+    // A pool of another domain than the SDS's.
+    assert_error(
+        &client.post(
+            "/api/types/Device/instances",
+            &json!({"deviceCurrentPathname": "/dev/sdc", "storagePoolId": pool2, "sdsId": sds}),
+        ),
+        500,
+        197,
+    );
+
+    let message = assert_error(
+        &client.get("/api/instances/ProtectionDomain::bad-id"),
+        500,
+        142,
+    );
+    assert_eq!(message, "Could not find Protection Domain");
+    assert_error(
+        &client.get("/api/instances/ProtectionDomain::0123456789abcdef/relationships/Sds"),
+        500,
+        142,
+    );
+    assert_error(&client.get("/api/instances/StoragePool::nope"), 500, 171);
+    assert_error(
+        &client.get("/api/instances/Sds::nope/relationships/Device"),
+        500,
+        78,
+    );
+    assert_error(&client.get("/api/instances/Device::nope"), 500, 126);
+    assert_error(
+        &client.post(
+            "/api/types/StoragePool/instances",
+            &json!({"name": "x", "protectionDomainId": "ffffffff00000000"}),
+        ),
+        500,
+        142,
+    );
+    assert_error(
+        &client.post(
+            "/api/types/Device/instances",
+            &json!({"deviceCurrentPathname": "/dev/sdd", "storagePoolId": pool, "sdsId": "nope"}),
+        ),
+        500,
+        78,
+    );
+    assert_error(
+        &client.post(
+            "/api/types/Device/instances",
+            &json!({"deviceCurrentPathname": "/dev/sdd", "storagePoolId": "nope", "sdsId": sds}),
+        ),
+        500,
+        171,
+    );
+
+    // Nothing failed half-way: exactly what succeeded is there.
+    let snapshot = gw.snapshot();
+    assert_eq!(
+        snapshot["protectionDomains"].as_array().map(Vec::len),
+        Some(2)
+    );
+    assert_eq!(snapshot["storagePools"].as_array().map(Vec::len), Some(2));
+    assert_eq!(snapshot["sds"].as_array().map(Vec::len), Some(2));
+    assert_eq!(snapshot["devices"].as_array().map(Vec::len), Some(2));
+}
+
+#[test]
+fn malformed_requests_get_400s_and_the_gateway_keeps_serving() {
+    let gw = start_default();
+    let client = Client::logged_in(&gw);
+    let (pd, _) = default_pd_and_pool(&client);
+
+    let reply = client.post_raw(
+        "/api/types/ProtectionDomain/instances",
+        Some("application/json"),
+        "{not json",
+    );
+    assert!(
+        assert_error(&reply, 400, 0).contains("not valid"),
+        "{}",
+        reply.raw
+    );
+
+    let reply = client.post("/api/types/StoragePool/instances", &json!({"name": "sp"}));
+    let message = assert_error(&reply, 400, 0);
+    assert!(message.contains("protectionDomainId"), "{message}");
+
+    let reply = client.post(
+        "/api/types/Sds/instances",
+        &json!({"protectionDomainId": pd, "sdsIpList": ["10.0.0.1"]}),
+    );
+    assert!(
+        assert_error(&reply, 400, 0).contains("SdsIp"),
+        "{}",
+        reply.raw
+    );
+    let reply = client.post(
+        "/api/types/Sds/instances",
+        &json!({"protectionDomainId": pd, "sdsIpList": [{"SdsIp": {"ip": "10.0.0.1", "role": "boss"}}]}),
+    );
+    assert_error(&reply, 400, 0);
+    let reply = client.post("/api/types/ProtectionDomain/instances", &json!(["x"]));
+    assert_error(&reply, 400, 0);
+    let reply = client.post(
+        "/api/types/ProtectionDomain/instances",
+        &json!({"name": "has space"}),
+    );
+    assert_error(&reply, 500, 227);
+
+    let reply = client.post_raw(
+        "/api/types/ProtectionDomain/instances",
+        None,
+        r#"{"name":"x"}"#,
+    );
+    assert_error(&reply, 415, 0);
+
+    assert_error(&client.get("/api/types/Volcano/instances"), 404, 0);
+    assert_error(
+        &client.get("/api/instances/ProtectionDomain::x/relationships/Nope"),
+        404,
+        0,
+    );
+    assert_error(&client.get("/api/elsewhere"), 404, 0);
+    assert_error(&client.post("/api/version", &json!({})), 405, 0);
+
+    // Plain HTTP and garbage on the TLS port: the connection is dropped, the server lives on.
+    for garbage in [
+        &b"GET /api/version HTTP/1.1\r\nHost: x\r\n\r\n"[..],
+        &[0x16, 0x03, 0x01, 0xff, 0xff, 0x00][..],
+    ] {
+        let mut raw = match TcpStream::connect(gw.addr()) {
+            Ok(s) => s,
+            Err(e) => panic!("cannot connect: {e}"),
+        };
+        let _ = raw.set_read_timeout(Some(Duration::from_secs(10)));
+        let _ = raw.write_all(garbage);
+        let mut sink = Vec::new();
+        // The server closes the connection: read ends (EOF or reset) well before the timeout.
+        let started = Instant::now();
+        let _ = raw.read_to_end(&mut sink);
+        assert!(
+            started.elapsed() < Duration::from_secs(9),
+            "connection left open"
+        );
+    }
+    let created = client.create("ProtectionDomain", &json!({"name": "after-garbage"}));
+    assert!(!created.is_empty());
+}
+
+#[test]
+fn injected_faults_give_500s_and_delays_then_clear() {
+    let gw = start_default();
+    let client = Client::logged_in(&gw);
+
+    gw.fail_next(2);
+    for _ in 0..2 {
+        let reply = client.get("/api/version");
+        assert_error(&reply, 500, 0);
+    }
+    assert_eq!(client.get("/api/version").status, 200);
+
+    gw.fail_until_cleared();
+    for _ in 0..3 {
+        assert_error(&client.get("/api/types/System/instances"), 500, 0);
+    }
+    // Login fails too while the gateway is broken.
+    assert_eq!(
+        client
+            .get_with("/api/login", Some(&basic("admin", PASSWORD)))
+            .status,
+        500
+    );
+    gw.clear_faults();
+    assert_eq!(client.get("/api/types/System/instances").status, 200);
+
+    gw.set_delay(Duration::from_millis(300));
+    let started = Instant::now();
+    assert_eq!(client.get("/api/version").status, 200);
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "reply came after {:?}",
+        started.elapsed()
+    );
+    gw.set_delay(Duration::ZERO);
+    assert_eq!(client.get("/api/version").status, 200);
+    assert!(gw.snapshot()["requests"].as_u64().unwrap_or(0) >= 10);
+}
+
+#[test]
+fn statistics_report_capacity_per_object() {
+    let mut config = GatewayConfig::new(PASSWORD, mdm());
+    config.device_capacity_kb = 100 * GIB_KB;
+    let gw = start(config);
+    let client = Client::logged_in(&gw);
+    let (pd, pool) = default_pd_and_pool(&client);
+    let sds = client.create("Sds", &sds_body("sds_1", "10.3.0.1", &pd));
+    client.create(
+        "Device",
+        &json!({"deviceCurrentPathname": "/dev/sdb", "storagePoolId": pool, "sdsId": sds}),
+    );
+    let small = client.create(
+        "Device",
+        &json!({
+            "deviceCurrentPathname": "/dev/sdc", "storagePoolId": pool, "sdsId": sds,
+            "capacityLimitInKb": 50 * GIB_KB,
+        }),
+    );
+
+    let stats = client.get(&format!(
+        "/api/instances/StoragePool::{pool}/relationships/Statistics"
+    ));
+    assert_eq!(stats.status, 200, "{}", stats.raw);
+    let max = 150 * GIB_KB;
+    let spare = max / 10;
+    assert_eq!(stats.body["maxCapacityInKb"], json!(max));
+    assert_eq!(stats.body["spareCapacityInKb"], json!(spare));
+    assert_eq!(stats.body["capacityInUseInKb"], json!(0));
+    assert_eq!(stats.body["numOfDevices"], json!(2));
+    let unit = 8 * GIB_KB;
+    assert_eq!(
+        stats.body["capacityAvailableForVolumeAllocationInKb"],
+        json!((max - spare) / 2 / unit * unit)
+    );
+
+    let system = client.system();
+    let stats = client.get(&link(&system, "/api/System/relationship/Statistics"));
+    assert_eq!(stats.body["maxCapacityInKb"], json!(max));
+    assert_eq!(stats.body["numOfProtectionDomains"], json!(1));
+    assert_eq!(stats.body["numOfStoragePools"], json!(1));
+    assert_eq!(stats.body["numOfSds"], json!(1));
+
+    let stats = client.get(&format!(
+        "/api/instances/ProtectionDomain::{pd}/relationships/Statistics"
+    ));
+    assert_eq!(stats.body["numOfSds"], json!(1));
+    assert_eq!(stats.body["maxCapacityInKb"], json!(max));
+    let stats = client.get(&format!(
+        "/api/instances/Sds::{sds}/relationships/Statistics"
+    ));
+    assert_eq!(stats.body["numOfDevices"], json!(2));
+    let stats = client.get(&format!(
+        "/api/instances/Device::{small}/relationships/Statistics"
+    ));
+    assert_eq!(stats.body["maxCapacityInKb"], json!(50 * GIB_KB));
+
+    assert_error(
+        &client.post(
+            "/api/types/Device/instances",
+            &json!({
+                "deviceCurrentPathname": "/dev/sdd", "storagePoolId": pool, "sdsId": sds,
+                "capacityLimitInKb": 101 * GIB_KB,
+            }),
+        ),
+        500,
+        208,
+    );
+}
+
+#[test]
+fn experimental_mode_has_no_system_until_the_cluster_is_created() {
+    let mut config = GatewayConfig::new(PASSWORD, mdm());
+    config.preconfigured = None;
+    let gw = start(config);
+    let client = Client::logged_in(&gw);
+    assert!(client.list("/api/types/System/instances").is_empty());
+    assert_eq!(gw.snapshot()["system"], Value::Null);
+    let reply = client.post(
+        "/api/types/ProtectionDomain/instances",
+        &json!({"name": "pd"}),
+    );
+    assert_eq!(reply.status, 500, "{}", reply.raw);
+
+    match gw.create_system("bad name") {
+        Err(e) => assert!(e.contains("bad name"), "{e}"),
+        Ok(id) => panic!("a system with a space in its name was created: {id}"),
+    }
+    assert_eq!(gw.snapshot()["system"], Value::Null);
+    let id = match gw.create_system("cluster1") {
+        Ok(id) => id,
+        Err(e) => panic!("create_system: {e}"),
+    };
+    let system = client.system();
+    assert_eq!(system["id"], json!(id));
+    assert_eq!(system["name"], json!("cluster1"));
+    assert_eq!(system["mdmCluster"]["master"]["ips"], json!(["10.0.0.11"]));
+    assert!(client
+        .list(&link(&system, "/api/System/relationship/ProtectionDomain"))
+        .is_empty());
+    match gw.create_system("again") {
+        Err(e) => assert!(e.contains("already exists"), "{e}"),
+        Ok(id) => panic!("a second system {id} was created"),
+    }
+
+    let pd = client.create("ProtectionDomain", &json!({"name": "pd"}));
+    client.create(
+        "StoragePool",
+        &json!({"name": "sp", "protectionDomainId": pd}),
+    );
+    assert_eq!(gw.snapshot()["storagePools"][0]["name"], json!("sp"));
+}
+
+#[test]
+fn the_certificate_verifies_for_127_0_0_1_when_pinned() {
+    let gw = start_default();
+    let pem = gw.certificate_pem().as_bytes().to_vec();
+    let cert = match ureq::tls::Certificate::from_pem(&pem) {
+        Ok(c) => c,
+        Err(e) => panic!("certificate PEM unreadable: {e}"),
+    };
+    let tls = ureq::tls::TlsConfig::builder()
+        .root_certs(ureq::tls::RootCerts::new_with_certs(&[cert]))
+        .build();
+    let client = Client::with_tls(&gw, tls);
+    let token = client.login(PASSWORD);
+    assert!(!token.is_empty());
+
+    // Without the pin (and without disabling checks) the self-signed certificate is refused.
+    let strict: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(20)))
+        .build()
+        .into();
+    assert!(strict
+        .get(format!("{}/api/version", gw.url()))
+        .call()
+        .is_err());
+}
+
+#[test]
+fn invalid_configs_are_refused_and_shutdown_frees_the_port() {
+    let mut config = GatewayConfig::new(PASSWORD, mdm());
+    config.mdm.secondary = "[SECONDARY MDM IP ADDRESS]".to_string();
+    match gateway::start(config) {
+        Err(e) => assert!(e.contains("mdm.secondary"), "{e}"),
+        Ok(_) => panic!("a placeholder MDM address was accepted"),
+    }
+    match gateway::start(GatewayConfig::new("", mdm())) {
+        Err(e) => assert!(e.contains("password"), "{e}"),
+        Ok(_) => panic!("an empty password was accepted"),
+    }
+
+    let gw = start_default();
+    let addr = gw.addr();
+    assert!(addr.ip().is_loopback());
+    assert_eq!(gw.url(), format!("https://127.0.0.1:{}", addr.port()));
+    assert_eq!(Client::new(&gw).get("/api/version").status, 401);
+    gw.shutdown();
+    assert!(
+        TcpStream::connect(addr).is_err(),
+        "still accepting after shutdown"
+    );
+}
