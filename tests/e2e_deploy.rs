@@ -2,34 +2,20 @@
 //! Marathon-compatible launcher, which fetches both binaries over HTTP and starts the
 //! scheduler with `$PORT`; the scheduler then puts an executor on every agent.
 
+#[path = "support/cluster.rs"]
+mod cluster;
+
+use cluster::{executor_bin, scheduler_bin, wait_for};
 use devcluster::{launcher, master};
-use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+use std::time::Duration;
 
 /// Serves the two release binaries as `{base}/storage-scheduler` and `{base}/storage-executor`.
 fn serve_binaries() -> (String, Arc<tiny_http::Server>) {
     let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("file server"));
     let addr = server.server_addr().to_ip().expect("ip");
-    let sched = PathBuf::from(env!("CARGO_BIN_EXE_storage-scheduler"));
-    let exec = sched.with_file_name("storage-executor");
-    assert!(
-        exec.exists(),
-        "{} missing: cargo build -p storage-executor",
-        exec.display()
-    );
+    let (sched, exec) = (scheduler_bin(), executor_bin());
     let s = server.clone();
     std::thread::spawn(move || {
         while let Ok(req) = s.recv() {

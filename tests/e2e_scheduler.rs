@@ -4,50 +4,20 @@
 //! The invariant under every fault: each agent runs exactly one storage executor, never
 //! two at once, and a dead one is replaced under a new task id.
 
+#[path = "support/cluster.rs"]
+mod cluster;
+
+use cluster::{free_port, scheduler_args, scheduler_bin, wait_for};
 use devcluster::master::{self, MasterHandle};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const AGENTS: usize = 5;
-
-fn scheduler_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_storage-scheduler"))
-}
-
-fn executor_bin() -> PathBuf {
-    let p = scheduler_bin().with_file_name("storage-executor");
-    assert!(
-        p.exists(),
-        "{} missing: build it first (cargo build -p storage-executor; scripts/test.sh does)",
-        p.display()
-    );
-    p
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// Polls `f` until it returns `Some`, failing the test with `what` at the deadline.
-fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 struct Scheduler {
     child: Child,
@@ -79,21 +49,12 @@ impl Scheduler {
             .open(&self.log)
             .expect("log file");
         self.child = Command::new(scheduler_bin())
-            .args([
-                "-loglevel=debug".to_string(),
-                format!("-rest.port={}", self.port),
-                "-rest.address=127.0.0.1".to_string(),
-                format!("-uri={}", self.masters),
-                "-storage.password=Scaleio123".to_string(),
-                "-storage.protectiondomain=default".to_string(),
-                "-storage.storagepool=default".to_string(),
-                "-storage.preconfig.primary=127.0.0.1".to_string(),
-                "-storage.preconfig.secondary=127.0.0.2".to_string(),
-                "-storage.preconfig.tiebreaker=127.0.0.3".to_string(),
-                "-storage.preconfig.gateway=127.0.0.1".to_string(),
-                format!("-store.uri={}", self.store.display()),
-                format!("-executor.altpath={}", executor_bin().display()),
-            ])
+            .args(scheduler_args(
+                &self.masters,
+                self.port,
+                &self.store,
+                "Scaleio123",
+            ))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -350,22 +311,10 @@ fn sigterm_keeps_executors_and_teardown_removes_them() {
     assert_eq!(all_running(&m).as_ref(), Some(&running));
 
     // -teardown: unregisters the framework; Mesos kills every executor.
+    let mut args = scheduler_args(&masters, 1, &sched.store, "Scaleio123");
+    args.push("-teardown".to_string());
     let out = Command::new(scheduler_bin())
-        .args([
-            "-loglevel=info".to_string(),
-            "-teardown".to_string(),
-            "-rest.port=1".to_string(),
-            "-rest.address=127.0.0.1".to_string(),
-            format!("-uri={masters}"),
-            "-storage.password=Scaleio123".to_string(),
-            "-storage.protectiondomain=default".to_string(),
-            "-storage.storagepool=default".to_string(),
-            "-storage.preconfig.primary=127.0.0.1".to_string(),
-            "-storage.preconfig.secondary=127.0.0.2".to_string(),
-            "-storage.preconfig.tiebreaker=127.0.0.3".to_string(),
-            "-storage.preconfig.gateway=127.0.0.1".to_string(),
-            format!("-store.uri={}", sched.store.display()),
-        ])
+        .args(&args)
         .output()
         .expect("run -teardown");
     assert!(

@@ -7,6 +7,8 @@
 //! `CHROMIUM=/path/to/browser` picks another binary.
 #![cfg(feature = "scheduler")]
 
+#[path = "support/cluster.rs"]
+mod cluster;
 #[path = "support/rest_fake.rs"]
 mod fake;
 
@@ -264,36 +266,17 @@ fn real_scheduler_page_shows_every_node_and_no_secret() {
         ..Default::default()
     })
     .expect("dev cluster");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("port");
-    let sched = PathBuf::from(env!("CARGO_BIN_EXE_storage-scheduler"));
-    let exec = sched.with_file_name("storage-executor");
-    assert!(
-        exec.exists(),
-        "{} missing: cargo build -p storage-executor",
-        exec.display()
-    );
+    let port = cluster::free_port();
     let log = dir.join("scheduler.log");
     let store = dir.join("state.json");
     let password = "Pa55-w0rd-never-shown";
-    let mut child = Command::new(&sched)
-        .args([
-            "-loglevel=debug".to_string(),
-            format!("-rest.port={port}"),
-            "-rest.address=127.0.0.1".to_string(),
-            format!("-uri={}", m.addr()),
-            format!("-storage.password={password}"),
-            "-storage.protectiondomain=default".to_string(),
-            "-storage.storagepool=default".to_string(),
-            "-storage.preconfig.primary=127.0.0.1".to_string(),
-            "-storage.preconfig.secondary=127.0.0.2".to_string(),
-            "-storage.preconfig.tiebreaker=127.0.0.3".to_string(),
-            "-storage.preconfig.gateway=127.0.0.1".to_string(),
-            format!("-store.uri={}", store.display()),
-            format!("-executor.altpath={}", exec.display()),
-        ])
+    let mut child = Command::new(cluster::scheduler_bin())
+        .args(cluster::scheduler_args(
+            &m.addr().to_string(),
+            port,
+            &store,
+            password,
+        ))
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).expect("log"))
         .spawn()

@@ -2,13 +2,13 @@
 //!
 //! The messages are declared with [`message!`](crate::message) and
 //! [`enumeration!`](crate::enumeration); each field says whether it is `req`, `opt` or `rep`
-//! and carries its official field number. Reading uses quick-protobuf's `BytesReader`, always
-//! on the exact slice of one message, because its reader does not bound a nested field by its
-//! parent's length. Unknown fields (and known numbers arriving with another wire type, as the
+//! and carries its official field number. Reading goes through [`Reader`], a cursor over the
+//! exact bytes of one message: quick-protobuf's `BytesReader` does not bound a nested field by
+//! its parent's length, and its general varint routine was a tenth of the event decode time
+//! (almost every key and length is a single byte). Unknown fields (and known numbers arriving with another wire type, as the
 //! reference implementation treats them) are skipped; missing required fields are an error
 //! that names the message path and the field.
 
-use quick_protobuf::BytesReader;
 use std::fmt;
 
 pub const WIRE_VARINT: u8 = 0;
@@ -52,8 +52,8 @@ impl DecodeError {
         }
     }
 
-    fn malformed(e: quick_protobuf::Error) -> Self {
-        Self::new(DecodeErrorKind::Malformed(e.to_string()))
+    fn malformed(why: impl Into<String>) -> Self {
+        Self::new(DecodeErrorKind::Malformed(why.into()))
     }
 
     /// Adds the field through which the failing value was reached.
@@ -99,6 +99,106 @@ impl fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
+/// A cursor over the bytes of exactly one message.
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    #[inline]
+    pub fn is_eof(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
+    #[inline]
+    pub fn varint(&mut self) -> Result<u64, DecodeError> {
+        match self.buf.get(self.pos) {
+            Some(&b) if b < 0x80 => {
+                self.pos += 1;
+                Ok(u64::from(b))
+            }
+            _ => self.varint_slow(),
+        }
+    }
+
+    #[cold]
+    fn varint_slow(&mut self) -> Result<u64, DecodeError> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let Some(&b) = self.buf.get(self.pos) else {
+                return Err(DecodeError::malformed(
+                    "unexpected end of buffer in a varint",
+                ));
+            };
+            self.pos += 1;
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b < 0x80 {
+                return Ok(v);
+            }
+        }
+        Err(DecodeError::malformed("varint longer than 10 bytes"))
+    }
+
+    /// A length-delimited value: its bytes, which must lie inside this message.
+    #[inline]
+    pub fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
+        let len = self.varint()?;
+        let start = self.pos;
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|l| start.checked_add(l))
+            .filter(|e| *e <= self.buf.len())
+            .ok_or_else(|| {
+                DecodeError::malformed(format!(
+                    "length {len} runs past the end of the message ({} bytes left)",
+                    self.buf.len() - start
+                ))
+            })?;
+        self.pos = end;
+        Ok(&self.buf[start..end])
+    }
+
+    #[inline]
+    pub fn fixed64(&mut self) -> Result<u64, DecodeError> {
+        let b = self
+            .buf
+            .get(self.pos..self.pos + 8)
+            .ok_or_else(|| DecodeError::malformed("unexpected end of buffer in a fixed64"))?;
+        self.pos += 8;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    /// Skips a field this build does not know.
+    pub fn skip(&mut self, wire: u8) -> Result<(), DecodeError> {
+        let n = match wire {
+            WIRE_VARINT => return self.varint().map(drop),
+            WIRE_LEN => return self.bytes().map(drop),
+            WIRE_FIXED64 => 8,
+            WIRE_FIXED32 => 4,
+            3 | 4 => {
+                return Err(DecodeError::malformed(
+                    "groups (wire types 3 and 4) are not supported",
+                ))
+            }
+            other => return Err(DecodeError::malformed(format!("unknown wire type {other}"))),
+        };
+        if self.buf.len() - self.pos < n {
+            return Err(DecodeError::malformed(
+                "unexpected end of buffer in a fixed-width field",
+            ));
+        }
+        self.pos += n;
+        Ok(())
+    }
+}
+
 /// A protobuf message: implemented by [`message!`](crate::message).
 pub trait Message: Default {
     /// Full proto name, e.g. `mesos.Offer`, used in error messages.
@@ -110,8 +210,7 @@ pub trait Message: Default {
         &mut self,
         number: u32,
         wire: u8,
-        r: &mut BytesReader,
-        buf: &[u8],
+        r: &mut Reader<'_>,
         depth: u32,
         seen: &mut u64,
     ) -> Result<bool, DecodeError>;
@@ -129,25 +228,23 @@ pub trait Message: Default {
         if depth > MAX_DEPTH {
             return Err(DecodeError::new(DecodeErrorKind::TooDeep).leaving(Self::NAME));
         }
-        let mut r = BytesReader::from_bytes(buf);
+        let mut r = Reader::new(buf);
         let mut seen = 0u64;
         while !r.is_eof() {
-            let key = r
-                .next_tag(buf)
-                .map_err(|e| DecodeError::malformed(e).leaving(Self::NAME))?;
-            let (number, wire) = (key >> 3, (key & 7) as u8);
+            let key = r.varint().map_err(|e| e.leaving(Self::NAME))?;
+            let number = u32::try_from(key >> 3).map_err(|_| {
+                DecodeError::malformed(format!("field number {} out of range", key >> 3))
+                    .leaving(Self::NAME)
+            })?;
+            let wire = (key & 7) as u8;
             if number == 0 {
-                return Err(
-                    DecodeError::new(DecodeErrorKind::Malformed("field number 0".into()))
-                        .leaving(Self::NAME),
-                );
+                return Err(DecodeError::malformed("field number 0").leaving(Self::NAME));
             }
             let known = self
-                .merge_field(number, wire, &mut r, buf, depth, &mut seen)
+                .merge_field(number, wire, &mut r, depth, &mut seen)
                 .map_err(|e| e.leaving(Self::NAME))?;
             if !known {
-                r.read_unknown(buf, key)
-                    .map_err(|e| DecodeError::malformed(e).leaving(Self::NAME))?;
+                r.skip(wire).map_err(|e| e.leaving(Self::NAME))?;
             }
         }
         Self::check_required(seen).map_err(|e| e.leaving(Self::NAME))
@@ -170,10 +267,10 @@ pub trait Message: Default {
 /// One value of a field, as it sits on the wire after its key.
 pub trait Field: Sized + Default {
     const WIRE: u8;
-    fn read(r: &mut BytesReader, buf: &[u8], depth: u32) -> Result<Self, DecodeError>;
+    fn read(r: &mut Reader<'_>, depth: u32) -> Result<Self, DecodeError>;
     /// Protobuf merges a repeated occurrence of a singular message field into the first one.
-    fn merge(&mut self, r: &mut BytesReader, buf: &[u8], depth: u32) -> Result<(), DecodeError> {
-        *self = Self::read(r, buf, depth)?;
+    fn merge(&mut self, r: &mut Reader<'_>, depth: u32) -> Result<(), DecodeError> {
+        *self = Self::read(r, depth)?;
         Ok(())
     }
     /// Encoded length of the value, including its length prefix when it has one.
@@ -207,15 +304,13 @@ fn put_key(out: &mut Vec<u8>, number: u32, wire: u8) {
     put_varint(out, (u64::from(number) << 3) | u64::from(wire));
 }
 
-fn bad(e: quick_protobuf::Error) -> DecodeError {
-    DecodeError::malformed(e)
-}
-
 impl Field for String {
     const WIRE: u8 = WIRE_LEN;
     #[inline]
-    fn read(r: &mut BytesReader, buf: &[u8], _: u32) -> Result<Self, DecodeError> {
-        r.read_string(buf).map(str::to_owned).map_err(bad)
+    fn read(r: &mut Reader<'_>, _: u32) -> Result<Self, DecodeError> {
+        std::str::from_utf8(r.bytes()?)
+            .map(str::to_owned)
+            .map_err(|e| DecodeError::malformed(format!("string is not UTF-8: {e}")))
     }
     #[inline]
     fn value_len(&self) -> usize {
@@ -231,9 +326,9 @@ impl Field for String {
 impl Field for crate::mesos::Str {
     const WIRE: u8 = WIRE_LEN;
     #[inline]
-    fn read(r: &mut BytesReader, buf: &[u8], _: u32) -> Result<Self, DecodeError> {
-        let bytes = r.read_bytes(buf).map_err(bad)?;
-        crate::mesos::Str::from_utf8(bytes).map_err(|e| bad(e.into()))
+    fn read(r: &mut Reader<'_>, _: u32) -> Result<Self, DecodeError> {
+        crate::mesos::Str::from_utf8(r.bytes()?)
+            .map_err(|e| DecodeError::malformed(format!("string is not UTF-8: {e}")))
     }
     #[inline]
     fn value_len(&self) -> usize {
@@ -248,10 +343,8 @@ impl Field for crate::mesos::Str {
 
 impl Field for crate::mesos::Bytes {
     const WIRE: u8 = WIRE_LEN;
-    fn read(r: &mut BytesReader, buf: &[u8], _: u32) -> Result<Self, DecodeError> {
-        r.read_bytes(buf)
-            .map(|b| crate::mesos::Bytes(b.to_vec()))
-            .map_err(bad)
+    fn read(r: &mut Reader<'_>, _: u32) -> Result<Self, DecodeError> {
+        r.bytes().map(|b| crate::mesos::Bytes(b.to_vec()))
     }
     fn value_len(&self) -> usize {
         varint_len(self.0.len() as u64) + self.0.len()
@@ -265,8 +358,8 @@ impl Field for crate::mesos::Bytes {
 impl Field for f64 {
     const WIRE: u8 = WIRE_FIXED64;
     #[inline]
-    fn read(r: &mut BytesReader, buf: &[u8], _: u32) -> Result<Self, DecodeError> {
-        r.read_double(buf).map_err(bad)
+    fn read(r: &mut Reader<'_>, _: u32) -> Result<Self, DecodeError> {
+        r.fixed64().map(f64::from_bits)
     }
     fn value_len(&self) -> usize {
         8
@@ -278,8 +371,8 @@ impl Field for f64 {
 
 impl Field for bool {
     const WIRE: u8 = WIRE_VARINT;
-    fn read(r: &mut BytesReader, buf: &[u8], _: u32) -> Result<Self, DecodeError> {
-        r.read_varint64(buf).map(|v| v != 0).map_err(bad)
+    fn read(r: &mut Reader<'_>, _: u32) -> Result<Self, DecodeError> {
+        r.varint().map(|v| v != 0)
     }
     fn value_len(&self) -> usize {
         1
@@ -292,8 +385,8 @@ impl Field for bool {
 impl Field for u64 {
     const WIRE: u8 = WIRE_VARINT;
     #[inline]
-    fn read(r: &mut BytesReader, buf: &[u8], _: u32) -> Result<Self, DecodeError> {
-        r.read_varint64(buf).map_err(bad)
+    fn read(r: &mut Reader<'_>, _: u32) -> Result<Self, DecodeError> {
+        r.varint()
     }
     fn value_len(&self) -> usize {
         varint_len(*self)
@@ -305,9 +398,9 @@ impl Field for u64 {
 
 impl Field for u32 {
     const WIRE: u8 = WIRE_VARINT;
-    fn read(r: &mut BytesReader, buf: &[u8], _: u32) -> Result<Self, DecodeError> {
+    fn read(r: &mut Reader<'_>, _: u32) -> Result<Self, DecodeError> {
         // Protobuf truncates an over-wide varint to the field's width.
-        r.read_varint64(buf).map(|v| v as u32).map_err(bad)
+        r.varint().map(|v| v as u32)
     }
     fn value_len(&self) -> usize {
         varint_len(u64::from(*self))
@@ -319,8 +412,8 @@ impl Field for u32 {
 
 impl Field for i64 {
     const WIRE: u8 = WIRE_VARINT;
-    fn read(r: &mut BytesReader, buf: &[u8], _: u32) -> Result<Self, DecodeError> {
-        r.read_varint64(buf).map(|v| v as i64).map_err(bad)
+    fn read(r: &mut Reader<'_>, _: u32) -> Result<Self, DecodeError> {
+        r.varint().map(|v| v as i64)
     }
     fn value_len(&self) -> usize {
         varint_len(*self as u64)
@@ -332,8 +425,8 @@ impl Field for i64 {
 
 impl Field for i32 {
     const WIRE: u8 = WIRE_VARINT;
-    fn read(r: &mut BytesReader, buf: &[u8], _: u32) -> Result<Self, DecodeError> {
-        r.read_varint64(buf).map(|v| v as i32).map_err(bad)
+    fn read(r: &mut Reader<'_>, _: u32) -> Result<Self, DecodeError> {
+        r.varint().map(|v| v as i32)
     }
     fn value_len(&self) -> usize {
         // Negative int32 values are sign-extended to ten bytes on the wire.
@@ -346,11 +439,11 @@ impl Field for i32 {
 
 impl<T: Field> Field for Box<T> {
     const WIRE: u8 = T::WIRE;
-    fn read(r: &mut BytesReader, buf: &[u8], depth: u32) -> Result<Self, DecodeError> {
-        T::read(r, buf, depth).map(Box::new)
+    fn read(r: &mut Reader<'_>, depth: u32) -> Result<Self, DecodeError> {
+        T::read(r, depth).map(Box::new)
     }
-    fn merge(&mut self, r: &mut BytesReader, buf: &[u8], depth: u32) -> Result<(), DecodeError> {
-        (**self).merge(r, buf, depth)
+    fn merge(&mut self, r: &mut Reader<'_>, depth: u32) -> Result<(), DecodeError> {
+        (**self).merge(r, depth)
     }
     fn value_len(&self) -> usize {
         (**self).value_len()
@@ -363,11 +456,10 @@ impl<T: Field> Field for Box<T> {
 /// Reads a nested message's bytes and decodes them into `m`.
 pub fn read_nested<M: Message>(
     m: &mut M,
-    r: &mut BytesReader,
-    buf: &[u8],
+    r: &mut Reader<'_>,
     depth: u32,
 ) -> Result<(), DecodeError> {
-    let sub = r.read_bytes(buf).map_err(DecodeError::malformed)?;
+    let sub = r.bytes()?;
     m.merge_from(sub, depth + 1)
 }
 
@@ -381,14 +473,13 @@ pub mod req {
         f: &mut T,
         name: &'static str,
         wire: u8,
-        r: &mut BytesReader,
-        buf: &[u8],
+        r: &mut Reader<'_>,
         depth: u32,
     ) -> Result<bool, DecodeError> {
         if wire != T::WIRE {
             return Ok(false);
         }
-        f.merge(r, buf, depth).map_err(|e| e.within(name))?;
+        f.merge(r, depth).map_err(|e| e.within(name))?;
         Ok(true)
     }
     #[inline]
@@ -414,8 +505,7 @@ pub mod opt {
         f: &mut Option<T>,
         name: &'static str,
         wire: u8,
-        r: &mut BytesReader,
-        buf: &[u8],
+        r: &mut Reader<'_>,
         depth: u32,
     ) -> Result<bool, DecodeError> {
         if wire != T::WIRE {
@@ -424,7 +514,7 @@ pub mod opt {
         // Merge in place: building the value on the stack and moving it in costs a copy of
         // the whole struct, which shows in the decode benchmark.
         f.get_or_insert_with(T::default)
-            .merge(r, buf, depth)
+            .merge(r, depth)
             .map_err(|e| e.within(name))?;
         Ok(true)
     }
@@ -453,14 +543,13 @@ pub mod rep {
         f: &mut Vec<T>,
         name: &'static str,
         wire: u8,
-        r: &mut BytesReader,
-        buf: &[u8],
+        r: &mut Reader<'_>,
         depth: u32,
     ) -> Result<bool, DecodeError> {
         if wire == T::WIRE {
             f.push(T::default());
             let last = f.len() - 1;
-            if let Err(e) = f[last].merge(r, buf, depth) {
+            if let Err(e) = f[last].merge(r, depth) {
                 f.pop();
                 return Err(e.within(name));
             }
@@ -469,10 +558,10 @@ pub mod rep {
         // Parsers must accept the packed form of any repeated scalar, whichever form the
         // sender's schema declared.
         if wire == WIRE_LEN && T::WIRE != WIRE_LEN {
-            let sub = r.read_bytes(buf).map_err(|e| bad(e).within(name))?;
-            let mut sr = BytesReader::from_bytes(sub);
+            let sub = r.bytes().map_err(|e| e.within(name))?;
+            let mut sr = Reader::new(sub);
             while !sr.is_eof() {
-                f.push(T::read(&mut sr, sub, depth).map_err(|e| e.within(name))?);
+                f.push(T::read(&mut sr, depth).map_err(|e| e.within(name))?);
             }
             return Ok(true);
         }
@@ -530,17 +619,16 @@ macro_rules! message {
                 &mut self,
                 number: u32,
                 wire: u8,
-                r: &mut ::quick_protobuf::BytesReader,
-                buf: &[u8],
+                r: &mut $crate::mesos::proto::Reader<'_>,
                 depth: u32,
                 seen: &mut u64,
             ) -> ::std::result::Result<bool, $crate::mesos::proto::DecodeError> {
                 #[allow(unused_imports)]
                 use $crate::mesos::proto::{req, opt, rep};
-                let _ = (&r, &buf, &depth, &wire);
+                let _ = (&r, &depth, &wire);
                 match number {
                     $( $number => {
-                        let known = $label::merge(&mut self.$field, stringify!($field), wire, r, buf, depth)?;
+                        let known = $label::merge(&mut self.$field, stringify!($field), wire, r, depth)?;
                         if known { *seen |= 1u64 << ($number % 64); }
                         Ok(known)
                     } )*
@@ -580,22 +668,20 @@ macro_rules! message {
             const WIRE: u8 = $crate::mesos::proto::WIRE_LEN;
             #[inline]
             fn read(
-                r: &mut ::quick_protobuf::BytesReader,
-                buf: &[u8],
+                r: &mut $crate::mesos::proto::Reader<'_>,
                 depth: u32,
             ) -> ::std::result::Result<Self, $crate::mesos::proto::DecodeError> {
                 let mut m = Self::default();
-                $crate::mesos::proto::read_nested(&mut m, r, buf, depth)?;
+                $crate::mesos::proto::read_nested(&mut m, r, depth)?;
                 Ok(m)
             }
             #[inline]
             fn merge(
                 &mut self,
-                r: &mut ::quick_protobuf::BytesReader,
-                buf: &[u8],
+                r: &mut $crate::mesos::proto::Reader<'_>,
                 depth: u32,
             ) -> ::std::result::Result<(), $crate::mesos::proto::DecodeError> {
-                $crate::mesos::proto::read_nested(self, r, buf, depth)
+                $crate::mesos::proto::read_nested(self, r, depth)
             }
             #[inline]
             fn value_len(&self) -> usize {
@@ -701,11 +787,10 @@ macro_rules! enumeration {
             const WIRE: u8 = $crate::mesos::proto::WIRE_VARINT;
             #[inline]
             fn read(
-                r: &mut ::quick_protobuf::BytesReader,
-                buf: &[u8],
+                r: &mut $crate::mesos::proto::Reader<'_>,
                 depth: u32,
             ) -> ::std::result::Result<Self, $crate::mesos::proto::DecodeError> {
-                <i32 as $crate::mesos::proto::Field>::read(r, buf, depth).map($name::from_i32)
+                <i32 as $crate::mesos::proto::Field>::read(r, depth).map($name::from_i32)
             }
             #[inline]
             fn value_len(&self) -> usize {

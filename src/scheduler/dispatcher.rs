@@ -421,21 +421,7 @@ impl Dispatcher {
                         .model
                         .nodes
                         .entry(agent.clone())
-                        .or_insert_with(|| Node {
-                            agent_id: agent.clone(),
-                            hostname: offer.hostname.to_string(),
-                            persona,
-                            phase: Phase::Launching,
-                            task: None,
-                            layout: layout.clone(),
-                            devices: Vec::new(),
-                            attached: Vec::new(),
-                            last_error: None,
-                            last_contact_ms: None,
-                            failures: 0,
-                            retry_after_ms: None,
-                            updated_ms: now,
-                        });
+                        .or_insert_with(|| Node::new(&agent, &offer.hostname, persona, now));
                     // The secret of the launch this one replaces is of no use any more.
                     if let Some(old) = node.task.take() {
                         self.state.executor_secrets.remove(&old.executor_id);

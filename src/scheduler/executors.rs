@@ -647,10 +647,6 @@ mod tests {
         s.model.nodes.insert(
             "a1".into(),
             Node {
-                agent_id: "a1".into(),
-                hostname: "h1".into(),
-                persona: Persona::Data,
-                phase: Phase::Launching,
                 task: Some(TaskRecord {
                     task_id: "storage.h1.1".into(),
                     executor_id: "storage-executor.h1.1".into(),
@@ -658,14 +654,7 @@ mod tests {
                     launched_at_ms: 1,
                     running_since_ms: Some(2),
                 }),
-                layout: Layout::default(),
-                devices: vec![],
-                attached: vec![],
-                last_error: None,
-                last_contact_ms: None,
-                failures: 0,
-                retry_after_ms: None,
-                updated_ms: 1,
+                ..Node::new("a1", "h1", Persona::Data, 1)
             },
         );
         s.executor_secrets

@@ -192,6 +192,25 @@ pub struct Node {
 }
 
 impl Node {
+    /// A node first seen now: nothing launched, no devices, no history.
+    pub fn new(agent_id: &str, hostname: &str, persona: Persona, now_ms: u64) -> Node {
+        Node {
+            agent_id: agent_id.to_owned(),
+            hostname: hostname.to_owned(),
+            persona,
+            phase: Phase::Launching,
+            task: None,
+            layout: Layout::default(),
+            devices: Vec::new(),
+            attached: Vec::new(),
+            last_error: None,
+            last_contact_ms: None,
+            failures: 0,
+            retry_after_ms: None,
+            updated_ms: now_ms,
+        }
+    }
+
     pub fn covered(&self) -> bool {
         self.task.as_ref().is_some_and(TaskRecord::is_active)
     }
@@ -263,21 +282,7 @@ mod tests {
 
     #[test]
     fn covered_means_an_active_task() {
-        let mut n = Node {
-            agent_id: "a".into(),
-            hostname: "h".into(),
-            persona: Persona::Data,
-            phase: Phase::Launching,
-            task: None,
-            layout: Layout::default(),
-            devices: vec![],
-            attached: vec![],
-            last_error: None,
-            last_contact_ms: None,
-            failures: 0,
-            retry_after_ms: None,
-            updated_ms: 0,
-        };
+        let mut n = Node::new("a", "h", Persona::Data, 0);
         assert!(!n.covered());
         n.task = Some(TaskRecord {
             task_id: "t".into(),
@@ -301,19 +306,12 @@ mod tests {
         m.nodes.insert(
             "a1".into(),
             Node {
-                agent_id: "a1".into(),
-                hostname: "h1".into(),
-                persona: Persona::Primary,
                 phase: Phase::StorageAttach,
-                task: None,
-                layout: Layout::default(),
                 devices: vec!["/dev/sdb".into()],
-                attached: vec![],
                 last_error: Some("x".into()),
                 last_contact_ms: Some(5),
                 failures: 2,
-                retry_after_ms: None,
-                updated_ms: 9,
+                ..Node::new("a1", "h1", Persona::Primary, 9)
             },
         );
         let json = serde_json::to_string(&m).unwrap();

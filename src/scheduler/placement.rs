@@ -387,7 +387,7 @@ pub fn decide(
 mod tests {
     use super::*;
     use crate::mesos::types::*;
-    use crate::scheduler::model::{Node, Phase, TaskRecord};
+    use crate::scheduler::model::{Node, TaskRecord};
 
     fn settings(experimental: bool) -> Settings {
         Settings {
@@ -438,10 +438,6 @@ mod tests {
 
     fn node(agent: &str, persona: Persona, state: Option<&str>) -> Node {
         Node {
-            agent_id: agent.into(),
-            hostname: format!("host-{agent}"),
-            persona,
-            phase: Phase::Launching,
             task: state.map(|s| TaskRecord {
                 task_id: format!("t-{agent}"),
                 executor_id: format!("{EXECUTOR_PREFIX}{agent}"),
@@ -449,14 +445,7 @@ mod tests {
                 launched_at_ms: 0,
                 running_since_ms: None,
             }),
-            layout: Layout::default(),
-            devices: vec![],
-            attached: vec![],
-            last_error: None,
-            last_contact_ms: None,
-            failures: 0,
-            retry_after_ms: None,
-            updated_ms: 0,
+            ..Node::new(agent, &format!("host-{agent}"), persona, 0)
         }
     }
 

@@ -7,6 +7,9 @@
 //! - `scheduler_cover_10k_agents_ms`: the same with 10,000 synthetic agents (executors
 //!   emulated by the dev cluster), and `scheduler_max_executors_per_agent` across that run.
 
+#[path = "../support/cluster.rs"]
+mod cluster;
+
 use devcluster::master;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -41,27 +44,18 @@ fn spawn_scheduler(
     m: &master::MasterHandle,
     dir: &std::path::Path,
 ) -> std::process::Child {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("port");
     let _ = std::fs::create_dir_all(dir);
+    let mut args = cluster::scheduler_args(
+        &m.addr().to_string(),
+        cluster::free_port(),
+        &dir.join("state.json"),
+        "Scaleio123",
+    );
+    args[0] = "-loglevel=info".to_string();
+    args.retain(|a| !a.starts_with("-executor.altpath="));
+    args.push(format!("-executor.altpath={}", exec.display()));
     Command::new(sched)
-        .args([
-            "-loglevel=info".to_string(),
-            format!("-rest.port={port}"),
-            "-rest.address=127.0.0.1".to_string(),
-            format!("-uri={}", m.addr()),
-            "-storage.password=Scaleio123".to_string(),
-            "-storage.protectiondomain=default".to_string(),
-            "-storage.storagepool=default".to_string(),
-            "-storage.preconfig.primary=127.0.0.1".to_string(),
-            "-storage.preconfig.secondary=127.0.0.2".to_string(),
-            "-storage.preconfig.tiebreaker=127.0.0.3".to_string(),
-            "-storage.preconfig.gateway=127.0.0.1".to_string(),
-            format!("-store.uri={}", dir.join("state.json").display()),
-            format!("-executor.altpath={}", exec.display()),
-        ])
+        .args(args)
         .stdout(Stdio::null())
         .stderr(
             std::fs::File::create(dir.join("scheduler.log"))
