@@ -331,3 +331,23 @@ fn sigterm_keeps_executors_and_teardown_removes_them() {
     let saved = std::fs::read_to_string(&sched.store).expect("state file");
     assert!(!saved.contains("framework_id"), "{saved}");
 }
+
+/// The same scheduler speaking Mesos JSON (`-mesos.encoding=json`) on the wire.
+#[test]
+fn json_encoding_covers_every_agent() {
+    let dir = tempdir("json");
+    let m = cluster(&dir);
+    let store = dir.join("state.json");
+    let mut args = scheduler_args(&m.addr().to_string(), free_port(), &store, "Scaleio123");
+    args.push("-mesos.encoding=json".to_string());
+    let mut child = Command::new(scheduler_bin())
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("scheduler");
+    let running = wait_for("5 running executors over JSON", SETTLE, || all_running(&m));
+    assert_eq!(running.len(), AGENTS);
+    let _ = child.kill();
+    let _ = child.wait();
+}
