@@ -22,7 +22,7 @@ use crate::secret::random_token;
 use crate::store::{encode_versioned, Store};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use log::{debug, error, info, warn};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -111,6 +111,18 @@ pub struct Dispatcher {
     known_agents: Option<BTreeMap<String, KnownAgent>>,
     view: Option<Arc<View>>,
     executors: ExecutorApi,
+    /// Task id -> agent id of every node's current launch: derived from the model (rebuilt
+    /// when the model is replaced) so that a status update finds its node without a scan;
+    /// 10,000 launches would otherwise cost 10,000 scans of 10,000 nodes.
+    task_index: HashMap<String, String>,
+}
+
+fn index_tasks(model: &ClusterModel) -> HashMap<String, String> {
+    model
+        .nodes
+        .values()
+        .filter_map(|n| Some((n.task.as_ref()?.task_id.clone(), n.agent_id.clone())))
+        .collect()
 }
 
 impl Dispatcher {
@@ -122,7 +134,9 @@ impl Dispatcher {
         out: Sender<Outgoing>,
         metrics: Arc<Metrics>,
     ) -> Self {
+        let task_index = index_tasks(&state.model);
         Dispatcher {
+            task_index,
             state,
             store,
             settings,
@@ -171,8 +185,10 @@ impl Dispatcher {
                     return Exit::Orphaned;
                 }
             }
-            // Take what else is queued so that one save covers the whole batch.
-            while batch.len() < 256 {
+            // Take what else is queued so that one save covers the whole batch (a launch
+            // wave of thousands of agents is a flood of updates: one save per event would
+            // write the whole state thousands of times).
+            while batch.len() < 4096 {
                 match inputs.try_recv() {
                     Ok(i) => batch.push(i),
                     Err(_) => break,
@@ -425,7 +441,9 @@ impl Dispatcher {
                     // The secret of the launch this one replaces is of no use any more.
                     if let Some(old) = node.task.take() {
                         self.state.executor_secrets.remove(&old.executor_id);
+                        self.task_index.remove(&old.task_id);
                     }
+                    self.task_index.insert(task_id.clone(), agent.clone());
                     node.hostname = offer.hostname.to_string();
                     node.persona = persona;
                     node.layout = layout;
@@ -463,6 +481,7 @@ impl Dispatcher {
             if let Err(e) = self.save() {
                 error!("cannot save state before launching ({e}); declining these offers instead");
                 self.state = before;
+                self.task_index = index_tasks(&self.state.model);
                 for (id, _) in accepts.drain(..) {
                     declines.entry(5000).or_insert((Vec::new(), 5.0)).0.push(id);
                 }
@@ -508,7 +527,7 @@ impl Dispatcher {
         let state = status.state;
         let why = describe(&status);
         let agent = status.agent_id.as_ref().map(|a| a.value.to_string());
-        let ours = self.state.model.agent_of_task(&task_id);
+        let ours = self.task_index.get(&task_id).cloned();
         match ours.and_then(|a| self.state.model.nodes.get_mut(&a)) {
             Some(node) => {
                 let host = node.hostname.clone();

@@ -234,21 +234,6 @@ pub struct ClusterModel {
 }
 
 impl ClusterModel {
-    pub fn node_by_task(&self, task_id: &str) -> Option<&Node> {
-        self.nodes
-            .values()
-            .find(|n| n.task.as_ref().is_some_and(|t| t.task_id == task_id))
-    }
-
-    pub fn agent_of_task(&self, task_id: &str) -> Option<String> {
-        self.node_by_task(task_id).map(|n| n.agent_id.clone())
-    }
-
-    /// The persona already held by some node, for MDM placement.
-    pub fn holder_of(&self, persona: Persona) -> Option<&Node> {
-        self.nodes.values().find(|n| n.persona == persona)
-    }
-
     /// Node counts per phase, in phase order.
     pub fn phase_counts(&self) -> Vec<(Phase, usize)> {
         Phase::ALL
