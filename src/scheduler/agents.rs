@@ -10,6 +10,16 @@ use std::time::Duration;
 
 /// Extracts the agents from `GET /master/state` (`slaves` in Mesos 1.x, `agents` later).
 pub fn parse_agents(state: &serde_json::Value) -> Result<Vec<KnownAgent>, String> {
+    // A standby master answers with its own, empty, view: taking that for the cluster would
+    // make every agent look covered and suppress offers wrongly.
+    if let (Some(pid), Some(leader)) = (
+        state.get("pid").and_then(|v| v.as_str()),
+        state.get("leader").and_then(|v| v.as_str()),
+    ) {
+        if pid != leader {
+            return Err(format!("{pid} is not the leading master ({leader} is)"));
+        }
+    }
     let list = state
         .get("slaves")
         .or_else(|| state.get("agents"))
@@ -45,7 +55,6 @@ pub fn run(
     stop: Receiver<()>,
 ) {
     loop {
-        let mut reported = false;
         for m in &masters {
             let base = if m.starts_with("http://") || m.starts_with("https://") {
                 m.clone()
@@ -61,13 +70,11 @@ pub fn run(
                     if to.send(Input::Agents(agents)).is_err() {
                         return;
                     }
-                    reported = true;
                     break;
                 }
                 Err(e) => warn!("cannot list agents from {m}: {e}"),
             }
         }
-        let _ = reported;
         if stop.recv_timeout(every).is_ok() {
             return;
         }
@@ -93,6 +100,14 @@ mod tests {
             ["a1", "a3"]
         );
         assert!(parse_agents(&serde_json::json!({})).is_err());
+        let standby = serde_json::json!({
+            "pid": "master@10.0.0.2:5050", "leader": "master@10.0.0.1:5050", "slaves": []
+        });
+        assert!(parse_agents(&standby).unwrap_err().contains("not the leading master"));
+        let leader = serde_json::json!({
+            "pid": "master@10.0.0.1:5050", "leader": "master@10.0.0.1:5050", "slaves": []
+        });
+        assert!(parse_agents(&leader).unwrap().is_empty());
         assert!(parse_agents(&serde_json::json!({"slaves": [{"id": "x"}]})).is_err());
     }
 }
