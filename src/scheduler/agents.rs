@@ -103,7 +103,9 @@ mod tests {
         let standby = serde_json::json!({
             "pid": "master@10.0.0.2:5050", "leader": "master@10.0.0.1:5050", "slaves": []
         });
-        assert!(parse_agents(&standby).unwrap_err().contains("not the leading master"));
+        assert!(parse_agents(&standby)
+            .unwrap_err()
+            .contains("not the leading master"));
         let leader = serde_json::json!({
             "pid": "master@10.0.0.1:5050", "leader": "master@10.0.0.1:5050", "slaves": []
         });

@@ -1,11 +1,18 @@
-//! The call sender thread: sends the dispatcher's Calls on the current subscription's
-//! stream id, each on its own connection as the v1 API wants, so that a slow master never
-//! blocks the dispatcher.
+//! The call sender: sends the dispatcher's Calls on the current subscription's stream id,
+//! each as its own request as the v1 API wants, so that a slow master never blocks the
+//! dispatcher.
+//!
+//! A launch wave is one ACCEPT per agent and one ACKNOWLEDGE per update, each a round trip;
+//! sent one after another they bound how fast 10,000 agents are covered. So the router
+//! thread spreads the per-agent calls (ACCEPT, ACKNOWLEDGE, KILL, SHUTDOWN) over a few lanes
+//! by agent, keeping each agent's calls in order, while every call whose order matters
+//! globally (DECLINE before a later REVIVE, SUPPRESS/REVIVE, RECONCILE, TEARDOWN) goes
+//! through lane 0 in the order the dispatcher sent it.
 
 use crate::mesos::client::SchedulerClient;
 use crate::mesos::scheduler::Call;
 use crate::scheduler::metrics::Metrics;
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, Sender};
 use log::{debug, warn};
 use std::sync::Arc;
 
@@ -18,30 +25,200 @@ pub enum Outgoing {
     Call(Box<Call>),
 }
 
-pub fn run(inputs: Receiver<Outgoing>, metrics: Arc<Metrics>) {
+/// Lanes for per-agent calls, beside the ordered lane 0.
+const AGENT_LANES: usize = 4;
+
+enum Lane {
+    Connected(Box<SchedulerClient>),
+    Disconnected,
+    Call(Box<Call>),
+}
+
+/// The lane of a call: 0 for calls whose global order matters, else one chosen by agent.
+fn lane_of(call: &Call) -> usize {
+    let agent = call
+        .acknowledge
+        .as_ref()
+        .map(|a| a.agent_id.value.as_str())
+        .or_else(|| {
+            call.accept.as_ref().and_then(|a| {
+                a.operations
+                    .iter()
+                    .filter_map(|o| o.launch.as_ref())
+                    .flat_map(|l| l.task_infos.iter())
+                    .map(|t| t.agent_id.value.as_str())
+                    .next()
+            })
+        })
+        .or_else(|| {
+            call.kill
+                .as_ref()
+                .and_then(|k| k.agent_id.as_ref())
+                .map(|a| a.value.as_str())
+        })
+        .or_else(|| call.shutdown.as_ref().map(|s| s.agent_id.value.as_str()));
+    match agent {
+        // FNV-1a: any stable spread will do.
+        Some(a) => {
+            let h = a.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            });
+            1 + (h % AGENT_LANES as u64) as usize
+        }
+        None => 0,
+    }
+}
+
+fn send(client: Option<&SchedulerClient>, call: &Call, metrics: &Metrics) {
+    let name = call.r#type.unwrap_or_default().as_str();
+    let Some(c) = client else {
+        debug!("not subscribed: dropping {name}");
+        metrics.call(name, false);
+        return;
+    };
+    match c.call(call) {
+        Ok(()) => {
+            debug!("{name} sent to {}", c.master());
+            metrics.call(name, true);
+        }
+        Err(e) => {
+            warn!("{name} failed: {e}");
+            metrics.call(name, false);
+        }
+    }
+}
+
+fn lane(inputs: Receiver<Lane>, metrics: Arc<Metrics>) {
     let mut client: Option<Box<SchedulerClient>> = None;
     for msg in inputs {
         match msg {
-            Outgoing::Connected(c) => client = Some(c),
-            Outgoing::Disconnected => client = None,
-            Outgoing::Call(call) => {
-                let name = call.r#type.unwrap_or_default().as_str();
-                let Some(c) = &client else {
-                    debug!("not subscribed: dropping {name}");
-                    metrics.call(name, false);
-                    continue;
-                };
-                match c.call(&call) {
-                    Ok(()) => {
-                        debug!("{name} sent to {}", c.master());
-                        metrics.call(name, true);
-                    }
-                    Err(e) => {
-                        warn!("{name} failed: {e}");
-                        metrics.call(name, false);
-                    }
-                }
-            }
+            Lane::Connected(c) => client = Some(c),
+            Lane::Disconnected => client = None,
+            Lane::Call(call) => send(client.as_deref(), &call, &metrics),
         }
+    }
+}
+
+/// Routes the dispatcher's output until the dispatcher hangs up. This thread is lane 0
+/// itself: ordered calls are sent from here, in order.
+pub fn run(inputs: Receiver<Outgoing>, metrics: Arc<Metrics>) {
+    let mut lanes: Vec<Sender<Lane>> = Vec::with_capacity(AGENT_LANES);
+    let mut threads = Vec::with_capacity(AGENT_LANES);
+    for i in 1..=AGENT_LANES {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let m = metrics.clone();
+        match std::thread::Builder::new()
+            .name(format!("call-lane-{i}"))
+            .spawn(move || lane(rx, m))
+        {
+            Ok(t) => {
+                lanes.push(tx);
+                threads.push(t);
+            }
+            // Fewer lanes only means slower launch waves.
+            Err(e) => warn!("cannot start call lane {i}: {e}"),
+        }
+    }
+    let mut client: Option<Box<SchedulerClient>> = None;
+    for msg in inputs {
+        match msg {
+            Outgoing::Connected(c) => {
+                for l in &lanes {
+                    let _ = l.send(Lane::Connected(c.clone()));
+                }
+                client = Some(c);
+            }
+            Outgoing::Disconnected => {
+                for l in &lanes {
+                    let _ = l.send(Lane::Disconnected);
+                }
+                client = None;
+            }
+            Outgoing::Call(call) => match lane_of(&call) {
+                i if i > 0 && !lanes.is_empty() => {
+                    let _ = lanes[(i - 1) % lanes.len()].send(Lane::Call(call));
+                }
+                _ => send(client.as_deref(), &call, &metrics),
+            },
+        }
+    }
+    drop(lanes);
+    for t in threads {
+        let _ = t.join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mesos::scheduler::call;
+    use crate::mesos::types::*;
+
+    fn of(t: call::Type) -> Call {
+        Call {
+            r#type: Some(t),
+            ..Default::default()
+        }
+    }
+
+    fn ack(agent: &str) -> Call {
+        Call {
+            acknowledge: Some(call::Acknowledge {
+                agent_id: AgentID {
+                    value: agent.into(),
+                },
+                task_id: TaskID { value: "t".into() },
+                uuid: crate::mesos::Bytes(vec![1]),
+            }),
+            ..of(call::Type::Acknowledge)
+        }
+    }
+
+    fn accept(agent: &str) -> Call {
+        Call {
+            accept: Some(call::Accept {
+                offer_ids: vec![],
+                operations: vec![offer::Operation {
+                    r#type: Some(offer::operation::Type::Launch),
+                    launch: Some(offer::operation::Launch {
+                        task_infos: vec![TaskInfo {
+                            agent_id: AgentID {
+                                value: agent.into(),
+                            },
+                            ..Default::default()
+                        }],
+                    }),
+                }],
+                filters: None,
+            }),
+            ..of(call::Type::Accept)
+        }
+    }
+
+    #[test]
+    fn per_agent_calls_share_a_lane_and_global_ones_take_lane_zero() {
+        for a in ["a1", "agent-7", "S123"] {
+            let l = lane_of(&ack(a));
+            assert!((1..=AGENT_LANES).contains(&l));
+            assert_eq!(
+                lane_of(&accept(a)),
+                l,
+                "{a}: ACCEPT and ACK in different lanes"
+            );
+        }
+        for t in [
+            call::Type::Decline,
+            call::Type::Revive,
+            call::Type::Suppress,
+            call::Type::Reconcile,
+            call::Type::Teardown,
+        ] {
+            assert_eq!(lane_of(&of(t)), 0, "{t}");
+        }
+        // Agents spread over more than one lane.
+        let lanes: std::collections::BTreeSet<usize> = (0..50)
+            .map(|i| lane_of(&ack(&format!("agent-{i}"))))
+            .collect();
+        assert!(lanes.len() > 1);
     }
 }
