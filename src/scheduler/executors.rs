@@ -662,6 +662,14 @@ mod tests {
         s
     }
 
+    fn plan_req(
+        version: Option<u64>,
+        wait_ms: u64,
+        secret: &str,
+    ) -> (ExecutorRequest, Receiver<ExecutorReply>) {
+        req(ExecutorCall::Plan { version, wait_ms }, secret)
+    }
+
     fn req(call: ExecutorCall, secret: &str) -> (ExecutorRequest, Receiver<ExecutorReply>) {
         let (tx, rx) = crossbeam_channel::unbounded();
         (
@@ -779,13 +787,7 @@ mod tests {
     fn plan_long_poll_is_parked_until_the_plan_changes() {
         let mut api = ExecutorApi::new();
         let mut s = state();
-        let (r, rx) = req(
-            ExecutorCall::Plan {
-                version: None,
-                wait_ms: 0,
-            },
-            SECRET,
-        );
+        let (r, rx) = plan_req(None, 0, SECRET);
         api.handle(&mut s, r, 1);
         let plan = plan_of(rx.try_recv().unwrap());
         let json: serde_json::Value = serde_json::from_slice(&plan.json).unwrap();
@@ -794,13 +796,7 @@ mod tests {
         assert_eq!(json["phase"], "launching");
         assert!(json.get("secrets").is_none());
 
-        let (r, rx) = req(
-            ExecutorCall::Plan {
-                version: Some(plan.version),
-                wait_ms: 60_000,
-            },
-            SECRET,
-        );
+        let (r, rx) = plan_req(Some(plan.version), 60_000, SECRET);
         api.handle(&mut s, r, now_ms());
         assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Parked)));
         api.after_batch(&s);
@@ -818,22 +814,10 @@ mod tests {
     fn expired_waits_are_dropped() {
         let mut api = ExecutorApi::new();
         let mut s = state();
-        let (r, rx) = req(
-            ExecutorCall::Plan {
-                version: None,
-                wait_ms: 0,
-            },
-            SECRET,
-        );
+        let (r, rx) = plan_req(None, 0, SECRET);
         api.handle(&mut s, r, 1);
         let v = plan_of(rx.try_recv().unwrap()).version;
-        let (r, _rx) = req(
-            ExecutorCall::Plan {
-                version: Some(v),
-                wait_ms: 1,
-            },
-            SECRET,
-        );
+        let (r, _rx) = plan_req(Some(v), 1, SECRET);
         api.handle(&mut s, r, 1); // deadline long past
         assert_eq!(api.parked(), 1);
         api.after_batch(&s);
@@ -845,25 +829,13 @@ mod tests {
         let mut api = ExecutorApi::new();
         api.set_mdm_gateway_password(Some(Secret::new("Gw-pass")));
         let mut s = state();
-        let (r, rx) = req(
-            ExecutorCall::Plan {
-                version: None,
-                wait_ms: 0,
-            },
-            SECRET,
-        );
+        let (r, rx) = plan_req(None, 0, SECRET);
         api.handle(&mut s, r, 1);
         let data = plan_of(rx.try_recv().unwrap());
         assert!(!String::from_utf8_lossy(&data.json).contains("Gw-pass"));
 
         s.model.nodes.get_mut("a1").unwrap().persona = Persona::Primary;
-        let (r, rx) = req(
-            ExecutorCall::Plan {
-                version: None,
-                wait_ms: 0,
-            },
-            SECRET,
-        );
+        let (r, rx) = plan_req(None, 0, SECRET);
         api.handle(&mut s, r, 1);
         let mdm = plan_of(rx.try_recv().unwrap());
         let json: serde_json::Value = serde_json::from_slice(&mdm.json).unwrap();

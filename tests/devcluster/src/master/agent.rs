@@ -102,33 +102,46 @@ impl Cluster {
             SocketAddr::V4(a) => *a.ip(),
             SocketAddr::V6(_) => Ipv4Addr::LOCALHOST,
         };
+        let mut agent = self.new_agent(index, hostname, attributes);
+        agent.ip = ip;
+        agent.port = addr.port();
+        agent.server = Some(server);
+        agent.synthetic = false;
+        self.agents.push(agent);
+        Ok(())
+    }
+
+    /// An agent as every kind starts: registered now, the configured resources, these
+    /// attributes, nobody listening for it (synthetic); a real agent then fills in its
+    /// server and address.
+    pub(super) fn new_agent(
+        &self,
+        index: usize,
+        hostname: String,
+        attributes: BTreeMap<String, String>,
+    ) -> Agent {
         let r = &self.cfg.agent_resources;
-        let total = Res::new(r.cpus, r.mem, r.disk, vec![r.ports]);
-        let attrs = attributes
-            .iter()
-            .map(|(k, v)| parse_attribute(k, v))
-            .collect();
-        let id = format!("{}-S{index}", self.masters[0].id);
-        let work_dir = self.cfg.work_dir.join(&hostname);
-        self.agents.push(Agent {
-            id,
+        Agent {
+            id: format!("{}-S{index}", self.masters[0].id),
+            work_dir: self.cfg.work_dir.join(&hostname),
             hostname,
-            ip,
-            port: addr.port(),
-            server: Some(server),
-            synthetic: false,
+            ip: Ipv4Addr::LOCALHOST,
+            port: 0,
+            server: None,
+            synthetic: true,
             up: true,
             unreachable: false,
             generation: 0,
-            total,
-            attributes: attrs,
+            total: Res::new(r.cpus, r.mem, r.disk, vec![r.ports]),
+            attributes: attributes
+                .iter()
+                .map(|(k, v)| parse_attribute(k, v))
+                .collect(),
             attributes_text: attributes,
-            work_dir,
             registered_time: now_secs(),
             frameworks: BTreeMap::new(),
             streams: BTreeMap::new(),
-        });
-        Ok(())
+        }
     }
 
     fn executor_mut(&mut self, agent: usize, fw: &str, eid: &str) -> Option<&mut Executor> {

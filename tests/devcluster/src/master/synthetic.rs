@@ -9,7 +9,6 @@ use super::agent::executor_of;
 use super::resources::Res;
 use super::state::*;
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
 use storage_framework::mesos::types::*;
 
 /// The wait status of a process killed by SIGKILL, as the agent reports it in FAILURE.
@@ -91,33 +90,9 @@ impl Cluster {
         number: usize,
         attributes: BTreeMap<String, String>,
     ) {
-        let hostname = format!("synthetic-{}", number + 1);
-        let r = &self.cfg.agent_resources;
-        let total = Res::new(r.cpus, r.mem, r.disk, vec![r.ports]);
-        let attrs = attributes
-            .iter()
-            .map(|(k, v)| super::agent::parse_attribute(k, v))
-            .collect();
-        let work_dir = self.cfg.work_dir.join(&hostname);
-        self.agents.push(Agent {
-            id: format!("{}-S{index}", self.masters[0].id),
-            hostname,
-            ip: Ipv4Addr::LOCALHOST,
-            // Nothing listens for it: anything that tries to reach the agent fails at once.
-            port: 0,
-            server: None,
-            synthetic: true,
-            up: true,
-            unreachable: false,
-            generation: 0,
-            total,
-            attributes: attrs,
-            attributes_text: attributes,
-            work_dir,
-            registered_time: now_secs(),
-            frameworks: BTreeMap::new(),
-            streams: BTreeMap::new(),
-        });
+        // Nothing listens for a synthetic agent: anything that tries to reach it fails at once.
+        let agent = self.new_agent(index, format!("synthetic-{}", number + 1), attributes);
+        self.agents.push(agent);
     }
 
     /// The agent's RunTask on a synthetic agent: the executor is made up (or reused) and
