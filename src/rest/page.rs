@@ -3,7 +3,7 @@
 //! same page's content (`?partial=1`, also server-rendered); without JavaScript a meta
 //! refresh reloads it.
 
-use crate::scheduler::dispatcher::View;
+use crate::scheduler::exchange::View;
 use crate::scheduler::model::{Node, Phase};
 use std::fmt::Write;
 

@@ -1,7 +1,7 @@
 //! `/metrics` in the Prometheus text exposition format (version 0.0.4).
 
 use super::http::HttpStats;
-use crate::scheduler::dispatcher::View;
+use crate::scheduler::exchange::View;
 use crate::scheduler::metrics::{Metrics, CALL_NAMES, EVENT_NAMES};
 use crate::scheduler::model::Phase;
 use std::fmt::Write;

@@ -3,7 +3,7 @@
 //! Offers alone cannot tell: a suppressed framework is offered nothing.
 
 use crate::mesos::client::{get_json, ClientConfig};
-use crate::scheduler::dispatcher::{Input, KnownAgent};
+use crate::scheduler::exchange::{Input, KnownAgent};
 use crossbeam_channel::{Receiver, Sender};
 use log::{debug, warn};
 use std::time::Duration;

@@ -7,12 +7,14 @@
 //! scheduler killed at any instant never launches a second executor on an agent and never
 //! loses an update.
 
+use crate::clock::{self, Clock};
 use crate::mesos::scheduler::{call, event, Call, Event};
 use crate::mesos::types::{
     offer, AgentID, ExecutorID, Filters, FrameworkID, OfferID, TaskID, TaskState, TaskStatus,
 };
 use crate::scheduler::backoff::relaunch_delay;
-use crate::scheduler::executors::{ExecutorApi, ExecutorRequest};
+use crate::scheduler::exchange::{Input, KnownAgent, View};
+use crate::scheduler::executors::ExecutorApi;
 use crate::scheduler::launch::{self, LaunchContext};
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::model::{ClusterModel, Node, Persisted, Phase, TaskRecord, STATE_VERSION};
@@ -24,7 +26,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use log::{debug, error, info, warn};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 mod offer_mode;
 mod offers;
@@ -35,58 +37,6 @@ use tasks::index_tasks;
 
 /// A task that ran this long before ending was stable: its node's failure count restarts.
 const STABLE_RUN_MS: u64 = 10 * 60 * 1000;
-
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-/// An agent as the master lists it (from the agent watcher).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KnownAgent {
-    pub id: String,
-    pub hostname: String,
-}
-
-/// Everything the dispatcher reacts to.
-#[derive(Debug)]
-pub enum Input {
-    /// The subscription reader is connected to `master` (SUBSCRIBE answered 200).
-    Connected {
-        master: String,
-    },
-    Event(Box<Event>),
-    Disconnected {
-        reason: String,
-    },
-    /// The master's current agents.
-    Agents(Vec<KnownAgent>),
-    /// A copy of the current view, for the REST server.
-    View(Sender<Arc<View>>),
-    /// A call of an executor on the scheduler's executor API (REST server).
-    Executor(ExecutorRequest),
-    /// SIGTERM/SIGINT: save and stop, leaving the framework and its executors in place.
-    Shutdown,
-}
-
-/// What the REST server shows: a consistent copy of the model plus connection facts.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct View {
-    pub subscribed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub master: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub disconnected_reason: Option<String>,
-    pub suppressed: bool,
-    pub model: ClusterModel,
-    pub generated_ms: u64,
-    /// This view as JSON, encoded once by the first REST request that needs it (off the
-    /// dispatcher thread) and shared by every request that gets the same view.
-    #[serde(skip)]
-    pub json: crate::rest::JsonCache,
-}
 
 /// How the dispatcher ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -122,6 +72,9 @@ pub struct Dispatcher {
     /// when the model is replaced) so that a status update finds its node without a scan;
     /// 10,000 launches would otherwise cost 10,000 scans of 10,000 nodes.
     task_index: HashMap<String, String>,
+    clock: Arc<dyn Clock>,
+    /// Bumped whenever the view would show something new (see [`View::generation`]).
+    generation: u64,
 }
 
 impl Dispatcher {
@@ -151,7 +104,15 @@ impl Dispatcher {
             known_agents: None,
             view: None,
             executors: ExecutorApi::new(),
+            clock: clock::system(),
+            generation: 0,
         }
+    }
+
+    /// Reads time from `clock` instead of the system clock (tests).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// In experimental mode the MDM nodes' plans carry the gateway password (they create
@@ -170,7 +131,7 @@ impl Dispatcher {
         loop {
             let timeout = self
                 .next_deadline()
-                .map(|t| Duration::from_millis(t.saturating_sub(now_ms())));
+                .map(|t| Duration::from_millis(t.saturating_sub(self.clock.now_ms())));
             let first = match timeout {
                 Some(t) => inputs.recv_timeout(t),
                 None => inputs.recv().map_err(|_| RecvTimeoutError::Disconnected),
@@ -224,7 +185,10 @@ impl Dispatcher {
                 let _ = reply.send(self.view());
             }
             Input::Executor(req) => {
-                if self.executors.handle(&mut self.state, req, now_ms()) {
+                if self
+                    .executors
+                    .handle(&mut self.state, req, self.clock.now_ms())
+                {
                     self.dirty = true;
                 }
                 // Even a heartbeat changes what the view shows (last contact).
@@ -241,7 +205,9 @@ impl Dispatcher {
     }
 
     fn touch_view(&mut self) {
-        self.view = None;
+        if self.view.take().is_some() {
+            self.generation += 1;
+        }
     }
 
     fn view(&mut self) -> Arc<View> {
@@ -254,8 +220,8 @@ impl Dispatcher {
             disconnected_reason: self.disconnected_reason.clone(),
             suppressed: self.suppressed,
             model: self.state.model.clone(),
-            generated_ms: now_ms(),
-            json: Default::default(),
+            generated_ms: self.clock.now_ms(),
+            generation: self.generation,
         });
         self.view = Some(v.clone());
         v
@@ -277,7 +243,7 @@ impl Dispatcher {
     }
 
     fn on_event(&mut self, ev: Event) -> Option<Exit> {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let kind = ev.r#type.unwrap_or_default();
         match kind {
             event::Type::Subscribed => {
@@ -399,7 +365,7 @@ impl Dispatcher {
         };
         // Executors hear back only after the save: an acknowledged report is a saved one
         // (after a failed save it stays in memory, marked dirty, for the next attempt).
-        self.executors.after_batch(&self.state);
+        self.executors.after_batch(&self.state, self.clock.now_ms());
         for c in self.pending.drain(..) {
             if !saved && c.r#type == Some(call::Type::Acknowledge) {
                 continue;
@@ -549,7 +515,7 @@ mod tests {
         };
         Offer {
             id: OfferID {
-                value: format!("offer-{agent}-{}", now_ms()).into(),
+                value: format!("offer-{agent}-{}", clock::SystemClock.now_ms()).into(),
             },
             framework_id: FrameworkID { value: "fw".into() },
             agent_id: AgentID {

@@ -17,7 +17,7 @@ impl Dispatcher {
 
     /// The earliest relaunch deadline still ahead, if any node waits on one.
     pub(super) fn next_deadline(&self) -> Option<u64> {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         self.state
             .model
             .nodes
@@ -34,7 +34,7 @@ impl Dispatcher {
         if !self.subscribed {
             return;
         }
-        let needs = self.needs_offers(now_ms());
+        let needs = self.needs_offers(self.clock.now_ms());
         if needs && self.suppressed {
             info!("reviving offers: an agent needs a storage executor");
             let c = self.call(call::Type::Revive);
