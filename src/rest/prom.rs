@@ -98,16 +98,6 @@ pub fn render(s: &Sources) -> String {
             "Subscriptions to the master after the first one.",
             &m.reconnects,
         ),
-        (
-            "gateway_calls_total",
-            "Calls made to the storage gateway.",
-            &m.gateway_calls,
-        ),
-        (
-            "gateway_errors_total",
-            "Calls to the storage gateway that failed.",
-            &m.gateway_errors,
-        ),
     ] {
         family(&mut out, name, "counter", help);
         let _ = writeln!(out, "{P}{name} {}", get(c));

@@ -401,7 +401,7 @@ mod tests {
                 task: Some(TaskRecord {
                     task_id: "storage.h1.1".into(),
                     executor_id: "storage-executor.h1.1".into(),
-                    state: "TASK_RUNNING".into(),
+                    state: crate::mesos::types::TaskState::Running,
                     launched_at_ms: 1,
                     running_since_ms: Some(2),
                 }),

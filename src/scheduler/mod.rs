@@ -275,17 +275,7 @@ fn teardown(config: &Config, mut state: Persisted, mut store: Box<dyn Store>) ->
     let fw = FrameworkID {
         value: id.as_str().into(),
     };
-    let mut info = framework_info(config);
-    info.id = Some(fw.clone());
-    let subscribe = Call {
-        framework_id: Some(fw.clone()),
-        r#type: Some(call::Type::Subscribe),
-        subscribe: Some(call::Subscribe {
-            framework_info: info,
-            suppressed_roles: Vec::new(),
-        }),
-        ..Default::default()
-    };
+    let subscribe = subscription::subscribe_call(&framework_info(config), Some(&id));
     let mut master = config.masters[0].clone();
     for _ in 0..5 {
         let mut client = match SchedulerClient::new(&master, client_config(config)) {

@@ -41,21 +41,24 @@ fn idle_timeout(heartbeat: Option<f64>) -> Duration {
     Duration::from_secs_f64((h * HEARTBEATS_TO_DEATH).clamp(2.0, 600.0))
 }
 
+/// SUBSCRIBE as `framework_info`, re-using `framework_id` when there is one.
+pub fn subscribe_call(framework_info: &FrameworkInfo, framework_id: Option<&str>) -> Call {
+    let mut info = framework_info.clone();
+    info.id = framework_id.map(|id| FrameworkID { value: id.into() });
+    Call {
+        framework_id: info.id.clone(),
+        r#type: Some(call::Type::Subscribe),
+        subscribe: Some(call::Subscribe {
+            framework_info: info,
+            suppressed_roles: Vec::new(),
+        }),
+        ..Default::default()
+    }
+}
+
 impl Subscriber {
     fn subscribe_call(&self) -> Call {
-        let mut info = self.framework_info.clone();
-        info.id = self.framework_id.as_ref().map(|id| FrameworkID {
-            value: id.as_str().into(),
-        });
-        Call {
-            framework_id: info.id.clone(),
-            r#type: Some(call::Type::Subscribe),
-            subscribe: Some(call::Subscribe {
-                framework_info: info,
-                suppressed_roles: Vec::new(),
-            }),
-            ..Default::default()
-        }
+        subscribe_call(&self.framework_info, self.framework_id.as_deref())
     }
 
     /// Runs until `stop` fires or the dispatcher goes away.

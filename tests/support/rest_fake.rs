@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use storage_framework::clock::{Clock, SystemClock};
+use storage_framework::mesos::types::TaskState;
 use storage_framework::scheduler::exchange::{Input, View};
 use storage_framework::scheduler::executors::ExecutorApi;
 use storage_framework::scheduler::model::{Layout, Node, Persisted, Persona, Phase, TaskRecord};
@@ -165,7 +166,7 @@ pub fn node(i: usize, host: &str, persona: Persona, phase: Phase) -> Node {
         task: Some(TaskRecord {
             task_id: format!("storage.{host}.1"),
             executor_id: executor_id(host),
-            state: "TASK_RUNNING".into(),
+            state: TaskState::Running,
             launched_at_ms: now - 600_000,
             running_since_ms: Some(now - 590_000),
         }),
@@ -230,7 +231,7 @@ pub fn five_nodes() -> Persisted {
     d.retry_after_ms = Some(now + 40_000);
     d.last_contact_ms = Some(now - 190_000);
     if let Some(t) = d.task.as_mut() {
-        t.state = "TASK_FAILED".into();
+        t.state = TaskState::Failed;
     }
     add(&mut s, d);
     let e = node(5, "storage-05.dc1.example", Persona::Data, Phase::Launching);

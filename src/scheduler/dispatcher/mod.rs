@@ -10,7 +10,7 @@
 use crate::clock::{self, Clock};
 use crate::mesos::scheduler::{call, event, Call, Event};
 use crate::mesos::types::{
-    offer, AgentID, ExecutorID, Filters, FrameworkID, OfferID, TaskID, TaskState, TaskStatus,
+    offer, AgentID, Filters, FrameworkID, OfferID, TaskID, TaskState, TaskStatus,
 };
 use crate::scheduler::backoff::relaunch_delay;
 use crate::scheduler::exchange::{Input, KnownAgent, View};
@@ -18,13 +18,13 @@ use crate::scheduler::executors::ExecutorApi;
 use crate::scheduler::launch::{self, LaunchContext};
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::model::{ClusterModel, Node, Persisted, Phase, TaskRecord, STATE_VERSION};
-use crate::scheduler::placement::{self, Decision, Settings, EXECUTOR_PREFIX};
+use crate::scheduler::placement::{self, Decision, Settings};
 use crate::scheduler::sender::Outgoing;
 use crate::secret::random_token;
 use crate::store::{encode_versioned, Store};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use log::{debug, error, info, warn};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -376,23 +376,6 @@ impl Dispatcher {
             }
         }
     }
-
-    /// Executor ids of our tasks that hold their agent (for the REST authenticator).
-    pub fn active_executors(&self) -> BTreeSet<String> {
-        self.state
-            .model
-            .nodes
-            .values()
-            .filter_map(|n| n.task.as_ref().filter(|t| t.is_active()))
-            .map(|t| t.executor_id.clone())
-            .collect()
-    }
-}
-
-/// Executor ids look like `storage-executor.<host>.<seq>`; an id of another framework's
-/// executor never matches.
-pub fn is_our_executor(id: &ExecutorID) -> bool {
-    id.value.starts_with(EXECUTOR_PREFIX)
 }
 
 #[cfg(test)]
@@ -647,7 +630,7 @@ mod tests {
                 .as_ref()
                 .unwrap()
                 .state,
-            "TASK_RUNNING"
+            TaskState::Running
         );
         // No uuid (e.g. a reconciliation answer): nothing to acknowledge.
         r.event(update(&task, "a1", TaskState::Running, false));

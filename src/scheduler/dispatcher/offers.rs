@@ -75,7 +75,7 @@ impl Dispatcher {
                     node.task = Some(TaskRecord {
                         task_id,
                         executor_id,
-                        state: TaskState::Staging.as_str().to_owned(),
+                        state: TaskState::Staging,
                         launched_at_ms: now,
                         running_since_ms: None,
                     });

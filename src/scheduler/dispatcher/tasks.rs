@@ -16,7 +16,7 @@ impl Dispatcher {
                     return;
                 };
                 let was_active = task.is_active();
-                task.state = state.as_str().to_owned();
+                task.state = state;
                 node.last_contact_ms = Some(now);
                 node.updated_ms = now;
                 match state {

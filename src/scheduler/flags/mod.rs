@@ -186,7 +186,7 @@ pub use table::{help_text, version_line};
 #[cfg(test)]
 mod tests {
     use super::parse::find_placeholder;
-    use super::table::{lookup, Kind, FLAGS, REQUIRED};
+    use super::table::{lookup, Kind, FLAGS, NOT_USED_YET, REQUIRED};
     use super::*;
 
     const PASSWORD: &str = "S3cr3t-pw!";
@@ -1138,5 +1138,27 @@ mod tests {
                 f.name
             );
         }
+    }
+
+    #[test]
+    fn help_names_the_flags_not_used_yet() {
+        let help = help_text();
+        for name in NOT_USED_YET {
+            assert!(lookup(name).is_some(), "{name} is not a flag");
+            let entry = help.split(&format!("  -{name}")).nth(1).unwrap();
+            let entry = entry.split("\n  -").next().unwrap();
+            assert!(
+                entry.contains("not used by this build yet"),
+                "{name}: {entry}"
+            );
+        }
+        let uri = help
+            .split("  -uri=")
+            .nth(1)
+            .unwrap()
+            .split("\n  -")
+            .next()
+            .unwrap();
+        assert!(!uri.contains("not used"), "{uri}");
     }
 }
