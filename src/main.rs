@@ -1,5 +1,6 @@
 //! `storage-scheduler`: configured by flags only (`-name=value`); see `-help`.
 
+use storage_framework::rest;
 use storage_framework::scheduler::{self, flags};
 
 fn main() {
@@ -23,5 +24,7 @@ fn main() {
         .filter_level(config.loglevel)
         .format_timestamp_millis()
         .init();
-    std::process::exit(scheduler::run(*config));
+    let start_rest: scheduler::exchange::StartRest =
+        Box::new(|c| rest::start(c).map(|h| Box::new(h) as Box<dyn std::any::Any>));
+    std::process::exit(scheduler::run(*config, start_rest));
 }

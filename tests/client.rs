@@ -427,7 +427,7 @@ fn json_encoding_sends_json_and_decodes_a_json_stream() {
 }
 
 #[test]
-fn redirect_307_names_the_leader_and_set_master_follows_it() {
+fn redirect_307_names_the_leader_and_a_client_for_it_subscribes() {
     let leader = Server::start(|_, _, conn| {
         stream_head(conn, PROTOBUF, Some("from-leader"));
         chunk(conn, &framed(Encoding::Protobuf, &scheduler_events()[..1]));
@@ -461,7 +461,7 @@ fn redirect_307_names_the_leader_and_set_master_follows_it() {
     let ClientError::Redirect { leader: to, .. } = err else {
         unreachable!()
     };
-    client.set_master(&to).unwrap();
+    let mut client = SchedulerClient::new(&to, config(Encoding::Protobuf)).unwrap();
     assert_eq!(client.master(), leader.addr);
     let mut sub = client
         .subscribe(&subscribe_call())

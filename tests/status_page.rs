@@ -148,8 +148,11 @@ fn status_page_renders_every_node_in_chromium() {
                 for n in s.model.nodes.values_mut() {
                     if n.hostname == "storage-05.dc1.example" {
                         n.phase = Phase::Environment;
-                        n.last_contact_ms =
-                            Some(storage_framework::scheduler::dispatcher::now_ms() - 2_000);
+                        n.last_contact_ms = Some(
+                            storage_framework::clock::Clock::now_ms(
+                                &storage_framework::clock::SystemClock,
+                            ) - 2_000,
+                        );
                     }
                 }
                 let mut six = fake::node(

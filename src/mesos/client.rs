@@ -566,8 +566,9 @@ fn check_authority(authority: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// `http://host:port` from `host:port` or `http://host:port[/]`.
-fn base_url(address: &str) -> Result<String, ClientError> {
+/// `http://host:port` from `host:port` or `http://host:port[/]`: the one place a master
+/// address becomes a URL.
+pub fn base_url(address: &str) -> Result<String, ClientError> {
     let invalid = |reason: String| ClientError::InvalidAddress {
         address: address.to_string(),
         reason,
@@ -716,14 +717,6 @@ impl SchedulerClient {
 
     pub fn config(&self) -> &ClientConfig {
         &self.endpoint.config
-    }
-
-    /// Points the client at another master (the `leader` of a [`ClientError::Redirect`]).
-    /// The stream id belonged to the old master and is dropped.
-    pub fn set_master(&mut self, master: &str) -> Result<(), ClientError> {
-        let config = self.endpoint.config.clone();
-        *self = SchedulerClient::new(master, config)?;
-        Ok(())
     }
 
     /// The id of the current subscription, if SUBSCRIBE succeeded.

@@ -24,9 +24,12 @@ pub mod http;
 mod page;
 mod prom;
 
-use crate::scheduler::dispatcher::{now_ms, Input, View};
-use crate::scheduler::executors::{content_hash, ExecutorCall, ExecutorReply, ExecutorRequest};
-use crate::scheduler::metrics::Metrics;
+use crate::clock::Clock;
+use crate::hash::content_hash;
+pub use crate::scheduler::exchange::RestConfig;
+use crate::scheduler::exchange::{
+    ApiError, ExecutorCall, ExecutorReply, ExecutorRequest, Input, View,
+};
 use crate::secret::Secret;
 use crossbeam_channel::{select, Receiver, Sender};
 use http::{Body, HttpStats, Request, Response};
@@ -37,13 +40,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
-
-pub struct RestConfig {
-    pub port: u16,
-    pub executor_path: PathBuf,
-    pub inputs: Sender<Input>,
-    pub metrics: Arc<Metrics>,
-}
 
 /// Tuning of the server; `Default` is what the scheduler runs with.
 #[derive(Debug, Clone)]
@@ -66,6 +62,8 @@ pub struct ServerOptions {
     pub max_long_polls: usize,
     /// Longest plan wait an executor may ask for.
     pub max_wait: Duration,
+    /// Time for ages on the status page and in `/metrics`.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Default for ServerOptions {
@@ -80,6 +78,7 @@ impl Default for ServerOptions {
             dispatcher_timeout: Duration::from_secs(5),
             max_long_polls: 48,
             max_wait: Duration::from_secs(60),
+            clock: crate::clock::system(),
         }
     }
 }
@@ -129,6 +128,7 @@ pub fn start_with(config: RestConfig, options: ServerOptions) -> Result<RestHand
         options: options.clone(),
         stats: stats.clone(),
         long_polls: AtomicUsize::new(0),
+        state_json: StateCache::default(),
         stop: stop_rx,
     });
     let limits = http::Limits {
@@ -147,6 +147,30 @@ pub fn start_with(config: RestConfig, options: ServerOptions) -> Result<RestHand
         server: Some(server),
         addr,
     })
+}
+
+/// The `/api/state` body of the latest view generation seen, shared by every request for
+/// that generation: encoded at most once per generation, off the dispatcher thread.
+#[derive(Default)]
+struct StateCache {
+    current: Mutex<Option<(u64, Arc<JsonCache>)>>,
+}
+
+impl StateCache {
+    /// The cache for `generation`; a newer generation replaces an older one.
+    fn for_generation(&self, generation: u64) -> Arc<JsonCache> {
+        let mut slot = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        match slot.as_ref() {
+            Some((g, c)) if *g == generation => c.clone(),
+            // A request that got an older view than another one did: serve it uncached.
+            Some((g, _)) if *g > generation => Arc::new(JsonCache::default()),
+            _ => {
+                let c = Arc::new(JsonCache::default());
+                *slot = Some((generation, c.clone()));
+                c
+            }
+        }
+    }
 }
 
 /// A value's JSON and its gzip form, each made at most once and then shared (the
@@ -306,6 +330,7 @@ struct Router {
     binary: ExecutorBinary,
     stats: Arc<HttpStats>,
     long_polls: AtomicUsize,
+    state_json: StateCache,
     /// Closed when the server stops: ends long waits at once.
     stop: Receiver<()>,
 }
@@ -428,7 +453,7 @@ impl Router {
     fn page(&self, req: &Request) -> Response {
         let partial = req.query_param("partial").ok().flatten().is_some();
         let (status, html) = match self.try_view() {
-            Ok(v) => (200, page::render(&v, now_ms(), partial)),
+            Ok(v) => (200, page::render(&v, self.options.clock.now_ms(), partial)),
             Err(w) => {
                 let (error, detail) = w.describe();
                 (503, page::render_unavailable(error, &detail, partial))
@@ -479,7 +504,7 @@ impl Router {
             view: view.as_deref(),
             http: &self.stats,
             long_polls: self.long_polls.load(Ordering::Relaxed),
-            now_ms: now_ms(),
+            now_ms: self.options.clock.now_ms(),
         });
         Response::new(
             200,
@@ -494,10 +519,11 @@ impl Router {
             Err(r) => return r,
         };
         let gzip = req.accepts_gzip();
+        let cache = self.state_json.for_generation(view.generation);
         let encoded = if gzip {
-            view.json.get_or_encode_gzip(&*view)
+            cache.get_or_encode_gzip(&*view)
         } else {
-            view.json.get_or_encode(&*view)
+            cache.get_or_encode(&*view)
         };
         match encoded {
             Ok(body) => {
@@ -673,9 +699,7 @@ impl Router {
 }
 
 /// A parsed report: no wait.
-fn report(
-    parsed: Result<ExecutorCall, crate::scheduler::executors::ApiError>,
-) -> Result<(ExecutorCall, Duration), Response> {
+fn report(parsed: Result<ExecutorCall, ApiError>) -> Result<(ExecutorCall, Duration), Response> {
     parsed
         .map(|c| (c, Duration::ZERO))
         .map_err(|e| Response::error(e.status, e.error, &e.detail))

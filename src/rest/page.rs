@@ -3,7 +3,7 @@
 //! same page's content (`?partial=1`, also server-rendered); without JavaScript a meta
 //! refresh reloads it.
 
-use crate::scheduler::dispatcher::View;
+use crate::scheduler::exchange::View;
 use crate::scheduler::model::{Node, Phase};
 use std::fmt::Write;
 
@@ -383,11 +383,8 @@ fn row(out: &mut String, n: &Node, now_ms: u64) {
     out.push_str("<td>");
     match &n.task {
         Some(t) => {
-            let state = t
-                .state
-                .strip_prefix("TASK_")
-                .unwrap_or(&t.state)
-                .to_lowercase();
+            let name = t.state.as_str();
+            let state = name.strip_prefix("TASK_").unwrap_or(name).to_lowercase();
             // The task id is long and rarely needed: on hover, and in /api/state.
             let _ = write!(
                 out,

@@ -1,7 +1,7 @@
 //! `/metrics` in the Prometheus text exposition format (version 0.0.4).
 
 use super::http::HttpStats;
-use crate::scheduler::dispatcher::View;
+use crate::scheduler::exchange::View;
 use crate::scheduler::metrics::{Metrics, CALL_NAMES, EVENT_NAMES};
 use crate::scheduler::model::Phase;
 use std::fmt::Write;
@@ -97,16 +97,6 @@ pub fn render(s: &Sources) -> String {
             "reconnects_total",
             "Subscriptions to the master after the first one.",
             &m.reconnects,
-        ),
-        (
-            "gateway_calls_total",
-            "Calls made to the storage gateway.",
-            &m.gateway_calls,
-        ),
-        (
-            "gateway_errors_total",
-            "Calls to the storage gateway that failed.",
-            &m.gateway_errors,
         ),
     ] {
         family(&mut out, name, "counter", help);

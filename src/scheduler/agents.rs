@@ -2,8 +2,8 @@
 //! tell when every agent is covered (and SUPPRESS) and notice a new agent (and REVIVE).
 //! Offers alone cannot tell: a suppressed framework is offered nothing.
 
-use crate::mesos::client::{get_json, ClientConfig};
-use crate::scheduler::dispatcher::{Input, KnownAgent};
+use crate::mesos::client::{base_url, get_json, ClientConfig};
+use crate::scheduler::exchange::{Input, KnownAgent};
 use crossbeam_channel::{Receiver, Sender};
 use log::{debug, warn};
 use std::time::Duration;
@@ -56,12 +56,8 @@ pub fn run(
 ) {
     loop {
         for m in &masters {
-            let base = if m.starts_with("http://") || m.starts_with("https://") {
-                m.clone()
-            } else {
-                format!("http://{m}")
-            };
-            match get_json(&format!("{base}/master/state"), &config)
+            match base_url(m)
+                .and_then(|base| get_json(&format!("{base}/master/state"), &config))
                 .map_err(|e| e.to_string())
                 .and_then(|v| parse_agents(&v))
             {

@@ -10,6 +10,7 @@
 pub mod agents;
 pub mod backoff;
 pub mod dispatcher;
+pub mod exchange;
 pub mod executors;
 pub mod flags;
 pub mod launch;
@@ -23,7 +24,8 @@ use crate::mesos::client::{ClientConfig, SchedulerClient};
 use crate::mesos::scheduler::{call, Call};
 use crate::mesos::types::{framework_info, FrameworkID, FrameworkInfo};
 use crate::store::{decode_versioned, Store};
-use dispatcher::{Dispatcher, Exit, Input};
+use dispatcher::{Dispatcher, Exit};
+use exchange::Input;
 use flags::Config;
 use log::{error, info, warn};
 use metrics::Metrics;
@@ -111,7 +113,7 @@ fn load_state(store: &mut dyn Store) -> Result<Persisted, String> {
 }
 
 /// Runs the scheduler until it is stopped; returns the process exit code.
-pub fn run(config: Config) -> i32 {
+pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
     info!("{}", config.summary());
     let version = match check_master_version(&config) {
         Ok(v) => v,
@@ -153,7 +155,7 @@ pub fn run(config: Config) -> i32 {
     let (out_tx, out_rx) = crossbeam_channel::unbounded();
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
 
-    let rest = match crate::rest::start(crate::rest::RestConfig {
+    let rest = match start_rest(exchange::RestConfig {
         port: config.rest_port,
         executor_path: executor_path(&config),
         inputs: in_tx.clone(),
@@ -183,6 +185,7 @@ pub fn run(config: Config) -> i32 {
             framework_id: state.model.framework_id.clone(),
             heartbeat_secs: state.model.heartbeat_secs,
             metrics: metrics.clone(),
+            clock: crate::clock::system(),
         };
         let (i, o, s) = (in_tx.clone(), out_tx.clone(), stop_rx.clone());
         threads.push(spawn("subscription", move || sub.run(i, o, s)));
@@ -272,17 +275,7 @@ fn teardown(config: &Config, mut state: Persisted, mut store: Box<dyn Store>) ->
     let fw = FrameworkID {
         value: id.as_str().into(),
     };
-    let mut info = framework_info(config);
-    info.id = Some(fw.clone());
-    let subscribe = Call {
-        framework_id: Some(fw.clone()),
-        r#type: Some(call::Type::Subscribe),
-        subscribe: Some(call::Subscribe {
-            framework_info: info,
-            suppressed_roles: Vec::new(),
-        }),
-        ..Default::default()
-    };
+    let subscribe = subscription::subscribe_call(&framework_info(config), Some(&id));
     let mut master = config.masters[0].clone();
     for _ in 0..5 {
         let mut client = match SchedulerClient::new(&master, client_config(config)) {
@@ -326,7 +319,7 @@ fn teardown(config: &Config, mut state: Persisted, mut store: Box<dyn Store>) ->
 }
 
 mod signals {
-    use super::dispatcher::Input;
+    use super::exchange::Input;
     use crossbeam_channel::Sender;
     use signal_hook::consts::{SIGINT, SIGTERM};
     use signal_hook::iterator::Signals;

@@ -5,6 +5,7 @@
 //! that serializing the model for `/api/state` can never leak them) after every change and
 //! before any call that depends on the change leaves the process.
 
+use crate::mesos::types::TaskState;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -135,8 +136,8 @@ impl Layout {
 pub struct TaskRecord {
     pub task_id: String,
     pub executor_id: String,
-    /// Last Mesos state seen, by its Mesos name (`TASK_RUNNING`).
-    pub state: String,
+    /// Last Mesos state seen; saved and shown by its Mesos name (`TASK_RUNNING`).
+    pub state: TaskState,
     pub launched_at_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running_since_ms: Option<u64>,
@@ -145,18 +146,7 @@ pub struct TaskRecord {
 impl TaskRecord {
     /// Still holds (or is about to hold) the agent: the node is covered.
     pub fn is_active(&self) -> bool {
-        !matches!(
-            self.state.as_str(),
-            "TASK_FINISHED"
-                | "TASK_FAILED"
-                | "TASK_KILLED"
-                | "TASK_ERROR"
-                | "TASK_LOST"
-                | "TASK_DROPPED"
-                | "TASK_GONE"
-                | "TASK_GONE_BY_OPERATOR"
-                | "TASK_UNKNOWN"
-        )
+        !self.state.is_terminal() && self.state != TaskState::Unknown
     }
 }
 
@@ -272,12 +262,20 @@ mod tests {
         n.task = Some(TaskRecord {
             task_id: "t".into(),
             executor_id: "e".into(),
-            state: "TASK_STAGING".into(),
+            state: TaskState::Staging,
             launched_at_ms: 0,
             running_since_ms: None,
         });
         assert!(n.covered());
-        n.task.as_mut().unwrap().state = "TASK_LOST".into();
+        // Saved by its Mesos name, as before the state was an enum.
+        let json = serde_json::to_string(n.task.as_ref().unwrap()).unwrap();
+        assert!(json.contains(r#""state":"TASK_STAGING""#), "{json}");
+        let old: TaskRecord = serde_json::from_str(
+            r#"{"task_id":"t","executor_id":"e","state":"TASK_RUNNING","launched_at_ms":1}"#,
+        )
+        .unwrap();
+        assert_eq!(old.state, TaskState::Running);
+        n.task.as_mut().unwrap().state = TaskState::Lost;
         assert!(!n.covered());
     }
 

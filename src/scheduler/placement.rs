@@ -441,7 +441,7 @@ mod tests {
             task: state.map(|s| TaskRecord {
                 task_id: format!("t-{agent}"),
                 executor_id: format!("{EXECUTOR_PREFIX}{agent}"),
-                state: s.into(),
+                state: crate::mesos::types::TaskState::from_name(s).unwrap(),
                 launched_at_ms: 0,
                 running_since_ms: None,
             }),

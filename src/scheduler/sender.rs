@@ -58,13 +58,8 @@ fn lane_of(call: &Call) -> usize {
         })
         .or_else(|| call.shutdown.as_ref().map(|s| s.agent_id.value.as_str()));
     match agent {
-        // FNV-1a: any stable spread will do.
-        Some(a) => {
-            let h = a.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-            });
-            1 + (h % AGENT_LANES as u64) as usize
-        }
+        // Any stable spread will do.
+        Some(a) => 1 + (crate::hash::content_hash(a.as_bytes()) % AGENT_LANES as u64) as usize,
         None => 0,
     }
 }

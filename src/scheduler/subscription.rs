@@ -6,11 +6,12 @@
 //!   try the next one in `-uri`, after a jittered exponential backoff capped at 30 s.
 //! - Re-subscription re-uses the framework id (so executors survive a scheduler restart).
 
+use crate::clock::Clock;
 use crate::mesos::client::{ClientConfig, ClientError, SchedulerClient, StreamError};
 use crate::mesos::scheduler::{call, event, Call};
 use crate::mesos::types::{FrameworkID, FrameworkInfo};
 use crate::scheduler::backoff::Backoff;
-use crate::scheduler::dispatcher::{now_ms, Input};
+use crate::scheduler::exchange::Input;
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::sender::Outgoing;
 use crossbeam_channel::{Receiver, Sender};
@@ -30,6 +31,7 @@ pub struct Subscriber {
     pub framework_id: Option<String>,
     pub heartbeat_secs: Option<f64>,
     pub metrics: Arc<Metrics>,
+    pub clock: Arc<dyn Clock>,
 }
 
 fn idle_timeout(heartbeat: Option<f64>) -> Duration {
@@ -39,21 +41,24 @@ fn idle_timeout(heartbeat: Option<f64>) -> Duration {
     Duration::from_secs_f64((h * HEARTBEATS_TO_DEATH).clamp(2.0, 600.0))
 }
 
+/// SUBSCRIBE as `framework_info`, re-using `framework_id` when there is one.
+pub fn subscribe_call(framework_info: &FrameworkInfo, framework_id: Option<&str>) -> Call {
+    let mut info = framework_info.clone();
+    info.id = framework_id.map(|id| FrameworkID { value: id.into() });
+    Call {
+        framework_id: info.id.clone(),
+        r#type: Some(call::Type::Subscribe),
+        subscribe: Some(call::Subscribe {
+            framework_info: info,
+            suppressed_roles: Vec::new(),
+        }),
+        ..Default::default()
+    }
+}
+
 impl Subscriber {
     fn subscribe_call(&self) -> Call {
-        let mut info = self.framework_info.clone();
-        info.id = self.framework_id.as_ref().map(|id| FrameworkID {
-            value: id.as_str().into(),
-        });
-        Call {
-            framework_id: info.id.clone(),
-            r#type: Some(call::Type::Subscribe),
-            subscribe: Some(call::Subscribe {
-                framework_info: info,
-                suppressed_roles: Vec::new(),
-            }),
-            ..Default::default()
-        }
+        subscribe_call(&self.framework_info, self.framework_id.as_deref())
     }
 
     /// Runs until `stop` fires or the dispatcher goes away.
@@ -147,7 +152,7 @@ impl Subscriber {
             match events.next_event() {
                 Ok(Some(ev)) => {
                     let kind = ev.r#type.unwrap_or_default();
-                    self.metrics.event(kind.as_str(), now_ms());
+                    self.metrics.event(kind.as_str(), self.clock.now_ms());
                     match kind {
                         event::Type::Subscribed => {
                             if let Some(s) = &ev.subscribed {
@@ -170,7 +175,7 @@ impl Subscriber {
                 }
                 Ok(None) => return Some("the master closed the event stream".into()),
                 Err(StreamError::Decode { endpoint, error }) => {
-                    self.metrics.event("UNDECODABLE", now_ms());
+                    self.metrics.event("UNDECODABLE", self.clock.now_ms());
                     warn!("{endpoint}: skipping an undecodable event: {error}");
                 }
                 Err(e) => return Some(e.to_string()),

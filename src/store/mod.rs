@@ -7,10 +7,11 @@
 //! garbage or silently replaced by an empty state.
 
 pub mod file;
+mod settings;
 
 pub use file::FileStore;
+pub use settings::{StoreKind, StoreSettings};
 
-use crate::scheduler::flags::{StoreKind, StoreSettings};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::fmt;
 use std::io;

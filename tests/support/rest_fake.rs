@@ -9,7 +9,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use storage_framework::scheduler::dispatcher::{now_ms, Input, View};
+use storage_framework::clock::{Clock, SystemClock};
+use storage_framework::mesos::types::TaskState;
+use storage_framework::scheduler::exchange::{Input, View};
 use storage_framework::scheduler::executors::ExecutorApi;
 use storage_framework::scheduler::model::{Layout, Node, Persisted, Persona, Phase, TaskRecord};
 
@@ -78,6 +80,9 @@ fn run(
     let mut api = ExecutorApi::new();
     let mut view: Option<Arc<View>> = None;
     let mut views = 0;
+    // Each view built is a new generation (the REST server caches by it).
+    let mut generation = 0;
+    let now_ms = || SystemClock.now_ms();
     loop {
         let mut done = Vec::new();
         let mut batch = Vec::new();
@@ -102,6 +107,7 @@ fn run(
             match input {
                 Input::View(reply) => {
                     let v = view.get_or_insert_with(|| {
+                        generation += 1;
                         Arc::new(View {
                             subscribed: conn.subscribed,
                             master: conn.master.clone(),
@@ -109,7 +115,7 @@ fn run(
                             suppressed: false,
                             model: state.model.clone(),
                             generated_ms: now_ms(),
-                            json: Default::default(),
+                            generation,
                         })
                     });
                     let _ = reply.send(v.clone());
@@ -130,7 +136,7 @@ fn run(
                 _ => {}
             }
         }
-        api.after_batch(&state);
+        api.after_batch(&state, now_ms());
         for d in done {
             let _ = d.send(());
         }
@@ -151,7 +157,7 @@ pub fn secret_of(host: &str) -> String {
 }
 
 pub fn node(i: usize, host: &str, persona: Persona, phase: Phase) -> Node {
-    let now = now_ms();
+    let now = SystemClock.now_ms();
     Node {
         agent_id: format!("9f1c2d3e-4b5a-6c7d-8e9f-0a1b2c3d4e5f-S{i}"),
         hostname: host.to_owned(),
@@ -160,7 +166,7 @@ pub fn node(i: usize, host: &str, persona: Persona, phase: Phase) -> Node {
         task: Some(TaskRecord {
             task_id: format!("storage.{host}.1"),
             executor_id: executor_id(host),
-            state: "TASK_RUNNING".into(),
+            state: TaskState::Running,
             launched_at_ms: now - 600_000,
             running_since_ms: Some(now - 590_000),
         }),
@@ -184,7 +190,7 @@ pub fn add(state: &mut Persisted, n: Node) {
 
 /// Five nodes in various phases, one with an error: what the status page test shows.
 pub fn five_nodes() -> Persisted {
-    let now = now_ms();
+    let now = SystemClock.now_ms();
     let mut s = Persisted::default();
     s.model.framework_id = Some("3f2a61e0-8c1b-4d2e-9a7f-5b6c7d8e9f00-0001".into());
     s.model.launch_seq = 5;
@@ -225,7 +231,7 @@ pub fn five_nodes() -> Persisted {
     d.retry_after_ms = Some(now + 40_000);
     d.last_contact_ms = Some(now - 190_000);
     if let Some(t) = d.task.as_mut() {
-        t.state = "TASK_FAILED".into();
+        t.state = TaskState::Failed;
     }
     add(&mut s, d);
     let e = node(5, "storage-05.dc1.example", Persona::Data, Phase::Launching);
@@ -235,7 +241,7 @@ pub fn five_nodes() -> Persisted {
 
 /// `n` data nodes, as for the bench.
 pub fn many_nodes(n: usize) -> Persisted {
-    let now = now_ms();
+    let now = SystemClock.now_ms();
     let mut s = Persisted::default();
     s.model.framework_id = Some("3f2a61e0-8c1b-4d2e-9a7f-5b6c7d8e9f00-0001".into());
     for i in 0..n {

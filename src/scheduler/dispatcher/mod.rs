@@ -7,79 +7,36 @@
 //! scheduler killed at any instant never launches a second executor on an agent and never
 //! loses an update.
 
+use crate::clock::{self, Clock};
 use crate::mesos::scheduler::{call, event, Call, Event};
 use crate::mesos::types::{
-    offer, AgentID, ExecutorID, Filters, FrameworkID, OfferID, TaskID, TaskState, TaskStatus,
+    offer, AgentID, Filters, FrameworkID, OfferID, TaskID, TaskState, TaskStatus,
 };
 use crate::scheduler::backoff::relaunch_delay;
-use crate::scheduler::executors::{ExecutorApi, ExecutorRequest};
+use crate::scheduler::exchange::{Input, KnownAgent, View};
+use crate::scheduler::executors::ExecutorApi;
 use crate::scheduler::launch::{self, LaunchContext};
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::model::{ClusterModel, Node, Persisted, Phase, TaskRecord, STATE_VERSION};
-use crate::scheduler::placement::{self, Decision, Settings, EXECUTOR_PREFIX};
+use crate::scheduler::placement::{self, Decision, Settings};
 use crate::scheduler::sender::Outgoing;
 use crate::secret::random_token;
 use crate::store::{encode_versioned, Store};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use log::{debug, error, info, warn};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
+
+mod offer_mode;
+mod offers;
+mod reconcile;
+mod tasks;
+
+use tasks::index_tasks;
 
 /// A task that ran this long before ending was stable: its node's failure count restarts.
 const STABLE_RUN_MS: u64 = 10 * 60 * 1000;
-
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-/// An agent as the master lists it (from the agent watcher).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KnownAgent {
-    pub id: String,
-    pub hostname: String,
-}
-
-/// Everything the dispatcher reacts to.
-#[derive(Debug)]
-pub enum Input {
-    /// The subscription reader is connected to `master` (SUBSCRIBE answered 200).
-    Connected {
-        master: String,
-    },
-    Event(Box<Event>),
-    Disconnected {
-        reason: String,
-    },
-    /// The master's current agents.
-    Agents(Vec<KnownAgent>),
-    /// A copy of the current view, for the REST server.
-    View(Sender<Arc<View>>),
-    /// A call of an executor on the scheduler's executor API (REST server).
-    Executor(ExecutorRequest),
-    /// SIGTERM/SIGINT: save and stop, leaving the framework and its executors in place.
-    Shutdown,
-}
-
-/// What the REST server shows: a consistent copy of the model plus connection facts.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct View {
-    pub subscribed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub master: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub disconnected_reason: Option<String>,
-    pub suppressed: bool,
-    pub model: ClusterModel,
-    pub generated_ms: u64,
-    /// This view as JSON, encoded once by the first REST request that needs it (off the
-    /// dispatcher thread) and shared by every request that gets the same view.
-    #[serde(skip)]
-    pub json: crate::rest::JsonCache,
-}
 
 /// How the dispatcher ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -115,14 +72,9 @@ pub struct Dispatcher {
     /// when the model is replaced) so that a status update finds its node without a scan;
     /// 10,000 launches would otherwise cost 10,000 scans of 10,000 nodes.
     task_index: HashMap<String, String>,
-}
-
-fn index_tasks(model: &ClusterModel) -> HashMap<String, String> {
-    model
-        .nodes
-        .values()
-        .filter_map(|n| Some((n.task.as_ref()?.task_id.clone(), n.agent_id.clone())))
-        .collect()
+    clock: Arc<dyn Clock>,
+    /// Bumped whenever the view would show something new (see [`View::generation`]).
+    generation: u64,
 }
 
 impl Dispatcher {
@@ -152,7 +104,15 @@ impl Dispatcher {
             known_agents: None,
             view: None,
             executors: ExecutorApi::new(),
+            clock: clock::system(),
+            generation: 0,
         }
+    }
+
+    /// Reads time from `clock` instead of the system clock (tests).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// In experimental mode the MDM nodes' plans carry the gateway password (they create
@@ -171,7 +131,7 @@ impl Dispatcher {
         loop {
             let timeout = self
                 .next_deadline()
-                .map(|t| Duration::from_millis(t.saturating_sub(now_ms())));
+                .map(|t| Duration::from_millis(t.saturating_sub(self.clock.now_ms())));
             let first = match timeout {
                 Some(t) => inputs.recv_timeout(t),
                 None => inputs.recv().map_err(|_| RecvTimeoutError::Disconnected),
@@ -225,7 +185,10 @@ impl Dispatcher {
                 let _ = reply.send(self.view());
             }
             Input::Executor(req) => {
-                if self.executors.handle(&mut self.state, req, now_ms()) {
+                if self
+                    .executors
+                    .handle(&mut self.state, req, self.clock.now_ms())
+                {
                     self.dirty = true;
                 }
                 // Even a heartbeat changes what the view shows (last contact).
@@ -242,7 +205,9 @@ impl Dispatcher {
     }
 
     fn touch_view(&mut self) {
-        self.view = None;
+        if self.view.take().is_some() {
+            self.generation += 1;
+        }
     }
 
     fn view(&mut self) -> Arc<View> {
@@ -255,8 +220,8 @@ impl Dispatcher {
             disconnected_reason: self.disconnected_reason.clone(),
             suppressed: self.suppressed,
             model: self.state.model.clone(),
-            generated_ms: now_ms(),
-            json: Default::default(),
+            generated_ms: self.clock.now_ms(),
+            generation: self.generation,
         });
         self.view = Some(v.clone());
         v
@@ -278,7 +243,7 @@ impl Dispatcher {
     }
 
     fn on_event(&mut self, ev: Event) -> Option<Exit> {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let kind = ev.r#type.unwrap_or_default();
         match kind {
             event::Type::Subscribed => {
@@ -351,311 +316,7 @@ impl Dispatcher {
         self.suppressed = false;
         self.touch_view();
 
-        // Explicit reconciliation of what we believe is live, then implicit to learn of
-        // tasks we do not know (a launch whose record was lost is killed when it shows up).
-        let tasks: Vec<call::reconcile::Task> = self
-            .state
-            .model
-            .nodes
-            .values()
-            .filter_map(|n| {
-                let t = n.task.as_ref().filter(|t| t.is_active())?;
-                Some(call::reconcile::Task {
-                    task_id: TaskID {
-                        value: t.task_id.as_str().into(),
-                    },
-                    agent_id: Some(AgentID {
-                        value: n.agent_id.as_str().into(),
-                    }),
-                })
-            })
-            .collect();
-        if !tasks.is_empty() {
-            info!("reconciling {} known tasks", tasks.len());
-            let mut c = self.call(call::Type::Reconcile);
-            c.reconcile = Some(call::Reconcile { tasks });
-            self.pending.push(c);
-        }
-        let mut c = self.call(call::Type::Reconcile);
-        c.reconcile = Some(call::Reconcile::default());
-        self.pending.push(c);
-    }
-
-    fn on_offers(&mut self, offers: Vec<crate::mesos::types::Offer>, now: u64) {
-        let decisions = placement::decide(&self.state.model, &offers, &self.settings, now);
-        let before = self.state.clone();
-        let mut accepts = Vec::new();
-        let mut declines: BTreeMap<u64, (Vec<OfferID>, f64)> = BTreeMap::new();
-        for (offer, decision) in offers.into_iter().zip(decisions) {
-            match decision {
-                Decision::Launch {
-                    persona,
-                    layout,
-                    task_resources,
-                    executor_resources,
-                } => {
-                    let secret = match random_token() {
-                        Ok(s) => s,
-                        Err(e) => {
-                            error!(
-                                "agent {}: cannot make an executor secret: {e}",
-                                offer.hostname
-                            );
-                            declines
-                                .entry(5000)
-                                .or_insert((Vec::new(), 5.0))
-                                .0
-                                .push(offer.id);
-                            continue;
-                        }
-                    };
-                    self.state.model.launch_seq += 1;
-                    let seq = self.state.model.launch_seq;
-                    let agent = offer.agent_id.value.to_string();
-                    let task = launch::task_info(
-                        &self.ctx,
-                        launch::Launch {
-                            agent_id: &agent,
-                            hostname: &offer.hostname,
-                            seq,
-                            persona,
-                            task_resources,
-                            executor_resources,
-                            secret: secret.expose(),
-                        },
-                    );
-                    let (task_id, executor_id) = launch::ids(&offer.hostname, seq);
-                    info!(
-                        "agent {} ({}): launching {persona} executor, task {task_id}",
-                        offer.hostname, agent
-                    );
-                    self.state
-                        .executor_secrets
-                        .insert(executor_id.clone(), secret.expose().to_owned());
-                    let node = self
-                        .state
-                        .model
-                        .nodes
-                        .entry(agent.clone())
-                        .or_insert_with(|| Node::new(&agent, &offer.hostname, persona, now));
-                    // The secret of the launch this one replaces is of no use any more.
-                    if let Some(old) = node.task.take() {
-                        self.state.executor_secrets.remove(&old.executor_id);
-                        self.task_index.remove(&old.task_id);
-                    }
-                    self.task_index.insert(task_id.clone(), agent.clone());
-                    node.hostname = offer.hostname.to_string();
-                    node.persona = persona;
-                    node.layout = layout;
-                    node.phase = Phase::Launching;
-                    node.retry_after_ms = None;
-                    node.updated_ms = now;
-                    node.task = Some(TaskRecord {
-                        task_id,
-                        executor_id,
-                        state: TaskState::Staging.as_str().to_owned(),
-                        launched_at_ms: now,
-                        running_since_ms: None,
-                    });
-                    accepts.push((offer.id, task));
-                }
-                Decision::Decline {
-                    reason,
-                    refuse_seconds,
-                } => {
-                    debug!(
-                        "declining offer {} for {refuse_seconds} s: {reason}",
-                        offer.id.value
-                    );
-                    declines
-                        .entry((refuse_seconds * 1000.0) as u64)
-                        .or_insert((Vec::new(), refuse_seconds))
-                        .0
-                        .push(offer.id);
-                }
-            }
-        }
-
-        if !accepts.is_empty() {
-            // Write ahead: the launches must be on disk before any ACCEPT leaves.
-            if let Err(e) = self.save() {
-                error!("cannot save state before launching ({e}); declining these offers instead");
-                self.state = before;
-                self.task_index = index_tasks(&self.state.model);
-                for (id, _) in accepts.drain(..) {
-                    declines.entry(5000).or_insert((Vec::new(), 5.0)).0.push(id);
-                }
-            }
-        }
-        for (offer_id, task) in accepts {
-            let mut c = self.call(call::Type::Accept);
-            c.accept = Some(call::Accept {
-                offer_ids: vec![offer_id],
-                operations: vec![offer::Operation {
-                    r#type: Some(offer::operation::Type::Launch),
-                    launch: Some(offer::operation::Launch {
-                        task_infos: vec![task],
-                    }),
-                }],
-                filters: Some(Filters {
-                    refuse_seconds: Some(5.0),
-                }),
-            });
-            self.metrics
-                .offers_accepted
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.pending.push(c);
-        }
-        for (_, (offer_ids, refuse)) in declines {
-            self.metrics
-                .offers_declined
-                .fetch_add(offer_ids.len() as u64, std::sync::atomic::Ordering::Relaxed);
-            let mut c = self.call(call::Type::Decline);
-            c.decline = Some(call::Decline {
-                offer_ids,
-                filters: Some(Filters {
-                    refuse_seconds: Some(refuse),
-                }),
-            });
-            self.pending.push(c);
-        }
-        self.touch_view();
-    }
-
-    fn on_update(&mut self, status: TaskStatus, now: u64) {
-        let task_id = status.task_id.value.to_string();
-        let state = status.state;
-        let why = describe(&status);
-        let agent = status.agent_id.as_ref().map(|a| a.value.to_string());
-        let ours = self.task_index.get(&task_id).cloned();
-        match ours.and_then(|a| self.state.model.nodes.get_mut(&a)) {
-            Some(node) => {
-                let host = node.hostname.clone();
-                let Some(task) = node.task.as_mut() else {
-                    return;
-                };
-                let was_active = task.is_active();
-                task.state = state.as_str().to_owned();
-                node.last_contact_ms = Some(now);
-                node.updated_ms = now;
-                match state {
-                    TaskState::Running => {
-                        task.running_since_ms.get_or_insert(now);
-                        info!("agent {host}: task {task_id} running");
-                    }
-                    TaskState::Unreachable => {
-                        warn!("agent {host}: task {task_id} unreachable ({why})");
-                        node.phase = Phase::Lost;
-                        node.last_error = Some(format!("TASK_UNREACHABLE: {why}"));
-                    }
-                    s if s.is_terminal() || matches!(s, TaskState::Unknown) => {
-                        let stable = task
-                            .running_since_ms
-                            .is_some_and(|since| now.saturating_sub(since) >= STABLE_RUN_MS);
-                        if was_active {
-                            node.failures = if stable { 1 } else { node.failures + 1 };
-                            let delay = relaunch_delay(node.failures);
-                            node.retry_after_ms = Some(now + delay.as_millis() as u64);
-                            warn!(
-                                "agent {host}: task {task_id} ended {} ({why}); relaunch in {} s (failure {})",
-                                state,
-                                delay.as_secs(),
-                                node.failures
-                            );
-                        }
-                        node.phase = match s {
-                            TaskState::Lost
-                            | TaskState::Gone
-                            | TaskState::GoneByOperator
-                            | TaskState::Dropped
-                            | TaskState::Unknown => Phase::Lost,
-                            _ => Phase::Failed,
-                        };
-                        node.last_error = Some(format!("{state}: {why}"));
-                    }
-                    _ => debug!("agent {host}: task {task_id} {state}"),
-                }
-                self.dirty = true;
-            }
-            None => {
-                // Not the current launch of any node: a leftover of an earlier launch (its
-                // record lost or superseded). Keep every agent at one executor: kill it.
-                if !state.is_terminal() && !matches!(state, TaskState::Unknown) {
-                    let stray = task_id.starts_with("storage.");
-                    if stray {
-                        warn!(
-                            "agent {}: task {task_id} is not the current launch; killing it",
-                            agent.as_deref().unwrap_or("?")
-                        );
-                        let mut c = self.call(call::Type::Kill);
-                        c.kill = Some(call::Kill {
-                            task_id: status.task_id.clone(),
-                            agent_id: status.agent_id.clone(),
-                            kill_policy: None,
-                        });
-                        self.pending.push(c);
-                    } else {
-                        debug!("update for a task we did not launch: {task_id}");
-                    }
-                }
-            }
-        }
-        if let Some(uuid) = status.uuid.clone() {
-            match status.agent_id.clone() {
-                Some(agent_id) => {
-                    let mut c = self.call(call::Type::Acknowledge);
-                    c.acknowledge = Some(call::Acknowledge {
-                        agent_id,
-                        task_id: status.task_id.clone(),
-                        uuid,
-                    });
-                    self.pending.push(c);
-                }
-                None => {
-                    warn!("update for {task_id} has a uuid but no agent id; cannot acknowledge")
-                }
-            }
-        }
-        self.touch_view();
-    }
-
-    fn on_failure(&mut self, f: event::Failure, now: u64) {
-        let agent = f.agent_id.map(|a| a.value.to_string());
-        match (f.executor_id, agent) {
-            (Some(exec), agent) => {
-                let status = f
-                    .status
-                    .map(|s| s.to_string())
-                    .unwrap_or_else(|| "?".into());
-                warn!(
-                    "executor {} on agent {} exited with status {status}",
-                    exec.value,
-                    agent.as_deref().unwrap_or("?")
-                );
-                if let Some(node) = agent.and_then(|a| self.state.model.nodes.get_mut(&a)) {
-                    if node
-                        .task
-                        .as_ref()
-                        .is_some_and(|t| t.executor_id == exec.value.as_str())
-                    {
-                        node.last_error = Some(format!("executor exited with status {status}"));
-                        node.updated_ms = now;
-                        self.dirty = true;
-                    }
-                }
-            }
-            (None, Some(agent)) => {
-                warn!("agent {agent} lost");
-                if let Some(node) = self.state.model.nodes.get_mut(&agent) {
-                    node.phase = Phase::Lost;
-                    node.last_error = Some("agent lost".into());
-                    node.updated_ms = now;
-                    self.dirty = true;
-                }
-            }
-            (None, None) => debug!("FAILURE event without agent or executor"),
-        }
-        self.touch_view();
+        self.reconcile_all();
     }
 
     fn on_agents(&mut self, agents: Vec<KnownAgent>) {
@@ -677,53 +338,6 @@ impl Dispatcher {
             );
         }
         self.known_agents = Some(known);
-    }
-
-    /// Whether some agent needs a launch now (not in backoff).
-    fn needs_offers(&self, now: u64) -> bool {
-        let Some(known) = &self.known_agents else {
-            return true;
-        };
-        let model = &self.state.model;
-        known.keys().any(|id| match model.nodes.get(id) {
-            None => true,
-            Some(n) => !n.covered() && n.retry_after_ms.is_none_or(|t| t <= now),
-        })
-    }
-
-    /// The earliest relaunch deadline still ahead, if any node waits on one.
-    fn next_deadline(&self) -> Option<u64> {
-        let now = now_ms();
-        self.state
-            .model
-            .nodes
-            .values()
-            .filter(|n| !n.covered())
-            .filter_map(|n| n.retry_after_ms)
-            .filter(|t| *t > now)
-            .min()
-    }
-
-    /// SUPPRESS when every agent is covered (or waiting out its backoff); REVIVE when one
-    /// needs us. Only while subscribed: the calls need a stream.
-    fn reconsider_offers(&mut self) {
-        if !self.subscribed {
-            return;
-        }
-        let needs = self.needs_offers(now_ms());
-        if needs && self.suppressed {
-            info!("reviving offers: an agent needs a storage executor");
-            let c = self.call(call::Type::Revive);
-            self.pending.push(c);
-            self.suppressed = false;
-            self.touch_view();
-        } else if !needs && !self.suppressed {
-            info!("every agent is covered: suppressing offers");
-            let c = self.call(call::Type::Suppress);
-            self.pending.push(c);
-            self.suppressed = true;
-            self.touch_view();
-        }
     }
 
     fn save(&mut self) -> Result<(), String> {
@@ -751,7 +365,7 @@ impl Dispatcher {
         };
         // Executors hear back only after the save: an acknowledged report is a saved one
         // (after a failed save it stays in memory, marked dirty, for the next attempt).
-        self.executors.after_batch(&self.state);
+        self.executors.after_batch(&self.state, self.clock.now_ms());
         for c in self.pending.drain(..) {
             if !saved && c.r#type == Some(call::Type::Acknowledge) {
                 continue;
@@ -762,42 +376,6 @@ impl Dispatcher {
             }
         }
     }
-
-    /// Executor ids of our tasks that hold their agent (for the REST authenticator).
-    pub fn active_executors(&self) -> BTreeSet<String> {
-        self.state
-            .model
-            .nodes
-            .values()
-            .filter_map(|n| n.task.as_ref().filter(|t| t.is_active()))
-            .map(|t| t.executor_id.clone())
-            .collect()
-    }
-}
-
-/// One line about a status: message, reason and source when Mesos gave them.
-fn describe(s: &TaskStatus) -> String {
-    let mut parts = Vec::new();
-    if let Some(m) = s.message.as_ref().filter(|m| !m.is_empty()) {
-        parts.push(m.to_string());
-    }
-    if let Some(r) = s.reason {
-        parts.push(r.to_string());
-    }
-    if let Some(src) = s.source {
-        parts.push(src.to_string());
-    }
-    if parts.is_empty() {
-        "no detail".into()
-    } else {
-        parts.join(", ")
-    }
-}
-
-/// Executor ids look like `storage-executor.<host>.<seq>`; an id of another framework's
-/// executor never matches.
-pub fn is_our_executor(id: &ExecutorID) -> bool {
-    id.value.starts_with(EXECUTOR_PREFIX)
 }
 
 #[cfg(test)]
@@ -920,7 +498,7 @@ mod tests {
         };
         Offer {
             id: OfferID {
-                value: format!("offer-{agent}-{}", now_ms()).into(),
+                value: format!("offer-{agent}-{}", clock::SystemClock.now_ms()).into(),
             },
             framework_id: FrameworkID { value: "fw".into() },
             agent_id: AgentID {
@@ -1052,7 +630,7 @@ mod tests {
                 .as_ref()
                 .unwrap()
                 .state,
-            "TASK_RUNNING"
+            TaskState::Running
         );
         // No uuid (e.g. a reconciliation answer): nothing to acknowledge.
         r.event(update(&task, "a1", TaskState::Running, false));

@@ -1,0 +1,146 @@
+//! Offers: one launch per uncovered agent (saved before its ACCEPT leaves), declines for the rest.
+
+use super::*;
+
+impl Dispatcher {
+    pub(super) fn on_offers(&mut self, offers: Vec<crate::mesos::types::Offer>, now: u64) {
+        let decisions = placement::decide(&self.state.model, &offers, &self.settings, now);
+        let before = self.state.clone();
+        let mut accepts = Vec::new();
+        let mut declines: BTreeMap<u64, (Vec<OfferID>, f64)> = BTreeMap::new();
+        for (offer, decision) in offers.into_iter().zip(decisions) {
+            match decision {
+                Decision::Launch {
+                    persona,
+                    layout,
+                    task_resources,
+                    executor_resources,
+                } => {
+                    let secret = match random_token() {
+                        Ok(s) => s,
+                        Err(e) => {
+                            error!(
+                                "agent {}: cannot make an executor secret: {e}",
+                                offer.hostname
+                            );
+                            declines
+                                .entry(5000)
+                                .or_insert((Vec::new(), 5.0))
+                                .0
+                                .push(offer.id);
+                            continue;
+                        }
+                    };
+                    self.state.model.launch_seq += 1;
+                    let seq = self.state.model.launch_seq;
+                    let agent = offer.agent_id.value.to_string();
+                    let task = launch::task_info(
+                        &self.ctx,
+                        launch::Launch {
+                            agent_id: &agent,
+                            hostname: &offer.hostname,
+                            seq,
+                            persona,
+                            task_resources,
+                            executor_resources,
+                            secret: secret.expose(),
+                        },
+                    );
+                    let (task_id, executor_id) = launch::ids(&offer.hostname, seq);
+                    info!(
+                        "agent {} ({}): launching {persona} executor, task {task_id}",
+                        offer.hostname, agent
+                    );
+                    self.state
+                        .executor_secrets
+                        .insert(executor_id.clone(), secret.expose().to_owned());
+                    let node = self
+                        .state
+                        .model
+                        .nodes
+                        .entry(agent.clone())
+                        .or_insert_with(|| Node::new(&agent, &offer.hostname, persona, now));
+                    // The secret of the launch this one replaces is of no use any more.
+                    if let Some(old) = node.task.take() {
+                        self.state.executor_secrets.remove(&old.executor_id);
+                        self.task_index.remove(&old.task_id);
+                    }
+                    self.task_index.insert(task_id.clone(), agent.clone());
+                    node.hostname = offer.hostname.to_string();
+                    node.persona = persona;
+                    node.layout = layout;
+                    node.phase = Phase::Launching;
+                    node.retry_after_ms = None;
+                    node.updated_ms = now;
+                    node.task = Some(TaskRecord {
+                        task_id,
+                        executor_id,
+                        state: TaskState::Staging,
+                        launched_at_ms: now,
+                        running_since_ms: None,
+                    });
+                    accepts.push((offer.id, task));
+                }
+                Decision::Decline {
+                    reason,
+                    refuse_seconds,
+                } => {
+                    debug!(
+                        "declining offer {} for {refuse_seconds} s: {reason}",
+                        offer.id.value
+                    );
+                    declines
+                        .entry((refuse_seconds * 1000.0) as u64)
+                        .or_insert((Vec::new(), refuse_seconds))
+                        .0
+                        .push(offer.id);
+                }
+            }
+        }
+
+        if !accepts.is_empty() {
+            // Write ahead: the launches must be on disk before any ACCEPT leaves.
+            if let Err(e) = self.save() {
+                error!("cannot save state before launching ({e}); declining these offers instead");
+                self.state = before;
+                self.task_index = index_tasks(&self.state.model);
+                for (id, _) in accepts.drain(..) {
+                    declines.entry(5000).or_insert((Vec::new(), 5.0)).0.push(id);
+                }
+            }
+        }
+        for (offer_id, task) in accepts {
+            let mut c = self.call(call::Type::Accept);
+            c.accept = Some(call::Accept {
+                offer_ids: vec![offer_id],
+                operations: vec![offer::Operation {
+                    r#type: Some(offer::operation::Type::Launch),
+                    launch: Some(offer::operation::Launch {
+                        task_infos: vec![task],
+                    }),
+                }],
+                filters: Some(Filters {
+                    refuse_seconds: Some(5.0),
+                }),
+            });
+            self.metrics
+                .offers_accepted
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.pending.push(c);
+        }
+        for (_, (offer_ids, refuse)) in declines {
+            self.metrics
+                .offers_declined
+                .fetch_add(offer_ids.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            let mut c = self.call(call::Type::Decline);
+            c.decline = Some(call::Decline {
+                offer_ids,
+                filters: Some(Filters {
+                    refuse_seconds: Some(refuse),
+                }),
+            });
+            self.pending.push(c);
+        }
+        self.touch_view();
+    }
+}

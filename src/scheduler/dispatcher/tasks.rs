@@ -1,0 +1,168 @@
+//! Task records and their state machine: status updates, executor and agent failures.
+
+use super::*;
+
+impl Dispatcher {
+    pub(super) fn on_update(&mut self, status: TaskStatus, now: u64) {
+        let task_id = status.task_id.value.to_string();
+        let state = status.state;
+        let why = describe(&status);
+        let agent = status.agent_id.as_ref().map(|a| a.value.to_string());
+        let ours = self.task_index.get(&task_id).cloned();
+        match ours.and_then(|a| self.state.model.nodes.get_mut(&a)) {
+            Some(node) => {
+                let host = node.hostname.clone();
+                let Some(task) = node.task.as_mut() else {
+                    return;
+                };
+                let was_active = task.is_active();
+                task.state = state;
+                node.last_contact_ms = Some(now);
+                node.updated_ms = now;
+                match state {
+                    TaskState::Running => {
+                        task.running_since_ms.get_or_insert(now);
+                        info!("agent {host}: task {task_id} running");
+                    }
+                    TaskState::Unreachable => {
+                        warn!("agent {host}: task {task_id} unreachable ({why})");
+                        node.phase = Phase::Lost;
+                        node.last_error = Some(format!("TASK_UNREACHABLE: {why}"));
+                    }
+                    s if s.is_terminal() || matches!(s, TaskState::Unknown) => {
+                        let stable = task
+                            .running_since_ms
+                            .is_some_and(|since| now.saturating_sub(since) >= STABLE_RUN_MS);
+                        if was_active {
+                            node.failures = if stable { 1 } else { node.failures + 1 };
+                            let delay = relaunch_delay(node.failures);
+                            node.retry_after_ms = Some(now + delay.as_millis() as u64);
+                            warn!(
+                                "agent {host}: task {task_id} ended {} ({why}); relaunch in {} s (failure {})",
+                                state,
+                                delay.as_secs(),
+                                node.failures
+                            );
+                        }
+                        node.phase = match s {
+                            TaskState::Lost
+                            | TaskState::Gone
+                            | TaskState::GoneByOperator
+                            | TaskState::Dropped
+                            | TaskState::Unknown => Phase::Lost,
+                            _ => Phase::Failed,
+                        };
+                        node.last_error = Some(format!("{state}: {why}"));
+                    }
+                    _ => debug!("agent {host}: task {task_id} {state}"),
+                }
+                self.dirty = true;
+            }
+            None => {
+                // Not the current launch of any node: a leftover of an earlier launch (its
+                // record lost or superseded). Keep every agent at one executor: kill it.
+                if !state.is_terminal() && !matches!(state, TaskState::Unknown) {
+                    let stray = task_id.starts_with("storage.");
+                    if stray {
+                        warn!(
+                            "agent {}: task {task_id} is not the current launch; killing it",
+                            agent.as_deref().unwrap_or("?")
+                        );
+                        let mut c = self.call(call::Type::Kill);
+                        c.kill = Some(call::Kill {
+                            task_id: status.task_id.clone(),
+                            agent_id: status.agent_id.clone(),
+                            kill_policy: None,
+                        });
+                        self.pending.push(c);
+                    } else {
+                        debug!("update for a task we did not launch: {task_id}");
+                    }
+                }
+            }
+        }
+        if let Some(uuid) = status.uuid.clone() {
+            match status.agent_id.clone() {
+                Some(agent_id) => {
+                    let mut c = self.call(call::Type::Acknowledge);
+                    c.acknowledge = Some(call::Acknowledge {
+                        agent_id,
+                        task_id: status.task_id.clone(),
+                        uuid,
+                    });
+                    self.pending.push(c);
+                }
+                None => {
+                    warn!("update for {task_id} has a uuid but no agent id; cannot acknowledge")
+                }
+            }
+        }
+        self.touch_view();
+    }
+
+    pub(super) fn on_failure(&mut self, f: event::Failure, now: u64) {
+        let agent = f.agent_id.map(|a| a.value.to_string());
+        match (f.executor_id, agent) {
+            (Some(exec), agent) => {
+                let status = f
+                    .status
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "?".into());
+                warn!(
+                    "executor {} on agent {} exited with status {status}",
+                    exec.value,
+                    agent.as_deref().unwrap_or("?")
+                );
+                if let Some(node) = agent.and_then(|a| self.state.model.nodes.get_mut(&a)) {
+                    if node
+                        .task
+                        .as_ref()
+                        .is_some_and(|t| t.executor_id == exec.value.as_str())
+                    {
+                        node.last_error = Some(format!("executor exited with status {status}"));
+                        node.updated_ms = now;
+                        self.dirty = true;
+                    }
+                }
+            }
+            (None, Some(agent)) => {
+                warn!("agent {agent} lost");
+                if let Some(node) = self.state.model.nodes.get_mut(&agent) {
+                    node.phase = Phase::Lost;
+                    node.last_error = Some("agent lost".into());
+                    node.updated_ms = now;
+                    self.dirty = true;
+                }
+            }
+            (None, None) => debug!("FAILURE event without agent or executor"),
+        }
+        self.touch_view();
+    }
+}
+
+/// One line about a status: message, reason and source when Mesos gave them.
+fn describe(s: &TaskStatus) -> String {
+    let mut parts = Vec::new();
+    if let Some(m) = s.message.as_ref().filter(|m| !m.is_empty()) {
+        parts.push(m.to_string());
+    }
+    if let Some(r) = s.reason {
+        parts.push(r.to_string());
+    }
+    if let Some(src) = s.source {
+        parts.push(src.to_string());
+    }
+    if parts.is_empty() {
+        "no detail".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+pub(super) fn index_tasks(model: &ClusterModel) -> HashMap<String, String> {
+    model
+        .nodes
+        .values()
+        .filter_map(|n| Some((n.task.as_ref()?.task_id.clone(), n.agent_id.clone())))
+        .collect()
+}

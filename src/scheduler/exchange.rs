@@ -1,0 +1,369 @@
+//! What the REST server and the dispatcher exchange: the dispatcher's [`Input`]s, the
+//! read-side [`View`] it hands out (one per generation), and the executor API's requests,
+//! replies and errors. Both sides import this module; neither imports the other's internals.
+
+use crate::mesos::scheduler::Event;
+use crate::scheduler::metrics::Metrics;
+use crate::scheduler::model::{ClusterModel, Phase};
+use crate::secret::Secret;
+use crossbeam_channel::Sender;
+use serde::Deserialize;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// At most this many devices in one report (far above any real node).
+pub const MAX_DEVICES: usize = 256;
+/// Longest accepted device path.
+pub const MAX_DEVICE_PATH: usize = 255;
+/// Phase messages and errors are cut to this many characters before they enter the model.
+pub const MAX_TEXT: usize = 4096;
+/// One call of an executor, as the REST server hands it to the dispatcher.
+#[derive(Debug)]
+pub struct ExecutorRequest {
+    pub executor_id: String,
+    /// The bearer token the caller presented; compared in constant time with the stored one.
+    pub secret: Secret,
+    pub call: ExecutorCall,
+    pub reply: Sender<ExecutorReply>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecutorCall {
+    /// The node plan. Answered at once when `version` is absent or differs from the current
+    /// version, or when `wait_ms` is 0; otherwise parked until the plan changes.
+    Plan {
+        version: Option<u64>,
+        wait_ms: u64,
+    },
+    Phase(PhaseReport),
+    /// Usable devices the executor found (validated: see [`ExecutorCall::devices_from_json`]).
+    Devices(Vec<String>),
+    Heartbeat,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PhaseReport {
+    pub phase: Phase,
+    pub message: Option<String>,
+    pub error: Option<String>,
+}
+
+/// The answer to one request.
+pub enum ExecutorReply {
+    Plan(PlanReply),
+    /// The caller holds the current plan; the plan follows when it changes.
+    Parked,
+    /// The report is applied to the model.
+    Recorded,
+    Failed(ApiError),
+}
+
+impl fmt::Debug for ExecutorReply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExecutorReply::Plan(p) => write!(f, "Plan({p:?})"),
+            ExecutorReply::Parked => f.write_str("Parked"),
+            ExecutorReply::Recorded => f.write_str("Recorded"),
+            ExecutorReply::Failed(e) => write!(f, "Failed({e:?})"),
+        }
+    }
+}
+
+/// A serialized node plan. It may carry a secret (MDM nodes), so `Debug` shows only its
+/// version and size.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PlanReply {
+    pub version: u64,
+    pub json: Vec<u8>,
+}
+
+impl fmt::Debug for PlanReply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "PlanReply {{ version: {}, {} bytes }}",
+            self.version,
+            self.json.len()
+        )
+    }
+}
+
+/// An error for the caller: HTTP status, short error, detail naming what was wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: u16,
+    pub error: &'static str,
+    pub detail: String,
+}
+
+impl ApiError {
+    pub fn new(status: u16, error: &'static str, detail: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            error,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.status, self.error, self.detail)
+    }
+}
+
+#[derive(Deserialize)]
+struct PhaseBody {
+    phase: String,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct DevicesBody {
+    devices: Vec<String>,
+}
+
+fn malformed(e: serde_json::Error) -> ApiError {
+    ApiError::new(400, "malformed JSON", e.to_string())
+}
+
+impl ExecutorCall {
+    /// `{"phase": "packages", "message": "...", "error": "..."}`; the phase by its kebab-case
+    /// name. `launching` and `lost` are the scheduler's to set, never an executor's report.
+    pub fn phase_from_json(body: &[u8]) -> Result<ExecutorCall, ApiError> {
+        // Two steps so that a body that is not JSON at all gets the parser's own message,
+        // and a JSON value of the wrong shape gets one naming the field.
+        let value: serde_json::Value = serde_json::from_slice(body).map_err(malformed)?;
+        let b: PhaseBody = serde_json::from_value(value)
+            .map_err(|e| ApiError::new(400, "invalid phase report", e.to_string()))?;
+        let phase = Phase::ALL
+            .iter()
+            .copied()
+            .find(|p| p.as_str() == b.phase)
+            .ok_or_else(|| {
+                ApiError::new(
+                    400,
+                    "invalid phase report",
+                    format!(
+                        "unknown phase {:?}; expected one of {}",
+                        b.phase,
+                        reportable_phases().join(", ")
+                    ),
+                )
+            })?;
+        if matches!(phase, Phase::Launching | Phase::Lost) {
+            return Err(ApiError::new(
+                400,
+                "invalid phase report",
+                format!(
+                    "phase {phase} is set by the scheduler, not reported by executors; expected one of {}",
+                    reportable_phases().join(", ")
+                ),
+            ));
+        }
+        Ok(ExecutorCall::Phase(PhaseReport {
+            phase,
+            message: clean_text(b.message),
+            error: clean_text(b.error),
+        }))
+    }
+
+    /// `{"devices": ["/dev/sdb", ...]}`: absolute paths under `/dev/`, at most
+    /// [`MAX_DEVICES`], no duplicates.
+    pub fn devices_from_json(body: &[u8]) -> Result<ExecutorCall, ApiError> {
+        let value: serde_json::Value = serde_json::from_slice(body).map_err(malformed)?;
+        let b: DevicesBody = serde_json::from_value(value)
+            .map_err(|e| ApiError::new(400, "invalid device report", e.to_string()))?;
+        validate_devices(&b.devices)
+            .map_err(|detail| ApiError::new(400, "invalid device report", detail))?;
+        Ok(ExecutorCall::Devices(b.devices))
+    }
+
+    /// The heartbeat needs no body; one that is sent must still be JSON.
+    pub fn heartbeat_from_json(body: &[u8]) -> Result<ExecutorCall, ApiError> {
+        if !body.iter().all(u8::is_ascii_whitespace) {
+            serde_json::from_slice::<serde_json::Value>(body).map_err(malformed)?;
+        }
+        Ok(ExecutorCall::Heartbeat)
+    }
+}
+
+fn reportable_phases() -> Vec<&'static str> {
+    Phase::ALL
+        .iter()
+        .filter(|p| !matches!(p, Phase::Launching | Phase::Lost))
+        .map(|p| p.as_str())
+        .collect()
+}
+
+/// Empty means absent; overlong text is cut (an executor may send a whole command output).
+fn clean_text(s: Option<String>) -> Option<String> {
+    let s = s?;
+    let s = s.trim();
+    if s.is_empty() {
+        return None;
+    }
+    match s.char_indices().nth(MAX_TEXT) {
+        Some((cut, _)) => Some(format!("{} [truncated]", &s[..cut])),
+        None => Some(s.to_owned()),
+    }
+}
+
+/// Checks a device list; the error names the offending entry.
+pub fn validate_devices(devices: &[String]) -> Result<(), String> {
+    if devices.len() > MAX_DEVICES {
+        return Err(format!(
+            "{} devices reported; at most {MAX_DEVICES} are accepted",
+            devices.len()
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for d in devices {
+        let shown = d.chars().take(80).collect::<String>();
+        if !d.starts_with("/dev/") || d.len() <= "/dev/".len() {
+            return Err(format!(
+                "device {shown:?} is not an absolute path under /dev/"
+            ));
+        }
+        if d.len() > MAX_DEVICE_PATH {
+            return Err(format!(
+                "device {shown:?} is longer than {MAX_DEVICE_PATH} bytes"
+            ));
+        }
+        if let Some(c) = d.chars().find(|c| {
+            !(c.is_ascii_alphanumeric()
+                || matches!(c, '/' | '.' | '_' | '-' | ':' | '+' | '@' | '='))
+        }) {
+            return Err(format!("device {shown:?} contains the character {c:?}"));
+        }
+        if d.ends_with('/')
+            || d.split('/').any(|part| part == "." || part == "..")
+            || d.contains("//")
+        {
+            return Err(format!(
+                "device {shown:?} is not a plain path (empty, '.' or '..' component)"
+            ));
+        }
+        if !seen.insert(d.as_str()) {
+            return Err(format!("device {shown:?} is listed twice"));
+        }
+    }
+    Ok(())
+}
+
+/// An agent as the master lists it (from the agent watcher).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownAgent {
+    pub id: String,
+    pub hostname: String,
+}
+
+/// Everything the dispatcher reacts to.
+#[derive(Debug)]
+pub enum Input {
+    /// The subscription reader is connected to `master` (SUBSCRIBE answered 200).
+    Connected {
+        master: String,
+    },
+    Event(Box<Event>),
+    Disconnected {
+        reason: String,
+    },
+    /// The master's current agents.
+    Agents(Vec<KnownAgent>),
+    /// A copy of the current view, for the REST server.
+    View(Sender<Arc<View>>),
+    /// A call of an executor on the scheduler's executor API (REST server).
+    Executor(ExecutorRequest),
+    /// SIGTERM/SIGINT: save and stop, leaving the framework and its executors in place.
+    Shutdown,
+}
+
+/// What the REST server shows: a consistent copy of the model plus connection facts.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct View {
+    pub subscribed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub master: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disconnected_reason: Option<String>,
+    pub suppressed: bool,
+    pub model: ClusterModel,
+    pub generated_ms: u64,
+    /// Changes whenever what the view shows changes: readers key their caches (the JSON of
+    /// `/api/state`) by it.
+    #[serde(skip)]
+    pub generation: u64,
+}
+
+/// What the REST server is started with. The scheduler does not start it itself (that
+/// would make it import the REST server): `main` hands [`crate::scheduler::run`] a
+/// [`StartRest`].
+pub struct RestConfig {
+    pub port: u16,
+    pub executor_path: PathBuf,
+    pub inputs: Sender<Input>,
+    pub metrics: Arc<Metrics>,
+}
+
+/// Starts the REST server; dropping what it returns stops the server.
+pub type StartRest = Box<dyn FnOnce(RestConfig) -> Result<Box<dyn std::any::Any>, String>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phase_parsing_names_the_problem() {
+        let e = ExecutorCall::phase_from_json(br#"{"phase":"dancing"}"#).unwrap_err();
+        assert_eq!(e.status, 400);
+        assert!(
+            e.detail.contains("dancing") && e.detail.contains("storage-attach"),
+            "{e}"
+        );
+        let e = ExecutorCall::phase_from_json(br#"{"phase":"lost"}"#).unwrap_err();
+        assert!(e.detail.contains("set by the scheduler"), "{e}");
+        let e = ExecutorCall::phase_from_json(b"{not json").unwrap_err();
+        assert_eq!(e.error, "malformed JSON");
+        let e = ExecutorCall::phase_from_json(br#"{"message":"x"}"#).unwrap_err();
+        assert!(e.detail.contains("phase"), "{e}");
+        let long = format!(
+            r#"{{"phase":"packages","error":"{}"}}"#,
+            "x".repeat(MAX_TEXT + 10)
+        );
+        match ExecutorCall::phase_from_json(long.as_bytes()).unwrap() {
+            ExecutorCall::Phase(p) => {
+                assert!(p.error.unwrap().ends_with("[truncated]"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn devices_are_validated() {
+        assert!(ExecutorCall::devices_from_json(
+            br#"{"devices":["/dev/sdb","/dev/disk/by-id/nvme-X_1:2"]}"#
+        )
+        .is_ok());
+        for (body, needle) in [
+            (r#"{"devices":["sdb"]}"#, "\"sdb\""),
+            (r#"{"devices":["/dev/"]}"#, "under /dev/"),
+            (r#"{"devices":["/dev/../etc/passwd"]}"#, "'..'"),
+            (r#"{"devices":["/dev/sdb","/dev/sdb"]}"#, "twice"),
+            (r#"{"devices":["/dev/sd b"]}"#, "' '"),
+            (r#"{"devices":"/dev/sdb"}"#, "invalid type"),
+        ] {
+            let e = ExecutorCall::devices_from_json(body.as_bytes()).unwrap_err();
+            assert_eq!(e.status, 400);
+            assert!(e.detail.contains(needle), "{body}: {e}");
+        }
+        let many: Vec<String> = (0..=MAX_DEVICES).map(|i| format!("/dev/d{i}")).collect();
+        let body = serde_json::json!({ "devices": many }).to_string();
+        let e = ExecutorCall::devices_from_json(body.as_bytes()).unwrap_err();
+        assert!(e.detail.contains("at most 256"), "{e}");
+    }
+}

@@ -1,0 +1,187 @@
+//! Argument parsing: Go `flag` syntax into the given values, then [`Check`] for the config.
+
+use super::check::Check;
+use super::table::{help_text, is_help, lookup, version_line, Kind};
+use super::Parsed;
+use std::collections::{HashMap, HashSet};
+
+/// A flag's value and how the operator spelled the flag (for error messages).
+pub(super) struct Given {
+    pub(super) written: String,
+    pub(super) value: String,
+}
+
+/// Parses the arguments after the program name (`std::env::args().skip(1)`). `env` supplies
+/// environment variables (`HOST`, `LIBPROCESS_IP`, `HOSTNAME`, `MESOS_SANDBOX`) so tests do
+/// not depend on the real environment. `Err` holds one message per problem; the caller prints
+/// each on its own line and exits with status 2.
+pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Parsed, Vec<String>> {
+    let mut errors = Vec::new();
+    let mut given: HashMap<&'static str, Given> = HashMap::new();
+    // Flags already reported as malformed, so "missing" is not reported for them as well.
+    let mut broken: HashSet<&'static str> = HashSet::new();
+    let mut help = false;
+    let mut version = false;
+
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        i += 1;
+        if arg == "--" {
+            for rest in &args[i..] {
+                errors.push(unexpected(rest));
+            }
+            break;
+        }
+        let body = match arg.strip_prefix("--").or_else(|| arg.strip_prefix('-')) {
+            Some(body) if !body.is_empty() && !body.starts_with('-') && !body.starts_with('=') => {
+                body
+            }
+            _ => {
+                errors.push(unexpected(arg));
+                continue;
+            }
+        };
+        let (name, inline) = match body.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (body, None),
+        };
+        if is_help(name) {
+            help = true;
+            continue;
+        }
+        if name == "version" {
+            version = true;
+            continue;
+        }
+        let Some(def) = lookup(name) else {
+            // The value is never echoed: a misspelt -storage.pasword would print the password.
+            errors.push(format!(
+                "-{name}: unknown flag (run with -help for the list)"
+            ));
+            if inline.is_none() && args.get(i).is_some_and(|next| !next.starts_with('-')) {
+                i += 1;
+            }
+            continue;
+        };
+        let value = match (def.kind, inline) {
+            (_, Some(v)) => v.to_owned(),
+            (Kind::Bool, None) => match args.get(i) {
+                // Go would leave a separate "false" as a stray argument; taking it is kinder.
+                Some(next) if parse_bool(next).is_some() => {
+                    i += 1;
+                    next.clone()
+                }
+                _ => "true".to_owned(),
+            },
+            (Kind::Value, None) => match args.get(i) {
+                Some(next) if !looks_like_known_flag(next) => {
+                    i += 1;
+                    next.clone()
+                }
+                _ => {
+                    errors.push(format!("-{name}: missing value (write -{name}=<value>)"));
+                    broken.insert(def.name);
+                    continue;
+                }
+            },
+        };
+        let written = format!("-{name}");
+        match given.get(def.name) {
+            Some(prev) if prev.value != value => errors.push(format!(
+                "-{}: given more than once with different values (as {} and {written})",
+                def.name, prev.written
+            )),
+            Some(_) => {}
+            None => {
+                given.insert(def.name, Given { written, value });
+            }
+        }
+    }
+
+    if help {
+        return Ok(Parsed::Help(help_text()));
+    }
+    if version {
+        return Ok(Parsed::Version(version_line()));
+    }
+
+    let mut check = Check {
+        given,
+        broken,
+        errors,
+        env,
+    };
+    let config = check.config();
+    if check.errors.is_empty() {
+        Ok(Parsed::Run(Box::new(config)))
+    } else {
+        Err(check.errors)
+    }
+}
+
+fn unexpected(arg: &str) -> String {
+    // Not echoed in full: a stray argument may be a password split off by shell quoting.
+    let shown: String = arg.chars().take(3).collect();
+    let ellipsis = if arg.chars().count() > 3 { "..." } else { "" };
+    format!(
+        "unexpected argument \"{shown}{ellipsis}\" (flags are written -name=value; a value with spaces needs quoting)"
+    )
+}
+
+fn looks_like_known_flag(arg: &str) -> bool {
+    let Some(body) = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-')) else {
+        return false;
+    };
+    let name = body.split_once('=').map_or(body, |(n, _)| n);
+    lookup(name).is_some() || is_help(name) || name == "version"
+}
+
+/// Go's strconv.ParseBool, which the earlier framework's flags used.
+pub(super) fn parse_bool(v: &str) -> Option<bool> {
+    match v {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// Text of the first unreplaced placeholder in `v`: `<...>`, `[...]` or `{...}` holding words
+/// (letters, digits, space, `_ - . / |`), as in the spec's `<GATEWAY_PASSWORD>`,
+/// `[MASTER MDM IP ADDRESS]` and `{custom_binary_url}`. An IPv6 literal such as `[::1]` holds
+/// colons, so it is not mistaken for one.
+pub(super) fn find_placeholder(v: &str) -> Option<&str> {
+    for (open, close) in [('<', '>'), ('[', ']'), ('{', '}')] {
+        let mut from = 0;
+        while let Some(start) = v[from..].find(open).map(|s| s + from) {
+            let inner_start = start + open.len_utf8();
+            let Some(len) = v[inner_start..].find(close) else {
+                break;
+            };
+            let inner = &v[inner_start..inner_start + len];
+            if is_placeholder_words(inner) {
+                return Some(&v[start..inner_start + len + close.len_utf8()]);
+            }
+            from = inner_start;
+        }
+    }
+    None
+}
+
+fn is_placeholder_words(inner: &str) -> bool {
+    !inner.trim().is_empty()
+        && inner
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || " _-./|".contains(c))
+}
+
+/// A password is only a placeholder when the whole value is one: `Pa[1]ss` is a password.
+pub(super) fn is_whole_placeholder(v: &str) -> bool {
+    let v = v.trim();
+    [('<', '>'), ('[', ']'), ('{', '}')].iter().any(|&(o, c)| {
+        v.len() >= 2
+            && v.starts_with(o)
+            && v.ends_with(c)
+            && is_placeholder_words(&v[1..v.len() - 1])
+    })
+}
