@@ -9,6 +9,7 @@
 //! reference implementation treats them) are skipped; missing required fields are an error
 //! that names the message path and the field.
 
+use serde::de::{Deserialize, MapAccess};
 use std::fmt;
 
 pub const WIRE_VARINT: u8 = 0;
@@ -463,6 +464,83 @@ pub fn read_nested<M: Message>(
     m.merge_from(sub, depth + 1)
 }
 
+/// Mesos JSON, read the way the master's JSON-to-protobuf conversion reads it: `null` is an
+/// unset field whatever the field's kind (a required one is then missing), unknown keys are
+/// ignored, a key given twice is an error.
+pub mod json {
+    use serde::de::{DeserializeSeed, Error, MapAccess, Visitor};
+    use std::fmt;
+
+    /// One field of a message as JSON knows it.
+    pub struct FieldDesc {
+        pub name: &'static str,
+        pub number: u32,
+        pub required: bool,
+    }
+
+    /// The JSON key of a field: its proto name (`r#type` is `type`).
+    pub const fn name(ident: &'static str) -> &'static str {
+        match ident.as_bytes() {
+            [b'r', b'#', rest @ ..] => match std::str::from_utf8(rest) {
+                Ok(s) => s,
+                Err(_) => panic!("field name is not UTF-8"),
+            },
+            _ => ident,
+        }
+    }
+
+    /// Reads an object key as the index of its field in `fields`; `None` for a key the
+    /// message does not know.
+    pub struct Key(pub &'static [FieldDesc]);
+
+    impl<'de> DeserializeSeed<'de> for Key {
+        type Value = Option<usize>;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
+            d.deserialize_str(self)
+        }
+    }
+
+    impl Visitor<'_> for Key {
+        type Value = Option<usize>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a field name")
+        }
+        fn visit_str<E: Error>(self, s: &str) -> Result<Option<usize>, E> {
+            Ok(self.0.iter().position(|d| d.name == s))
+        }
+    }
+
+    /// Reads the fields of one message from a JSON object. `read` stores the value of the
+    /// field at an index and says whether it was set (not `null`).
+    pub fn read_object<'de, A: MapAccess<'de>>(
+        fields: &'static [FieldDesc],
+        map: &mut A,
+        mut read: impl FnMut(u32, &mut A) -> Result<bool, A::Error>,
+    ) -> Result<(), A::Error> {
+        let (mut keys, mut set) = (0u64, 0u64);
+        while let Some(key) = map.next_key_seed(Key(fields))? {
+            let Some(i) = key else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                continue;
+            };
+            let bit = 1u64 << (i % 64);
+            if keys & bit != 0 {
+                return Err(A::Error::duplicate_field(fields[i].name));
+            }
+            keys |= bit;
+            if read(fields[i].number, map)? {
+                set |= bit;
+            }
+        }
+        for (i, d) in fields.iter().enumerate() {
+            if d.required && set & (1u64 << (i % 64)) == 0 {
+                return Err(A::Error::missing_field(d.name));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Field handling per label. The `message!` macro calls `req::…`, `opt::…` or `rep::…` by the
 /// label written in the declaration, so one macro arm serves all three.
 pub mod req {
@@ -483,8 +561,22 @@ pub mod req {
         Ok(true)
     }
     #[inline]
-    pub fn is_required() -> bool {
+    pub const fn is_required() -> bool {
         true
+    }
+    /// A required field given as `null` stays unset, so the message reports it missing.
+    #[inline]
+    pub fn from_json<'de, T: Deserialize<'de>, A: MapAccess<'de>>(
+        f: &mut T,
+        map: &mut A,
+    ) -> Result<bool, A::Error> {
+        Ok(match map.next_value::<Option<T>>()? {
+            Some(v) => {
+                *f = v;
+                true
+            }
+            None => false,
+        })
     }
     #[inline]
     pub fn len<T: Field>(f: &T, number: u32) -> usize {
@@ -519,8 +611,16 @@ pub mod opt {
         Ok(true)
     }
     #[inline]
-    pub fn is_required() -> bool {
+    pub const fn is_required() -> bool {
         false
+    }
+    #[inline]
+    pub fn from_json<'de, T: Deserialize<'de>, A: MapAccess<'de>>(
+        f: &mut Option<T>,
+        map: &mut A,
+    ) -> Result<bool, A::Error> {
+        *f = map.next_value::<Option<T>>()?;
+        Ok(f.is_some())
     }
     #[inline]
     pub fn len<T: Field>(f: &Option<T>, number: u32) -> usize {
@@ -568,8 +668,17 @@ pub mod rep {
         Ok(false)
     }
     #[inline]
-    pub fn is_required() -> bool {
+    pub const fn is_required() -> bool {
         false
+    }
+    /// `null` is an empty list (the mesos-go encoder writes every empty slice so).
+    #[inline]
+    pub fn from_json<'de, T: Deserialize<'de>, A: MapAccess<'de>>(
+        f: &mut Vec<T>,
+        map: &mut A,
+    ) -> Result<bool, A::Error> {
+        *f = map.next_value::<Option<Vec<T>>>()?.unwrap_or_default();
+        Ok(!f.is_empty())
     }
     #[inline]
     pub fn len<T: Field>(f: &[T], number: u32) -> usize {
@@ -664,6 +773,41 @@ macro_rules! message {
             }
         }
 
+        impl<'de> ::serde::Deserialize<'de> for $name {
+            fn deserialize<D: ::serde::Deserializer<'de>>(
+                d: D,
+            ) -> ::std::result::Result<Self, D::Error> {
+                struct V;
+                impl<'de> ::serde::de::Visitor<'de> for V {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                        f.write_str(concat!("a ", $full, " object"))
+                    }
+                    fn visit_map<A: ::serde::de::MapAccess<'de>>(
+                        self,
+                        mut map: A,
+                    ) -> ::std::result::Result<$name, A::Error> {
+                        #[allow(unused_imports)]
+                        use $crate::mesos::proto::{req, opt, rep};
+                        use $crate::mesos::proto::json::{self, FieldDesc};
+                        const FIELDS: &[FieldDesc] = &[$( FieldDesc {
+                            name: json::name(stringify!($field)),
+                            number: $number,
+                            required: $label::is_required(),
+                        } ),*];
+                        const _: () = assert!(FIELDS.len() <= 64, "json::read_object keeps one bit per field");
+                        let mut m = <$name as ::std::default::Default>::default();
+                        json::read_object(FIELDS, &mut map, |number, map| match number {
+                            $( $number => $label::from_json(&mut m.$field, map), )*
+                            _ => unreachable!("a number from FIELDS"),
+                        })?;
+                        Ok(m)
+                    }
+                }
+                d.deserialize_map(V)
+            }
+        }
+
         impl $crate::mesos::proto::Field for $name {
             const WIRE: u8 = $crate::mesos::proto::WIRE_LEN;
             #[inline]
@@ -698,14 +842,15 @@ macro_rules! message {
     };
 }
 
-/// Builds the struct of a [`message!`]: `req` fields are plain (serde reports them missing),
-/// `opt` fields are `Option`, `rep` fields are `Vec`; absent ones are left out of the JSON.
+/// Builds the struct of a [`message!`]: `req` fields are plain, `opt` fields are `Option`,
+/// `rep` fields are `Vec`; absent ones are left out of the JSON. (Reading JSON is
+/// [`message!`]'s own `Deserialize`, so that `null` means absent for every field.)
 #[doc(hidden)]
 #[macro_export]
 macro_rules! message_struct {
     (@munch [$(#[$meta:meta])* $name:ident] [$($out:tt)*]) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq, Default, ::serde::Serialize, ::serde::Deserialize)]
+        #[derive(Debug, Clone, PartialEq, Default, ::serde::Serialize)]
         pub struct $name { $($out)* }
     };
     (@munch $hdr:tt [$($out:tt)*] req $field:ident : $ty:ty ; $($rest:tt)*) => {
@@ -713,12 +858,12 @@ macro_rules! message_struct {
     };
     (@munch $hdr:tt [$($out:tt)*] opt $field:ident : $ty:ty ; $($rest:tt)*) => {
         $crate::message_struct!(@munch $hdr [$($out)*
-            #[serde(default, skip_serializing_if = "Option::is_none")]
+            #[serde(skip_serializing_if = "Option::is_none")]
             pub $field: Option<$ty>,] $($rest)*);
     };
     (@munch $hdr:tt [$($out:tt)*] rep $field:ident : $ty:ty ; $($rest:tt)*) => {
         $crate::message_struct!(@munch $hdr [$($out)*
-            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            #[serde(skip_serializing_if = "Vec::is_empty")]
             pub $field: Vec<$ty>,] $($rest)*);
     };
 }
