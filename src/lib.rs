@@ -3,6 +3,7 @@
 
 pub mod mesos;
 pub mod secret;
+pub mod version;
 
 #[cfg(feature = "scheduler")]
 pub mod rest;

@@ -347,7 +347,8 @@ fn is_help(name: &str) -> bool {
 }
 
 pub fn version_line() -> String {
-    format!("storage-scheduler {}", env!("CARGO_PKG_VERSION"))
+    // issue 11: the release tag and commit embedded by scripts/build-release.sh.
+    crate::version::line("storage-scheduler")
 }
 
 /// The `-help` text: every flag with its default and meaning.
@@ -949,7 +950,15 @@ impl Check<'_> {
     /// Like [`Check::required`], but no message ever contains the value.
     fn password(&mut self) -> Secret {
         const NAME: &str = "storage.password";
-        let Some(value) = self.given.get(NAME).map(|g| g.value.clone()) else {
+        // issue 8 owns this: the minimal STORAGE_PASSWORD fallback `deploy.sh
+        // --password-in-env` needs (issue 11); issue 8 adds -storage.password.file.
+        let from_env = || (self.env)("STORAGE_PASSWORD").filter(|v| !v.is_empty());
+        let Some(value) = self
+            .given
+            .get(NAME)
+            .map(|g| g.value.clone())
+            .or_else(from_env)
+        else {
             if !self.broken.contains(NAME) {
                 self.fail(NAME, "required flag is missing");
             }
@@ -2068,15 +2077,27 @@ mod tests {
         }
     }
 
+    // issue 8 owns STORAGE_PASSWORD; this covers the minimal fallback deploy.sh needs.
+    #[test]
+    fn password_from_storage_password_env() {
+        let without: Vec<String> = base()
+            .into_iter()
+            .filter(|a| !a.starts_with("-storage.password="))
+            .collect();
+        let env = env_of(&[("HOST", "h"), ("STORAGE_PASSWORD", PASSWORD)]);
+        let Ok(Parsed::Run(c)) = parse(&without, &env) else {
+            panic!("STORAGE_PASSWORD must stand in for -storage.password");
+        };
+        assert_eq!(c.storage.password.expose(), PASSWORD);
+        assert!(parse(&without, &test_env()).is_err());
+    }
+
     #[test]
     fn version_flag() {
         let Ok(Parsed::Version(v)) = parse(&args(&["-version"]), &test_env()) else {
             panic!("-version must give the version");
         };
-        assert_eq!(
-            v,
-            format!("storage-scheduler {}", env!("CARGO_PKG_VERSION"))
-        );
+        assert_eq!(v, crate::version::line("storage-scheduler"));
         assert!(matches!(
             parse(&args(&["--version", "-bogus"]), &test_env()),
             Ok(Parsed::Version(_))
