@@ -14,6 +14,7 @@ command -v protoc >/dev/null || missing+=(protobuf-compiler)
 command -v curl >/dev/null || missing+=(curl)
 command -v python3 >/dev/null || missing+=(python3)          # scripts/deploy.sh
 command -v chromium >/dev/null || missing+=(chromium)        # status page browser test
+python3 -c 'import jsonschema' 2>/dev/null || missing+=(python3-jsonschema) # tests/packaging.rs
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]}"
   SUDO=""
