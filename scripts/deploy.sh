@@ -1,105 +1,260 @@
 #!/usr/bin/env bash
-# Deploys storage-scheduler (and with it storage-executor) through a Marathon-compatible
-# launcher: fills in packaging/storage-scheduler.json and POSTs it to <launcher>:8080/v2/apps.
+# deploy.sh: deploys storage-scheduler (and with it storage-executor) through a
+# Marathon-compatible launcher, as deployment-spec.md section 4.1 says.
 #
-#   scripts/deploy.sh --launcher HOST[:PORT] --master HOST[:PORT] --base URL \
-#     --pd NAME --pool NAME --primary IP --secondary IP --tiebreaker IP --gateway IP
+# Usage: scripts/deploy.sh [--latest | --release TAG | --custom URL | --definition FILE] [OPTIONS]
 #
-# The gateway password is read from the environment (STORAGE_GATEWAY_PASSWORD), never from
-# the command line, so that it does not show in process listings. --base is the URL the two
-# binaries are downloaded from: `{release_url}/<release_tag>` or `{custom_binary_url}`.
-# --dry-run prints the definition (password masked) instead of sending it.
+# Which definition (packaging/):
+#   --latest             storage-scheduler-latest.json: the latest release (default)
+#   --release TAG        storage-scheduler-release.json with <release_tag> = TAG (vX.Y.Z)
+#   --custom URL         storage-scheduler-custom.json with {custom_binary_url} = URL
+#   --definition FILE    any definition, e.g. one written for the earlier ScaleIO framework
+#
+# Values (an option wins over its environment variable):
+#   --launcher HOST[:PORT]  STORAGE_LAUNCHER         launcher, port 8080 unless given
+#   --master HOST[:PORT]    STORAGE_MASTER           any Mesos master, port 5050 unless given
+#   --release-url URL       STORAGE_RELEASE_URL      {release_url} of --latest and --release
+#   --pd NAME               STORAGE_PROTECTION_DOMAIN
+#   --pool NAME             STORAGE_POOL
+#   --primary IP            STORAGE_PRIMARY_MDM
+#   --secondary IP          STORAGE_SECONDARY_MDM
+#   --tiebreaker IP         STORAGE_TIEBREAKER_MDM
+#   --gateway IP            STORAGE_GATEWAY
+#   (environment only)      STORAGE_GATEWAY_PASSWORD the gateway's admin password; never an
+#                                                    option, so it stays out of process listings
+#
+# Other options:
+#   --password-in-env    pass the password in the app's env (STORAGE_PASSWORD) instead of the
+#                        -storage.password flag, so `ps` on the agent does not show it
+#   --experimental       no pre-configured MDMs: drop the -storage.preconfig.* MDM flags and add
+#                        -experimental=true (the framework builds the storage cluster)
+#   --flag -NAME=VALUE   append a scheduler flag to cmd (repeatable)
+#   --out FILE           write the filled definition to FILE (mode 600) and keep it
+#   --dry-run            print the definition (password masked) and the curl command line; send nothing
+#   -h, --help           this text
+#
+# A definition that still holds a placeholder (<...>, [...] or {...}) is refused, naming each.
+# Exit status: 0 when the launcher answers 2xx; 1 when it answers otherwise or cannot be
+# reached (its message is printed); 2 for a usage error or an unfilled placeholder.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-template="$here/packaging/storage-scheduler.json"
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 die() { echo "deploy.sh: $*" >&2; exit 2; }
 
-launcher="" master="" base="" pd="" pool="" primary="" secondary="" tiebreaker="" gateway=""
-dry_run=0 loglevel=debug
+kind=latest tag="" custom="" definition=""
+launcher="${STORAGE_LAUNCHER:-}" master="${STORAGE_MASTER:-}" release_url="${STORAGE_RELEASE_URL:-}"
+pd="${STORAGE_PROTECTION_DOMAIN:-}" pool="${STORAGE_POOL:-}"
+primary="${STORAGE_PRIMARY_MDM:-}" secondary="${STORAGE_SECONDARY_MDM:-}"
+tiebreaker="${STORAGE_TIEBREAKER_MDM:-}" gateway="${STORAGE_GATEWAY:-}"
+password_in_env=0 experimental=0 dry_run=0 out="" extra_flags=()
+need() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value (see --help)"; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --launcher) launcher="${2:-}"; shift 2 ;;
-    --master) master="${2:-}"; shift 2 ;;
-    --base) base="${2:-}"; shift 2 ;;
-    --pd) pd="${2:-}"; shift 2 ;;
-    --pool) pool="${2:-}"; shift 2 ;;
-    --primary) primary="${2:-}"; shift 2 ;;
-    --secondary) secondary="${2:-}"; shift 2 ;;
-    --tiebreaker) tiebreaker="${2:-}"; shift 2 ;;
-    --gateway) gateway="${2:-}"; shift 2 ;;
-    --loglevel) loglevel="${2:-}"; shift 2 ;;
+    --latest) kind=latest; shift ;;
+    --release) need "$@"; kind=release tag="$2"; shift 2 ;;
+    --custom) need "$@"; kind=custom custom="$2"; shift 2 ;;
+    --definition) need "$@"; kind=file definition="$2"; shift 2 ;;
+    --launcher) need "$@"; launcher="$2"; shift 2 ;;
+    --master) need "$@"; master="$2"; shift 2 ;;
+    --release-url) need "$@"; release_url="$2"; shift 2 ;;
+    --pd) need "$@"; pd="$2"; shift 2 ;;
+    --pool) need "$@"; pool="$2"; shift 2 ;;
+    --primary) need "$@"; primary="$2"; shift 2 ;;
+    --secondary) need "$@"; secondary="$2"; shift 2 ;;
+    --tiebreaker) need "$@"; tiebreaker="$2"; shift 2 ;;
+    --gateway) need "$@"; gateway="$2"; shift 2 ;;
+    --flag) need "$@"; extra_flags+=("$2"); shift 2 ;;
+    --out) need "$@"; out="$2"; shift 2 ;;
+    --password-in-env) password_in_env=1; shift ;;
+    --experimental) experimental=1; shift ;;
     --dry-run) dry_run=1; shift ;;
-    -h|--help) usage ;;
+    -h|--help) usage; exit 0 ;;
+    --password|--password=*) die "the password is read from STORAGE_GATEWAY_PASSWORD only (an option would show in process listings)" ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
-for v in launcher master base pd pool primary secondary tiebreaker gateway; do
-  [ -n "${!v}" ] || die "--$v is required"
-done
-password="${STORAGE_GATEWAY_PASSWORD:-}"
-[ -n "$password" ] || die "set STORAGE_GATEWAY_PASSWORD to the storage gateway's admin password"
-case "$launcher" in *:*) ;; *) launcher="$launcher:8080" ;; esac
-case "$master" in *:*) ;; *) master="$master:5050" ;; esac
+case "$kind" in
+  latest) template="$here/packaging/storage-scheduler-latest.json" ;;
+  release)
+    [[ "$tag" =~ ^v[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?$ ]] \
+      || die "--release $tag: a release tag is v<major>.<minor>.<patch>"
+    template="$here/packaging/storage-scheduler-release.json" ;;
+  custom) template="$here/packaging/storage-scheduler-custom.json" ;;
+  file) template="$definition"; [ -r "$template" ] || die "--definition $definition: cannot read it" ;;
+esac
+[ -n "$launcher" ] || die "--launcher (or STORAGE_LAUNCHER) is required: the launcher's host"
+launcher="${launcher%/}"
+# Port 8080 as in spec 4.1 unless one is given (the last colon-separated part is all digits).
+[[ "$launcher" =~ :[0-9]+$ ]] || launcher="$launcher:8080"
+command -v python3 >/dev/null || die "python3 is needed to fill in the JSON definition"
+command -v curl >/dev/null || die "curl is needed to send the definition"
 
-# Build the definition with python's json module: every value is JSON-escaped, none is
-# pasted into JSON text by the shell.
-definition="$(BASE="$base" MASTER="$master" PD="$pd" POOL="$pool" PRI="$primary" SEC="$secondary" \
-  TB="$tiebreaker" GW="$gateway" PW="$password" LOGLEVEL="$loglevel" DRY="$dry_run" \
-  python3 - "$template" <<'PY'
-import json, os, shlex, sys
-app = json.load(open(sys.argv[1]))
+# The sent file holds the password: private, and removed on exit unless --out keeps it.
+if [ -n "$out" ]; then
+  body="$out"
+  (umask 077; : > "$body") || die "--out $out: cannot write it"
+else
+  body="$(mktemp "${TMPDIR:-/tmp}/storage-scheduler-deploy.XXXXXX.json")"
+fi
+answer="$(mktemp)"
+cleanup() { rm -f "$answer"; [ -n "$out" ] || [ "$dry_run" = 1 ] || rm -f "$body"; }
+trap cleanup EXIT
+chmod 600 "$body" "$answer"
+
+# Filling is done by python's json module: every value is JSON-escaped and shell-quoted where
+# it lands in cmd; nothing is pasted into JSON text by the shell. With --dry-run and no --out
+# the written file carries the masked password, so nothing secret is left behind.
+export KIND="$kind" TAG="$tag" CUSTOM="$custom" RELEASE_URL="$release_url" MASTER="$master" \
+  PD="$pd" POOL="$pool" PRI="$primary" SEC="$secondary" TB="$tiebreaker" GW="$gateway" \
+  PW_IN_ENV="$password_in_env" EXPERIMENTAL="$experimental" DRY="$dry_run" MASK="$([ "$dry_run" = 1 ] && [ -z "$out" ] && echo 1 || echo 0)"
+python3 - "$template" "$body" "${extra_flags[@]}" <<'PY' || exit $?
+import json, os, re, shlex, sys
+
+template, body, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
 e = os.environ
-base = e["BASE"].rstrip("/")
-app["uris"] = [base + "/storage-scheduler", base + "/storage-executor"]
-pw = "********" if e["DRY"] == "1" else e["PW"]
-flags = [
-    "-loglevel=" + e["LOGLEVEL"], "-rest.port=$PORT", "-uri=" + e["MASTER"],
-    "-storage.password=" + pw, "-storage.protectiondomain=" + e["PD"],
-    "-storage.storagepool=" + e["POOL"], "-storage.preconfig.primary=" + e["PRI"],
-    "-storage.preconfig.secondary=" + e["SEC"], "-storage.preconfig.tiebreaker=" + e["TB"],
-    "-storage.preconfig.gateway=" + e["GW"],
-]
-# $PORT must stay expandable by the launcher's shell; everything else is quoted literally.
-quoted = [f if f == "-rest.port=$PORT" else shlex.quote(f) for f in flags]
-app["cmd"] = "chmod u+x storage-scheduler && ./storage-scheduler " + " ".join(quoted)
-print(json.dumps(app, indent=2))
-PY
-)"
+try:
+    app = json.load(open(template, encoding="utf-8"))
+except (OSError, ValueError) as err:
+    print(f"deploy.sh: {template}: not a JSON app definition: {err}", file=sys.stderr)
+    sys.exit(2)
+if not isinstance(app, dict):
+    print(f"deploy.sh: {template}: not a JSON app definition (an object)", file=sys.stderr)
+    sys.exit(2)
+password = e.get("STORAGE_GATEWAY_PASSWORD", "")
+MASKED = "********"
 
+master = e["MASTER"]
+if master and not re.search(r":[0-9]+$", master):
+    master += ":5050"
+
+# placeholder -> (value, how to fill it). A value lands in cmd shell-quoted.
+fills = {
+    "{release_url}": (e["RELEASE_URL"].rstrip("/"), "--release-url URL or STORAGE_RELEASE_URL"),
+    "<release_tag>": (e["TAG"], "--release TAG"),
+    "{custom_binary_url}": (e["CUSTOM"].rstrip("/"), "--custom URL"),
+    "<mesos_master_host>:5050": (master, "--master HOST or STORAGE_MASTER"),
+    "<GATEWAY_PASSWORD>": (password, "the environment variable STORAGE_GATEWAY_PASSWORD"),
+    "<PROTECTION_DOMAIN_NAME>": (e["PD"], "--pd NAME or STORAGE_PROTECTION_DOMAIN"),
+    "<STORAGE_POOL_NAME>": (e["POOL"], "--pool NAME or STORAGE_POOL"),
+    "<PRIMARY_MDM_IP>": (e["PRI"], "--primary IP or STORAGE_PRIMARY_MDM"),
+    "<SECONDARY_MDM_IP>": (e["SEC"], "--secondary IP or STORAGE_SECONDARY_MDM"),
+    "<TIEBREAKER_MDM_IP>": (e["TB"], "--tiebreaker IP or STORAGE_TIEBREAKER_MDM"),
+    "<GATEWAY_IP>": (e["GW"], "--gateway IP or STORAGE_GATEWAY"),
+}
+hints = {k: how for k, (_, how) in fills.items()}
+hints["<mesos_master_host>"] = hints["<mesos_master_host>:5050"]
+
+def fill(text, in_cmd):
+    for key, (value, _) in fills.items():
+        if value and key in text:
+            text = text.replace(key, shlex.quote(value) if in_cmd else value)
+    return text
+
+app["uris"] = [fill(u, False) if isinstance(u, str) else u for u in app.get("uris", [])]
+cmd = app.get("cmd")
+if isinstance(cmd, str):
+    cmd = fill(cmd, True)
+    if e["EXPERIMENTAL"] == "1":
+        # The framework builds the MDM trio: no pre-configured MDM addresses.
+        cmd = re.sub(r" -(storage|scaleio)\.preconfig\.(primary|secondary|tiebreaker)=\S+", "", cmd)
+        cmd += " -experimental=true"
+    if e["PW_IN_ENV"] == "1":
+        # The scheduler reads STORAGE_PASSWORD when the flag is absent (issue 8).
+        cmd = re.sub(r" -(storage|scaleio)\.password=\S+", "", cmd)
+        if password:
+            app.setdefault("env", {})["STORAGE_PASSWORD"] = password
+        else:
+            app.setdefault("env", {})["STORAGE_PASSWORD"] = "<GATEWAY_PASSWORD>"
+    for flag in extra:
+        if not re.fullmatch(r"--?[A-Za-z0-9_.]+(=.*)?", flag, re.S):
+            print(f"deploy.sh: --flag {flag!r}: not a -name=value flag", file=sys.stderr)
+            sys.exit(2)
+        name, sep, value = flag.partition("=")
+        cmd += " " + name + (sep + shlex.quote(value) if sep else "")
+    app["cmd"] = cmd
+
+# Every string still holding a placeholder: <...>, [...] or {...} around words (an IPv6
+# literal such as [::1] holds colons, so it is not one).
+PLACEHOLDER = re.compile(r"<[A-Za-z0-9_ ./|-]+>|\[[A-Za-z0-9_ ./|-]+\]|\{[A-Za-z0-9_ ./|-]+\}")
+def strings(v, path):
+    if isinstance(v, str):
+        yield path, v
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            yield from strings(x, f"{path}/{i}")
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            yield from strings(x, f"{path}/{k}")
+left = []
+for path, s in strings(app, ""):
+    for m in PLACEHOLDER.finditer(s):
+        # A filled value quoted into cmd (e.g. a password with brackets) is not a placeholder.
+        if any(m.group(0) in v for v, _ in fills.values() if v):
+            continue
+        left.append((path, m.group(0)))
+if left:
+    print("deploy.sh: refusing to send a definition that still holds placeholders:", file=sys.stderr)
+    where = {}
+    for path, ph in left:
+        where.setdefault(ph, []).append(path or "/")
+    for ph, paths in where.items():
+        how = hints.get(ph, "edit the definition file")
+        print(f"deploy.sh:   {ph} (in {', '.join(paths)}): set it with {how}", file=sys.stderr)
+    sys.exit(2)
+
+text = json.dumps(app, indent=2) + "\n"
+if password:
+    masked = text.replace(json.dumps(password)[1:-1], MASKED).replace(shlex.quote(password), MASKED)
+else:
+    masked = text
+with open(body, "w", encoding="utf-8") as f:
+    f.write(masked if e["MASK"] == "1" else text)
+if e["DRY"] == "1":
+    sys.stdout.write(masked)
+PY
+
+url="$launcher/v2/apps"
 if [ "$dry_run" = 1 ]; then
-  printf '%s\n' "$definition"
+  echo "# dry run: nothing sent. The command deploy.sh would run (deployment-spec.md 4.1):"
+  printf 'curl -k -XPOST -d @%s -H "Content-Type: application/json" %s\n' "$body" "$url"
+  [ -n "$out" ] || echo "# $body holds the password masked; use --out FILE for a file you can send yourself"
   exit 0
 fi
-# The body goes through a private temporary file (it holds the password), removed on exit;
-# so does the answer, which echoes the definition back.
-body="$(mktemp)"
-answer="$(mktemp)"
-trap 'rm -f "$body" "$answer"' EXIT
-chmod 600 "$body" "$answer"
-printf '%s' "$definition" > "$body"
-echo "deploy.sh: POST http://$launcher/v2/apps" >&2
-status=$(curl -sS -k -XPOST -H 'Content-Type: application/json' -d @"$body" \
-  -o "$answer" -w '%{http_code}' "http://$launcher/v2/apps") || die "cannot reach the launcher at $launcher"
-# Show what the launcher said, with the password masked wherever it is echoed.
-summary="$(PW="$password" python3 - "$answer" <<'PY'
+
+echo "deploy.sh: POST $url" >&2
+status=$(curl -k -XPOST -d @"$body" -H "Content-Type: application/json" "$url" \
+  -sS -o "$answer" -w '%{http_code}') || { echo "deploy.sh: cannot reach the launcher at $launcher" >&2; exit 1; }
+# The launcher's answer, password masked wherever it is echoed back.
+summary="$(PW="${STORAGE_GATEWAY_PASSWORD:-}" python3 - "$answer" <<'PY'
 import json, os, sys
 raw = open(sys.argv[1], encoding="utf-8", errors="replace").read()
-raw = raw.replace(os.environ["PW"], "********") if os.environ["PW"] else raw
+pw = os.environ["PW"]
+if pw:
+    raw = raw.replace(pw, "********").replace(json.dumps(pw)[1:-1], "********")
 try:
     doc = json.loads(raw)
 except ValueError:
-    print(raw.strip()[:2000]); sys.exit(0)
+    print(raw.strip()[:2000] or "(empty answer)"); sys.exit(0)
 if isinstance(doc, dict) and "deployments" in doc:
-    ids = ", ".join(d.get("id", "?") for d in doc.get("deployments", []))
+    ids = ", ".join(str(d.get("id", "?")) for d in doc.get("deployments", []) if isinstance(d, dict))
     print(f"app {doc.get('id')} version {doc.get('version', '?')} deployments [{ids}]")
+elif isinstance(doc, dict) and "message" in doc:
+    # Marathon's error document: a message, and details per JSON path.
+    parts = [str(doc["message"])]
+    details = doc.get("details")
+    if isinstance(details, list):
+        for d in details:
+            if isinstance(d, dict):
+                parts.append(f"{d.get('path', '?')}: {'; '.join(map(str, d.get('errors', [])))}")
+    elif details:
+        parts.append(str(details))
+    print(" | ".join(parts))
 else:
-    print(json.dumps(doc, indent=2)[:4000])
+    print(json.dumps(doc)[:4000])
 PY
 )"
 case "$status" in
-  201) echo "deploy.sh: $summary" >&2; echo "deploy.sh: created (201)"; exit 0 ;;
-  409) echo "deploy.sh: an app with this id already exists (409): $summary" >&2; exit 1 ;;
+  2??) echo "deploy.sh: the launcher answered $status: $summary"; exit 0 ;;
   *) echo "deploy.sh: the launcher answered $status: $summary" >&2; exit 1 ;;
 esac

@@ -14,6 +14,7 @@ command -v protoc >/dev/null || missing+=(protobuf-compiler)
 command -v curl >/dev/null || missing+=(curl)
 command -v python3 >/dev/null || missing+=(python3)          # scripts/deploy.sh
 command -v chromium >/dev/null || missing+=(chromium)        # status page browser test
+python3 -c 'import jsonschema' 2>/dev/null || missing+=(python3-jsonschema) # tests/packaging.rs
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]}"
   SUDO=""
@@ -38,7 +39,7 @@ cargo clippy -p storage-executor --quiet -- -D warnings
 
 log "cargo test (unit, protoc conformance, robustness, dev cluster, end to end)"
 # The end-to-end tests run the executor binary beside the scheduler's.
-cargo build --quiet -p storage-executor
+cargo build --quiet -p storage-executor -p storage-devcluster   # demo.sh and e2e tests run them
 cargo test --workspace
 
 log "release artifacts: static musl binaries"

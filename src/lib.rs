@@ -5,6 +5,7 @@ pub mod clock;
 pub mod hash;
 pub mod mesos;
 pub mod secret;
+pub mod version;
 
 #[cfg(feature = "scheduler")]
 pub mod rest;

@@ -1,17 +1,23 @@
-//! The operator's path, end to end: `scripts/deploy.sh` posts the app definition to the
+//! The operator's path, end to end: `scripts/deploy.sh` posts an app definition to the
 //! Marathon-compatible launcher, which fetches both binaries over HTTP and starts the
-//! scheduler with `$PORT`; the scheduler then puts an executor on every agent.
+//! scheduler with `$PORT`; the scheduler then puts an executor on every agent. Also: what
+//! deploy.sh refuses, `--dry-run`, `--help`, `--password-in-env`, and a definition written for
+//! the earlier ScaleIO framework deployed unchanged apart from the binary names.
 
 #[path = "support/cluster.rs"]
 mod cluster;
 
 use cluster::{executor_bin, scheduler_bin, wait_for};
 use devcluster::{launcher, master};
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Serves the two release binaries as `{base}/storage-scheduler` and `{base}/storage-executor`.
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const PASSWORD: &str = "Scaleio123";
+
+/// Serves the two binaries as `{base}/storage-scheduler` and `{base}/storage-executor`.
 fn serve_binaries() -> (String, Arc<tiny_http::Server>) {
     let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("file server"));
     let addr = server.server_addr().to_ip().expect("ip");
@@ -20,8 +26,8 @@ fn serve_binaries() -> (String, Arc<tiny_http::Server>) {
     std::thread::spawn(move || {
         while let Ok(req) = s.recv() {
             let file = match req.url() {
-                "/v9.9.9/storage-scheduler" => Some(&sched),
-                "/v9.9.9/storage-executor" => Some(&exec),
+                "/build/storage-scheduler" => Some(&sched),
+                "/build/storage-executor" => Some(&exec),
                 _ => None,
             };
             let _ = match file.and_then(|f| std::fs::File::open(f).ok()) {
@@ -30,67 +36,88 @@ fn serve_binaries() -> (String, Arc<tiny_http::Server>) {
             };
         }
     });
-    (format!("http://{addr}/v9.9.9"), server)
+    (format!("http://{addr}/build"), server)
 }
 
-#[test]
-fn deploy_script_brings_up_scheduler_and_executors() {
-    let dir = std::env::temp_dir().join(format!("e2e-deploy-{}", std::process::id()));
+struct Cluster {
+    dir: PathBuf,
+    master: master::MasterHandle,
+    launcher: launcher::LauncherHandle,
+}
+
+/// A launcher alone, for what deploy.sh does before any scheduler runs.
+fn launcher_only(name: &str) -> (PathBuf, launcher::LauncherHandle) {
+    let dir = std::env::temp_dir().join(format!("e2e-deploy-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let m = master::start(master::MasterConfig {
-        agents: 3,
-        heartbeat_interval: Duration::from_secs(1),
-        work_dir: dir.join("mesos"),
-        ..Default::default()
-    })
-    .expect("master");
     let l = launcher::start(launcher::LauncherConfig {
         work_dir: dir.join("launcher"),
         ..Default::default()
     })
     .expect("launcher");
-    let (base, _files) = serve_binaries();
+    (dir, l)
+}
 
-    let deploy = |extra: &[&str]| {
-        Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/deploy.sh"))
-            .args([
-                "--launcher",
-                &l.addr().to_string(),
-                "--master",
-                &m.addr().to_string(),
-                "--base",
-                &base,
-                "--pd",
-                "default",
-                "--pool",
-                "default",
-                "--primary",
-                "127.0.0.1",
-                "--secondary",
-                "127.0.0.2",
-                "--tiebreaker",
-                "127.0.0.3",
-                "--gateway",
-                "127.0.0.1",
-            ])
-            .args(extra)
-            .env("STORAGE_GATEWAY_PASSWORD", "Scaleio123")
-            .output()
-            .expect("run deploy.sh")
-    };
-    let out = deploy(&[]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "deploy.sh failed:\n{stdout}\n{stderr}"
-    );
-    assert!(stdout.contains("created (201)"), "{stdout}");
-    assert!(!stdout.contains("Scaleio123") && !stderr.contains("Scaleio123"));
+fn cluster(name: &str, agents: usize) -> Cluster {
+    let dir = std::env::temp_dir().join(format!("e2e-deploy-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let master = master::start(master::MasterConfig {
+        agents,
+        heartbeat_interval: Duration::from_secs(1),
+        work_dir: dir.join("mesos"),
+        ..Default::default()
+    })
+    .expect("master");
+    let launcher = launcher::start(launcher::LauncherConfig {
+        work_dir: dir.join("launcher"),
+        ..Default::default()
+    })
+    .expect("launcher");
+    Cluster {
+        dir,
+        master,
+        launcher,
+    }
+}
 
-    // The launcher runs the scheduler; the scheduler covers every agent.
+/// The storage-cluster values of a pre-configured deployment on the dev cluster.
+fn storage_args() -> Vec<&'static str> {
+    vec![
+        "--pd",
+        "default",
+        "--pool",
+        "default",
+        "--primary",
+        "127.0.0.1",
+        "--secondary",
+        "127.0.0.2",
+        "--tiebreaker",
+        "127.0.0.3",
+        "--gateway",
+        "127.0.0.1",
+    ]
+}
+
+fn deploy(args: &[&str]) -> Output {
+    Command::new(Path::new(ROOT).join("scripts/deploy.sh"))
+        .args(args)
+        .env("STORAGE_GATEWAY_PASSWORD", PASSWORD)
+        .env_remove("STORAGE_LAUNCHER")
+        .env_remove("STORAGE_MASTER")
+        .output()
+        .expect("run deploy.sh")
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Waits until each of the `n` agents runs one of our executors with a running task.
+fn wait_covered(m: &master::MasterHandle, n: usize) {
     wait_for(
-        "an executor running on each of the 3 agents",
+        &format!("an executor running on each of the {n} agents"),
         Duration::from_secs(90),
         || {
             let snap = m.snapshot().ok()?;
@@ -111,14 +138,360 @@ fn deploy_script_brings_up_scheduler_and_executors() {
                     })
                 })
                 .count();
-            (covered == 3).then_some(())
+            (covered == n).then_some(())
         },
     );
+}
 
-    // Posting the same app again is refused, as Marathon does.
-    let again = deploy(&[]);
-    assert!(!again.status.success());
-    assert!(String::from_utf8_lossy(&again.stderr).contains("409"));
+/// Apps the launcher holds (GET /v2/apps).
+fn launcher_apps(l: &launcher::LauncherHandle) -> Vec<serde_json::Value> {
+    let body = ureq::get(&format!("{}/v2/apps", l.url()))
+        .call()
+        .expect("GET /v2/apps")
+        .body_mut()
+        .read_to_string()
+        .expect("body");
+    let doc: serde_json::Value = serde_json::from_str(&body).expect("json");
+    doc["apps"].as_array().cloned().unwrap_or_default()
+}
+
+/// (pid, argv, environment) of every storage-scheduler process started under `dir`.
+fn schedulers_under(dir: &Path) -> Vec<(u32, String, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cwd = std::fs::read_link(entry.path().join("cwd")).unwrap_or_default();
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cwd.starts_with(dir) && cmdline.starts_with("./storage-scheduler ") {
+            let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+            found.push((pid, cmdline, String::from_utf8_lossy(&environ).into_owned()));
+        }
+    }
+    found
+}
+
+#[test]
+fn deploy_script_brings_up_scheduler_and_executors() {
+    let c = cluster("custom", 3);
+    let (base, _files) = serve_binaries();
+    let launcher = c.launcher.addr().to_string();
+    let master = c.master.addr().to_string();
+    let mut args = vec![
+        "--custom",
+        &base,
+        "--launcher",
+        &launcher,
+        "--master",
+        &master,
+    ];
+    args.extend(storage_args());
+    let out = deploy(&args);
+    let (stdout, stderr) = text(&out);
+    assert!(
+        out.status.success(),
+        "deploy.sh failed:\n{stdout}\n{stderr}"
+    );
+    // The launcher's answer is printed: the created app and its deployment.
+    assert!(
+        stdout.contains("answered 201") && stdout.contains("app /storage-scheduler"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains(PASSWORD) && !stderr.contains(PASSWORD));
+
+    // The launcher runs the scheduler; the scheduler covers every agent.
+    wait_covered(&c.master, 3);
+
+    // Posting the same app again is refused, as Marathon does: non-zero, the launcher's words.
+    let again = deploy(&args);
+    let (_, stderr) = text(&again);
+    assert_eq!(again.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("409")
+            && stderr.contains("An app with id [/storage-scheduler] already exists"),
+        "{stderr}"
+    );
+}
+
+/// `--password-in-env`: the scheduler gets the password from its environment, so the
+/// process listing on the agent does not show it; it still deploys and covers the agents.
+#[test]
+fn password_in_env_keeps_it_out_of_the_process_listing() {
+    let c = cluster("pwenv", 2);
+    let (base, _files) = serve_binaries();
+    let launcher = c.launcher.addr().to_string();
+    let master = c.master.addr().to_string();
+    let mut args = vec![
+        "--custom",
+        &base,
+        "--launcher",
+        &launcher,
+        "--master",
+        &master,
+        "--password-in-env",
+    ];
+    args.extend(storage_args());
+    let out = deploy(&args);
+    let (stdout, stderr) = text(&out);
+    assert!(
+        out.status.success(),
+        "deploy.sh failed:\n{stdout}\n{stderr}"
+    );
+
+    let apps = launcher_apps(&c.launcher);
+    assert_eq!(apps.len(), 1);
+    let cmd = apps[0]["cmd"].as_str().unwrap();
+    assert!(!cmd.contains("-storage.password"), "{cmd}");
+    assert_eq!(apps[0]["env"]["STORAGE_PASSWORD"], PASSWORD);
+
+    wait_covered(&c.master, 2);
+    let procs = schedulers_under(&c.dir);
+    assert_eq!(procs.len(), 1, "one scheduler process: {procs:?}");
+    let (pid, cmdline, environ) = &procs[0];
+    assert!(
+        !cmdline.contains(PASSWORD),
+        "pid {pid} argv shows the password"
+    );
+    assert!(environ.contains(&format!("STORAGE_PASSWORD={PASSWORD}")));
+}
+
+/// A definition written for the earlier ScaleIO framework (`-scaleio.*` flags, spec-shaped
+/// placeholders filled in) deploys unchanged apart from the binary names, with the spec's
+/// own curl command line.
+#[test]
+fn earlier_framework_definition_deploys_unchanged_but_for_binary_names() {
+    let c = cluster("dropin", 2);
+    let (base, _files) = serve_binaries();
+    let old = serde_json::json!({
+        "id": "scaleio-scheduler",
+        "uris": [format!("{base}/scaleio-scheduler"), format!("{base}/scaleio-executor")],
+        "cmd": format!(
+            "chmod u+x scaleio-scheduler && ./scaleio-scheduler -loglevel=debug -rest.port=$PORT \
+             -uri={} -scaleio.password={PASSWORD} -scaleio.protectiondomain=default \
+             -scaleio.storagepool=default -scaleio.preconfig.primary=127.0.0.1 \
+             -scaleio.preconfig.secondary=127.0.0.2 -scaleio.preconfig.tiebreaker=127.0.0.3 \
+             -scaleio.preconfig.gateway=127.0.0.1",
+            c.master.addr()
+        ),
+        "mem": 32,
+        "cpus": 0.2,
+        "instances": 1,
+        "constraints": [["hostname", "UNIQUE"]]
+    })
+    .to_string();
+    // The only edit an operator makes: the binary names.
+    let renamed = old
+        .replace("scaleio-scheduler", "storage-scheduler")
+        .replace("scaleio-executor", "storage-executor");
+    assert_eq!(
+        renamed
+            .replace("storage-scheduler", "scaleio-scheduler")
+            .replace("storage-executor", "scaleio-executor"),
+        old
+    );
+    std::fs::create_dir_all(&c.dir).unwrap();
+    let file = c.dir.join("scaleio.json");
+    std::fs::write(&file, &renamed).unwrap();
+
+    let out = Command::new("curl")
+        .args(["-k", "-XPOST", "-d"])
+        .arg(format!("@{}", file.display()))
+        .args([
+            "-H",
+            "Content-Type: application/json",
+            "-sS",
+            "-w",
+            " %{http_code}",
+        ])
+        .arg(format!("{}/v2/apps", c.launcher.addr()))
+        .output()
+        .expect("curl");
+    let (stdout, stderr) = text(&out);
+    assert!(stdout.ends_with(" 201"), "{stdout}{stderr}");
+    wait_covered(&c.master, 2);
+    // deploy.sh takes the same file as it is.
+    let dry = deploy(&[
+        "--definition",
+        file.to_str().unwrap(),
+        "--launcher",
+        "127.0.0.1",
+        "--dry-run",
+    ]);
+    assert!(dry.status.success(), "{:?}", text(&dry));
+}
+
+#[test]
+fn dry_run_prints_the_spec_command_line_and_masks_the_password() {
+    let dir = std::env::temp_dir().join(format!("e2e-deploy-dry-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("storage-scheduler-v1.2.3.json");
+    let file_s = file.to_str().unwrap();
+    let mut args = vec![
+        "--release",
+        "v1.2.3",
+        "--release-url",
+        "https://downloads.example/storage",
+        "--launcher",
+        "marathon.example",
+        "--master",
+        "10.0.0.21",
+        "--dry-run",
+        "--out",
+        file_s,
+    ];
+    args.extend(storage_args());
+    let out = deploy(&args);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        !stdout.contains(PASSWORD) && !stderr.contains(PASSWORD),
+        "{stdout}"
+    );
+    assert!(stdout.contains("-storage.password=********"), "{stdout}");
+    let want = format!(
+        "curl -k -XPOST -d @{file_s} -H \"Content-Type: application/json\" marathon.example:8080/v2/apps"
+    );
+    assert!(
+        stdout.lines().any(|l| l == want),
+        "{want}\nnot in:\n{stdout}"
+    );
+
+    // The written file is the real, sendable definition: private, filled, schema-valid.
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(&file).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(
+        doc["uris"][0],
+        "https://downloads.example/storage/v1.2.3/storage-scheduler"
+    );
+    let cmd = doc["cmd"].as_str().unwrap();
+    assert!(
+        cmd.contains(&format!("-storage.password={PASSWORD} ")),
+        "{cmd}"
+    );
+    assert!(cmd.contains("-uri=10.0.0.21:5050 "), "{cmd}");
+    let schema = Path::new(ROOT).join("../shared/reference/marathon-AppDefinition.schema.json");
+    let v = Command::new("python3")
+        .arg(Path::new(ROOT).join("tests/support/validate_app.py"))
+        .arg(&schema)
+        .arg(&file)
+        .output()
+        .expect("python3");
+    assert!(v.status.success(), "{:?}", text(&v));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn unfilled_placeholders_are_refused_by_name_and_nothing_is_sent() {
+    let (dir, l) = launcher_only("placeholders");
+    let launcher = l.addr().to_string();
+    let out = Command::new(Path::new(ROOT).join("scripts/deploy.sh"))
+        .args(["--launcher", &launcher, "--pd", "pd1"])
+        .env_remove("STORAGE_GATEWAY_PASSWORD")
+        .env_remove("STORAGE_MASTER")
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for (placeholder, how) in [
+        ("{release_url}", "--release-url"),
+        ("<mesos_master_host>", "--master"),
+        ("<GATEWAY_PASSWORD>", "STORAGE_GATEWAY_PASSWORD"),
+        ("<STORAGE_POOL_NAME>", "--pool"),
+        ("<PRIMARY_MDM_IP>", "--primary"),
+        ("<SECONDARY_MDM_IP>", "--secondary"),
+        ("<TIEBREAKER_MDM_IP>", "--tiebreaker"),
+        ("<GATEWAY_IP>", "--gateway"),
+    ] {
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.contains(placeholder) && l.contains(how)),
+            "{placeholder} ({how}) not named:\n{stderr}"
+        );
+    }
+    assert!(
+        !stderr.contains("<PROTECTION_DOMAIN_NAME>"),
+        "--pd was given"
+    );
+    // A bracketed placeholder of the earlier framework's definitions is caught as well.
+    let file = dir.join("old.json");
+    std::fs::write(
+        &file,
+        r#"{"id":"storage-scheduler","cmd":"./storage-scheduler -scaleio.clustername=[SCALEIO NAME]","uris":["http://x/storage-scheduler"]}"#,
+    )
+    .unwrap();
+    let out = deploy(&[
+        "--definition",
+        file.to_str().unwrap(),
+        "--launcher",
+        &launcher,
+    ]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("[SCALEIO NAME]"), "{stderr}");
+    assert!(launcher_apps(&l).is_empty(), "nothing may be sent");
+}
+
+#[test]
+fn launcher_rejection_exits_non_zero_with_its_message() {
+    let (dir, l) = launcher_only("rejected");
+    let launcher = l.addr().to_string();
+    let file = dir.join("bad.json");
+    std::fs::write(
+        &file,
+        r#"{"id":"storage-scheduler","cmd":"true","cpus":-1,"mem":32,"instances":1}"#,
+    )
+    .unwrap();
+    let out = deploy(&[
+        "--definition",
+        file.to_str().unwrap(),
+        "--launcher",
+        &launcher,
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("answered 422") && stderr.contains("/cpus: error.min"),
+        "{stderr}"
+    );
+
+    // A launcher that is not there: non-zero, and says so.
     drop(l);
-    drop(m);
+    let out = deploy(&[
+        "--definition",
+        file.to_str().unwrap(),
+        "--launcher",
+        &launcher,
+    ]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot reach the launcher"), "{stderr}");
+}
+
+#[test]
+fn help_prints_usage_only() {
+    let out = deploy(&["--help"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.starts_with("deploy.sh: deploys storage-scheduler"),
+        "{stdout}"
+    );
+    for option in [
+        "--release TAG",
+        "--custom URL",
+        "--dry-run",
+        "--password-in-env",
+    ] {
+        assert!(stdout.contains(option), "{option} missing:\n{stdout}");
+    }
+    // Nothing of the script itself.
+    for code in ["set -euo", "here=", "#!/", "usage()"] {
+        assert!(!stdout.contains(code), "{code:?} in help:\n{stdout}");
+    }
 }

@@ -15,6 +15,15 @@ use std::process::ExitCode;
 const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
+    // Agents start the executor without arguments; `-version` is for operators checking a
+    // release artifact (issue 11).
+    if std::env::args()
+        .skip(1)
+        .any(|a| storage_framework::version::is_version_flag(&a))
+    {
+        println!("{}", storage_framework::version::line("storage-executor"));
+        return ExitCode::SUCCESS;
+    }
     let config = match env::Config::from_env() {
         Ok(config) => config,
         Err(e) => {

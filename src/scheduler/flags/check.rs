@@ -382,7 +382,15 @@ impl Check<'_> {
     /// Like [`Check::required`], but no message ever contains the value.
     fn password(&mut self) -> Secret {
         const NAME: &str = "storage.password";
-        let Some(value) = self.given.get(NAME).map(|g| g.value.clone()) else {
+        // issue 8 owns this: the minimal STORAGE_PASSWORD fallback `deploy.sh
+        // --password-in-env` needs (issue 11); issue 8 adds -storage.password.file.
+        let from_env = || (self.env)("STORAGE_PASSWORD").filter(|v| !v.is_empty());
+        let Some(value) = self
+            .given
+            .get(NAME)
+            .map(|g| g.value.clone())
+            .or_else(from_env)
+        else {
             if !self.broken.contains(NAME) {
                 self.fail(NAME, "required flag is missing");
             }

@@ -1105,15 +1105,27 @@ mod tests {
         }
     }
 
+    // issue 8 owns STORAGE_PASSWORD; this covers the minimal fallback deploy.sh needs.
+    #[test]
+    fn password_from_storage_password_env() {
+        let without: Vec<String> = base()
+            .into_iter()
+            .filter(|a| !a.starts_with("-storage.password="))
+            .collect();
+        let env = env_of(&[("HOST", "h"), ("STORAGE_PASSWORD", PASSWORD)]);
+        let Ok(Parsed::Run(c)) = parse(&without, &env) else {
+            panic!("STORAGE_PASSWORD must stand in for -storage.password");
+        };
+        assert_eq!(c.storage.password.expose(), PASSWORD);
+        assert!(parse(&without, &test_env()).is_err());
+    }
+
     #[test]
     fn version_flag() {
         let Ok(Parsed::Version(v)) = parse(&args(&["-version"]), &test_env()) else {
             panic!("-version must give the version");
         };
-        assert_eq!(
-            v,
-            format!("storage-scheduler {}", env!("CARGO_PKG_VERSION"))
-        );
+        assert_eq!(v, crate::version::line("storage-scheduler"));
         assert!(matches!(
             parse(&args(&["--version", "-bogus"]), &test_env()),
             Ok(Parsed::Version(_))

@@ -184,7 +184,8 @@ pub(super) fn is_help(name: &str) -> bool {
 }
 
 pub fn version_line() -> String {
-    format!("storage-scheduler {}", env!("CARGO_PKG_VERSION"))
+    // The release tag and commit embedded by scripts/build-release.sh.
+    crate::version::line("storage-scheduler")
 }
 
 /// The `-help` text: every flag with its default and meaning.

@@ -1,0 +1,278 @@
+#!/usr/bin/env bash
+# demo.sh: see the storage framework work on a local dev cluster, in one command.
+#
+# Usage: scripts/demo.sh [OPTIONS]
+#
+# Builds the binaries, starts the dev cluster (Mesos master and agents with Ubuntu 14.04 and
+# RHEL 7 host stand-ins, the launcher, a storage gateway), serves the binaries from a local
+# directory as a custom build, deploys them with scripts/deploy.sh exactly as an operator would,
+# and follows the rollout on the scheduler's /api/state. Once every node runs it prints the
+# status page URL and a summary per node, then keeps everything up until Ctrl-C, and stops
+# everything it started.
+#
+# Options:
+#   --agents N           agents (default 5), alternately Ubuntu 14.04 and RHEL 7 hosts
+#   --experimental       start with an empty storage gateway: the framework builds the MDM trio
+#   --exit-when-ready    exit 0 once every node runs; non-zero with the reason when a node
+#                        fails or the timeout passes
+#   --timeout SECS       how long --exit-when-ready waits for every node to run (default 180)
+#   --ready-file PATH    once every node runs, write JSON there: the scheduler URL and the dev
+#                        cluster's addresses (master, launcher, gateway, control, agents)
+#   --work-dir DIR       where the cluster, the served binaries and the logs live (default: a
+#                        new directory under the temp dir; kept when the demo fails)
+#   --bin-dir DIR        use the binaries already built in DIR instead of running cargo build
+#   -h, --help           this text
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+die() { echo "demo.sh: $*" >&2; exit 2; }
+
+agents=5 experimental=0 exit_when_ready=0 timeout=180 ready_file="" work="" bin_dir=""
+need() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value (see --help)"; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --agents) need "$@"; agents="$2"; shift 2 ;;
+    --experimental) experimental=1; shift ;;
+    --exit-when-ready) exit_when_ready=1; shift ;;
+    --timeout) need "$@"; timeout="$2"; shift 2 ;;
+    --ready-file) need "$@"; ready_file="$2"; shift 2 ;;
+    --work-dir) need "$@"; work="$2"; shift 2 ;;
+    --bin-dir) need "$@"; bin_dir="$2"; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+done
+[[ "$agents" =~ ^[1-9][0-9]*$ ]] || die "--agents $agents: a positive number"
+[[ "$timeout" =~ ^[1-9][0-9]*$ ]] || die "--timeout $timeout: a positive number of seconds"
+command -v python3 >/dev/null || die "python3 is needed (JSON and the local file server)"
+command -v curl >/dev/null || die "curl is needed"
+
+log() { printf 'demo.sh: %s\n' "$*" >&2; }
+
+# ---- build -------------------------------------------------------------------------------
+if [ -z "$bin_dir" ]; then
+  log "building (cargo build)"
+  (cd "$here" && cargo build --quiet -p storage-framework --bin storage-scheduler \
+    -p storage-executor -p storage-devcluster)
+  bin_dir="$here/target/debug"
+fi
+for b in storage-scheduler storage-executor storage-devcluster storage-host-standin; do
+  [ -x "$bin_dir/$b" ] || die "$bin_dir/$b missing (cargo build --workspace)"
+done
+
+# ---- everything started from here on is stopped by cleanup -------------------------------
+if [ -z "$work" ]; then
+  work="$(mktemp -d "${TMPDIR:-/tmp}/storage-demo.XXXXXX")"
+else
+  mkdir -p "$work"
+fi
+work="$(cd "$work" && pwd)"
+pids=()
+status=1 keep=1
+cleanup() {
+  trap - EXIT INT TERM
+  [ -t 1 ] && printf '\n'
+  # The dev cluster stops what it started (launcher tasks: the scheduler; agents: executors)
+  # on SIGTERM; the file server is ours.
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  if [ "$keep" = 0 ]; then
+    rm -rf "$work"
+  else
+    log "logs kept in $work (devcluster.log; the scheduler's stderr is in its launcher sandbox)"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'status=130; cleanup' INT
+trap 'status=143; cleanup' TERM
+
+# Ubuntu 14.04 and RHEL 7 host stand-ins, alternating.
+profiles="$(python3 -c 'import sys; n=int(sys.argv[1]); print(",".join(("ubuntu14","rhel7")[i%2] for i in range(n)))' "$agents")"
+dc_args=(--agents "$agents" --host-profile "$profiles" --heartbeat 2
+         --work-dir "$work/cluster" --ready-file "$work/devcluster.json")
+[ "$experimental" = 1 ] && dc_args+=(--empty-gateway)
+log "starting the dev cluster: $agents agents ($profiles)$([ "$experimental" = 1 ] && echo ', empty gateway (experimental)')"
+"$bin_dir/storage-devcluster" "${dc_args[@]}" > "$work/devcluster.log" 2>&1 &
+dc_pid=$!
+pids+=("$dc_pid")
+
+wait_file() {  # wait_file PATH PID WHAT: until PATH exists, while PID lives, up to 60 s.
+  local deadline=$((SECONDS + 60))
+  until [ -s "$1" ]; do
+    kill -0 "$2" 2>/dev/null || { log "$3 exited:"; tail -n 20 "$work/$3.log" >&2; return 1; }
+    [ "$SECONDS" -lt "$deadline" ] || { log "$3 not ready after 60 s"; return 1; }
+    sleep 0.1
+  done
+}
+wait_file "$work/devcluster.json" "$dc_pid" devcluster
+json() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {"d": d}))' "$@"; }
+master="$(json "$work/devcluster.json" 'd["master"]')"
+launcher="$(json "$work/devcluster.json" 'd["launcher"]')"
+gateway="$(json "$work/devcluster.json" 'd["gateway"].split("://")[-1]')"
+
+# The binaries, served from a local directory: a custom build ({custom_binary_url}).
+mkdir -p "$work/www"
+cp "$bin_dir/storage-scheduler" "$bin_dir/storage-executor" "$work/www/"
+python3 - "$work/www" "$work/www.port" > "$work/fileserver.log" 2>&1 <<'PY' &
+import functools, http.server, os, sys
+handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+with open(sys.argv[2] + ".tmp", "w") as f:
+    f.write(str(server.server_port))
+os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+server.serve_forever()
+PY
+pids+=("$!")
+wait_file "$work/www.port" "$!" fileserver
+custom_url="http://127.0.0.1:$(cat "$work/www.port")"
+
+# ---- deploy, as an operator would ---------------------------------------------------------
+deploy_args=(--custom "$custom_url" --launcher "$launcher" --master "$master"
+             --pd default --pool default --gateway 127.0.0.1
+             --flag "-storage.lbgateway=$gateway")
+if [ "$experimental" = 1 ]; then
+  deploy_args+=(--experimental)
+else
+  deploy_args+=(--primary 127.0.0.1 --secondary 127.0.0.2 --tiebreaker 127.0.0.3)
+fi
+log "deploying: scripts/deploy.sh ${deploy_args[*]}"
+STORAGE_GATEWAY_PASSWORD=Scaleio123 "$here/scripts/deploy.sh" "${deploy_args[@]}" >&2
+
+# ---- follow the rollout -------------------------------------------------------------------
+# One python process follows the launcher and /api/state: it prints the live progress line,
+# and on its last line the outcome: `ready <scheduler url>`, `failed <reason>` or
+# `timeout <reason>`.
+follow_timeout=$([ "$exit_when_ready" = 1 ] && echo "$timeout" || echo 0)
+outcome="$(python3 - "$launcher" "$agents" "$follow_timeout" "$([ -t 2 ] && echo 1 || echo 0)" <<'PY'
+import json, signal, sys, time, urllib.request
+
+# Ctrl-C kills this follower outright (no traceback), so the shell's INT trap runs.
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+launcher, agents, timeout, tty = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == "1"
+start = time.monotonic()
+PHASES = ["launching", "environment", "reboot-prerequisites", "packages", "devices",
+          "cluster-init", "storage-attach", "volume-driver", "reboot-final", "running",
+          "failed", "lost"]
+
+def get(url):
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.load(r)
+
+def progress(line):
+    if tty:
+        sys.stderr.write("\r\033[K" + line)
+    else:
+        sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+scheduler, last, counts = None, None, {}
+while True:
+    elapsed = time.monotonic() - start
+    state = None
+    try:
+        if scheduler is None:
+            app = get(f"http://{launcher}/v2/apps/storage-scheduler")["app"]
+            running = [t for t in app.get("tasks", []) if t.get("state") == "TASK_RUNNING" and t.get("ports")]
+            if running:
+                scheduler = f"http://{running[0]['host']}:{running[0]['ports'][0]}"
+            failure = app.get("lastTaskFailure")
+            line = f"[{elapsed:4.0f}s] scheduler: waiting for the launcher to start it"
+            if failure:
+                line += f" (last failure: {failure.get('message', '?')})"
+        if scheduler is not None:
+            state = get(f"{scheduler}/api/state")
+            nodes = state.get("model", {}).get("nodes", {})
+            counts = {}
+            for n in nodes.values():
+                counts[n.get("phase", "?")] = counts.get(n.get("phase", "?"), 0) + 1
+            parts = [f"{p} {counts[p]}" for p in PHASES if p in counts]
+            parts += [f"{p} {c}" for p, c in counts.items() if p not in PHASES]
+            line = (f"[{elapsed:4.0f}s] nodes {len(nodes)}/{agents}: " + (", ".join(parts) or "none yet")
+                    + ("" if state.get("subscribed") else " (scheduler not subscribed)"))
+            if len(nodes) >= agents and counts.get("running", 0) == len(nodes):
+                progress(line)
+                if tty:
+                    sys.stderr.write("\n")
+                print("ready", scheduler)
+                sys.exit(0)
+            failed = [n for n in nodes.values() if n.get("phase") == "failed"]
+            if failed and timeout > 0:
+                progress(line)
+                if tty:
+                    sys.stderr.write("\n")
+                reasons = "; ".join(f"{n.get('hostname')}: {n.get('last_error') or 'no reason given'}" for n in failed)
+                print("failed", f"{len(failed)} node(s) failed: {reasons}")
+                sys.exit(0)
+    except (OSError, ValueError, KeyError) as err:
+        line = f"[{elapsed:4.0f}s] waiting for {'the scheduler' if scheduler else 'the launcher'} ({err})"
+    # A terminal gets the live line every second; a log only a line per change.
+    if tty or line.split("] ", 1)[-1] != last:
+        progress(line)
+        last = line.split("] ", 1)[-1]
+    if timeout > 0 and elapsed >= timeout:
+        if tty:
+            sys.stderr.write("\n")
+        if scheduler is None:
+            print("timeout", f"the scheduler did not start within {timeout:.0f} s ({line.split('] ', 1)[-1]})")
+        else:
+            stuck = {p: c for p, c in counts.items() if p != "running"}
+            if not stuck:
+                print("timeout", f"only {sum(counts.values())} of {agents} agents have a node after {timeout:.0f} s")
+            else:
+                # The earliest phase any node is in is what holds the rollout up.
+                phase = min(stuck, key=lambda p: PHASES.index(p) if p in PHASES else len(PHASES))
+                print("timeout", f"after {timeout:.0f} s, {stuck[phase]} of {sum(counts.values())} nodes are stuck in phase {phase}"
+                      + "".join(f", {c} in {p}" for p, c in stuck.items() if p != phase))
+        sys.exit(0)
+    time.sleep(1)
+PY
+)"
+verdict="${outcome%% *}" detail="${outcome#* }"
+case "$verdict" in
+  ready) ;;
+  failed) log "rollout failed: $detail"; status=1; exit 1 ;;
+  timeout) log "not ready: $detail"; status=1; exit 1 ;;
+  *) log "lost track of the rollout: $outcome"; status=1; exit 1 ;;
+esac
+
+# ---- every node runs ----------------------------------------------------------------------
+scheduler="$detail"
+echo "status page: $scheduler/"
+curl -sS "$scheduler/api/state" | python3 -c '
+import json, sys
+state = json.load(sys.stdin)
+model = state.get("model", {})
+print(f"{\"node\":<14} {\"persona\":<11} {\"phase\":<9} devices attached")
+for n in sorted(model.get("nodes", {}).values(), key=lambda n: n.get("hostname", "")):
+    print(f"{n.get(\"hostname\",\"?\"):<14} {n.get(\"persona\",\"?\"):<11} {n.get(\"phase\",\"?\"):<9} "
+          f"{len(n.get(\"attached\", []))}/{len(n.get(\"devices\", []))} {\" \".join(n.get(\"attached\", []))}")
+# Pool capacity, where the scheduler reports it.
+for key in ("pools", "capacity", "storage"):
+    if key in model or key in state:
+        print(f"{key}: {json.dumps(model.get(key, state.get(key)))}")
+'
+if [ -n "$ready_file" ]; then
+  python3 - "$work/devcluster.json" "$scheduler" "$ready_file" <<'PY'
+import json, os, sys
+doc = {"scheduler": sys.argv[2], "status_page": sys.argv[2] + "/"}
+doc.update(json.load(open(sys.argv[1])))
+tmp = sys.argv[3] + ".tmp"
+with open(tmp, "w") as f:
+    json.dump(doc, f, indent=2)
+os.rename(tmp, sys.argv[3])
+PY
+fi
+status=0 keep=0
+if [ "$exit_when_ready" = 1 ]; then
+  exit 0
+fi
+log "running; Ctrl-C stops everything"
+wait "$dc_pid" || true
+log "the dev cluster stopped"
+status=1
