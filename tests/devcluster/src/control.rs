@@ -4,6 +4,7 @@
 //! | method and path | effect |
 //! |---|---|
 //! | `GET /control/state` | master and gateway snapshots |
+//! | `GET /control/master/launches` | the master's record of every executor start/end and task launch, in order |
 //! | `POST /control/master/cut-stream` | close the scheduler event streams |
 //! | `POST /control/master/failover` | the standby master leads; the old one answers 307 |
 //! | `POST /control/agents/<n>/stop`, `/start`, `/restart` | agent `n` (1-based) |
@@ -138,6 +139,10 @@ fn act(t: &Targets, method: &Method, url: &str) -> Result<Value, (u16, String)> 
             "master": t.master.snapshot().map_err(bad)?,
             "gateway": t.gateway.as_ref().map(|g| g.snapshot()),
         })),
+        (Method::Get, ["control", "master", "launches"]) => {
+            let log = t.master.launch_log().map_err(bad)?;
+            serde_json::to_value(log).map_err(|e| bad(e.to_string()))
+        }
         (Method::Post, ["control", "master", "cut-stream"]) => {
             let n = t
                 .master

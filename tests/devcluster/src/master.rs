@@ -30,6 +30,7 @@ mod agent;
 mod endpoints;
 mod http;
 mod ids;
+mod launches;
 mod process;
 mod resources;
 mod state;
@@ -47,6 +48,7 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 pub use agent::parse_attribute;
+pub use launches::{max_concurrent_executors, LaunchEvent, LaunchRecord};
 
 /// The 1.4.0 release commit, reported by `/version` and `/master/state`.
 const GIT_SHA: &str = "b3fd2e7ab26e118222fe18af4b92c53a3c01e6cc";
@@ -450,6 +452,12 @@ impl MasterHandle {
     /// answers 307 to the new one. Returns the new leader's address.
     pub fn fail_over(&self) -> Result<SocketAddr, String> {
         endpoints::control(&self.tx, Control::FailOver)?
+    }
+
+    /// The master's record of every executor start and end and every task given to an
+    /// agent, in order, since the cluster started.
+    pub fn launch_log(&self) -> Result<Vec<LaunchRecord>, String> {
+        endpoints::control(&self.tx, Control::LaunchLog)
     }
 
     /// Stops everything and kills all executor processes.

@@ -2,6 +2,7 @@
 //! API, the status update manager (ordered, retried until acknowledged) and agent faults.
 
 use super::http::{Reply, Response, Server, Stream, StreamMsg};
+use super::launches::LaunchEvent;
 use super::process::{self, mesos_duration, LaunchSpec, SIGKILL, SIGTERM};
 use super::resources::Res;
 use super::state::*;
@@ -220,14 +221,36 @@ impl Cluster {
                     self.agent_update(agent, fw_id, status, false);
                 }
                 ExecState::Running if e.conn.is_some() => {
-                    e.launched.insert(task_id, TaskState::Staging);
+                    let run = e.run;
+                    e.launched.insert(task_id.clone(), TaskState::Staging);
                     if let Some(conn) = &e.conn {
                         let mut ev = exec_event(eevent::Type::Launch);
                         ev.launch = Some(eevent::Launch { task });
                         let _ = conn.tx.send(frame(conn.encoding, &ev));
                     }
+                    let host = self.agents[agent].hostname.clone();
+                    self.launch_log.record(
+                        LaunchEvent::TaskLaunched,
+                        &host,
+                        fw_id,
+                        &eid,
+                        run,
+                        Some(&task_id),
+                    );
                 }
-                _ => e.queued.push(task),
+                _ => {
+                    let run = e.run;
+                    e.queued.push(task);
+                    let host = self.agents[agent].hostname.clone();
+                    self.launch_log.record(
+                        LaunchEvent::TaskLaunched,
+                        &host,
+                        fw_id,
+                        &eid,
+                        run,
+                        Some(&task_id),
+                    );
+                }
             }
             return;
         }
@@ -297,6 +320,11 @@ impl Cluster {
             command: exec_info.command.clone().unwrap_or_default(),
             env,
         };
+        let host = self.agents[agent].hostname.clone();
+        for event in [LaunchEvent::ExecutorStarted, LaunchEvent::TaskLaunched] {
+            let task = (event == LaunchEvent::TaskLaunched).then_some(task_id.as_str());
+            self.launch_log.record(event, &host, fw_id, &eid, run, task);
+        }
         let Some(af) = self.agents[agent].frameworks.get_mut(fw_id) else {
             return;
         };
@@ -410,6 +438,15 @@ impl Cluster {
             .frameworks
             .get(fw)
             .is_some_and(|f| f.terminating);
+        let host = self.agents[agent].hostname.clone();
+        let Some(e) = self.executor_mut(agent, fw, eid) else {
+            return;
+        };
+        if e.state != ExecState::Terminated {
+            let run = e.run;
+            self.launch_log
+                .record(LaunchEvent::ExecutorTerminated, &host, fw, eid, run, None);
+        }
         let Some(e) = self.executor_mut(agent, fw, eid) else {
             return;
         };

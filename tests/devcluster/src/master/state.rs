@@ -103,6 +103,7 @@ pub enum Control {
         reply: Sender<Result<(), String>>,
     },
     FailOver(Sender<Result<SocketAddr, String>>),
+    LaunchLog(Sender<Vec<super::launches::LaunchRecord>>),
     Shutdown(Sender<()>),
 }
 
@@ -363,6 +364,7 @@ pub struct Cluster {
     allocation_epoch: Instant,
     rotation: usize,
     pub(super) start_time: f64,
+    pub(super) launch_log: super::launches::LaunchLog,
 }
 
 pub fn now_secs() -> f64 {
@@ -464,6 +466,7 @@ impl Cluster {
             allocation_epoch: Instant::now(),
             rotation: 0,
             start_time: now_secs(),
+            launch_log: Default::default(),
         };
         let real = cluster.cfg.agents;
         for (i, attrs) in agent_attributes.into_iter().enumerate() {
@@ -679,6 +682,9 @@ impl Cluster {
             }
             Control::FailOver(reply) => {
                 let _ = reply.send(Ok(self.fail_over()));
+            }
+            Control::LaunchLog(reply) => {
+                let _ = reply.send(self.launch_log.entries());
             }
             Control::Shutdown(reply) => {
                 self.shutdown_everything();
