@@ -35,6 +35,7 @@ mod process;
 mod resources;
 mod state;
 mod synthetic;
+mod tap;
 mod views;
 
 use serde_json::{json, Value};
@@ -116,6 +117,9 @@ pub struct MasterConfig {
     /// `<work_dir>/agent-<n>/host/`, and its executors the environment that points them there
     /// (see [`crate::host`]).
     pub host_standins: Option<crate::host::HostStandins>,
+    /// Write every accepted scheduler and executor Call body into this directory (see
+    /// `master/tap.rs`), for conformance checks of what a framework really sent.
+    pub wire_tap: Option<PathBuf>,
 }
 
 impl Default for MasterConfig {
@@ -144,6 +148,7 @@ impl Default for MasterConfig {
             distinct_agent_ips: true,
             keep_work_dir: false,
             host_standins: None,
+            wire_tap: None,
         }
     }
 }
@@ -353,6 +358,7 @@ pub fn start(mut config: MasterConfig) -> Result<MasterHandle, String> {
             addrs,
             flags: flags_json(&config, addr),
             version: version_json(&config),
+            wire_tap: config.wire_tap.clone(),
         };
         let server = http::Server::from_listener(
             listener,

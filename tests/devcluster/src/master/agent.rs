@@ -87,7 +87,8 @@ impl Cluster {
         } else {
             Ipv4Addr::LOCALHOST
         };
-        let handler = super::endpoints::agent_handler(index, self.tx.clone());
+        let handler =
+            super::endpoints::agent_handler(index, self.tx.clone(), self.cfg.wire_tap.clone());
         let server = match Server::bind(SocketAddr::from((wanted, 0)), &hostname, handler.clone()) {
             Ok(s) => s,
             // Some systems route only 127.0.0.1; the agents then share it.
@@ -1089,7 +1090,8 @@ impl Cluster {
         let server = if a.synthetic {
             None
         } else {
-            let handler = super::endpoints::agent_handler(agent, self.tx.clone());
+            let handler =
+                super::endpoints::agent_handler(agent, self.tx.clone(), self.cfg.wire_tap.clone());
             let server = Server::bind(a.endpoint(), &a.hostname, handler.clone())
                 .or_else(|_| Server::bind(SocketAddr::from((a.ip, 0)), &a.hostname, handler))
                 .map_err(|e| format!("{}: cannot listen again: {e}", a.hostname))?;
