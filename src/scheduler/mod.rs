@@ -11,6 +11,7 @@ pub mod agents;
 pub mod backoff;
 pub mod dispatcher;
 pub mod executors;
+pub mod faults;
 pub mod flags;
 pub mod launch;
 pub mod metrics;

@@ -427,6 +427,14 @@ impl MasterHandle {
         endpoints::control(&self.tx, |reply| Control::CutStream { framework, reply })?
     }
 
+    /// Makes every open scheduler stream half-open, as a master host that vanished (power
+    /// loss, partition) leaves it: the connection stays open and nothing more arrives on it,
+    /// not even heartbeats; the master counts the frameworks as disconnected. Only the
+    /// scheduler's own watchdog can notice. Returns how many streams were frozen.
+    pub fn freeze_scheduler_streams(&self) -> Result<usize, String> {
+        endpoints::control(&self.tx, Control::FreezeStreams)?
+    }
+
     /// Takes agent `index` (0-based) down with its host: its executors are killed, its
     /// offers rescinded; after `agent_removal_timeout` its tasks become unreachable/lost.
     pub fn stop_agent(&self, index: usize) -> Result<(), String> {
