@@ -5,6 +5,9 @@
 //! expected values. These tests never skip: without protoc and the protos they fail, naming
 //! what to install (`scripts/test.sh` installs both).
 
+#[path = "support/cluster.rs"]
+mod cluster;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -625,4 +628,154 @@ fn protoc_unknown_field_check_has_teeth() {
     bytes.extend_from_slice(&[0xf8, 0x07, 0x01]); // field 127, varint 1
     let text = decode_text("mesos.scheduler.Call", SCHEDULER_PROTO, &bytes);
     assert!(text.lines().any(|l| l.starts_with("127:")), "{text}");
+}
+
+/// Raw bytes some program sent, judged by protoc alone: every field is known to the official
+/// schema, and protoc's re-encoding of its reading is the same bytes. Returns protoc's text.
+fn check_wire(msg_type: &str, file: &str, bytes: &[u8], origin: &Path) -> String {
+    let text = protoc(&[&format!("--decode={msg_type}"), file], bytes)
+        .map(|t| String::from_utf8(t).expect("protoc text is UTF-8"))
+        .unwrap_or_else(|e| panic!("protoc rejected {}: {e}", origin.display()));
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit())),
+        "protoc saw fields it does not know in {}:\n{text}",
+        origin.display()
+    );
+    let theirs = encode_text(msg_type, file, &text);
+    assert_eq!(
+        bytes,
+        &theirs[..],
+        "{}: bytes differ from protoc's\n{text}",
+        origin.display()
+    );
+    text
+}
+
+/// What the real binaries send, captured on the dev cluster's wire (its wire tap): the
+/// scheduler's SUBSCRIBE (`framework_info` as the flags make it), the ACCEPTs of its
+/// launches (`launch::task_info`: URIs, environment, labels, resources), acknowledgements,
+/// SUPPRESS, reconciliation, a relaunch after an executor crash and the TEARDOWN of
+/// `-teardown`; and the executor's SUBSCRIBE and UPDATEs. Every one goes through protoc.
+#[test]
+fn what_the_real_binaries_send_matches_official_proto() {
+    use devcluster::master;
+    use std::time::Duration;
+    let dir = std::env::temp_dir().join(format!("conformance-wire-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let tap = dir.join("tap");
+    let m = master::start(master::MasterConfig {
+        agents: 3,
+        heartbeat_interval: Duration::from_secs(1),
+        work_dir: dir.join("mesos"),
+        wire_tap: Some(tap.clone()),
+        ..Default::default()
+    })
+    .expect("dev cluster");
+    let store = dir.join("state.json");
+    let port = cluster::free_port();
+    let args = cluster::scheduler_args(&m.addr().to_string(), port, &store, "Scaleio123");
+    let mut sched = Command::new(cluster::scheduler_bin())
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start storage-scheduler");
+    let running_tasks = |m: &master::MasterHandle| -> Vec<String> {
+        let snap = m.snapshot().expect("snapshot");
+        let mut out = Vec::new();
+        for a in snap["agents"].as_array().into_iter().flatten() {
+            for e in a["executors"].as_array().into_iter().flatten() {
+                for t in e["tasks"].as_array().into_iter().flatten() {
+                    if t["state"] == "TASK_RUNNING" {
+                        out.push(t["id"].as_str().unwrap_or("").to_string());
+                    }
+                }
+            }
+        }
+        out
+    };
+    let first = cluster::wait_for("3 running executors", Duration::from_secs(60), || {
+        Some(running_tasks(&m)).filter(|t| t.len() == 3)
+    });
+    // A crash: the scheduler relaunches (a second ACCEPT of a new task id).
+    let victim = first[0].replacen("storage.", "storage-executor.", 1);
+    let agent = m
+        .agents()
+        .expect("agents")
+        .into_iter()
+        .find(|a| victim.contains(&a.hostname))
+        .expect("victim's agent");
+    m.kill_executor(agent.index, &victim)
+        .expect("kill executor");
+    cluster::wait_for("the relaunch", Duration::from_secs(60), || {
+        let now = running_tasks(&m);
+        (now.len() == 3 && !now.contains(&first[0])).then_some(())
+    });
+    let _ = sched.kill();
+    let _ = sched.wait();
+    let mut teardown = args.clone();
+    teardown.push("-teardown".into());
+    let out = Command::new(cluster::scheduler_bin())
+        .args(&teardown)
+        .output()
+        .expect("-teardown");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&tap)
+        .expect("tap dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    let mut scheduler_text = String::new();
+    let mut executor_text = String::new();
+    for f in &files {
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.ends_with(".pb"),
+            "{name}: both binaries speak protobuf here"
+        );
+        let bytes = std::fs::read(f).expect("tapped call");
+        if name.contains(".scheduler.") {
+            scheduler_text += &check_wire("mesos.scheduler.Call", SCHEDULER_PROTO, &bytes, f);
+        } else {
+            executor_text += &check_wire("mesos.executor.Call", EXECUTOR_PROTO, &bytes, f);
+        }
+    }
+    for needle in [
+        "type: SUBSCRIBE",
+        "webui_url: \"http://127.0.0.1:",
+        "type: PARTITION_AWARE",
+        "failover_timeout:",
+        "type: ACCEPT",
+        "type: LAUNCH",
+        "name: \"STORAGE_EXECUTOR_SECRET\"",
+        "labels {",
+        "shutdown_grace_period {",
+        "type: ACKNOWLEDGE",
+        "type: SUPPRESS",
+        "type: TEARDOWN",
+    ] {
+        assert!(
+            scheduler_text.contains(needle),
+            "the scheduler never sent {needle:?}:\n{scheduler_text}"
+        );
+    }
+    assert!(
+        scheduler_text.matches("type: LAUNCH").count() >= 4,
+        "three launches and a relaunch"
+    );
+    for needle in ["type: SUBSCRIBE", "type: UPDATE", "state: TASK_RUNNING"] {
+        assert!(
+            executor_text.contains(needle),
+            "the executor never sent {needle:?}:\n{executor_text}"
+        );
+    }
+    drop(m);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -12,6 +12,7 @@ pub mod backoff;
 pub mod dispatcher;
 pub mod exchange;
 pub mod executors;
+pub mod faults;
 pub mod flags;
 pub mod launch;
 pub mod metrics;

@@ -366,6 +366,12 @@ impl Dispatcher {
         // Executors hear back only after the save: an acknowledged report is a saved one
         // (after a failed save it stays in memory, marked dirty, for the next attempt).
         self.executors.after_batch(&self.state, self.clock.now_ms());
+        if saved && crate::scheduler::faults::hold_after_launch_save() {
+            let accept = |c: &Call| c.r#type == Some(call::Type::Accept);
+            if self.pending.iter().any(accept) {
+                crate::scheduler::faults::hold("hold-after-launch-save");
+            }
+        }
         for c in self.pending.drain(..) {
             if !saved && c.r#type == Some(call::Type::Acknowledge) {
                 continue;

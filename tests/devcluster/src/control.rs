@@ -4,7 +4,9 @@
 //! | method and path | effect |
 //! |---|---|
 //! | `GET /control/state` | master and gateway snapshots |
+//! | `GET /control/master/launches` | the master's record of every executor start/end and task launch, in order |
 //! | `POST /control/master/cut-stream` | close the scheduler event streams |
+//! | `POST /control/master/freeze-stream` | scheduler event streams go half-open: open, silent, no heartbeats |
 //! | `POST /control/master/failover` | the standby master leads; the old one answers 307 |
 //! | `POST /control/agents/<n>/stop`, `/start`, `/restart` | agent `n` (1-based) |
 //! | `POST /control/agents/<n>/kill-executor?id=<executor id>` | SIGKILL that executor |
@@ -138,12 +140,20 @@ fn act(t: &Targets, method: &Method, url: &str) -> Result<Value, (u16, String)> 
             "master": t.master.snapshot().map_err(bad)?,
             "gateway": t.gateway.as_ref().map(|g| g.snapshot()),
         })),
+        (Method::Get, ["control", "master", "launches"]) => {
+            let log = t.master.launch_log().map_err(bad)?;
+            serde_json::to_value(log).map_err(|e| bad(e.to_string()))
+        }
         (Method::Post, ["control", "master", "cut-stream"]) => {
             let n = t
                 .master
                 .cut_scheduler_stream(query(url, "framework"))
                 .map_err(bad)?;
             Ok(json!({"streams_cut": n}))
+        }
+        (Method::Post, ["control", "master", "freeze-stream"]) => {
+            let n = t.master.freeze_scheduler_streams().map_err(bad)?;
+            Ok(json!({"streams_frozen": n}))
         }
         (Method::Post, ["control", "master", "failover"]) => {
             let leader = t.master.fail_over().map_err(bad)?;

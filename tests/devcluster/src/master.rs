@@ -30,10 +30,12 @@ mod agent;
 mod endpoints;
 mod http;
 mod ids;
+mod launches;
 mod process;
 mod resources;
 mod state;
 mod synthetic;
+mod tap;
 mod views;
 
 use serde_json::{json, Value};
@@ -47,6 +49,7 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 pub use agent::parse_attribute;
+pub use launches::{max_concurrent_executors, LaunchEvent, LaunchRecord};
 
 /// The 1.4.0 release commit, reported by `/version` and `/master/state`.
 const GIT_SHA: &str = "b3fd2e7ab26e118222fe18af4b92c53a3c01e6cc";
@@ -114,6 +117,9 @@ pub struct MasterConfig {
     /// `<work_dir>/agent-<n>/host/`, and its executors the environment that points them there
     /// (see [`crate::host`]).
     pub host_standins: Option<crate::host::HostStandins>,
+    /// Write every accepted scheduler and executor Call body into this directory (see
+    /// `master/tap.rs`), for conformance checks of what a framework really sent.
+    pub wire_tap: Option<PathBuf>,
 }
 
 impl Default for MasterConfig {
@@ -142,6 +148,7 @@ impl Default for MasterConfig {
             distinct_agent_ips: true,
             keep_work_dir: false,
             host_standins: None,
+            wire_tap: None,
         }
     }
 }
@@ -351,6 +358,7 @@ pub fn start(mut config: MasterConfig) -> Result<MasterHandle, String> {
             addrs,
             flags: flags_json(&config, addr),
             version: version_json(&config),
+            wire_tap: config.wire_tap.clone(),
         };
         let server = http::Server::from_listener(
             listener,
@@ -419,6 +427,14 @@ impl MasterHandle {
         endpoints::control(&self.tx, |reply| Control::CutStream { framework, reply })?
     }
 
+    /// Makes every open scheduler stream half-open, as a master host that vanished (power
+    /// loss, partition) leaves it: the connection stays open and nothing more arrives on it,
+    /// not even heartbeats; the master counts the frameworks as disconnected. Only the
+    /// scheduler's own watchdog can notice. Returns how many streams were frozen.
+    pub fn freeze_scheduler_streams(&self) -> Result<usize, String> {
+        endpoints::control(&self.tx, Control::FreezeStreams)?
+    }
+
     /// Takes agent `index` (0-based) down with its host: its executors are killed, its
     /// offers rescinded; after `agent_removal_timeout` its tasks become unreachable/lost.
     pub fn stop_agent(&self, index: usize) -> Result<(), String> {
@@ -450,6 +466,12 @@ impl MasterHandle {
     /// answers 307 to the new one. Returns the new leader's address.
     pub fn fail_over(&self) -> Result<SocketAddr, String> {
         endpoints::control(&self.tx, Control::FailOver)?
+    }
+
+    /// The master's record of every executor start and end and every task given to an
+    /// agent, in order, since the cluster started.
+    pub fn launch_log(&self) -> Result<Vec<LaunchRecord>, String> {
+        endpoints::control(&self.tx, Control::LaunchLog)
     }
 
     /// Stops everything and kills all executor processes.

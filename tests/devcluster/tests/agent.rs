@@ -423,6 +423,24 @@ fn an_executor_that_dies_fails_its_tasks_and_the_scheduler_hears_failure() {
     l.sched.acknowledge(&failed);
     let o = l.sched.offers().remove(0);
     assert_eq!(o.agent_id, l.offer.agent_id);
+
+    // The master's record: start, task, end of that one run, in that order.
+    let log = c.launch_log().unwrap();
+    let events: Vec<_> = log
+        .iter()
+        .filter(|r| r.executor == "exec-crash")
+        .map(|r| (r.event, r.task.as_deref(), r.agent.as_str()))
+        .collect();
+    use devcluster::master::LaunchEvent::*;
+    assert_eq!(
+        events,
+        [
+            (ExecutorStarted, None, "agent-1"),
+            (TaskLaunched, Some(task), "agent-1"),
+            (ExecutorTerminated, None, "agent-1"),
+        ]
+    );
+    assert!(log.windows(2).all(|w| w[0].seq < w[1].seq));
 }
 
 #[test]

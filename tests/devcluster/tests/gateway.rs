@@ -323,11 +323,19 @@ fn calls_need_a_valid_token_and_expired_tokens_need_a_new_login() {
 
 #[test]
 fn tokens_lapse_after_their_lifetime() {
+    // Not early: under an hour's lifetime the token serves request after request (an
+    // expiry computed in the wrong unit or ignored would end it at once).
+    let mut config = GatewayConfig::new(PASSWORD, mdm());
+    config.token_lifetime = Duration::from_secs(3600);
+    let long_lived = start(config);
+    let client = Client::logged_in(&long_lived);
+    for _ in 0..20 {
+        assert_eq!(client.get("/api/version").status, 200);
+    }
+
     let mut config = GatewayConfig::new(PASSWORD, mdm());
     config.token_lifetime = Duration::from_millis(300);
     let gw = start(config);
-    // The token is made after this instant, so a 401 earlier than 300 ms past it is early.
-    let before_login = Instant::now();
     let client = Client::logged_in(&gw);
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
@@ -340,10 +348,6 @@ fn tokens_lapse_after_their_lifetime() {
         assert!(Instant::now() < deadline, "the token never lapsed");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(
-        before_login.elapsed() >= Duration::from_millis(300),
-        "the token lapsed before its lifetime"
-    );
     // A new login works again.
     let fresh = Client::logged_in(&gw);
     assert_eq!(fresh.get("/api/version").status, 200);
@@ -725,13 +729,17 @@ fn malformed_requests_get_400s_and_the_gateway_keeps_serving() {
         let _ = raw.set_read_timeout(Some(Duration::from_secs(10)));
         let _ = raw.write_all(garbage);
         let mut sink = Vec::new();
-        // The server closes the connection: read ends (EOF or reset) well before the timeout.
-        let started = Instant::now();
-        let _ = raw.read_to_end(&mut sink);
-        assert!(
-            started.elapsed() < Duration::from_secs(9),
-            "connection left open"
-        );
+        // The server closes the connection: the read ends by EOF or reset, not by our timeout.
+        match raw.read_to_end(&mut sink) {
+            Ok(_) => {}
+            Err(e) => assert!(
+                !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ),
+                "connection left open: {e}"
+            ),
+        }
     }
     let created = client.create("ProtectionDomain", &json!({"name": "after-garbage"}));
     assert!(!created.is_empty());
@@ -763,14 +771,22 @@ fn injected_faults_give_500s_and_delays_then_clear() {
     gw.clear_faults();
     assert_eq!(client.get("/api/types/System/instances").status, 200);
 
-    gw.set_delay(Duration::from_millis(300));
-    let started = Instant::now();
-    assert_eq!(client.get("/api/version").status, 200);
-    assert!(
-        started.elapsed() >= Duration::from_millis(300),
-        "reply came after {:?}",
-        started.elapsed()
-    );
+    // A delay far beyond the client's timeout: the request ends by that timeout. (The
+    // delayed connection thread sleeps on after the test; nothing waits for it.)
+    gw.set_delay(Duration::from_secs(30));
+    let impatient: ureq::Agent = ureq::Agent::config_builder()
+        .tls_config(
+            ureq::tls::TlsConfig::builder()
+                .disable_verification(true)
+                .build(),
+        )
+        .timeout_global(Some(Duration::from_millis(500)))
+        .build()
+        .into();
+    match impatient.get(format!("{}/api/version", gw.url())).call() {
+        Err(ureq::Error::Timeout(_)) => {}
+        other => panic!("a delayed reply ended otherwise: {other:?}"),
+    }
     gw.set_delay(Duration::ZERO);
     assert_eq!(client.get("/api/version").status, 200);
     assert!(gw.snapshot()["requests"].as_u64().unwrap_or(0) >= 10);

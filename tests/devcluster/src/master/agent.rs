@@ -2,6 +2,7 @@
 //! API, the status update manager (ordered, retried until acknowledged) and agent faults.
 
 use super::http::{Reply, Response, Server, Stream, StreamMsg};
+use super::launches::LaunchEvent;
 use super::process::{self, mesos_duration, LaunchSpec, SIGKILL, SIGTERM};
 use super::resources::Res;
 use super::state::*;
@@ -86,7 +87,8 @@ impl Cluster {
         } else {
             Ipv4Addr::LOCALHOST
         };
-        let handler = super::endpoints::agent_handler(index, self.tx.clone());
+        let handler =
+            super::endpoints::agent_handler(index, self.tx.clone(), self.cfg.wire_tap.clone());
         let server = match Server::bind(SocketAddr::from((wanted, 0)), &hostname, handler.clone()) {
             Ok(s) => s,
             // Some systems route only 127.0.0.1; the agents then share it.
@@ -220,14 +222,36 @@ impl Cluster {
                     self.agent_update(agent, fw_id, status, false);
                 }
                 ExecState::Running if e.conn.is_some() => {
-                    e.launched.insert(task_id, TaskState::Staging);
+                    let run = e.run;
+                    e.launched.insert(task_id.clone(), TaskState::Staging);
                     if let Some(conn) = &e.conn {
                         let mut ev = exec_event(eevent::Type::Launch);
                         ev.launch = Some(eevent::Launch { task });
                         let _ = conn.tx.send(frame(conn.encoding, &ev));
                     }
+                    let host = self.agents[agent].hostname.clone();
+                    self.launch_log.record(
+                        LaunchEvent::TaskLaunched,
+                        &host,
+                        fw_id,
+                        &eid,
+                        run,
+                        Some(&task_id),
+                    );
                 }
-                _ => e.queued.push(task),
+                _ => {
+                    let run = e.run;
+                    e.queued.push(task);
+                    let host = self.agents[agent].hostname.clone();
+                    self.launch_log.record(
+                        LaunchEvent::TaskLaunched,
+                        &host,
+                        fw_id,
+                        &eid,
+                        run,
+                        Some(&task_id),
+                    );
+                }
             }
             return;
         }
@@ -297,6 +321,11 @@ impl Cluster {
             command: exec_info.command.clone().unwrap_or_default(),
             env,
         };
+        let host = self.agents[agent].hostname.clone();
+        for event in [LaunchEvent::ExecutorStarted, LaunchEvent::TaskLaunched] {
+            let task = (event == LaunchEvent::TaskLaunched).then_some(task_id.as_str());
+            self.launch_log.record(event, &host, fw_id, &eid, run, task);
+        }
         let Some(af) = self.agents[agent].frameworks.get_mut(fw_id) else {
             return;
         };
@@ -410,6 +439,15 @@ impl Cluster {
             .frameworks
             .get(fw)
             .is_some_and(|f| f.terminating);
+        let host = self.agents[agent].hostname.clone();
+        let Some(e) = self.executor_mut(agent, fw, eid) else {
+            return;
+        };
+        if e.state != ExecState::Terminated {
+            let run = e.run;
+            self.launch_log
+                .record(LaunchEvent::ExecutorTerminated, &host, fw, eid, run, None);
+        }
         let Some(e) = self.executor_mut(agent, fw, eid) else {
             return;
         };
@@ -1052,7 +1090,8 @@ impl Cluster {
         let server = if a.synthetic {
             None
         } else {
-            let handler = super::endpoints::agent_handler(agent, self.tx.clone());
+            let handler =
+                super::endpoints::agent_handler(agent, self.tx.clone(), self.cfg.wire_tap.clone());
             let server = Server::bind(a.endpoint(), &a.hostname, handler.clone())
                 .or_else(|_| Server::bind(SocketAddr::from((a.ip, 0)), &a.hostname, handler))
                 .map_err(|e| format!("{}: cannot listen again: {e}", a.hostname))?;

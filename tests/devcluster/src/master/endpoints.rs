@@ -26,6 +26,7 @@ pub(super) struct MasterFront {
     pub addrs: [SocketAddr; 2],
     pub flags: Value,
     pub version: Value,
+    pub wire_tap: Option<std::path::PathBuf>,
 }
 
 pub(super) fn master_handler(front: MasterFront) -> Handler {
@@ -110,6 +111,8 @@ impl MasterFront {
         if let Err(e) = validate_scheduler_call(&call) {
             return Response::text(400, format!("Failed to validate scheduler::Call: {e}")).into();
         }
+        let ct = req.header("Content-Type").unwrap_or_default();
+        super::tap::record(self.wire_tap.as_deref(), "scheduler", ct, &req.body);
         let mut accept = Encoding::Json;
         if call.r#type == Some(call::Type::Subscribe) {
             accept = match negotiate(&req) {
@@ -138,7 +141,11 @@ impl MasterFront {
     }
 }
 
-pub(super) fn agent_handler(agent: usize, tx: Sender<Cmd>) -> Handler {
+pub(super) fn agent_handler(
+    agent: usize,
+    tx: Sender<Cmd>,
+    wire_tap: Option<std::path::PathBuf>,
+) -> Handler {
     Arc::new(move |req: Request| {
         // The agent's libprocess id is `slave(1)`.
         let path = req
@@ -148,7 +155,7 @@ pub(super) fn agent_handler(agent: usize, tx: Sender<Cmd>) -> Handler {
             .unwrap_or(&req.path)
             .to_string();
         match path.as_str() {
-            "/api/v1/executor" => executor_front(agent, &tx, req),
+            "/api/v1/executor" => executor_front(agent, &tx, wire_tap.as_deref(), req),
             "/state" | "/state.json" => {
                 if let Some(r) = only_get(&req) {
                     return r.into();
@@ -168,7 +175,12 @@ pub(super) fn agent_handler(agent: usize, tx: Sender<Cmd>) -> Handler {
     })
 }
 
-fn executor_front(agent: usize, tx: &Sender<Cmd>, req: Request) -> Reply {
+fn executor_front(
+    agent: usize,
+    tx: &Sender<Cmd>,
+    wire_tap: Option<&std::path::Path>,
+    req: Request,
+) -> Reply {
     if req.method != "POST" {
         return method_not_allowed(&req);
     }
@@ -179,6 +191,8 @@ fn executor_front(agent: usize, tx: &Sender<Cmd>, req: Request) -> Reply {
     if let Err(e) = validate_executor_call(&call) {
         return Response::text(400, format!("Failed to validate Executor::Call: {e}")).into();
     }
+    let ct = req.header("Content-Type").unwrap_or_default();
+    super::tap::record(wire_tap, "executor", ct, &req.body);
     let mut accept = Encoding::Json;
     if call.r#type == Some(executor::call::Type::Subscribe) {
         accept = match negotiate(&req) {

@@ -103,6 +103,9 @@ pub enum Control {
         reply: Sender<Result<(), String>>,
     },
     FailOver(Sender<Result<SocketAddr, String>>),
+    LaunchLog(Sender<Vec<super::launches::LaunchRecord>>),
+    /// Half-open streams: see `MasterHandle::freeze_scheduler_streams`.
+    FreezeStreams(Sender<Result<usize, String>>),
     Shutdown(Sender<()>),
 }
 
@@ -363,6 +366,10 @@ pub struct Cluster {
     allocation_epoch: Instant,
     rotation: usize,
     pub(super) start_time: f64,
+    pub(super) launch_log: super::launches::LaunchLog,
+    /// Writers of frozen scheduler streams: kept so that their sockets stay open, never
+    /// written to.
+    frozen_streams: Vec<Sender<StreamMsg>>,
 }
 
 pub fn now_secs() -> f64 {
@@ -464,6 +471,8 @@ impl Cluster {
             allocation_epoch: Instant::now(),
             rotation: 0,
             start_time: now_secs(),
+            launch_log: Default::default(),
+            frozen_streams: Vec::new(),
         };
         let real = cluster.cfg.agents;
         for (i, attrs) in agent_attributes.into_iter().enumerate() {
@@ -679,6 +688,27 @@ impl Cluster {
             }
             Control::FailOver(reply) => {
                 let _ = reply.send(Ok(self.fail_over()));
+            }
+            Control::FreezeStreams(reply) => {
+                let ids: Vec<String> = self
+                    .frameworks
+                    .values()
+                    .filter(|f| f.conn.is_some())
+                    .map(|f| f.id.clone())
+                    .collect();
+                for id in &ids {
+                    if let Some(conn) = self.frameworks.get_mut(id).and_then(|f| f.conn.take()) {
+                        self.frozen_streams.push(conn.tx);
+                    }
+                    self.disconnect_framework(id);
+                }
+                let _ = reply.send(match ids.len() {
+                    0 => Err("no framework has an open subscription stream".into()),
+                    n => Ok(n),
+                });
+            }
+            Control::LaunchLog(reply) => {
+                let _ = reply.send(self.launch_log.entries());
             }
             Control::Shutdown(reply) => {
                 self.shutdown_everything();

@@ -6,6 +6,7 @@
 //! executor's UPDATE call would, so acknowledgements, retries and agent faults behave the same.
 
 use super::agent::executor_of;
+use super::launches::LaunchEvent;
 use super::resources::Res;
 use super::state::*;
 use std::collections::BTreeMap;
@@ -184,10 +185,28 @@ impl Cluster {
                 kill_requested: false,
                 lost_with_agent: false,
             };
+            let run = executor.run;
             if let Some(af) = self.agents[agent].frameworks.get_mut(fw_id) {
                 af.executors.insert(eid.clone(), executor);
             }
+            let host = self.agents[agent].hostname.clone();
+            self.launch_log
+                .record(LaunchEvent::ExecutorStarted, &host, fw_id, &eid, run, None);
         }
+        let a = &self.agents[agent];
+        let run = a
+            .frameworks
+            .get(fw_id)
+            .and_then(|af| af.executors.get(&eid));
+        let (host, run) = (a.hostname.clone(), run.map_or(0, |e| e.run));
+        self.launch_log.record(
+            LaunchEvent::TaskLaunched,
+            &host,
+            fw_id,
+            &eid,
+            run,
+            Some(&task_id),
+        );
         self.synthetic_start_task(agent, fw_id, &eid, &task_id, command_task.is_none());
     }
 
