@@ -12,6 +12,7 @@ missing=()
 command -v protoc >/dev/null || missing+=(protobuf-compiler)
 [ -f "$MESOS_PROTO" ] || missing+=(golang-github-mesos-mesos-go-dev)
 command -v curl >/dev/null || missing+=(curl)
+command -v go >/dev/null || missing+=(golang-go)             # mesos-go interop test (tests/interop.rs)
 command -v python3 >/dev/null || missing+=(python3)          # scripts/deploy.sh
 command -v chromium >/dev/null || missing+=(chromium)        # status page browser test
 python3 -c 'import jsonschema' 2>/dev/null || missing+=(python3-jsonschema) # tests/packaging.rs
