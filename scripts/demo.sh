@@ -53,8 +53,8 @@ log() { printf 'demo.sh: %s\n' "$*" >&2; }
 # ---- build -------------------------------------------------------------------------------
 if [ -z "$bin_dir" ]; then
   log "building (cargo build)"
-  (cd "$here" && cargo build --quiet -p storage-framework --bin storage-scheduler \
-    -p storage-executor -p storage-devcluster)
+  # --bins, not --bin: a target filter applies to every package named.
+  (cd "$here" && cargo build --quiet --bins -p storage-framework -p storage-executor -p storage-devcluster)
   bin_dir="$here/target/debug"
 fi
 for b in storage-scheduler storage-executor storage-devcluster storage-host-standin; do
