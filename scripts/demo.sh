@@ -53,8 +53,8 @@ log() { printf 'demo.sh: %s\n' "$*" >&2; }
 # ---- build -------------------------------------------------------------------------------
 if [ -z "$bin_dir" ]; then
   log "building (cargo build)"
-  (cd "$here" && cargo build --quiet -p storage-framework --bin storage-scheduler \
-    -p storage-executor -p storage-devcluster)
+  # --bins, not --bin: a target filter applies to every package named.
+  (cd "$here" && cargo build --quiet --bins -p storage-framework -p storage-executor -p storage-devcluster)
   bin_dir="$here/target/debug"
 fi
 for b in storage-scheduler storage-executor storage-devcluster storage-host-standin; do
@@ -145,129 +145,24 @@ log "deploying: scripts/deploy.sh ${deploy_args[*]}"
 STORAGE_GATEWAY_PASSWORD=Scaleio123 "$here/scripts/deploy.sh" "${deploy_args[@]}" >&2
 
 # ---- follow the rollout -------------------------------------------------------------------
-# One python process follows the launcher and /api/state: it prints the live progress line,
-# and on its last line the outcome: `ready <scheduler url>`, `failed <reason>` or
-# `timeout <reason>`.
+# scripts/demo_follow.py prints the live progress line, and on its last line the outcome:
+# `ready <scheduler url>`, `failed <reason>` or `timeout <reason>`.
 follow_timeout=$([ "$exit_when_ready" = 1 ] && echo "$timeout" || echo 0)
-outcome="$(python3 - "$launcher" "$agents" "$follow_timeout" "$([ -t 2 ] && echo 1 || echo 0)" <<'PY'
-import json, signal, sys, time, urllib.request
-
-# Ctrl-C kills this follower outright (no traceback), so the shell's INT trap runs.
-signal.signal(signal.SIGINT, signal.SIG_DFL)
-launcher, agents, timeout, tty = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == "1"
-start = time.monotonic()
-PHASES = ["launching", "environment", "reboot-prerequisites", "packages", "devices",
-          "cluster-init", "storage-attach", "volume-driver", "reboot-final", "running",
-          "failed", "lost"]
-
-def get(url):
-    with urllib.request.urlopen(url, timeout=5) as r:
-        return json.load(r)
-
-def progress(line):
-    if tty:
-        sys.stderr.write("\r\033[K" + line)
-    else:
-        sys.stderr.write(line + "\n")
-    sys.stderr.flush()
-
-scheduler, last, counts = None, None, {}
-while True:
-    elapsed = time.monotonic() - start
-    state = None
-    try:
-        if scheduler is None:
-            app = get(f"http://{launcher}/v2/apps/storage-scheduler")["app"]
-            running = [t for t in app.get("tasks", []) if t.get("state") == "TASK_RUNNING" and t.get("ports")]
-            if running:
-                scheduler = f"http://{running[0]['host']}:{running[0]['ports'][0]}"
-            failure = app.get("lastTaskFailure")
-            line = f"[{elapsed:4.0f}s] scheduler: waiting for the launcher to start it"
-            if failure:
-                line += f" (last failure: {failure.get('message', '?')})"
-        if scheduler is not None:
-            state = get(f"{scheduler}/api/state")
-            nodes = state.get("model", {}).get("nodes", {})
-            counts = {}
-            for n in nodes.values():
-                counts[n.get("phase", "?")] = counts.get(n.get("phase", "?"), 0) + 1
-            parts = [f"{p} {counts[p]}" for p in PHASES if p in counts]
-            parts += [f"{p} {c}" for p, c in counts.items() if p not in PHASES]
-            line = (f"[{elapsed:4.0f}s] nodes {len(nodes)}/{agents}: " + (", ".join(parts) or "none yet")
-                    + ("" if state.get("subscribed") else " (scheduler not subscribed)"))
-            if len(nodes) >= agents and counts.get("running", 0) == len(nodes):
-                progress(line)
-                if tty:
-                    sys.stderr.write("\n")
-                print("ready", scheduler)
-                sys.exit(0)
-            failed = [n for n in nodes.values() if n.get("phase") == "failed"]
-            if failed and timeout > 0:
-                progress(line)
-                if tty:
-                    sys.stderr.write("\n")
-                reasons = "; ".join(f"{n.get('hostname')}: {n.get('last_error') or 'no reason given'}" for n in failed)
-                print("failed", f"{len(failed)} node(s) failed: {reasons}")
-                sys.exit(0)
-    except (OSError, ValueError, KeyError) as err:
-        line = f"[{elapsed:4.0f}s] waiting for {'the scheduler' if scheduler else 'the launcher'} ({err})"
-    # A terminal gets the live line every second; a log only a line per change.
-    if tty or line.split("] ", 1)[-1] != last:
-        progress(line)
-        last = line.split("] ", 1)[-1]
-    if timeout > 0 and elapsed >= timeout:
-        if tty:
-            sys.stderr.write("\n")
-        if scheduler is None:
-            print("timeout", f"the scheduler did not start within {timeout:.0f} s ({line.split('] ', 1)[-1]})")
-        else:
-            stuck = {p: c for p, c in counts.items() if p != "running"}
-            if not stuck:
-                print("timeout", f"only {sum(counts.values())} of {agents} agents have a node after {timeout:.0f} s")
-            else:
-                # The earliest phase any node is in is what holds the rollout up.
-                phase = min(stuck, key=lambda p: PHASES.index(p) if p in PHASES else len(PHASES))
-                print("timeout", f"after {timeout:.0f} s, {stuck[phase]} of {sum(counts.values())} nodes are stuck in phase {phase}"
-                      + "".join(f", {c} in {p}" for p, c in stuck.items() if p != phase))
-        sys.exit(0)
-    time.sleep(1)
-PY
-)"
+outcome="$(python3 "$here/scripts/demo_follow.py" follow "$launcher" "$agents" "$follow_timeout" \
+  "$([ -t 2 ] && echo 1 || echo 0)")"
 verdict="${outcome%% *}" detail="${outcome#* }"
 case "$verdict" in
   ready) ;;
   failed) log "rollout failed: $detail"; status=1; exit 1 ;;
   timeout) log "not ready: $detail"; status=1; exit 1 ;;
-  *) log "lost track of the rollout: $outcome"; status=1; exit 1 ;;
+  *) log "lost track of the rollout: ${outcome:-the follower ended without an outcome}"; status=1; exit 1 ;;
 esac
 
 # ---- every node runs ----------------------------------------------------------------------
 scheduler="$detail"
 echo "status page: $scheduler/"
-curl -sS "$scheduler/api/state" | python3 -c '
-import json, sys
-state = json.load(sys.stdin)
-model = state.get("model", {})
-print(f"{\"node\":<14} {\"persona\":<11} {\"phase\":<9} devices attached")
-for n in sorted(model.get("nodes", {}).values(), key=lambda n: n.get("hostname", "")):
-    print(f"{n.get(\"hostname\",\"?\"):<14} {n.get(\"persona\",\"?\"):<11} {n.get(\"phase\",\"?\"):<9} "
-          f"{len(n.get(\"attached\", []))}/{len(n.get(\"devices\", []))} {\" \".join(n.get(\"attached\", []))}")
-# Pool capacity, where the scheduler reports it.
-for key in ("pools", "capacity", "storage"):
-    if key in model or key in state:
-        print(f"{key}: {json.dumps(model.get(key, state.get(key)))}")
-'
-if [ -n "$ready_file" ]; then
-  python3 - "$work/devcluster.json" "$scheduler" "$ready_file" <<'PY'
-import json, os, sys
-doc = {"scheduler": sys.argv[2], "status_page": sys.argv[2] + "/"}
-doc.update(json.load(open(sys.argv[1])))
-tmp = sys.argv[3] + ".tmp"
-with open(tmp, "w") as f:
-    json.dump(doc, f, indent=2)
-os.rename(tmp, sys.argv[3])
-PY
-fi
+python3 "$here/scripts/demo_follow.py" summary "$scheduler"
+[ -z "$ready_file" ] || python3 "$here/scripts/demo_follow.py" ready-file "$work/devcluster.json" "$scheduler" "$ready_file"
 status=0 keep=0
 if [ "$exit_when_ready" = 1 ]; then
   exit 0

@@ -185,3 +185,120 @@ fn ctrl_c_stops_everything() {
     assert!(left.is_empty(), "left running:\n{}", left.join("\n"));
     let _ = std::fs::remove_dir_all(&work);
 }
+
+// ---- the follower's decisions (scripts/demo_follow.py) against a fake launcher and scheduler
+
+/// Serves the launcher's app (its task on this server's own port) and `/api/state` = `state`.
+fn fake_launcher_and_scheduler(
+    state: serde_json::Value,
+) -> (String, std::sync::Arc<tiny_http::Server>) {
+    let server = std::sync::Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
+    let addr = server.server_addr().to_ip().unwrap();
+    let s = server.clone();
+    std::thread::spawn(move || {
+        while let Ok(req) = s.recv() {
+            let body = match req.url() {
+                "/v2/apps/storage-scheduler" => {
+                    serde_json::json!({"app": {"id": "/storage-scheduler",
+                    "tasks": [{"state": "TASK_RUNNING", "host": "127.0.0.1", "ports": [addr.port()]}]}})
+                }
+                "/api/state" => state.clone(),
+                _ => {
+                    let _ = req.respond(tiny_http::Response::empty(404));
+                    continue;
+                }
+            };
+            let _ = req.respond(tiny_http::Response::from_string(body.to_string()));
+        }
+    });
+    (addr.to_string(), server)
+}
+
+fn node(host: &str, phase: &str, attached: &[&str], error: Option<&str>) -> serde_json::Value {
+    serde_json::json!({"hostname": host, "persona": "data", "phase": phase,
+        "devices": ["/dev/sdb", "/dev/sdc"], "attached": attached, "last_error": error})
+}
+
+fn follower(args: &[&str]) -> (String, String) {
+    let out = Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scripts/demo_follow.py"
+        ))
+        .args(args)
+        .output()
+        .expect("python3");
+    assert!(out.status.success(), "{out:?}");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn follower_reports_ready_with_a_summary_and_ready_file() {
+    let state = serde_json::json!({"subscribed": true, "model": {"nodes": {
+        "a1": node("agent-1", "running", &["/dev/sdb", "/dev/sdc"], None),
+        "a2": node("agent-2", "running", &["/dev/sdb"], None),
+    }}});
+    let (launcher, _s) = fake_launcher_and_scheduler(state);
+    let (stdout, stderr) = follower(&["follow", &launcher, "2", "10", "0"]);
+    let url = format!("http://{launcher}");
+    assert_eq!(stdout.trim(), format!("ready {url}"), "{stderr}");
+    assert!(stderr.contains("nodes 2/2: running 2"), "{stderr}");
+
+    let (summary, _) = follower(&["summary", &url]);
+    let rows: Vec<&str> = summary.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{summary}");
+    assert!(
+        rows[0].starts_with("agent-1") && rows[0].contains(" running ") && rows[0].contains("2/2")
+    );
+    assert!(rows[1].starts_with("agent-2") && rows[1].contains("1/2 /dev/sdb"));
+
+    let dir = work_dir("ready-file");
+    let dc = dir.join("devcluster.json");
+    std::fs::write(
+        &dc,
+        r#"{"master": "127.0.0.1:5050", "launcher": "127.0.0.1:8080", "agents": []}"#,
+    )
+    .unwrap();
+    let ready = dir.join("ready.json");
+    follower(&[
+        "ready-file",
+        dc.to_str().unwrap(),
+        &url,
+        ready.to_str().unwrap(),
+    ]);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&ready).unwrap()).unwrap();
+    assert_eq!(doc["scheduler"], url.as_str());
+    assert_eq!(doc["master"], "127.0.0.1:5050");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn follower_names_failed_nodes_and_stuck_phases() {
+    let state = serde_json::json!({"subscribed": true, "model": {"nodes": {
+        "a1": node("agent-1", "running", &[], None),
+        "a2": node("agent-2", "failed", &[], Some("packages: EMC-ScaleIO-sds: download failed (404)")),
+        "a3": node("agent-3", "packages", &[], None),
+    }}});
+    let (launcher, _s) = fake_launcher_and_scheduler(state);
+    let (stdout, _) = follower(&["follow", &launcher, "3", "10", "0"]);
+    assert_eq!(
+        stdout.trim(),
+        "failed 1 node(s) failed: agent-2: packages: EMC-ScaleIO-sds: download failed (404)"
+    );
+
+    let state = serde_json::json!({"subscribed": true, "model": {"nodes": {
+        "a1": node("agent-1", "storage-attach", &[], None),
+        "a2": node("agent-2", "environment", &[], None),
+        "a3": node("agent-3", "environment", &[], None),
+    }}});
+    let (launcher, _s) = fake_launcher_and_scheduler(state);
+    let (stdout, _) = follower(&["follow", &launcher, "3", "1", "0"]);
+    assert_eq!(
+        stdout.trim(),
+        "timeout after 1 s, 2 of 3 nodes are stuck in phase environment, 1 in storage-attach"
+    );
+}

@@ -1,0 +1,213 @@
+//! `cargo bench --bench converge`: `converge_seconds_100`, the operator's wait. 100 dev-cluster
+//! agents with real executor processes and host stand-ins (which take no time), from the
+//! launcher call (`scripts/deploy.sh`, custom build served over HTTP) to every node `running`
+//! on the scheduler's `/api/state`. Target at most 10 s, goal 5 s.
+//!
+//! While nodes cannot reach `running` (the executor's phases and the gateway work are being
+//! built), it reports `converge_seconds_100_executors_running` instead: the same start, up to
+//! an executor RUNNING on every agent, with a `#` line saying so and where the nodes stopped.
+//!
+//! The binaries measured are those in `STORAGE_BENCH_BIN_DIR` (bench.sh points it at the
+//! release build), else the ones cargo built next to this bench.
+
+#[path = "../support/cluster.rs"]
+mod cluster;
+
+use devcluster::{host, launcher, master};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const AGENTS: usize = 100;
+
+fn get_json(url: &str) -> Option<serde_json::Value> {
+    let body = ureq::get(url)
+        .call()
+        .ok()?
+        .body_mut()
+        .read_to_string()
+        .ok()?;
+    serde_json::from_str(&body).ok()
+}
+
+/// Serves `dir/storage-scheduler` and `dir/storage-executor`; returns the base URL.
+fn serve(dir: PathBuf) -> (String, Arc<tiny_http::Server>) {
+    let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("file server"));
+    let addr = server.server_addr().to_ip().expect("ip");
+    let s = server.clone();
+    std::thread::spawn(move || {
+        while let Ok(req) = s.recv() {
+            let name = req.url().trim_start_matches('/').to_string();
+            let file = ["storage-scheduler", "storage-executor"]
+                .contains(&name.as_str())
+                .then(|| std::fs::File::open(dir.join(&name)).ok())
+                .flatten();
+            let _ = match file {
+                Some(f) => req.respond(tiny_http::Response::from_file(f)),
+                None => req.respond(tiny_http::Response::empty(404)),
+            };
+        }
+    });
+    (format!("http://{addr}"), server)
+}
+
+fn executors_running(m: &master::MasterHandle) -> usize {
+    let Ok(snap) = m.snapshot() else { return 0 };
+    snap["agents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| {
+            a["executors"].as_array().is_some_and(|es| {
+                es.iter().any(|e| {
+                    e["tasks"]
+                        .as_array()
+                        .is_some_and(|ts| ts.iter().any(|t| t["state"] == "TASK_RUNNING"))
+                })
+            })
+        })
+        .count()
+}
+
+/// Node count per phase on the scheduler's `/api/state`.
+fn phases(scheduler: &str) -> Vec<(String, usize)> {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    let Some(state) = get_json(&format!("{scheduler}/api/state")) else {
+        return counts;
+    };
+    for n in state["model"]["nodes"].as_object().into_iter().flatten() {
+        let p = n.1["phase"].as_str().unwrap_or("?").to_string();
+        match counts.iter_mut().find(|(q, _)| *q == p) {
+            Some((_, c)) => *c += 1,
+            None => counts.push((p, 1)),
+        }
+    }
+    counts
+}
+
+fn main() {
+    let bin_dir = std::env::var_os("STORAGE_BENCH_BIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cluster::scheduler_bin().parent().unwrap().to_path_buf());
+    let standin = cluster::scheduler_bin().with_file_name(host::STANDIN_BIN);
+    for p in [
+        bin_dir.join("storage-scheduler"),
+        bin_dir.join("storage-executor"),
+        standin.clone(),
+    ] {
+        assert!(
+            p.exists(),
+            "{} missing (scripts/bench.sh builds it)",
+            p.display()
+        );
+    }
+    let dir = std::env::temp_dir().join(format!("bench-converge-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let mut standins = host::HostStandins::new(standin, None);
+    standins.per_agent = (1..=AGENTS)
+        .map(|n| {
+            let p = if n % 2 == 1 {
+                host::HostProfile::Ubuntu1404
+            } else {
+                host::HostProfile::Rhel7
+            };
+            (n, p)
+        })
+        .collect();
+    let m = master::start(master::MasterConfig {
+        agents: AGENTS,
+        heartbeat_interval: Duration::from_secs(1),
+        work_dir: dir.join("mesos"),
+        host_standins: Some(standins),
+        ..Default::default()
+    })
+    .expect("dev cluster");
+    let l = launcher::start(launcher::LauncherConfig {
+        work_dir: dir.join("launcher"),
+        ..Default::default()
+    })
+    .expect("launcher");
+    let (base, _files) = serve(bin_dir);
+
+    let start = Instant::now();
+    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/deploy.sh"))
+        .args(["--custom", &base, "--launcher", &l.addr().to_string()])
+        .args(["--master", &m.addr().to_string(), "--pd", "default"])
+        .args(["--pool", "default", "--primary", "127.0.0.1"])
+        .args(["--secondary", "127.0.0.2", "--tiebreaker", "127.0.0.3"])
+        .args(["--gateway", "127.0.0.1"])
+        .env("STORAGE_GATEWAY_PASSWORD", "Scaleio123")
+        .output()
+        .expect("deploy.sh");
+    assert!(
+        out.status.success(),
+        "deploy.sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The scheduler's address, once the launcher runs it.
+    let app_url = format!("{}/v2/apps/storage-scheduler", l.url());
+    let scheduler = cluster::wait_for(
+        "the launcher to run the scheduler",
+        Duration::from_secs(60),
+        || {
+            let app = get_json(&app_url)?;
+            let task = app["app"]["tasks"].as_array()?.first()?.clone();
+            let port = task["ports"].as_array()?.first()?.as_u64()?;
+            Some(format!("http://{}:{port}", task["host"].as_str()?))
+        },
+    );
+    let deadline = start + Duration::from_secs(120);
+    let mut executors_at = None;
+    loop {
+        let now = Instant::now();
+        if executors_at.is_none() && executors_running(&m) == AGENTS {
+            executors_at = Some(now);
+        }
+        let last = phases(&scheduler);
+        let running = last
+            .iter()
+            .find(|(p, _)| p == "running")
+            .map_or(0, |(_, c)| *c);
+        if running == AGENTS {
+            println!(
+                "bench converge_seconds_100 {:.2} s",
+                (now - start).as_secs_f64()
+            );
+            break;
+        }
+        // Nodes make no progress without their executors: give up 15 s after the last one
+        // runs, or at the deadline.
+        if now > deadline || executors_at.is_some_and(|t| now > t + Duration::from_secs(15)) {
+            let Some(t) = executors_at else {
+                println!(
+                    "# converge_seconds_100: only {} of {AGENTS} executors running after {} s",
+                    executors_running(&m),
+                    (now - start).as_secs()
+                );
+                break;
+            };
+            println!(
+                "bench converge_seconds_100_executors_running {:.2} s",
+                (t - start).as_secs_f64()
+            );
+            println!(
+                "# converge_seconds_100: nodes do not reach running yet (phases after 15 s more: {}); \
+                 the figure above is the launcher call to an executor RUNNING on all {AGENTS} agents",
+                last.iter()
+                    .map(|(p, c)| format!("{p} {c}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(l);
+    drop(m);
+    if std::env::var_os("BENCH_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
