@@ -5,6 +5,8 @@ pub mod mesos;
 pub mod secret;
 
 #[cfg(feature = "scheduler")]
+pub mod gateway;
+#[cfg(feature = "scheduler")]
 pub mod rest;
 #[cfg(feature = "scheduler")]
 pub mod scheduler;
