@@ -71,7 +71,7 @@ fn deploy_script_brings_up_scheduler_and_executors() {
                 "--tiebreaker",
                 "127.0.0.3",
                 "--gateway",
-                "127.0.0.1",
+                &cluster::shared_gateway("Scaleio123").addr().to_string(),
             ])
             .args(extra)
             .env("STORAGE_GATEWAY_PASSWORD", "Scaleio123")

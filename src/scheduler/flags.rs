@@ -90,6 +90,14 @@ pub struct StorageSettings {
     pub cluster_id: Option<String>,
     pub api_version: String,
     pub packages: Packages,
+    /// Port given with `-storage.preconfig.gateway=ip:port` (default 443).
+    pub gateway_port: Option<u16>,
+    /// Issue 9: gateway TLS, start-up wait, capacity polling.
+    pub gateway_ca: Option<PathBuf>,
+    pub wait: bool,
+    pub capacity_interval: Duration,
+    /// Percent of a pool's capacity in use above which it is flagged.
+    pub threshold_pct: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -283,8 +291,8 @@ static FLAGS: &[FlagDef] = &[
         "IP address of the existing secondary (slave) MDM"),
     flag!(G_STORAGE, "storage.preconfig.tiebreaker", "ip", "",
         "IP address of the existing tie-breaker MDM"),
-    flag!(G_STORAGE, "storage.preconfig.gateway", "ip", "",
-        "IP address of the storage gateway (default: the primary MDM runs it)"),
+    flag!(G_STORAGE, "storage.preconfig.gateway", "ip[:port]", "",
+        "IP address (and port, default 443) of the storage gateway (default: the primary MDM runs it)"),
     flag!(G_STORAGE, "storage.lbgateway", "host[:port]", "",
         "Address of a load-balanced gateway; takes precedence over -storage.preconfig.gateway"),
     flag!(G_STORAGE, "storage.clustername", "name", "scaleio",
@@ -293,6 +301,15 @@ static FLAGS: &[FlagDef] = &[
         "Id of the storage system; takes precedence over -storage.clustername"),
     flag!(G_STORAGE, "storage.apiversion", "major.minor", "2.0",
         "Gateway REST API version"),
+    // Issue 9: gateway TLS, start-up wait, capacity.
+    flag!(G_STORAGE, "storage.gateway.cacert", "path", "",
+        "PEM CA certificate to verify the gateway's TLS certificate against (default: not verified, as gateways ship self-signed ones)"),
+    flag!(G_STORAGE, "storage.wait", bool, "false",
+        "When the gateway or a storage prerequisite is not ready at start, wait and retry instead of exiting with code 3"),
+    flag!(G_STORAGE, "storage.capacity.interval", "duration", "60",
+        "How often pool capacity is read from the gateway: seconds, or a number with unit s, m, h or d"),
+    flag!(G_STORAGE, "storage.threshold", "percent", "80",
+        "A storage pool with more than this percent of its capacity in use is flagged"),
     flag!(G_PACKAGES, "storage.ubuntu14.mdm", "url", "", "MDM package for Ubuntu 14.04"),
     flag!(G_PACKAGES, "storage.ubuntu14.sds", "url", "", "SDS package for Ubuntu 14.04"),
     flag!(G_PACKAGES, "storage.ubuntu14.sdc", "url", "", "SDC package for Ubuntu 14.04"),
@@ -891,7 +908,7 @@ impl Check<'_> {
         let protection_domain = self.required("storage.protectiondomain");
         let storage_pool = self.required("storage.storagepool");
         let preconfig = self.mdms(experimental);
-        let gateway = self.ip("storage.preconfig.gateway");
+        let (gateway, gateway_port) = self.gateway_address();
         let lb_gateway = self
             .raw("storage.lbgateway")
             .map(|v| self.host("storage.lbgateway", v, true));
@@ -943,6 +960,59 @@ impl Check<'_> {
             cluster_id,
             api_version,
             packages,
+            gateway_port,
+            gateway_ca: self.raw("storage.gateway.cacert").map(PathBuf::from),
+            wait: self.boolean("storage.wait"),
+            capacity_interval: self.capacity_interval(),
+            threshold_pct: self.threshold(),
+        }
+    }
+
+    /// Issue 9: `-storage.preconfig.gateway` as `ip` or `ip:port` (`[v6]:port`).
+    fn gateway_address(&mut self) -> (Option<IpAddr>, Option<u16>) {
+        const NAME: &str = "storage.preconfig.gateway";
+        let Some(v) = self.raw(NAME) else {
+            return (None, None);
+        };
+        if let Ok(ip) = v.parse::<IpAddr>() {
+            return (Some(ip), None);
+        }
+        match v.parse::<std::net::SocketAddr>() {
+            Ok(sa) if sa.port() != 0 => (Some(sa.ip()), Some(sa.port())),
+            _ => {
+                self.fail(NAME, format!("{v:?} is not an IP address or ip:port"));
+                (None, None)
+            }
+        }
+    }
+
+    fn capacity_interval(&mut self) -> Duration {
+        const NAME: &str = "storage.capacity.interval";
+        const DEFAULT: Duration = Duration::from_secs(60);
+        let Some(v) = self.raw(NAME) else {
+            return DEFAULT;
+        };
+        match parse_duration(&v) {
+            Some(d) if d >= Duration::from_secs(1) => d,
+            _ => {
+                self.fail(
+                    NAME,
+                    format!("{v:?} is not a duration of at least 1 second (e.g. 60 or 5m)"),
+                );
+                DEFAULT
+            }
+        }
+    }
+
+    fn threshold(&mut self) -> f64 {
+        const NAME: &str = "storage.threshold";
+        match self.number(NAME, 80.0) {
+            Some(n) if n > 0.0 && n <= 100.0 => n,
+            Some(n) => {
+                self.fail(NAME, format!("{n} is not a percentage in (0, 100]"));
+                80.0
+            }
+            None => 80.0,
         }
     }
 
@@ -1745,6 +1815,44 @@ mod tests {
             &["-storage.preconfig.gateway=fd00::7"],
         ));
         assert_eq!(c.storage.gateway, Some("fd00::7".parse().expect("ip")));
+    }
+
+    /// Issue 9: gateway port, CA, wait, capacity interval and threshold.
+    #[test]
+    fn gateway_flags_parse_and_refuse_bad_values() {
+        let c = run(&with(
+            &["storage.preconfig.gateway"],
+            &[
+                "-storage.preconfig.gateway=10.0.0.11:8443",
+                "-storage.gateway.cacert=/etc/gw-ca.pem",
+                "-storage.wait=true",
+                "-storage.capacity.interval=5m",
+                "-storage.threshold=90",
+            ],
+        ));
+        assert_eq!(c.storage.gateway, Some("10.0.0.11".parse().expect("ip")));
+        assert_eq!(c.storage.gateway_port, Some(8443));
+        assert_eq!(
+            c.storage.gateway_ca.as_deref(),
+            Some(std::path::Path::new("/etc/gw-ca.pem"))
+        );
+        assert!(c.storage.wait);
+        assert_eq!(c.storage.capacity_interval, Duration::from_secs(300));
+        assert_eq!(c.storage.threshold_pct, 90.0);
+        let c = run(&base());
+        assert!(!c.storage.wait);
+        assert_eq!(c.storage.capacity_interval, Duration::from_secs(60));
+        assert_eq!(c.storage.threshold_pct, 80.0);
+        for (flag, problem) in [
+            ("-storage.capacity.interval=0", "at least 1 second"),
+            ("-storage.threshold=150", "not a percentage"),
+            ("-storage.wait=maybe", "not a boolean"),
+            ("-storage.preconfig.gateway=10.0.0.11:0", "ip:port"),
+        ] {
+            let name = flag.trim_start_matches('-').split('=').next().unwrap_or("");
+            let e = one_error(&with(&[name], &[flag]));
+            assert_mentions(&e, &[problem]);
+        }
     }
 
     #[test]

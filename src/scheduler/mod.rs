@@ -170,6 +170,21 @@ pub fn run(config: Config) -> i32 {
         scheduler_url(&config)
     );
 
+    // Before the gateway checks, so that a scheduler waiting for the gateway still stops.
+    if let Err(e) = signals::forward(in_tx.clone()) {
+        warn!("cannot install signal handlers: {e}");
+    }
+    // Issue 9: the storage cluster's prerequisites, before subscribing.
+    let _gateway = match crate::gateway::check_before_subscribing(
+        &config,
+        metrics.clone(),
+        &in_rx,
+        &state.model,
+    ) {
+        Ok(g) => g,
+        Err(code) => return code,
+    };
+
     let mut threads = Vec::new();
     {
         let m = metrics.clone();
@@ -197,9 +212,6 @@ pub fn run(config: Config) -> i32 {
         threads.push(spawn("agent-watcher", move || {
             agents::run(masters, cfg, AGENT_POLL, i, s)
         }));
-    }
-    if let Err(e) = signals::forward(in_tx.clone()) {
-        warn!("cannot install signal handlers: {e}");
     }
     drop(in_tx);
 
