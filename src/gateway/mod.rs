@@ -2,7 +2,9 @@
 //! before subscribing, the pure reconciliation planning and the gateway worker thread.
 
 pub mod client;
+pub mod plan;
 pub mod prereq;
+pub mod worker;
 
 use crate::scheduler::backoff::Backoff;
 use crate::scheduler::dispatcher::{Input, View};

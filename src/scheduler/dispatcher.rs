@@ -62,6 +62,8 @@ pub enum Input {
     Executor(ExecutorRequest),
     /// SIGTERM/SIGINT: save and stop, leaving the framework and its executors in place.
     Shutdown,
+    /// The gateway worker's outcome of storage work (issue 9).
+    Storage(crate::gateway::worker::Report),
 }
 
 /// What the REST server shows: a consistent copy of the model plus connection facts.
@@ -115,6 +117,8 @@ pub struct Dispatcher {
     /// when the model is replaced) so that a status update finds its node without a scan;
     /// 10,000 launches would otherwise cost 10,000 scans of 10,000 nodes.
     task_index: HashMap<String, String>,
+    /// Storage work for the gateway worker (issue 9; see `storage.rs`).
+    storage: crate::scheduler::storage::StorageSide,
 }
 
 fn index_tasks(model: &ClusterModel) -> HashMap<String, String> {
@@ -152,7 +156,13 @@ impl Dispatcher {
             known_agents: None,
             view: None,
             executors: ExecutorApi::new(),
+            storage: Default::default(),
         }
+    }
+
+    /// Issue 9: hands storage work to the gateway worker.
+    pub fn set_storage(&mut self, storage: crate::scheduler::storage::StorageSide) {
+        self.storage = storage;
     }
 
     /// In experimental mode the MDM nodes' plans carry the gateway password (they create
@@ -201,7 +211,15 @@ impl Dispatcher {
                 }
             }
             self.reconsider_offers();
+            if self.storage.plan(&mut self.state.model) {
+                self.dirty = true;
+                self.touch_view();
+            }
             self.flush();
+            // Write-ahead: storage work leaves only once its intent is saved.
+            if !self.dirty {
+                self.storage.release();
+            }
         }
     }
 
@@ -237,6 +255,12 @@ impl Dispatcher {
                 return Some(Exit::Stopped);
             }
             Input::Event(ev) => return self.on_event(*ev),
+            Input::Storage(report) => {
+                if self.storage.on_report(&mut self.state.model, report) {
+                    self.dirty = true;
+                    self.touch_view();
+                }
+            }
         }
         None
     }
@@ -445,6 +469,9 @@ impl Dispatcher {
                     }
                     self.task_index.insert(task_id.clone(), agent.clone());
                     node.hostname = offer.hostname.to_string();
+                    if let Some(ip) = offer.url.as_ref().and_then(|u| u.address.ip.as_ref()) {
+                        node.ip = Some(ip.to_string());
+                    }
                     node.persona = persona;
                     node.layout = layout;
                     node.phase = Phase::Launching;

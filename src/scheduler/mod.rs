@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod model;
 pub mod placement;
 pub mod sender;
+pub mod storage;
 pub mod subscription;
 
 use crate::mesos::client::{ClientConfig, SchedulerClient};
@@ -175,7 +176,7 @@ pub fn run(config: Config) -> i32 {
         warn!("cannot install signal handlers: {e}");
     }
     // Issue 9: the storage cluster's prerequisites, before subscribing.
-    let _gateway = match crate::gateway::check_before_subscribing(
+    let gateway = match crate::gateway::check_before_subscribing(
         &config,
         metrics.clone(),
         &in_rx,
@@ -213,6 +214,7 @@ pub fn run(config: Config) -> i32 {
             agents::run(masters, cfg, AGENT_POLL, i, s)
         }));
     }
+    let worker_inputs = in_tx.clone();
     drop(in_tx);
 
     let settings = placement::Settings {
@@ -230,6 +232,26 @@ pub fn run(config: Config) -> i32 {
         loglevel: config.loglevel.to_string().to_lowercase(),
     };
     let mut dispatcher = Dispatcher::new(state, store, settings, ctx, out_tx, metrics);
+    // Issue 9: the gateway worker, fed by the dispatcher, answering as dispatcher inputs.
+    if let Some(client) = gateway {
+        let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded();
+        let worker = crate::gateway::worker::Worker::new(
+            client,
+            crate::gateway::worker::WorkerSettings::new(
+                config.storage.capacity_interval,
+                config.storage.threshold_pct,
+            ),
+        );
+        let to = worker_inputs;
+        threads.push(spawn("gateway-worker", move || worker.run(jobs_rx, to)));
+        dispatcher.set_storage(storage::StorageSide::new(
+            jobs_tx,
+            &config.storage.protection_domain,
+            &config.storage.storage_pool,
+        ));
+    } else {
+        drop(worker_inputs);
+    }
     if config.experimental {
         dispatcher.set_mdm_gateway_password(Some(config.storage.password.clone()));
     }
