@@ -11,6 +11,9 @@ cargo bench --quiet --bench wire 2>/dev/null | grep '^bench '
 cargo bench --quiet --bench rest 2>/dev/null | grep '^bench '
 # scheduler_cover_5_agents_ms, scheduler_idle_cpu_pct: the scheduler process on the dev cluster.
 cargo bench --quiet --bench scheduler 2>/dev/null | grep '^bench '
+# gateway_attach_seconds_100, gateway_requests_per_device: the gateway worker attaching 100
+# nodes x 4 devices on the dev gateway (targets <= 5 s and <= 2 requests per device).
+cargo bench --quiet --bench gateway 2>/dev/null | grep '^bench '
 # Sizes of the static release artifacts.
 scripts/build-release.sh >/dev/null
 for bin in storage-scheduler storage-executor; do

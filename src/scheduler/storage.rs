@@ -55,14 +55,18 @@ impl StorageSide {
         }
         let mut changed = false;
         for node in model.nodes.values_mut() {
+            // Most nodes of a big cluster are not there yet: skip them before any allocation.
+            if !Self::devices_known(node) {
+                continue;
+            }
             let wanted = self.wanted(node);
             let ready =
                 node.sdc_connected && wanted.iter().all(|d| node.attached.contains(&d.path));
-            if node.storage_ready != ready && Self::devices_known(node) {
+            if node.storage_ready != ready {
                 node.storage_ready = ready;
                 changed = true;
             }
-            if ready || !node.covered() || !Self::devices_known(node) {
+            if ready || !node.covered() {
                 continue;
             }
             let Some(ip) = node.ip.clone() else {
