@@ -30,10 +30,17 @@ struct Rig {
     port: u16,
     store: PathBuf,
     child: Option<Child>,
+    experimental: bool,
 }
 
 impl Rig {
     fn new(name: &str) -> Rig {
+        Rig::with_gateway(name, true)
+    }
+
+    /// `preconfigured: false` is `storage-devcluster --empty-gateway`: no system until the
+    /// MDM cluster is built.
+    fn with_gateway(name: &str, preconfigured: bool) -> Rig {
         let dir = std::env::temp_dir().join(format!("e2e-storage-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("dir");
@@ -44,8 +51,11 @@ impl Rig {
             ..Default::default()
         })
         .unwrap_or_else(|e| panic!("dev cluster: {e}"));
-        let gw = gateway::start(GatewayConfig::new(PASSWORD, cluster::dev_mdms()))
-            .unwrap_or_else(|e| panic!("gateway: {e}"));
+        let mut config = GatewayConfig::new(PASSWORD, cluster::dev_mdms());
+        if !preconfigured {
+            config.preconfigured = None;
+        }
+        let gw = gateway::start(config).unwrap_or_else(|e| panic!("gateway: {e}"));
         Rig {
             store: dir.join("state.json"),
             dir,
@@ -53,6 +63,7 @@ impl Rig {
             gw,
             port: free_port(),
             child: None,
+            experimental: !preconfigured,
         }
     }
 
@@ -66,6 +77,14 @@ impl Rig {
         args.retain(|a| !a.starts_with("-storage.preconfig.gateway="));
         args.push(format!("-storage.preconfig.gateway={}", self.gw.addr()));
         args.push("-storage.capacity.interval=1".to_string());
+        if self.experimental {
+            args.retain(|a| {
+                !["primary", "secondary", "tiebreaker"]
+                    .iter()
+                    .any(|r| a.starts_with(&format!("-storage.preconfig.{r}=")))
+            });
+            args.push("-experimental=true".to_string());
+        }
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -343,5 +362,85 @@ fn injected_500s_delays_and_token_expiry_are_survived() {
     rig.gw.expire_tokens();
     rig.wait_all_ready(Duration::from_secs(120));
     rig.gw.set_delay(Duration::ZERO);
+    rig.assert_exactly_once();
+}
+
+/// Agent id -> persona, from /api/state.
+fn personas(rig: &Rig) -> BTreeMap<String, String> {
+    rig.state()
+        .and_then(|s| {
+            Some(
+                s.pointer("/model/nodes")?
+                    .as_object()?
+                    .iter()
+                    .map(|(a, n)| (a.clone(), n["persona"].as_str().unwrap_or("").to_string()))
+                    .collect(),
+            )
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn experimental_mode_attaches_once_the_primary_has_built_the_cluster() {
+    let mut rig = Rig::with_gateway("experimental", false);
+    rig.start_scheduler();
+    let executors = rig.executors();
+    let personas = personas(&rig);
+    let primary = executors
+        .iter()
+        .find(|(_, (agent, _))| personas.get(agent).map(String::as_str) == Some("primary"))
+        .map(|(e, (_, s))| (e.clone(), s.clone()))
+        .unwrap_or_else(|| panic!("no primary among {personas:?}"));
+    assert_eq!(
+        personas.values().filter(|p| p.as_str() != "data").count(),
+        3,
+        "{personas:?}"
+    );
+    // The primary runs its cluster-init steps (issue 10's executor); every node reports its
+    // devices and waits in storage-attach.
+    assert_eq!(
+        rig.post(
+            &primary.0,
+            &primary.1,
+            "phase",
+            &json!({"phase": "cluster-init"})
+        ),
+        200
+    );
+    for (exec, (_, secret)) in &executors {
+        assert_eq!(
+            rig.post(exec, secret, "devices", &json!({ "devices": DEVICES })),
+            200
+        );
+        if *exec != primary.0 {
+            assert_eq!(
+                rig.post(exec, secret, "phase", &json!({"phase": "storage-attach"})),
+                200
+            );
+        }
+    }
+    assert_eq!(
+        rig.gw.snapshot()["requests"],
+        json!(0),
+        "no gateway call before the cluster exists"
+    );
+    // What the primary's `scli --rename_system` leads to; then it passes cluster-init.
+    rig.gw.create_system("scaleio").expect("system");
+    assert_eq!(
+        rig.post(
+            &primary.0,
+            &primary.1,
+            "phase",
+            &json!({"phase": "storage-attach"})
+        ),
+        200
+    );
+    rig.connect_sdcs();
+    rig.wait_all_ready(Duration::from_secs(90));
+    let snap = rig.gw.snapshot();
+    assert_eq!(snap["protectionDomains"].as_array().map(Vec::len), Some(1));
+    assert_eq!(snap["protectionDomains"][0]["name"], json!("default"));
+    assert_eq!(snap["storagePools"].as_array().map(Vec::len), Some(1));
+    assert_eq!(snap["storagePools"][0]["name"], json!("default"));
     rig.assert_exactly_once();
 }

@@ -244,11 +244,14 @@ pub fn run(config: Config) -> i32 {
         );
         let to = worker_inputs;
         threads.push(spawn("gateway-worker", move || worker.run(jobs_rx, to)));
-        dispatcher.set_storage(storage::StorageSide::new(
-            jobs_tx,
-            &config.storage.protection_domain,
-            &config.storage.storage_pool,
-        ));
+        dispatcher.set_storage(
+            storage::StorageSide::new(
+                jobs_tx,
+                &config.storage.protection_domain,
+                &config.storage.storage_pool,
+            )
+            .experimental(config.experimental),
+        );
     } else {
         drop(worker_inputs);
     }

@@ -8,7 +8,7 @@
 
 use crate::gateway::plan::{self, DeviceWant, NodeWant};
 use crate::gateway::worker::{Job, NodeReport, Report};
-use crate::scheduler::model::{ClusterModel, Node, Phase};
+use crate::scheduler::model::{ClusterModel, Node, Persona, Phase};
 use crossbeam_channel::Sender;
 use std::collections::HashMap;
 
@@ -24,6 +24,9 @@ pub struct StorageSide {
     sent: HashMap<String, Vec<DeviceWant>>,
     /// Agent -> the gateway error we put in `last_error` (cleared when the node is ready).
     errors: HashMap<String, String>,
+    /// Experimental mode: the cluster exists only once the primary MDM node has passed
+    /// `cluster-init` (its executor ran the `scli` steps); no gateway work before that.
+    experimental: bool,
 }
 
 impl StorageSide {
@@ -34,6 +37,27 @@ impl StorageSide {
             storage_pool: storage_pool.to_string(),
             ..Default::default()
         }
+    }
+
+    /// Experimental mode (see the `experimental` field).
+    pub fn experimental(mut self, on: bool) -> StorageSide {
+        self.experimental = on;
+        self
+    }
+
+    /// Experimental mode: the primary has passed `cluster-init` (phase `storage-attach` or
+    /// later, not failed or lost).
+    fn cluster_built(model: &ClusterModel) -> bool {
+        model.nodes.values().any(|n| {
+            n.persona == Persona::Primary
+                && matches!(
+                    n.phase,
+                    Phase::StorageAttach
+                        | Phase::VolumeDriver
+                        | Phase::RebootFinal
+                        | Phase::Running
+                )
+        })
     }
 
     fn wanted(&self, node: &Node) -> Vec<DeviceWant> {
@@ -50,7 +74,7 @@ impl StorageSide {
     /// Decides the work of this batch and records it in the model; true when the model
     /// changed (it must be saved before [`StorageSide::release`]).
     pub fn plan(&mut self, model: &mut ClusterModel) -> bool {
-        if self.jobs.is_none() {
+        if self.jobs.is_none() || (self.experimental && !Self::cluster_built(model)) {
             return false;
         }
         let mut changed = false;
@@ -258,6 +282,26 @@ mod tests {
             .push("/dev/sdd".into());
         assert!(s.plan(&mut m));
         assert!(!m.nodes["a1"].storage_ready);
+    }
+
+    #[test]
+    fn experimental_mode_waits_for_the_primary_to_pass_cluster_init() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut s = StorageSide::new(tx, "pd", "sp").experimental(true);
+        let mut m = model_with_node(&["/dev/sdb"]);
+        let mut primary = Node::new("p1", "mdm1", Persona::Primary, 0);
+        primary.phase = Phase::ClusterInit;
+        m.nodes.insert("p1".into(), primary);
+        assert!(!s.plan(&mut m));
+        s.release();
+        assert!(
+            rx.try_recv().is_err(),
+            "no gateway work before the cluster exists"
+        );
+        m.nodes.get_mut("p1").unwrap().phase = Phase::StorageAttach;
+        assert!(s.plan(&mut m));
+        s.release();
+        assert!(rx.try_recv().is_ok());
     }
 
     #[test]
