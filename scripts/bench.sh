@@ -21,6 +21,9 @@ cargo bench --quiet --bench scheduler 2>/dev/null | grep '^bench '
 # The host stand-ins sit next to the bench's own scheduler build.
 cargo build --quiet --release -p storage-devcluster
 STORAGE_BENCH_BIN_DIR="$release_dir" cargo bench --quiet --bench converge 2>/dev/null | grep '^bench \|^# '
+# gateway_attach_seconds_100, gateway_requests_per_device: the gateway worker attaching 100
+# nodes x 4 devices on the dev gateway (targets <= 5 s and <= 2 requests per device).
+cargo bench --quiet --bench gateway 2>/dev/null | grep '^bench '
 # release_size_scheduler_bytes (budget 4 MiB), release_size_executor_bytes (budget 3 MiB).
 for bin in storage-scheduler storage-executor; do
   echo "bench release_size_${bin#storage-}_bytes $(stat -c %s "$release_dir/$bin") bytes"

@@ -8,6 +8,8 @@ pub mod secret;
 pub mod version;
 
 #[cfg(feature = "scheduler")]
+pub mod gateway;
+#[cfg(feature = "scheduler")]
 pub mod rest;
 #[cfg(feature = "scheduler")]
 pub mod scheduler;

@@ -79,6 +79,12 @@ fn cluster(name: &str, agents: usize) -> Cluster {
     }
 }
 
+/// The dev gateway the scheduler checks before subscribing, as `ip:port`.
+fn gateway() -> &'static str {
+    let addr = cluster::shared_gateway(PASSWORD).addr().to_string();
+    Box::leak(addr.into_boxed_str())
+}
+
 /// The storage-cluster values of a pre-configured deployment on the dev cluster.
 fn storage_args() -> Vec<&'static str> {
     vec![
@@ -93,7 +99,7 @@ fn storage_args() -> Vec<&'static str> {
         "--tiebreaker",
         "127.0.0.3",
         "--gateway",
-        "127.0.0.1",
+        gateway(),
     ]
 }
 
@@ -272,8 +278,9 @@ fn earlier_framework_definition_deploys_unchanged_but_for_binary_names() {
              -uri={} -scaleio.password={PASSWORD} -scaleio.protectiondomain=default \
              -scaleio.storagepool=default -scaleio.preconfig.primary=127.0.0.1 \
              -scaleio.preconfig.secondary=127.0.0.2 -scaleio.preconfig.tiebreaker=127.0.0.3 \
-             -scaleio.preconfig.gateway=127.0.0.1",
-            c.master.addr()
+             -scaleio.preconfig.gateway={}",
+            c.master.addr(),
+            gateway()
         ),
         "mem": 32,
         "cpus": 0.2,

@@ -101,6 +101,10 @@ h1 small{font-size:13px;color:var(--muted);font-weight:400;margin-left:8px}
 .facts div{min-width:0}.facts dt{font-size:11px;text-transform:uppercase;letter-spacing:.05em;color:var(--muted)}
 .facts dd{margin:0;font-weight:550;overflow-wrap:anywhere}
 .totals{display:flex;flex-wrap:wrap;gap:8px;margin-bottom:14px}
+.pools{display:grid;gap:6px;margin-bottom:14px}.pool{display:flex;gap:10px;align-items:center}
+.pool .bar{flex:1;max-width:420px;height:10px;background:#e5e7eb;border-radius:5px;overflow:hidden}
+.pool .bar i{display:block;height:100%;background:#2563eb}.pool.over .bar i{background:#dc2626}
+.pool.over b{color:#dc2626}
 .chip{display:inline-flex;gap:6px;align-items:baseline;padding:4px 10px;border-radius:8px;font-size:13px;border:1px solid transparent}
 .chip b{font-size:15px}
 .ok{--c:var(--ok);--cb:var(--ok-bg)}.bad{--c:var(--bad);--cb:var(--bad-bg)}.warn{--c:var(--warn);--cb:var(--warn-bg)}
@@ -279,6 +283,7 @@ fn content(v: &View, now_ms: u64) -> String {
         );
     }
     out.push_str("</div>");
+    pools(&mut out, model);
 
     if model.nodes.is_empty() {
         out.push_str(
@@ -299,6 +304,37 @@ fn content(v: &View, now_ms: u64) -> String {
          <a href=\"/health\">/health</a><a href=\"/version\">/version</a></footer>",
     );
     out
+}
+
+/// Issue 9: a bar per storage pool (use of its usable capacity), red above the threshold.
+fn pools(out: &mut String, model: &crate::scheduler::model::ClusterModel) {
+    if model.pools.is_empty() {
+        return;
+    }
+    out.push_str("<div class=\"pools\">");
+    for p in &model.pools {
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        let _ = write!(
+            out,
+            "<div class=\"pool{}\"><span>Pool <b>{}/{}</b></span>\
+             <span class=\"bar\" title=\"{:.1}% used\"><i style=\"width:{:.1}%\"></i></span>\
+             <span>{:.1} of {:.1} GiB used, {:.1} GiB available{}</span></div>",
+            if p.over_threshold { " over" } else { "" },
+            esc(&p.protection_domain),
+            esc(&p.pool),
+            p.used_pct,
+            p.used_pct.clamp(0.0, 100.0),
+            gib(p.used_bytes),
+            gib(p.capacity_bytes),
+            gib(p.available_bytes),
+            if p.over_threshold {
+                " <b>above threshold</b>"
+            } else {
+                ""
+            }
+        );
+    }
+    out.push_str("</div>");
 }
 
 fn row(out: &mut String, n: &Node, now_ms: u64) {
@@ -423,6 +459,30 @@ fn row(out: &mut String, n: &Node, now_ms: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pools_show_a_bar_flagged_above_the_threshold() {
+        let mut model = crate::scheduler::model::ClusterModel::default();
+        model.pools.push(crate::scheduler::model::PoolCapacity {
+            protection_domain: "pd<1>".into(),
+            pool: "sp".into(),
+            capacity_bytes: 10 << 30,
+            used_bytes: 9 << 30,
+            used_pct: 90.0,
+            over_threshold: true,
+            ..Default::default()
+        });
+        let mut html = String::new();
+        pools(&mut html, &model);
+        assert!(html.contains("class=\"pool over\""), "{html}");
+        assert!(html.contains("width:90.0%"), "{html}");
+        assert!(html.contains("pd&lt;1&gt;/sp"), "{html}");
+        assert!(html.contains("above threshold"), "{html}");
+        model.pools[0].over_threshold = false;
+        let mut html = String::new();
+        pools(&mut html, &model);
+        assert!(!html.contains("above threshold"), "{html}");
+    }
 
     #[test]
     fn escapes_markup() {

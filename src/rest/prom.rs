@@ -98,6 +98,16 @@ pub fn render(s: &Sources) -> String {
             "Subscriptions to the master after the first one.",
             &m.reconnects,
         ),
+        (
+            "gateway_calls_total",
+            "Requests made to the storage gateway.",
+            &m.gateway_calls,
+        ),
+        (
+            "gateway_errors_total",
+            "Requests to the storage gateway that failed.",
+            &m.gateway_errors,
+        ),
     ] {
         family(&mut out, name, "counter", help);
         let _ = writeln!(out, "{P}{name} {}", get(c));
@@ -169,6 +179,7 @@ pub fn render(s: &Sources) -> String {
             running as f64 / total as f64
         };
         let _ = writeln!(out, "{P}nodes_running_ratio {ratio:.4}");
+        pools(&mut out, v);
     }
 
     let h = s.http;
@@ -216,6 +227,46 @@ pub fn render(s: &Sources) -> String {
     out
 }
 
+/// Issue 9: storage pool capacity as last read from the gateway. The names are the issue's
+/// (`storage_pool_*`), not prefixed: they describe the storage cluster, not the scheduler.
+fn pools(out: &mut String, v: &View) {
+    if v.model.pools.is_empty() {
+        return;
+    }
+    type Field = fn(&crate::scheduler::model::PoolCapacity) -> String;
+    let families: [(&str, &str, Field); 4] = [
+        ("capacity_bytes", "Raw capacity of the storage pool.", |p| {
+            p.capacity_bytes.to_string()
+        }),
+        ("used_bytes", "Capacity in use in the storage pool.", |p| {
+            p.used_bytes.to_string()
+        }),
+        (
+            "available_bytes",
+            "Capacity still available for volume allocation.",
+            |p| p.available_bytes.to_string(),
+        ),
+        (
+            "over_threshold",
+            "1 while the pool's use is above -storage.threshold percent, else 0.",
+            |p| u8::from(p.over_threshold).to_string(),
+        ),
+    ];
+    for (name, help, field) in families {
+        let _ = writeln!(out, "# HELP storage_pool_{name} {help}");
+        let _ = writeln!(out, "# TYPE storage_pool_{name} gauge");
+        for p in &v.model.pools {
+            let _ = writeln!(
+                out,
+                "storage_pool_{name}{{protection_domain=\"{}\",pool=\"{}\"}} {}",
+                label(&p.protection_domain),
+                label(&p.pool),
+                field(p)
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,6 +300,47 @@ mod tests {
                 let name = line.split(['{', ' ']).next().unwrap();
                 assert!(typed.contains(name), "sample before its TYPE: {line}");
             }
+        }
+    }
+
+    #[test]
+    fn pools_have_capacity_gauges_and_a_threshold_flag() {
+        let mut model = crate::scheduler::model::ClusterModel::default();
+        model.pools.push(crate::scheduler::model::PoolCapacity {
+            protection_domain: "pd".into(),
+            pool: "sp".into(),
+            capacity_bytes: 100,
+            used_bytes: 90,
+            available_bytes: 5,
+            over_threshold: true,
+            ..Default::default()
+        });
+        let view = View {
+            subscribed: true,
+            master: None,
+            disconnected_reason: None,
+            suppressed: false,
+            model,
+            generated_ms: 0,
+            generation: 0,
+        };
+        let m = Metrics::default();
+        let http = HttpStats::default();
+        let text = render(&Sources {
+            metrics: &m,
+            view: Some(&view),
+            http: &http,
+            long_polls: 0,
+            now_ms: 0,
+        });
+        for line in [
+            "storage_pool_capacity_bytes{protection_domain=\"pd\",pool=\"sp\"} 100\n",
+            "storage_pool_used_bytes{protection_domain=\"pd\",pool=\"sp\"} 90\n",
+            "storage_pool_available_bytes{protection_domain=\"pd\",pool=\"sp\"} 5\n",
+            "storage_pool_over_threshold{protection_domain=\"pd\",pool=\"sp\"} 1\n",
+            "# TYPE storage_pool_used_bytes gauge\n",
+        ] {
+            assert!(text.contains(line), "{line} missing in {text}");
         }
     }
 

@@ -281,6 +281,8 @@ pub enum Input {
     Executor(ExecutorRequest),
     /// SIGTERM/SIGINT: save and stop, leaving the framework and its executors in place.
     Shutdown,
+    /// The gateway worker's outcome of storage work (issue 9).
+    Storage(crate::gateway::worker::Report),
 }
 
 /// What the REST server shows: a consistent copy of the model plus connection facts.

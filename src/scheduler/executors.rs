@@ -46,6 +46,8 @@ struct PlanBody<'a> {
     phase: Phase,
     devices: &'a [String],
     attached: &'a [String],
+    /// The storage-attach handshake: the executor leaves `storage-attach` once this is true.
+    storage_ready: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     framework_id: Option<&'a str>,
 }
@@ -337,6 +339,7 @@ impl ExecutorApi {
             phase: node.phase,
             devices: &node.devices,
             attached: &node.attached,
+            storage_ready: node.storage_ready,
             framework_id: state.model.framework_id.as_deref(),
         };
         let encode_error =

@@ -43,6 +43,9 @@ pub struct Metrics {
     pub reconnects: AtomicU64,
     /// Milliseconds since the epoch of the last event of any kind (0 = none yet).
     pub last_event_ms: AtomicU64,
+    /// Requests to the storage gateway, and those that failed (gateway client).
+    pub gateway_calls: AtomicU64,
+    pub gateway_errors: AtomicU64,
 }
 
 impl Metrics {

@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod model;
 pub mod placement;
 pub mod sender;
+pub mod storage;
 pub mod subscription;
 
 use crate::mesos::client::{ClientConfig, SchedulerClient};
@@ -173,6 +174,21 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
         scheduler_url(&config)
     );
 
+    // Before the gateway checks, so that a scheduler waiting for the gateway still stops.
+    if let Err(e) = signals::forward(in_tx.clone()) {
+        warn!("cannot install signal handlers: {e}");
+    }
+    // Issue 9: the storage cluster's prerequisites, before subscribing.
+    let gateway = match crate::gateway::check_before_subscribing(
+        &config,
+        metrics.clone(),
+        &in_rx,
+        &state.model,
+    ) {
+        Ok(g) => g,
+        Err(code) => return code,
+    };
+
     let mut threads = Vec::new();
     {
         let m = metrics.clone();
@@ -202,9 +218,7 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
             agents::run(masters, cfg, AGENT_POLL, i, s)
         }));
     }
-    if let Err(e) = signals::forward(in_tx.clone()) {
-        warn!("cannot install signal handlers: {e}");
-    }
+    let worker_inputs = in_tx.clone();
     drop(in_tx);
 
     let settings = placement::Settings {
@@ -222,6 +236,29 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
         loglevel: config.loglevel.to_string().to_lowercase(),
     };
     let mut dispatcher = Dispatcher::new(state, store, settings, ctx, out_tx, metrics);
+    // Issue 9: the gateway worker, fed by the dispatcher, answering as dispatcher inputs.
+    if let Some(client) = gateway {
+        let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded();
+        let worker = crate::gateway::worker::Worker::new(
+            client,
+            crate::gateway::worker::WorkerSettings::new(
+                config.storage.capacity_interval,
+                config.storage.threshold_pct,
+            ),
+        );
+        let to = worker_inputs;
+        threads.push(spawn("gateway-worker", move || worker.run(jobs_rx, to)));
+        dispatcher.set_storage(
+            storage::StorageSide::new(
+                jobs_tx,
+                &config.storage.protection_domain,
+                &config.storage.storage_pool,
+            )
+            .experimental(config.experimental),
+        );
+    } else {
+        drop(worker_inputs);
+    }
     if config.experimental {
         dispatcher.set_mdm_gateway_password(Some(config.storage.password.clone()));
     }

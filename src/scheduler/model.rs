@@ -167,6 +167,24 @@ pub struct Node {
     /// Devices attached to the storage cluster (so a restart does not attach them again).
     #[serde(default)]
     pub attached: Vec<String>,
+    /// The storage-attach handshake (issue 9/10 contract): every reported device is attached
+    /// and the SDC is connected; the executor may go on to `volume-driver`.
+    #[serde(default)]
+    pub storage_ready: bool,
+    /// The gateway lists this node's SDC as connected to the MDMs.
+    #[serde(default)]
+    pub sdc_connected: bool,
+    /// The agent's IP address (from its offers): the SDS and SDC are found by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip: Option<String>,
+    /// Gateway id of this node's SDS, once created or found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sds_id: Option<String>,
+    /// Write-ahead record of the gateway work handed to the gateway worker and not yet
+    /// answered (saved before the work starts; a restart repeats it, finding by name what
+    /// was already created).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_intent: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     /// Last sign of life from the executor or a status update (ms since the epoch).
@@ -193,6 +211,11 @@ impl Node {
             layout: Layout::default(),
             devices: Vec::new(),
             attached: Vec::new(),
+            storage_ready: false,
+            sdc_connected: false,
+            ip: None,
+            sds_id: None,
+            storage_intent: None,
             last_error: None,
             last_contact_ms: None,
             failures: 0,
@@ -221,6 +244,26 @@ pub struct ClusterModel {
     /// next one before SUBSCRIBED says it again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_secs: Option<f64>,
+    /// Storage pools' capacity as last read from the gateway (issue 9).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<PoolCapacity>,
+}
+
+/// One storage pool's capacity (`querySelectedStatistics`), in bytes.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PoolCapacity {
+    pub protection_domain: String,
+    pub pool: String,
+    pub id: String,
+    pub capacity_bytes: u64,
+    pub used_bytes: u64,
+    pub available_bytes: u64,
+    pub spare_bytes: u64,
+    /// Used over (capacity - spare), percent.
+    pub used_pct: f64,
+    /// Above `-storage.threshold`.
+    pub over_threshold: bool,
+    pub read_ms: u64,
 }
 
 impl ClusterModel {

@@ -1,8 +1,11 @@
 //! Shared by the tests and benches that run the real binaries on the dev cluster.
 #![allow(dead_code)]
 
+use devcluster::gateway::{self, GatewayConfig, GatewayHandle, MdmIps};
+use std::collections::HashMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Polls `f` until it returns `Some`, failing with `what` at the deadline.
@@ -39,8 +42,35 @@ pub fn executor_bin() -> PathBuf {
     p
 }
 
-/// Flags of a pre-configured deployment against the dev cluster.
+/// A dev cluster gateway (pre-configured: MDMs 127.0.0.1/2/3, domain and pool `default`)
+/// accepting `password`, shared by the tests of this process and never stopped: the
+/// scheduler checks the storage cluster before it subscribes.
+pub fn shared_gateway(password: &str) -> &'static GatewayHandle {
+    static GATEWAYS: OnceLock<Mutex<HashMap<String, &'static GatewayHandle>>> = OnceLock::new();
+    let mut map = GATEWAYS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    map.entry(password.to_string()).or_insert_with(|| {
+        let handle = gateway::start(GatewayConfig::new(password, dev_mdms()))
+            .unwrap_or_else(|e| panic!("dev gateway: {e}"));
+        Box::leak(Box::new(handle))
+    })
+}
+
+/// The MDM addresses the pre-configured flags name.
+pub fn dev_mdms() -> MdmIps {
+    MdmIps {
+        primary: "127.0.0.1".to_string(),
+        secondary: "127.0.0.2".to_string(),
+        tiebreaker: "127.0.0.3".to_string(),
+    }
+}
+
+/// Flags of a pre-configured deployment against the dev cluster (and its gateway, see
+/// [`shared_gateway`]).
 pub fn scheduler_args(masters: &str, port: u16, store: &Path, password: &str) -> Vec<String> {
+    let gateway = shared_gateway(password).addr();
     vec![
         "-loglevel=debug".to_string(),
         format!("-rest.port={port}"),
@@ -52,7 +82,7 @@ pub fn scheduler_args(masters: &str, port: u16, store: &Path, password: &str) ->
         "-storage.preconfig.primary=127.0.0.1".to_string(),
         "-storage.preconfig.secondary=127.0.0.2".to_string(),
         "-storage.preconfig.tiebreaker=127.0.0.3".to_string(),
-        "-storage.preconfig.gateway=127.0.0.1".to_string(),
+        format!("-storage.preconfig.gateway={gateway}"),
         format!("-store.uri={}", store.display()),
         format!("-executor.altpath={}", executor_bin().display()),
     ]

@@ -178,6 +178,7 @@ pub fn node(i: usize, host: &str, persona: Persona, phase: Phase) -> Node {
         failures: 0,
         retry_after_ms: None,
         updated_ms: now - 5_000,
+        ..Node::new("", "", persona, now)
     }
 }
 

@@ -72,6 +72,8 @@ pub struct Dispatcher {
     /// when the model is replaced) so that a status update finds its node without a scan;
     /// 10,000 launches would otherwise cost 10,000 scans of 10,000 nodes.
     task_index: HashMap<String, String>,
+    /// Storage work for the gateway worker (issue 9; see `storage.rs`).
+    storage: crate::scheduler::storage::StorageSide,
     clock: Arc<dyn Clock>,
     /// Bumped whenever the view would show something new (see [`View::generation`]).
     generation: u64,
@@ -104,6 +106,7 @@ impl Dispatcher {
             known_agents: None,
             view: None,
             executors: ExecutorApi::new(),
+            storage: Default::default(),
             clock: clock::system(),
             generation: 0,
         }
@@ -113,6 +116,11 @@ impl Dispatcher {
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
+    }
+
+    /// Issue 9: hands storage work to the gateway worker.
+    pub fn set_storage(&mut self, storage: crate::scheduler::storage::StorageSide) {
+        self.storage = storage;
     }
 
     /// In experimental mode the MDM nodes' plans carry the gateway password (they create
@@ -161,7 +169,15 @@ impl Dispatcher {
                 }
             }
             self.reconsider_offers();
+            if self.storage.plan(&mut self.state.model) {
+                self.dirty = true;
+                self.touch_view();
+            }
             self.flush();
+            // Write-ahead: storage work leaves only once its intent is saved.
+            if !self.dirty {
+                self.storage.release();
+            }
         }
     }
 
@@ -200,6 +216,12 @@ impl Dispatcher {
                 return Some(Exit::Stopped);
             }
             Input::Event(ev) => return self.on_event(*ev),
+            Input::Storage(report) => {
+                if self.storage.on_report(&mut self.state.model, report) {
+                    self.dirty = true;
+                    self.touch_view();
+                }
+            }
         }
         None
     }

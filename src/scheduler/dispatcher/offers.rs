@@ -67,6 +67,9 @@ impl Dispatcher {
                     }
                     self.task_index.insert(task_id.clone(), agent.clone());
                     node.hostname = offer.hostname.to_string();
+                    if let Some(ip) = offer.url.as_ref().and_then(|u| u.address.ip.as_ref()) {
+                        node.ip = Some(ip.to_string());
+                    }
                     node.persona = persona;
                     node.layout = layout;
                     node.phase = Phase::Launching;

@@ -324,7 +324,7 @@ impl Check<'_> {
         let protection_domain = self.required("storage.protectiondomain");
         let storage_pool = self.required("storage.storagepool");
         let preconfig = self.mdms(experimental);
-        let gateway = self.ip("storage.preconfig.gateway");
+        let (gateway, gateway_port) = self.gateway_address();
         let lb_gateway = self
             .raw("storage.lbgateway")
             .map(|v| self.host("storage.lbgateway", v, true));
@@ -376,6 +376,59 @@ impl Check<'_> {
             cluster_id,
             api_version,
             packages,
+            gateway_port,
+            gateway_ca: self.raw("storage.gateway.cacert").map(PathBuf::from),
+            wait: self.boolean("storage.wait"),
+            capacity_interval: self.capacity_interval(),
+            threshold_pct: self.threshold(),
+        }
+    }
+
+    /// Issue 9: `-storage.preconfig.gateway` as `ip` or `ip:port` (`[v6]:port`).
+    fn gateway_address(&mut self) -> (Option<IpAddr>, Option<u16>) {
+        const NAME: &str = "storage.preconfig.gateway";
+        let Some(v) = self.raw(NAME) else {
+            return (None, None);
+        };
+        if let Ok(ip) = v.parse::<IpAddr>() {
+            return (Some(ip), None);
+        }
+        match v.parse::<std::net::SocketAddr>() {
+            Ok(sa) if sa.port() != 0 => (Some(sa.ip()), Some(sa.port())),
+            _ => {
+                self.fail(NAME, format!("{v:?} is not an IP address or ip:port"));
+                (None, None)
+            }
+        }
+    }
+
+    fn capacity_interval(&mut self) -> Duration {
+        const NAME: &str = "storage.capacity.interval";
+        const DEFAULT: Duration = Duration::from_secs(60);
+        let Some(v) = self.raw(NAME) else {
+            return DEFAULT;
+        };
+        match parse_duration(&v) {
+            Some(d) if d >= Duration::from_secs(1) => d,
+            _ => {
+                self.fail(
+                    NAME,
+                    format!("{v:?} is not a duration of at least 1 second (e.g. 60 or 5m)"),
+                );
+                DEFAULT
+            }
+        }
+    }
+
+    fn threshold(&mut self) -> f64 {
+        const NAME: &str = "storage.threshold";
+        match self.number(NAME, 80.0) {
+            Some(n) if n > 0.0 && n <= 100.0 => n,
+            Some(n) => {
+                self.fail(NAME, format!("{n} is not a percentage in (0, 100]"));
+                80.0
+            }
+            None => 80.0,
         }
     }
 

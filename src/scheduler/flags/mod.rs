@@ -89,6 +89,14 @@ pub struct StorageSettings {
     pub cluster_id: Option<String>,
     pub api_version: String,
     pub packages: Packages,
+    /// Port given with `-storage.preconfig.gateway=ip:port` (default 443).
+    pub gateway_port: Option<u16>,
+    /// Issue 9: gateway TLS, start-up wait, capacity polling.
+    pub gateway_ca: Option<PathBuf>,
+    pub wait: bool,
+    pub capacity_interval: Duration,
+    /// Percent of a pool's capacity in use above which it is flagged.
+    pub threshold_pct: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -782,6 +790,44 @@ mod tests {
             &["-storage.preconfig.gateway=fd00::7"],
         ));
         assert_eq!(c.storage.gateway, Some("fd00::7".parse().expect("ip")));
+    }
+
+    /// Issue 9: gateway port, CA, wait, capacity interval and threshold.
+    #[test]
+    fn gateway_flags_parse_and_refuse_bad_values() {
+        let c = run(&with(
+            &["storage.preconfig.gateway"],
+            &[
+                "-storage.preconfig.gateway=10.0.0.11:8443",
+                "-storage.gateway.cacert=/etc/gw-ca.pem",
+                "-storage.wait=true",
+                "-storage.capacity.interval=5m",
+                "-storage.threshold=90",
+            ],
+        ));
+        assert_eq!(c.storage.gateway, Some("10.0.0.11".parse().expect("ip")));
+        assert_eq!(c.storage.gateway_port, Some(8443));
+        assert_eq!(
+            c.storage.gateway_ca.as_deref(),
+            Some(std::path::Path::new("/etc/gw-ca.pem"))
+        );
+        assert!(c.storage.wait);
+        assert_eq!(c.storage.capacity_interval, Duration::from_secs(300));
+        assert_eq!(c.storage.threshold_pct, 90.0);
+        let c = run(&base());
+        assert!(!c.storage.wait);
+        assert_eq!(c.storage.capacity_interval, Duration::from_secs(60));
+        assert_eq!(c.storage.threshold_pct, 80.0);
+        for (flag, problem) in [
+            ("-storage.capacity.interval=0", "at least 1 second"),
+            ("-storage.threshold=150", "not a percentage"),
+            ("-storage.wait=maybe", "not a boolean"),
+            ("-storage.preconfig.gateway=10.0.0.11:0", "ip:port"),
+        ] {
+            let name = flag.trim_start_matches('-').split('=').next().unwrap_or("");
+            let e = one_error(&with(&[name], &[flag]));
+            assert_mentions(&e, &[problem]);
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! | `POST /control/gateway/clear` | end injected gateway faults and delays |
 //! | `POST /control/gateway/delay?ms=N` | slow gateway replies |
 //! | `POST /control/gateway/expire-tokens` | every gateway token becomes invalid |
+//! | `POST /control/gateway/sdc?agent=N&mdm=<MDM_IP>` | agent N's SDC package was installed with that `MDM_IP`: its SDC registers with the gateway when the list names this cluster's MDMs (a reboot of the agent disconnects it until the next registration) |
 //! | `POST /control/gateway/create-system?name=<name>` | the empty gateway (experimental mode) gets its system; the same name again is a no-op, another name a 409 |
 //! | `POST /control/agents/<n>/reboot` | agent `n`'s host boots its pending kernel (host stand-ins), then the agent restarts |
 //! | `GET /control/agents/<n>/host` | agent `n`'s host stand-in state (packages, services, kernel, MDM cluster, command history) |
@@ -176,6 +177,12 @@ fn act(t: &Targets, method: &Method, url: &str) -> Result<Value, (u16, String)> 
                 "start" => t.master.start_agent(index),
                 "restart" => t.master.restart_agent(index),
                 "reboot" => {
+                    // The SDC loses its MDM connection while the host is down.
+                    if let (Some(g), Ok(agents)) = (&t.gateway, t.master.agents()) {
+                        if let Some(a) = agents.get(index) {
+                            g.set_sdc_connected(&a.ip.to_string(), false);
+                        }
+                    }
                     // The host comes back on its new kernel before the agent does, so that
                     // the next executor sees it.
                     if let Some(root) = agent_host(t, index) {
@@ -220,6 +227,21 @@ fn act(t: &Targets, method: &Method, url: &str) -> Result<Value, (u16, String)> 
         (Method::Post, ["control", "gateway", "expire-tokens"]) => {
             gateway()?.expire_tokens();
             Ok(json!({"gateway": "tokens expired"}))
+        }
+        (Method::Post, ["control", "gateway", "sdc"]) => {
+            let index = agent_index(
+                query(url, "agent").ok_or((400, "sdc needs ?agent=N&mdm=<ips>".to_string()))?,
+            )?;
+            let mdm = query(url, "mdm")
+                .and_then(percent_decode)
+                .ok_or((400, "sdc needs ?agent=N&mdm=<ips>".to_string()))?;
+            let agents = t.master.agents().map_err(bad)?;
+            let agent = agents
+                .get(index)
+                .ok_or((404, format!("no agent {}", index + 1)))?;
+            let ip = agent.ip.to_string();
+            let id = gateway()?.sdc_installed(&ip, &mdm).map_err(|e| (409, e))?;
+            Ok(json!({"sdc": id, "ip": ip}))
         }
         (Method::Post, ["control", "gateway", "create-system"]) => {
             let raw = query(url, "name")

@@ -76,6 +76,9 @@ mod code {
     pub const POOL_NOT_IN_PD: u64 = 197;
     pub const SDS_NEEDS_SDS_IP: u64 = 199;
     pub const DEVICE_ALREADY_EXISTS: u64 = 206;
+    /// The simulator's own number for "this device is already used by another SDS" (the
+    /// real code is not in the public sources we read; clients must not treat it as 206).
+    pub const DEVICE_IN_USE_BY_OTHER_SDS: u64 = 207;
     pub const DEVICE_TOO_LARGE: u64 = 208;
     pub const INVALID_NAME: u64 = 227;
     pub const INVALID_DEVICE_PATH: u64 = 283;
@@ -256,6 +259,28 @@ impl GatewayHandle {
             .map_err(|_| "gateway: the model thread is not running".to_string())?
     }
 
+    /// An SDC package was installed on host `ip` with `MDM_IP=mdm_ip`: the SDC registers
+    /// with this cluster (and shows up in `/api/types/Sdc/instances`) when `mdm_ip` names
+    /// its primary or secondary MDM. Returns the SDC id; an `MDM_IP` naming other MDMs is an
+    /// error (that SDC talks to another cluster), and so is a cluster that does not exist yet.
+    pub fn sdc_installed(&self, ip: &str, mdm_ip: &str) -> Result<String, String> {
+        let (reply, answer) = bounded(1);
+        self.send(Command::SdcInstalled(
+            ip.to_string(),
+            mdm_ip.to_string(),
+            reply,
+        ));
+        answer
+            .recv_timeout(MODEL_REPLY_LIMIT)
+            .map_err(|_| "gateway: the model thread is not running".to_string())?
+    }
+
+    /// The SDC on host `ip` loses (host reboot) or regains its MDM connection; unknown
+    /// hosts are ignored.
+    pub fn set_sdc_connected(&self, ip: &str, connected: bool) {
+        self.send(Command::SdcConnected(ip.to_string(), connected));
+    }
+
     /// The storage model as JSON: `system` (null before creation), `protectionDomains`,
     /// `storagePools`, `sds`, `devices`, plus `activeTokens` and `requests` (requests served).
     pub fn snapshot(&self) -> Value {
@@ -338,6 +363,8 @@ enum Command {
     SetDelay(Duration),
     ExpireTokens,
     CreateSystem(String, Sender<Result<String, String>>),
+    SdcInstalled(String, String, Sender<Result<String, String>>),
+    SdcConnected(String, bool),
     Snapshot(Sender<Value>),
     Stop,
 }
@@ -476,6 +503,10 @@ fn run_model(mut model: Model, inbox: Receiver<Command>) {
             Command::CreateSystem(name, reply) => {
                 let _ = reply.send(model.create_system(&name));
             }
+            Command::SdcInstalled(ip, mdm_ip, reply) => {
+                let _ = reply.send(model.sdc_installed(&ip, &mdm_ip));
+            }
+            Command::SdcConnected(ip, connected) => model.set_sdc_connected(&ip, connected),
             Command::Snapshot(reply) => {
                 let _ = reply.send(model.snapshot());
             }
@@ -893,6 +924,13 @@ struct Sds {
     port: u64,
 }
 
+struct Sdc {
+    id: String,
+    ip: String,
+    guid: String,
+    connected: bool,
+}
+
 struct Device {
     id: String,
     name: Option<String>,
@@ -917,6 +955,7 @@ enum Kind {
     Pool,
     Sds,
     Device,
+    Sdc,
 }
 
 impl Kind {
@@ -927,6 +966,7 @@ impl Kind {
             "StoragePool" => Some(Kind::Pool),
             "Sds" => Some(Kind::Sds),
             "Device" => Some(Kind::Device),
+            "Sdc" => Some(Kind::Sdc),
             _ => None,
         }
     }
@@ -938,6 +978,7 @@ impl Kind {
             Kind::Pool => "StoragePool",
             Kind::Sds => "Sds",
             Kind::Device => "Device",
+            Kind::Sdc => "Sdc",
         }
     }
 
@@ -949,17 +990,19 @@ impl Kind {
             Kind::Pool => Reply::mdm(code::POOL_NOT_FOUND, "Could not find Storage Pool"),
             Kind::Sds => Reply::mdm(code::SDS_NOT_FOUND, "Could not find SDS"),
             Kind::Device => Reply::mdm(code::DEVICE_NOT_FOUND, "Could not find the SDS device"),
+            Kind::Sdc => Reply::mdm(code::NOT_FOUND, "Could not find the SDC"),
         }
     }
 
     /// Relationships served under `/relationships/<name>`.
     fn relationships(self) -> &'static [&'static str] {
         match self {
-            Kind::System => &["Statistics", "ProtectionDomain"],
+            Kind::System => &["Statistics", "ProtectionDomain", "Sdc"],
             Kind::Pd => &["Statistics", "StoragePool", "Sds"],
             Kind::Pool => &["Statistics", "Device", "Volume"],
             Kind::Sds => &["Statistics", "Device"],
             Kind::Device => &["Statistics"],
+            Kind::Sdc => &["Statistics"],
         }
     }
 }
@@ -996,6 +1039,7 @@ struct Model {
     pools: Vec<Pool>,
     sdss: Vec<Sds>,
     devices: Vec<Device>,
+    sdcs: Vec<Sdc>,
     tokens: HashMap<String, Token>,
     faults: Faults,
     ids_issued: u32,
@@ -1020,6 +1064,7 @@ impl Model {
             pools: Vec::new(),
             sdss: Vec::new(),
             devices: Vec::new(),
+            sdcs: Vec::new(),
             tokens: HashMap::new(),
             faults: Faults::default(),
             ids_issued: 0,
@@ -1113,6 +1158,9 @@ impl Model {
                 "id": d.id, "name": d.name, "path": d.path,
                 "storagePoolId": d.pool_id, "sdsId": d.sds_id, "capacityKb": d.capacity_kb,
             })).collect::<Vec<_>>(),
+            "sdc": self.sdcs.iter().map(|s| json!({
+                "id": s.id, "ip": s.ip, "guid": s.guid, "connected": s.connected,
+            })).collect::<Vec<_>>(),
             "activeTokens": self.tokens.len(),
             "requests": self.requests,
         })
@@ -1177,6 +1225,25 @@ impl Model {
                     _ => not_allowed(method, path),
                 },
             },
+            ["types", type_name, "instances", "action", action] => {
+                match (Kind::parse(type_name), method) {
+                    (None, _) => not_route(path),
+                    (Some(_), "POST") => self.action(type_name, action, request),
+                    (Some(_), _) => not_allowed(method, path),
+                }
+            }
+            ["instances", object]
+                if parse_object(object).is_some_and(|(_, id)| !well_formed_id(id)) =>
+            {
+                malformed_id(object)
+            }
+            ["instances", object, "relationships", relation]
+                if parse_object(object).is_some_and(|(kind, id)| {
+                    !well_formed_id(id) && kind.relationships().contains(relation)
+                }) =>
+            {
+                malformed_id(object)
+            }
             ["instances", object] => match parse_object(object) {
                 None => not_route(path),
                 Some((kind, id)) => {
@@ -1194,6 +1261,188 @@ impl Model {
             },
             _ => not_route(path),
         }
+    }
+
+    // --- actions ---------------------------------------------------------------------------
+
+    fn action(&mut self, type_name: &str, action: &str, request: &ApiRequest) -> Reply {
+        let params = match json_params(request) {
+            Ok(params) => params,
+            Err(reply) => return reply,
+        };
+        if self.system.is_none() {
+            return Reply::mdm(code::NOT_CONNECTED, "Not connected");
+        }
+        let found = match (type_name, action) {
+            ("ProtectionDomain", "queryIdByKey") => self.query_pd(&params),
+            ("StoragePool", "queryIdByKey") => self.query_pool(&params),
+            ("Sds", "queryIdByKey") => self.query_sds(&params),
+            ("Sdc", "queryIdByKey") => self.query_sdc(&params),
+            ("StoragePool", "querySelectedStatistics") => return self.selected_statistics(&params),
+            _ => {
+                return Reply::error(
+                    404,
+                    code::NONE,
+                    &format!("No action {action} on type {type_name}"),
+                )
+            }
+        };
+        match found {
+            // queryIdByKey answers the bare id as a JSON string.
+            Ok(Some(id)) => Reply::ok(&Value::String(id)),
+            Ok(None) => Reply::mdm(code::NOT_FOUND, "Not found"),
+            Err(reply) => reply,
+        }
+    }
+
+    fn query_pd(&self, params: &Map<String, Value>) -> Result<Option<String>, Reply> {
+        let name = required_str(params, "name")?;
+        Ok(self
+            .pds
+            .iter()
+            .find(|pd| pd.name.as_deref() == Some(name.as_str()))
+            .map(|pd| pd.id.clone()))
+    }
+
+    fn query_pool(&self, params: &Map<String, Value>) -> Result<Option<String>, Reply> {
+        let name = required_str(params, "name")?;
+        let pd_name = required_str(params, "protectionDomainName")?;
+        let Some(pd) = self
+            .pds
+            .iter()
+            .find(|pd| pd.name.as_deref() == Some(pd_name.as_str()))
+        else {
+            return Ok(None);
+        };
+        Ok(self
+            .pools
+            .iter()
+            .find(|p| p.pd_id == pd.id && p.name.as_deref() == Some(name.as_str()))
+            .map(|p| p.id.clone()))
+    }
+
+    fn query_sds(&self, params: &Map<String, Value>) -> Result<Option<String>, Reply> {
+        let name = required_str(params, "name")?;
+        Ok(self
+            .sdss
+            .iter()
+            .find(|s| s.name.as_deref() == Some(name.as_str()))
+            .map(|s| s.id.clone()))
+    }
+
+    fn query_sdc(&self, params: &Map<String, Value>) -> Result<Option<String>, Reply> {
+        let ip = required_str(params, "ip")?;
+        Ok(self.sdcs.iter().find(|s| s.ip == ip).map(|s| s.id.clone()))
+    }
+
+    /// `{"ids": [...], "properties": [...]}` -> `{"<id>": {"<property>": ...}}`.
+    fn selected_statistics(&self, params: &Map<String, Value>) -> Reply {
+        let strings = |key: &str| -> Result<Vec<String>, Reply> {
+            match params.get(key) {
+                Some(Value::Array(items)) if !items.is_empty() => items
+                    .iter()
+                    .map(|i| {
+                        i.as_str().map(str::to_string).ok_or_else(|| {
+                            Reply::bad_request(&format!("{key} must be a list of strings"))
+                        })
+                    })
+                    .collect(),
+                None | Some(Value::Null) => Err(Reply::missing(key)),
+                Some(_) => Err(Reply::bad_request(&format!(
+                    "{key} must be a non-empty list of strings"
+                ))),
+            }
+        };
+        let (ids, properties) = match (strings("ids"), strings("properties")) {
+            (Ok(ids), Ok(properties)) => (ids, properties),
+            (Err(reply), _) | (_, Err(reply)) => return reply,
+        };
+        let mut out = Map::new();
+        for id in ids {
+            if !well_formed_id(&id) {
+                return malformed_id(&id);
+            }
+            if self.pool(&id).is_none() {
+                return Kind::Pool.not_found();
+            }
+            let all = self.statistics(Kind::Pool, &id);
+            let mut selected = Map::new();
+            for property in &properties {
+                match all.get(property) {
+                    Some(value) => selected.insert(property.clone(), value.clone()),
+                    None => {
+                        return Reply::bad_request(&format!(
+                            "{property} is not a StoragePool statistic"
+                        ))
+                    }
+                };
+            }
+            out.insert(id, Value::Object(selected));
+        }
+        Reply::ok(&Value::Object(out))
+    }
+
+    // --- SDCs ------------------------------------------------------------------------------
+
+    fn sdc_installed(&mut self, ip: &str, mdm_ip: &str) -> Result<String, String> {
+        if ip.parse::<Ipv4Addr>().is_err() {
+            return Err(format!("SDC host address {ip:?} is not an IPv4 address"));
+        }
+        if self.system.is_none() {
+            return Err("no MDM cluster yet: the SDC cannot connect".to_string());
+        }
+        let ours = mdm_ip
+            .split(',')
+            .map(str::trim)
+            .any(|m| m == self.mdm.primary || m == self.mdm.secondary);
+        if !ours {
+            return Err(format!(
+                "MDM_IP {mdm_ip:?} names neither MDM of this cluster ({}, {})",
+                self.mdm.primary, self.mdm.secondary
+            ));
+        }
+        if let Some(sdc) = self.sdcs.iter_mut().find(|s| s.ip == ip) {
+            sdc.connected = true;
+            return Ok(sdc.id.clone());
+        }
+        let id = self.next_id(0x5dc0_0000);
+        let guid = format!(
+            "{:08X}-{:04X}-{:04X}-{:04X}-{:012X}",
+            self.random_u64() as u32,
+            self.random_u64() as u16,
+            self.random_u64() as u16,
+            self.random_u64() as u16,
+            self.random_u64() & 0xffff_ffff_ffff
+        );
+        self.sdcs.push(Sdc {
+            id: id.clone(),
+            ip: ip.to_string(),
+            guid,
+            connected: true,
+        });
+        Ok(id)
+    }
+
+    fn set_sdc_connected(&mut self, ip: &str, connected: bool) {
+        if let Some(sdc) = self.sdcs.iter_mut().find(|s| s.ip == ip) {
+            sdc.connected = connected;
+        }
+    }
+
+    fn sdc_json(&self, sdc: &Sdc) -> Value {
+        let system_id = self.system.as_ref().map(|s| s.id.as_str()).unwrap_or("");
+        json!({
+            "id": sdc.id,
+            "name": null,
+            "sdcIp": sdc.ip,
+            "sdcGuid": sdc.guid,
+            "sdcApproved": true,
+            "mdmConnectionState": if sdc.connected { "Connected" } else { "Disconnected" },
+            "onVmWare": false,
+            "systemId": system_id,
+            "versionInfo": member_version(&self.version_info),
+            "links": links(Kind::Sdc, &sdc.id, Some(("systemId", Kind::System, system_id))),
+        })
     }
 
     // --- authentication ------------------------------------------------------------------
@@ -1260,6 +1509,7 @@ impl Model {
             Kind::Pool => self.pools.iter().map(pool_json).collect(),
             Kind::Sds => self.sdss.iter().map(sds_json).collect(),
             Kind::Device => self.devices.iter().map(device_json).collect(),
+            Kind::Sdc => self.sdcs.iter().map(|s| self.sdc_json(s)).collect(),
         };
         Value::Array(items)
     }
@@ -1275,6 +1525,11 @@ impl Model {
             Kind::Pool => self.pool(id).map(pool_json),
             Kind::Sds => self.sds(id).map(sds_json),
             Kind::Device => self.devices.iter().find(|d| d.id == id).map(device_json),
+            Kind::Sdc => self
+                .sdcs
+                .iter()
+                .find(|s| s.id == id)
+                .map(|s| self.sdc_json(s)),
         }
     }
 
@@ -1289,6 +1544,7 @@ impl Model {
             (Kind::System, "ProtectionDomain") => {
                 self.pds.iter().map(|pd| self.pd_json(pd)).collect()
             }
+            (Kind::System, "Sdc") => self.sdcs.iter().map(|s| self.sdc_json(s)).collect(),
             (Kind::Pd, "StoragePool") => self
                 .pools
                 .iter()
@@ -1332,8 +1588,11 @@ impl Model {
     }
 
     fn system_json(&self, system: &System) -> Value {
+        // Real members report the build with patch 0 (`R2_0.10000.0` on an
+        // `R2_0.10000.2072` system); only `systemVersionName` carries the full version.
+        let member_version = member_version(&self.version_info);
         let member = |index: usize, name: &str, ip: &str, role: &str| {
-            json!({
+            let mut value = json!({
                 "id": system.mdm_ids[index],
                 "name": name,
                 "port": MDM_PORT,
@@ -1341,9 +1600,17 @@ impl Model {
                 "managementIPs": [ip],
                 "role": role,
                 "status": "Normal",
-                "versionInfo": self.version_info,
+                "versionInfo": member_version,
+                "opensslVersion": "OpenSSL 1.0.2g  1 Mar 2016",
                 "virtualInterfaces": [],
-            })
+            });
+            // The master carries no `status`; slaves and tie-breakers do.
+            if index == 0 {
+                if let Value::Object(map) = &mut value {
+                    map.remove("status");
+                }
+            }
+            value
         };
         json!({
             "id": system.id,
@@ -1352,6 +1619,7 @@ impl Model {
             "installId": system.install_id,
             "mdmCluster": {
                 "id": system.cluster_id,
+                "name": system.name,
                 "clusterMode": "ThreeNodes",
                 "clusterState": "ClusteredNormal",
                 "goodNodesNum": 3,
@@ -1431,6 +1699,7 @@ impl Model {
                     capacity = self.device_capacity(device);
                 }
             }
+            Kind::Sdc => {}
         }
         let mut stats = json!({
             "maxCapacityInKb": capacity.max_kb,
@@ -1496,28 +1765,9 @@ impl Model {
     // --- creating --------------------------------------------------------------------------
 
     fn create(&mut self, kind: Kind, request: &ApiRequest) -> Reply {
-        let is_json = request
-            .content_type
-            .as_deref()
-            .map(|t| {
-                t.trim()
-                    .to_ascii_lowercase()
-                    .starts_with("application/json")
-            })
-            .unwrap_or(false);
-        if !is_json {
-            return Reply::error(
-                415,
-                code::NONE,
-                "Unsupported Media Type: the request body must be application/json",
-            );
-        }
-        let body: Value = match serde_json::from_slice(&request.body) {
-            Ok(value) => value,
-            Err(e) => return Reply::bad_request(&format!("the body is not valid JSON ({e})")),
-        };
-        let Value::Object(params) = body else {
-            return Reply::bad_request("the body must be a JSON object");
+        let params = match json_params(request) {
+            Ok(params) => params,
+            Err(reply) => return reply,
         };
         if self.system.is_none() {
             // No MDM cluster behind the gateway yet.
@@ -1528,14 +1778,53 @@ impl Model {
             Kind::Pool => self.create_pool(&params),
             Kind::Sds => self.create_sds(&params),
             Kind::Device => self.create_device(&params),
-            Kind::System => Err(not_allowed("POST", "/api/types/System/instances")),
+            Kind::System | Kind::Sdc => Err(not_allowed(
+                "POST",
+                &format!("/api/types/{}/instances", kind.type_name()),
+            )),
         };
         match result {
             Ok(id) => Reply::ok(&json!({ "id": id })),
             Err(reply) => reply,
         }
     }
+}
 
+/// The JSON object body of a POST, or the gateway's refusal.
+fn json_params(request: &ApiRequest) -> Result<Map<String, Value>, Reply> {
+    {
+        let is_json = request
+            .content_type
+            .as_deref()
+            .map(|t| {
+                t.trim()
+                    .to_ascii_lowercase()
+                    .starts_with("application/json")
+            })
+            .unwrap_or(false);
+        if !is_json {
+            return Err(Reply::error(
+                415,
+                code::NONE,
+                "Unsupported Media Type: the request body must be application/json",
+            ));
+        }
+        let body: Value = match serde_json::from_slice(&request.body) {
+            Ok(value) => value,
+            Err(e) => {
+                return Err(Reply::bad_request(&format!(
+                    "the body is not valid JSON ({e})"
+                )))
+            }
+        };
+        let Value::Object(params) = body else {
+            return Err(Reply::bad_request("the body must be a JSON object"));
+        };
+        Ok(params)
+    }
+}
+
+impl Model {
     fn create_pd(&mut self, params: &Map<String, Value>) -> Result<String, Reply> {
         let name = optional_name(params, "name")?;
         if let Some(name) = &name {
@@ -1555,7 +1844,7 @@ impl Model {
     }
 
     fn create_pool(&mut self, params: &Map<String, Value>) -> Result<String, Reply> {
-        let pd_id = required_str(params, "protectionDomainId")?;
+        let pd_id = required_id(params, "protectionDomainId")?;
         let name = optional_name(params, "name")?;
         let spare_percentage = optional_u64(params, "sparePercentage")?.unwrap_or(10);
         if spare_percentage > 99 {
@@ -1589,7 +1878,7 @@ impl Model {
     }
 
     fn create_sds(&mut self, params: &Map<String, Value>) -> Result<String, Reply> {
-        let pd_id = required_str(params, "protectionDomainId")?;
+        let pd_id = required_id(params, "protectionDomainId")?;
         let ip_list = match params.get("sdsIpList") {
             None | Some(Value::Null) => return Err(Reply::missing("sdsIpList")),
             Some(Value::Array(items)) if !items.is_empty() => items,
@@ -1680,7 +1969,7 @@ impl Model {
             ));
         };
         let path = required_str(info, "devicePath")?;
-        let pool_id = required_str(info, "storagePoolId")?;
+        let pool_id = required_id(info, "storagePoolId")?;
         let name = optional_name(info, "deviceName")?;
         Ok(NewDevice {
             name,
@@ -1701,8 +1990,8 @@ impl Model {
             (None, Some(_)) => required_str(params, "deviceCurrentPathName")?,
             (None, None) => return Err(Reply::missing("deviceCurrentPathname")),
         };
-        let pool_id = required_str(params, "storagePoolId")?;
-        let sds_id = required_str(params, "sdsId")?;
+        let pool_id = required_id(params, "storagePoolId")?;
+        let sds_id = required_id(params, "sdsId")?;
         let name = optional_name(params, "name")?;
         let limit = optional_u64(params, "capacityLimitInKb")?;
         if let Some(limit) = limit {
@@ -1723,6 +2012,7 @@ impl Model {
             pool_id,
             capacity_kb: limit.filter(|l| *l > 0).unwrap_or(self.device_capacity_kb),
         };
+        let sds_ips: Vec<String> = sds.ips.iter().map(|(ip, _)| ip.clone()).collect();
         self.check_device_fits(&sds_pd, &device)?;
         let clash = self.devices.iter().any(|d| {
             d.sds_id == sds_id
@@ -1730,6 +2020,20 @@ impl Model {
         });
         if clash {
             return Err(device_exists());
+        }
+        // Another SDS on the same host (same address, another port) already owns this disk.
+        let used_elsewhere = self.devices.iter().any(|d| {
+            d.sds_id != sds_id
+                && d.path == device.path
+                && self
+                    .sds(&d.sds_id)
+                    .is_some_and(|other| other.ips.iter().any(|(ip, _)| sds_ips.contains(ip)))
+        });
+        if used_elsewhere {
+            return Err(Reply::mdm(
+                code::DEVICE_IN_USE_BY_OTHER_SDS,
+                "The device is already in use by another SDS",
+            ));
         }
         Ok(self.store_device(device, &sds_id))
     }
@@ -1831,7 +2135,17 @@ fn device_json(device: &Device) -> Value {
         "maxCapacityInKb": device.capacity_kb,
         "links": links(Kind::Device, &device.id, Some(("sdsId", Kind::Sds, &device.sds_id))),
     });
-    set_name(&mut value, &device.name);
+    // Unnamed devices (the usual case) answer `"name": null`, not a missing field.
+    if let Value::Object(map) = &mut value {
+        map.insert(
+            "name".to_string(),
+            device
+                .name
+                .clone()
+                .map(Value::String)
+                .unwrap_or(Value::Null),
+        );
+    }
     value
 }
 
@@ -1916,6 +2230,33 @@ fn parse_sds_ip(item: &Value) -> Result<(String, String), Reply> {
         }
     };
     Ok((ip, role))
+}
+
+/// Like [`required_str`] for an object id: a value that cannot be an id is the MDM's
+/// "illegal syntax" (errorCode 0), not "not found".
+fn required_id(params: &Map<String, Value>, key: &str) -> Result<String, Reply> {
+    let id = required_str(params, key)?;
+    if !well_formed_id(&id) {
+        return Err(malformed_id(&id));
+    }
+    Ok(id)
+}
+
+/// Object ids are 16 hexadecimal digits.
+fn well_formed_id(id: &str) -> bool {
+    id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+fn malformed_id(what: &str) -> Reply {
+    Reply::mdm(code::NONE, &format!("Invalid object id: {what}"))
+}
+
+/// `R2_0.10000.2072` -> `R2_0.10000.0`: what MDM members and SDCs report.
+fn member_version(version_info: &str) -> String {
+    match version_info.rsplit_once('.') {
+        Some((head, _patch)) => format!("{head}.0"),
+        None => version_info.to_string(),
+    }
 }
 
 fn required_str(params: &Map<String, Value>, key: &str) -> Result<String, Reply> {

@@ -393,8 +393,11 @@ fn the_system_reports_the_mdm_trio_and_its_version() {
     assert_eq!(master["ips"], json!(["10.0.0.11"]));
     assert_eq!(master["managementIPs"], json!(["10.0.0.11"]));
     assert_eq!(master["role"], json!("Manager"));
-    assert_eq!(master["status"], json!("Normal"));
-    assert_eq!(master["versionInfo"], json!("R2_0.10000.2072"));
+    // As on real systems: no status on the master, members carry patch 0, the cluster a name.
+    assert!(master.get("status").is_none(), "{master}");
+    assert_eq!(cluster["slaves"][0]["status"], json!("Normal"));
+    assert_eq!(master["versionInfo"], json!("R2_0.10000.0"));
+    assert_eq!(cluster["name"], json!("scaleio"));
     assert_eq!(master["port"], json!(9011));
     assert!(
         master["name"].is_string() && master["id"].is_string(),
@@ -406,7 +409,7 @@ fn the_system_reports_the_mdm_trio_and_its_version() {
     assert_eq!(cluster["tieBreakers"][0]["role"], json!("TieBreaker"));
     assert_eq!(
         cluster["tieBreakers"][0]["versionInfo"],
-        json!("R2_0.10000.2072")
+        json!("R2_0.10000.0")
     );
 
     let self_href = link(&system, "self");
@@ -605,7 +608,7 @@ fn duplicates_and_unknown_ids_fail_as_on_the_real_gateway() {
     );
 
     let message = assert_error(
-        &client.get("/api/instances/ProtectionDomain::bad-id"),
+        &client.get("/api/instances/ProtectionDomain::fedcba9876543210"),
         500,
         142,
     );
@@ -615,13 +618,21 @@ fn duplicates_and_unknown_ids_fail_as_on_the_real_gateway() {
         500,
         142,
     );
-    assert_error(&client.get("/api/instances/StoragePool::nope"), 500, 171);
     assert_error(
-        &client.get("/api/instances/Sds::nope/relationships/Device"),
+        &client.get("/api/instances/StoragePool::fedcba9876543210"),
+        500,
+        171,
+    );
+    assert_error(
+        &client.get("/api/instances/Sds::fedcba9876543210/relationships/Device"),
         500,
         78,
     );
-    assert_error(&client.get("/api/instances/Device::nope"), 500, 126);
+    assert_error(
+        &client.get("/api/instances/Device::fedcba9876543210"),
+        500,
+        126,
+    );
     assert_error(
         &client.post(
             "/api/types/StoragePool/instances",
@@ -633,7 +644,7 @@ fn duplicates_and_unknown_ids_fail_as_on_the_real_gateway() {
     assert_error(
         &client.post(
             "/api/types/Device/instances",
-            &json!({"deviceCurrentPathname": "/dev/sdd", "storagePoolId": pool, "sdsId": "nope"}),
+            &json!({"deviceCurrentPathname": "/dev/sdd", "storagePoolId": pool, "sdsId": "fedcba9876543210"}),
         ),
         500,
         78,
@@ -641,7 +652,7 @@ fn duplicates_and_unknown_ids_fail_as_on_the_real_gateway() {
     assert_error(
         &client.post(
             "/api/types/Device/instances",
-            &json!({"deviceCurrentPathname": "/dev/sdd", "storagePoolId": "nope", "sdsId": sds}),
+            &json!({"deviceCurrentPathname": "/dev/sdd", "storagePoolId": "fedcba9876543210", "sdsId": sds}),
         ),
         500,
         171,
@@ -954,4 +965,221 @@ fn invalid_configs_are_refused_and_shutdown_frees_the_port() {
         TcpStream::connect(addr).is_err(),
         "still accepting after shutdown"
     );
+}
+
+fn query_id(client: &Client, type_name: &str, key: &Value) -> Reply {
+    client.post(
+        &format!("/api/types/{type_name}/instances/action/queryIdByKey"),
+        key,
+    )
+}
+
+#[test]
+fn query_id_by_key_finds_domains_pools_sds_and_sdcs() {
+    let gw = start_default();
+    let client = Client::logged_in(&gw);
+    let (pd, pool) = default_pd_and_pool(&client);
+    let sds = client.create("Sds", &sds_body("sds_q", "10.3.0.1", &pd));
+    let sdc = match gw.sdc_installed("10.3.0.1", "10.0.0.11,10.0.0.12") {
+        Ok(id) => id,
+        Err(e) => panic!("SDC not registered: {e}"),
+    };
+
+    for (type_name, key, id) in [
+        ("ProtectionDomain", json!({"name": "default"}), &pd),
+        (
+            "StoragePool",
+            json!({"name": "default", "protectionDomainName": "default"}),
+            &pool,
+        ),
+        ("Sds", json!({"name": "sds_q"}), &sds),
+        ("Sdc", json!({"ip": "10.3.0.1"}), &sdc),
+    ] {
+        let reply = query_id(&client, type_name, &key);
+        assert_eq!(reply.status, 200, "{type_name} {key}: {}", reply.raw);
+        // A quoted id, exactly as the real gateway answers.
+        assert_eq!(reply.raw, format!("\"{id}\""), "{type_name}");
+    }
+    for (type_name, key) in [
+        ("ProtectionDomain", json!({"name": "absent"})),
+        (
+            "StoragePool",
+            json!({"name": "absent", "protectionDomainName": "default"}),
+        ),
+        (
+            "StoragePool",
+            json!({"name": "default", "protectionDomainName": "absent"}),
+        ),
+        ("Sds", json!({"name": "absent"})),
+        ("Sdc", json!({"ip": "10.9.9.9"})),
+    ] {
+        assert_error(&query_id(&client, type_name, &key), 500, 3);
+    }
+    // A key without its required field is a bad request, not "absent".
+    assert_error(
+        &query_id(&client, "StoragePool", &json!({"name": "default"})),
+        400,
+        0,
+    );
+}
+
+#[test]
+fn selected_statistics_answer_per_pool_id() {
+    let gw = start_default();
+    let client = Client::logged_in(&gw);
+    let (pd, pool) = default_pd_and_pool(&client);
+    let sds = client.create("Sds", &sds_body("sds_s", "10.4.0.1", &pd));
+    client.create(
+        "Device",
+        &json!({"deviceCurrentPathname": "/dev/sdb", "storagePoolId": pool, "sdsId": sds}),
+    );
+    let path = "/api/types/StoragePool/instances/action/querySelectedStatistics";
+    let reply = client.post(
+        path,
+        &json!({"ids": [pool], "properties": ["maxCapacityInKb", "capacityInUseInKb",
+            "capacityAvailableForVolumeAllocationInKb", "spareCapacityInKb"]}),
+    );
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+    let stats = &reply.body[pool.as_str()];
+    assert_eq!(
+        stats["maxCapacityInKb"],
+        json!(100 * GIB_KB),
+        "{}",
+        reply.raw
+    );
+    assert_eq!(stats["spareCapacityInKb"], json!(10 * GIB_KB));
+    assert_eq!(stats["capacityInUseInKb"], json!(0));
+    assert!(stats["capacityAvailableForVolumeAllocationInKb"].as_u64() > Some(0));
+    // Only what was asked for.
+    assert_eq!(stats.as_object().map(|m| m.len()), Some(4), "{stats}");
+
+    assert_error(
+        &client.post(
+            path,
+            &json!({"ids": ["fedcba9876543210"], "properties": ["maxCapacityInKb"]}),
+        ),
+        500,
+        171,
+    );
+    assert_error(
+        &client.post(path, &json!({"properties": ["maxCapacityInKb"]})),
+        400,
+        0,
+    );
+}
+
+#[test]
+fn sdcs_appear_when_installed_for_this_cluster_and_disconnect_on_reboot() {
+    let gw = start_default();
+    let client = Client::logged_in(&gw);
+    assert!(client.list("/api/types/Sdc/instances").is_empty());
+    // An SDC pointed at another cluster's MDMs never shows up here.
+    let refused = gw.sdc_installed("10.5.0.1", "10.9.0.1,10.9.0.2");
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("names neither MDM")),
+        "{refused:?}"
+    );
+    let id = match gw.sdc_installed("10.5.0.1", "10.0.0.12") {
+        Ok(id) => id,
+        Err(e) => panic!("SDC not registered: {e}"),
+    };
+    let sdcs = client.list("/api/types/Sdc/instances");
+    assert_eq!(sdcs.len(), 1, "{sdcs:?}");
+    let sdc = &sdcs[0];
+    assert_eq!(sdc["id"], json!(id));
+    assert_eq!(sdc["sdcIp"], json!("10.5.0.1"));
+    assert_eq!(sdc["mdmConnectionState"], json!("Connected"));
+    assert_eq!(sdc["versionInfo"], json!("R2_0.10000.0"));
+    assert!(
+        sdc["sdcGuid"].as_str().is_some_and(|g| g.len() == 36),
+        "{sdc}"
+    );
+
+    let system = client.system();
+    let related = client.list(&link(&system, "/api/System/relationship/Sdc"));
+    assert_eq!(related, sdcs);
+
+    gw.set_sdc_connected("10.5.0.1", false);
+    let one = client.get(&format!("/api/instances/Sdc::{id}"));
+    assert_eq!(one.status, 200, "{}", one.raw);
+    assert_eq!(one.body["mdmConnectionState"], json!("Disconnected"));
+    // Installing again (the host is back) reconnects the same SDC.
+    assert_eq!(gw.sdc_installed("10.5.0.1", "10.0.0.11").ok(), Some(id));
+    assert_eq!(
+        client.list("/api/types/Sdc/instances")[0]["mdmConnectionState"],
+        json!("Connected")
+    );
+}
+
+#[test]
+fn devices_have_a_null_name_and_malformed_ids_answer_error_code_0() {
+    let gw = start_default();
+    let client = Client::logged_in(&gw);
+    let (pd, pool) = default_pd_and_pool(&client);
+    let sds = client.create("Sds", &sds_body("sds_n", "10.6.0.1", &pd));
+    let device = client.create(
+        "Device",
+        &json!({"deviceCurrentPathname": "/dev/sdb", "storagePoolId": pool, "sdsId": sds}),
+    );
+    let reply = client.get(&format!("/api/instances/Device::{device}"));
+    assert_eq!(reply.status, 200);
+    assert!(reply.raw.contains("\"name\":null"), "{}", reply.raw);
+
+    for path in [
+        "/api/instances/Sds::nope".to_string(),
+        "/api/instances/StoragePool::12/relationships/Device".to_string(),
+        "/api/instances/Device::zzzzzzzzzzzzzzzz".to_string(),
+    ] {
+        assert_error(&client.get(&path), 500, 0);
+    }
+    assert_error(
+        &client.post(
+            "/api/types/Device/instances",
+            &json!({"deviceCurrentPathname": "/dev/sdc", "storagePoolId": pool, "sdsId": "nope"}),
+        ),
+        500,
+        0,
+    );
+}
+
+#[test]
+fn a_device_used_by_another_sds_on_the_host_is_refused_with_its_own_code() {
+    let gw = start_default();
+    let client = Client::logged_in(&gw);
+    let (pd, pool) = default_pd_and_pool(&client);
+    let first = client.create("Sds", &sds_body("sds_1", "10.7.0.1", &pd));
+    let mut second_body = sds_body("sds_2", "10.7.0.1", &pd);
+    second_body["sdsPort"] = json!(7073);
+    let second = client.create("Sds", &second_body);
+    client.create(
+        "Device",
+        &json!({"deviceCurrentPathname": "/dev/sdb", "storagePoolId": pool, "sdsId": first}),
+    );
+    let reply = client.post(
+        "/api/types/Device/instances",
+        &json!({"deviceCurrentPathname": "/dev/sdb", "storagePoolId": pool, "sdsId": second}),
+    );
+    let message = assert_error(&reply, 500, 207);
+    assert!(message.contains("another SDS"), "{message}");
+    // The same SDS again is the plain duplicate.
+    assert_error(
+        &client.post(
+            "/api/types/Device/instances",
+            &json!({"deviceCurrentPathname": "/dev/sdb", "storagePoolId": pool, "sdsId": first}),
+        ),
+        500,
+        206,
+    );
+}
+
+#[test]
+fn a_wrong_password_is_a_401_with_the_json_error_body() {
+    let gw = start_default();
+    let client = Client::new(&gw);
+    let reply = client.get_with("/api/login", Some(&basic("admin", "not-it")));
+    let message = assert_error(&reply, 401, 0);
+    assert_eq!(message, "Unauthorized");
+    assert!(!reply.raw.contains("not-it"));
 }

@@ -1219,3 +1219,47 @@ fn renaming_the_new_mdm_cluster_creates_the_gateway_system() {
     assert_eq!(r.status, 1, "{r:?}");
     assert!(c.master.agents().unwrap()[0].up);
 }
+
+/// Issue 9: an SDC installed with `MDM_IP` naming this cluster's MDMs registers with the
+/// gateway (its Sdc list, by the agent's address); one naming other MDMs does not; a reboot
+/// of the agent disconnects it.
+#[test]
+fn an_installed_sdc_connects_to_the_gateway_and_a_reboot_disconnects_it() {
+    let dir = temp_dir("gw-sdc");
+    let c = cluster_with_hosts(&dir);
+    let agent_dir = dir.join("work").join("agent-1");
+    let h = Host {
+        root: host::agent_root(&agent_dir),
+        bin: host::agent_bin(&agent_dir),
+        dir,
+        control: Some(c.control.url()),
+    };
+    c.gateway.create_system("scaleio").unwrap();
+    h.ok(&["apt-get", "-y", "install", "linux-image-4.4.0-38-generic"]);
+    h.fake().boot().unwrap();
+    let sdc = h.package(SDC_DEB);
+    let r = h.ok_env(&["dpkg", "-i", &sdc], &[("MDM_IP", "10.9.9.1,10.9.9.2")]);
+    assert!(r.err.contains("did not connect"), "{r:?}");
+    assert_eq!(c.gateway.snapshot()["sdc"], serde_json::json!([]));
+
+    h.ok(&["dpkg", "-r", "emc-scaleio-sdc"]);
+    h.ok_env(&["dpkg", "-i", &sdc], &[("MDM_IP", "127.0.0.2,127.0.0.3")]);
+    let ip = c.master.agents().unwrap()[0].ip.to_string();
+    let sdcs = c.gateway.snapshot()["sdc"].clone();
+    assert_eq!(sdcs.as_array().map(Vec::len), Some(1), "{sdcs}");
+    assert_eq!(sdcs[0]["ip"], serde_json::json!(ip));
+    assert_eq!(sdcs[0]["connected"], serde_json::json!(true));
+
+    let r = request(
+        c.control.addr(),
+        "POST",
+        "/control/agents/1/reboot",
+        &[],
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        c.gateway.snapshot()["sdc"][0]["connected"],
+        serde_json::json!(false)
+    );
+}

@@ -878,6 +878,17 @@ fn postinst(c: Component, state: &mut HostState, ctx: &mut Ctx) -> Result<(), St
             root.write("bin/emc/scaleio/drv_cfg.txt", &cfg)?;
             root.mkdir("sys/module/scini")?;
             state.sdc_mdm_ips = ctx.env.mdm_ip.clone();
+            // The running SDC registers with the cluster its MDM_IP names (gateway's Sdc list).
+            if let (Some(agent), Some(ips), Some(_)) =
+                (state.agent, &ctx.env.mdm_ip, &ctx.env.control)
+            {
+                let path = format!("/control/gateway/sdc?agent={agent}&mdm={ips}");
+                if let Ok((status, body)) = control_post(ctx.env, &path) {
+                    if status != 200 {
+                        log_sdc_refusal(status, &body);
+                    }
+                }
+            }
         }
         Component::Lia => {
             state.lia_token_set = ctx.env.token.is_some();
@@ -2463,4 +2474,13 @@ fn percent_encode(s: &str) -> String {
             }
         })
         .collect()
+}
+
+/// An SDC that cannot reach its MDMs still installs (as on a real host); the refusal is only
+/// visible in the gateway's Sdc list, so say it on stderr for whoever debugs the test.
+fn log_sdc_refusal(status: u16, body: &serde_json::Value) {
+    eprintln!(
+        "storage-host-standin: the SDC did not connect to the cluster: {status} {}",
+        body.get("error").and_then(|e| e.as_str()).unwrap_or("")
+    );
 }

@@ -1,0 +1,525 @@
+//! Synchronous client of the storage gateway's REST API (HTTPS, usually self-signed).
+//!
+//! One place wraps every call: login and token reuse, one re-login on 401/403 (some gateways
+//! answer an expired token with 403), the `Accept` version header, timeouts, bounded jittered
+//! retries of transient failures, and the gateway's `message`/`errorCode` in typed errors.
+//! The password and the token are [`Secret`]s: they go into the `Authorization` header and
+//! nowhere else (no error text, no log line carries them).
+
+use crate::mesos::base64;
+use crate::scheduler::backoff::Backoff;
+use crate::scheduler::metrics::Metrics;
+use crate::secret::Secret;
+use serde_json::Value;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// MDM return codes the framework acts on (design section 6).
+pub mod code {
+    /// Illegal syntax (a malformed id) or no MDM code at all.
+    pub const NONE: i64 = 0;
+    pub const NOT_FOUND: i64 = 3;
+    pub const SDS_ADDRESS_IN_USE: i64 = 93;
+    pub const SDS_NAME_IN_USE: i64 = 98;
+    pub const PD_NAME_IN_USE: i64 = 141;
+    pub const POOL_NAME_IN_USE: i64 = 173;
+    pub const DEVICE_ALREADY_EXISTS: i64 = 206;
+}
+
+/// How to reach and authenticate to the gateway.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// `host:port`.
+    pub address: String,
+    pub password: Secret,
+    /// `-storage.apiversion`, sent as `Accept: application/json;version=<this>`.
+    pub api_version: String,
+    /// `None`: the certificate is not verified (self-signed gateways); `Some`: verified
+    /// against this CA (PEM).
+    pub ca_cert: Option<PathBuf>,
+    pub connect_timeout: Duration,
+    /// Whole-request limit (connect, send, wait, read).
+    pub request_timeout: Duration,
+    /// Extra attempts after a transient failure (5xx without an MDM code, connection errors).
+    pub retries: u32,
+    pub retry_base: Duration,
+}
+
+impl GatewayConfig {
+    pub fn new(address: &str, password: Secret, api_version: &str) -> GatewayConfig {
+        GatewayConfig {
+            address: address.to_string(),
+            password,
+            api_version: api_version.to_string(),
+            ca_cert: None,
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(30),
+            retries: 3,
+            retry_base: Duration::from_millis(200),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GatewayError {
+    /// Bad configuration (an unreadable CA file).
+    Config(String),
+    /// The TLS handshake failed: certificate not trusted, wrong host, protocol.
+    Tls { address: String, detail: String },
+    /// No answer: refused, unreachable, timed out.
+    Unreachable { address: String, detail: String },
+    /// The login was refused (wrong password).
+    LoginRefused { message: String },
+    /// The gateway answered with an error.
+    Api {
+        method: &'static str,
+        path: String,
+        status: u16,
+        error_code: Option<i64>,
+        message: String,
+    },
+    /// A reply we cannot use (not JSON, wrong shape).
+    BadReply { path: String, detail: String },
+}
+
+impl GatewayError {
+    /// The MDM's code when the gateway gave one.
+    pub fn error_code(&self) -> Option<i64> {
+        match self {
+            GatewayError::Api { error_code, .. } => *error_code,
+            _ => None,
+        }
+    }
+
+    /// Worth another attempt: the gateway or the network had a hiccup, not a verdict.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            GatewayError::Unreachable { .. } => true,
+            GatewayError::Api {
+                status, error_code, ..
+            } => *status >= 500 && error_code.unwrap_or(code::NONE) == code::NONE,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for GatewayError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GatewayError::Config(e) => write!(f, "{e}"),
+            GatewayError::Tls { address, detail } => write!(
+                f,
+                "TLS handshake with the gateway at {address} failed: {detail} \
+                 (check -storage.gateway.cacert)"
+            ),
+            GatewayError::Unreachable { address, detail } => {
+                write!(f, "the gateway at {address} is unreachable: {detail}")
+            }
+            GatewayError::LoginRefused { message } => write!(
+                f,
+                "the gateway refused the login of user admin ({message}): check -storage.password"
+            ),
+            GatewayError::Api {
+                method,
+                path,
+                status,
+                error_code,
+                message,
+            } => {
+                write!(f, "gateway {method} {path}: {status}")?;
+                if let Some(c) = error_code {
+                    write!(f, " errorCode {c}")?;
+                }
+                write!(f, ": {message}")
+            }
+            GatewayError::BadReply { path, detail } => {
+                write!(f, "gateway reply to {path} unusable: {detail}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for GatewayError {}
+
+pub struct GatewayClient {
+    config: GatewayConfig,
+    agent: ureq::Agent,
+    token: Option<Secret>,
+    backoff: Backoff,
+    metrics: Option<Arc<Metrics>>,
+    /// HTTP requests sent (logins and retries included); read by the benchmark.
+    requests: u64,
+}
+
+impl fmt::Debug for GatewayClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GatewayClient")
+            .field("address", &self.config.address)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GatewayClient {
+    pub fn new(config: GatewayConfig) -> Result<GatewayClient, GatewayError> {
+        let tls = match &config.ca_cert {
+            None => ureq::tls::TlsConfig::builder()
+                .disable_verification(true)
+                .build(),
+            Some(path) => {
+                let pem = std::fs::read(path).map_err(|e| {
+                    GatewayError::Config(format!(
+                        "-storage.gateway.cacert: cannot read {}: {e}",
+                        path.display()
+                    ))
+                })?;
+                let mut certs = Vec::new();
+                for item in ureq::tls::parse_pem(&pem) {
+                    match item {
+                        Ok(ureq::tls::PemItem::Certificate(c)) => certs.push(c),
+                        Ok(_) => {}
+                        Err(e) => {
+                            return Err(GatewayError::Config(format!(
+                                "-storage.gateway.cacert: {} is not PEM: {e}",
+                                path.display()
+                            )))
+                        }
+                    }
+                }
+                if certs.is_empty() {
+                    return Err(GatewayError::Config(format!(
+                        "-storage.gateway.cacert: {} holds no certificate",
+                        path.display()
+                    )));
+                }
+                ureq::tls::TlsConfig::builder()
+                    .root_certs(ureq::tls::RootCerts::Specific(Arc::new(certs)))
+                    .build()
+            }
+        };
+        let agent = ureq::Agent::config_builder()
+            // Error statuses carry the gateway's message and errorCode: read them.
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .proxy(None)
+            .user_agent(concat!("storage-framework/", env!("CARGO_PKG_VERSION")))
+            .timeout_resolve(Some(config.connect_timeout))
+            .timeout_connect(Some(config.connect_timeout))
+            .timeout_global(Some(config.request_timeout))
+            .tls_config(tls)
+            .build()
+            .into();
+        let backoff = Backoff::new(config.retry_base, config.retry_base * 16);
+        Ok(GatewayClient {
+            config,
+            agent,
+            token: None,
+            backoff,
+            metrics: None,
+            requests: 0,
+        })
+    }
+
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> GatewayClient {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    pub fn address(&self) -> &str {
+        &self.config.address
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.requests
+    }
+
+    /// `GET /api/login` with the admin password; keeps the token for later calls.
+    pub fn login(&mut self) -> Result<(), GatewayError> {
+        let auth = basic("admin", self.config.password.expose());
+        let reply = self.with_retries(|c| c.send("/api/login", &auth, None))?;
+        match reply {
+            (200, Value::String(token)) if !token.is_empty() => {
+                self.token = Some(Secret::new(token));
+                Ok(())
+            }
+            (200, _) => Err(GatewayError::BadReply {
+                path: "/api/login".into(),
+                detail: "the login answer is not a JSON string token".into(),
+            }),
+            (401 | 403, body) => Err(GatewayError::LoginRefused {
+                message: message_of(&body).unwrap_or_else(|| "Unauthorized".into()),
+            }),
+            (status, body) => Err(api_error("GET", "/api/login", status, &body)),
+        }
+    }
+
+    pub fn get(&mut self, path: &str) -> Result<Value, GatewayError> {
+        self.call("GET", path, None)
+    }
+
+    pub fn post(&mut self, path: &str, body: &Value) -> Result<Value, GatewayError> {
+        self.call("POST", path, Some(body))
+    }
+
+    /// A list reply (`/api/types/X/instances`, relationships).
+    pub fn list(&mut self, path: &str) -> Result<Vec<Value>, GatewayError> {
+        match self.get(path)? {
+            Value::Array(items) => Ok(items),
+            _ => Err(GatewayError::BadReply {
+                path: path.into(),
+                detail: "expected a JSON list".into(),
+            }),
+        }
+    }
+
+    /// `queryIdByKey`: `Ok(None)` when the gateway says not found (errorCode 3).
+    pub fn query_id(
+        &mut self,
+        type_name: &str,
+        key: &Value,
+    ) -> Result<Option<String>, GatewayError> {
+        let path = format!("/api/types/{type_name}/instances/action/queryIdByKey");
+        match self.post(&path, key) {
+            Ok(Value::String(id)) if !id.is_empty() => Ok(Some(id)),
+            Ok(_) => Err(GatewayError::BadReply {
+                path,
+                detail: "queryIdByKey did not answer a quoted id".into(),
+            }),
+            Err(e) if e.error_code() == Some(code::NOT_FOUND) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `POST /api/types/<type>/instances`; the new object's id.
+    pub fn create(&mut self, type_name: &str, body: &Value) -> Result<String, GatewayError> {
+        let path = format!("/api/types/{type_name}/instances");
+        match self.post(&path, body)? {
+            Value::Object(map) => match map.get("id") {
+                Some(Value::String(id)) if !id.is_empty() => Ok(id.clone()),
+                _ => Err(GatewayError::BadReply {
+                    path,
+                    detail: "the create answer has no id".into(),
+                }),
+            },
+            _ => Err(GatewayError::BadReply {
+                path,
+                detail: "the create answer is not an object".into(),
+            }),
+        }
+    }
+
+    /// Logs in when there is no token; after a 401/403 logs in once more and retries.
+    fn call(
+        &mut self,
+        method: &'static str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, GatewayError> {
+        if self.token.is_none() {
+            self.login()?;
+        }
+        let mut relogged = false;
+        loop {
+            let auth = basic("", self.token.as_ref().map(Secret::expose).unwrap_or(""));
+            let (status, reply) = self.with_retries(|c| c.send(path, &auth, body))?;
+            match status {
+                200..=299 => return Ok(reply),
+                401 | 403 if !relogged => {
+                    log::debug!("gateway: {method} {path} answered {status}; logging in again");
+                    relogged = true;
+                    self.token = None;
+                    self.login()?;
+                }
+                _ => {
+                    if let Some(m) = &self.metrics {
+                        m.gateway_errors.fetch_add(1, Relaxed);
+                    }
+                    return Err(api_error(method, path, status, &reply));
+                }
+            }
+        }
+    }
+
+    /// Repeats transient failures (5xx without an MDM code, connection errors) with jittered
+    /// backoff, at most `retries` times.
+    fn with_retries(
+        &mut self,
+        mut attempt: impl FnMut(&mut GatewayClient) -> Result<(u16, Value), GatewayError>,
+    ) -> Result<(u16, Value), GatewayError> {
+        self.backoff.reset();
+        let mut left = self.config.retries;
+        loop {
+            let outcome = attempt(self);
+            let transient = match &outcome {
+                Err(e) => e.is_transient(),
+                Ok((status, body)) => {
+                    *status >= 500 && error_code_of(body).unwrap_or(code::NONE) == code::NONE
+                }
+            };
+            if !transient || left == 0 {
+                return outcome;
+            }
+            left -= 1;
+            let delay = self.backoff.next_delay();
+            log::debug!(
+                "gateway at {}: transient failure, retrying in {delay:?}",
+                self.config.address
+            );
+            std::thread::sleep(delay);
+        }
+    }
+
+    /// One request: GET without a body, POST with one.
+    fn send(
+        &mut self,
+        path: &str,
+        auth: &str,
+        body: Option<&Value>,
+    ) -> Result<(u16, Value), GatewayError> {
+        self.requests += 1;
+        if let Some(m) = &self.metrics {
+            m.gateway_calls.fetch_add(1, Relaxed);
+        }
+        let url = format!("https://{}{path}", self.config.address);
+        let accept = format!("application/json;version={}", self.config.api_version);
+        let result = match body {
+            None => self
+                .agent
+                .get(&url)
+                .header("Authorization", auth)
+                .header("Accept", &accept)
+                .call(),
+            Some(body) => self
+                .agent
+                .post(&url)
+                .header("Authorization", auth)
+                .header("Accept", &accept)
+                .header("Content-Type", "application/json")
+                .send(body.to_string()),
+        };
+        let mut response = result.map_err(|e| self.transport_error(e))?;
+        let status = response.status().as_u16();
+        let text = response
+            .body_mut()
+            .with_config()
+            .limit(16 * 1024 * 1024)
+            .read_to_string()
+            .map_err(|e| self.transport_error(e))?;
+        if text.trim().is_empty() {
+            return Ok((status, Value::Null));
+        }
+        match serde_json::from_str(&text) {
+            Ok(v) => Ok((status, v)),
+            // An error page that is not JSON still has a status worth reporting.
+            Err(_) if status >= 400 => Ok((status, Value::String(short(&text)))),
+            Err(e) => Err(GatewayError::BadReply {
+                path: path.into(),
+                detail: format!("not JSON ({e})"),
+            }),
+        }
+    }
+
+    fn transport_error(&self, e: ureq::Error) -> GatewayError {
+        let address = self.config.address.clone();
+        let detail = e.to_string();
+        let tls = matches!(e, ureq::Error::Tls(_) | ureq::Error::Rustls(_))
+            || ["certificate", "handshake", "tls", "CertificateUnknown"]
+                .iter()
+                .any(|w| {
+                    detail
+                        .to_ascii_lowercase()
+                        .contains(&w.to_ascii_lowercase())
+                });
+        if tls {
+            GatewayError::Tls { address, detail }
+        } else {
+            GatewayError::Unreachable { address, detail }
+        }
+    }
+}
+
+fn basic(user: &str, password: &str) -> String {
+    format!(
+        "Basic {}",
+        base64::encode(format!("{user}:{password}").as_bytes())
+    )
+}
+
+fn error_code_of(body: &Value) -> Option<i64> {
+    body.get("errorCode").and_then(Value::as_i64)
+}
+
+fn message_of(body: &Value) -> Option<String> {
+    match body {
+        Value::Object(map) => map
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        Value::String(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+fn api_error(method: &'static str, path: &str, status: u16, body: &Value) -> GatewayError {
+    GatewayError::Api {
+        method,
+        path: path.to_string(),
+        status,
+        error_code: error_code_of(body),
+        message: message_of(body).unwrap_or_else(|| "(no message)".into()),
+    }
+}
+
+fn short(text: &str) -> String {
+    let t = text.trim();
+    match t.char_indices().nth(200) {
+        Some((i, _)) => format!("{}...", &t[..i]),
+        None => t.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transient_means_5xx_without_an_mdm_code_or_no_answer() {
+        let api = |status, error_code| GatewayError::Api {
+            method: "GET",
+            path: "/x".into(),
+            status,
+            error_code,
+            message: "m".into(),
+        };
+        assert!(api(500, Some(0)).is_transient());
+        assert!(api(503, None).is_transient());
+        assert!(!api(500, Some(code::NOT_FOUND)).is_transient());
+        assert!(!api(400, Some(0)).is_transient());
+        assert!(GatewayError::Unreachable {
+            address: "a".into(),
+            detail: "d".into()
+        }
+        .is_transient());
+        assert!(!GatewayError::LoginRefused {
+            message: "m".into()
+        }
+        .is_transient());
+    }
+
+    #[test]
+    fn errors_name_the_gateway_code_and_message() {
+        let e = api_error(
+            "POST",
+            "/api/types/Sds/instances",
+            500,
+            &serde_json::json!({"message": "SDS name in use", "errorCode": 98, "httpStatusCode": 500}),
+        );
+        assert_eq!(e.error_code(), Some(98));
+        assert_eq!(
+            e.to_string(),
+            "gateway POST /api/types/Sds/instances: 500 errorCode 98: SDS name in use"
+        );
+    }
+}

@@ -1,0 +1,314 @@
+//! The dispatcher's side of the storage work (issue 9): which nodes need the gateway worker,
+//! what it reported, and the storage-attach handshake fields of the model (`attached`,
+//! `sdc_connected`, `storage_ready`).
+//!
+//! Runs on the dispatcher thread, never blocks: jobs are queued while the batch is handled,
+//! recorded in the model (`storage_intent`), and released to the worker only after the state
+//! is saved (write-ahead).
+
+use crate::gateway::plan::{self, DeviceWant, NodeWant};
+use crate::gateway::worker::{Job, NodeReport, Report};
+use crate::scheduler::model::{ClusterModel, Node, Persona, Phase};
+use crossbeam_channel::Sender;
+use std::collections::HashMap;
+
+#[derive(Debug, Default)]
+pub struct StorageSide {
+    /// `None`: no gateway worker (experimental mode before the cluster exists, or tests).
+    jobs: Option<Sender<Job>>,
+    protection_domain: String,
+    storage_pool: String,
+    /// Jobs decided in this batch, sent after the save.
+    queued: Vec<Job>,
+    /// Agent -> the devices last handed to the worker (it retries those by itself).
+    sent: HashMap<String, Vec<DeviceWant>>,
+    /// Agent -> the gateway error we put in `last_error` (cleared when the node is ready).
+    errors: HashMap<String, String>,
+    /// Experimental mode: the cluster exists only once the primary MDM node has passed
+    /// `cluster-init` (its executor ran the `scli` steps); no gateway work before that.
+    experimental: bool,
+}
+
+impl StorageSide {
+    pub fn new(jobs: Sender<Job>, protection_domain: &str, storage_pool: &str) -> StorageSide {
+        StorageSide {
+            jobs: Some(jobs),
+            protection_domain: protection_domain.to_string(),
+            storage_pool: storage_pool.to_string(),
+            ..Default::default()
+        }
+    }
+
+    /// Experimental mode (see the `experimental` field).
+    pub fn experimental(mut self, on: bool) -> StorageSide {
+        self.experimental = on;
+        self
+    }
+
+    /// Experimental mode: the primary has passed `cluster-init` (phase `storage-attach` or
+    /// later, not failed or lost).
+    fn cluster_built(model: &ClusterModel) -> bool {
+        model.nodes.values().any(|n| {
+            n.persona == Persona::Primary
+                && matches!(
+                    n.phase,
+                    Phase::StorageAttach
+                        | Phase::VolumeDriver
+                        | Phase::RebootFinal
+                        | Phase::Running
+                )
+        })
+    }
+
+    fn wanted(&self, node: &Node) -> Vec<DeviceWant> {
+        plan::wanted_devices(node, &self.protection_domain, &self.storage_pool)
+    }
+
+    /// Whether a node's devices are known so that the cluster should match them.
+    fn devices_known(node: &Node) -> bool {
+        node.phase == Phase::StorageAttach
+            || !node.devices.is_empty()
+            || !node.layout.sds.is_empty()
+    }
+
+    /// Decides the work of this batch and records it in the model; true when the model
+    /// changed (it must be saved before [`StorageSide::release`]).
+    pub fn plan(&mut self, model: &mut ClusterModel) -> bool {
+        if self.jobs.is_none() || (self.experimental && !Self::cluster_built(model)) {
+            return false;
+        }
+        let mut changed = false;
+        for node in model.nodes.values_mut() {
+            // Most nodes of a big cluster are not there yet: skip them before any allocation.
+            if !Self::devices_known(node) {
+                continue;
+            }
+            let wanted = self.wanted(node);
+            let ready =
+                node.sdc_connected && wanted.iter().all(|d| node.attached.contains(&d.path));
+            if node.storage_ready != ready {
+                node.storage_ready = ready;
+                changed = true;
+            }
+            if ready || !node.covered() {
+                continue;
+            }
+            let Some(ip) = node.ip.clone() else {
+                continue;
+            };
+            if self.sent.get(&node.agent_id) == Some(&wanted) {
+                continue;
+            }
+            let want = NodeWant {
+                agent_id: node.agent_id.clone(),
+                hostname: node.hostname.clone(),
+                ip: ip.clone(),
+                sds_name: plan::sds_name(&node.hostname),
+                protection_domain: wanted
+                    .first()
+                    .map(|d| d.protection_domain.clone())
+                    .unwrap_or_else(|| self.protection_domain.clone()),
+                devices: wanted.clone(),
+            };
+            node.storage_intent = Some(format!(
+                "SDS {} at {ip} with {}",
+                want.sds_name,
+                if wanted.is_empty() {
+                    "no devices".to_string()
+                } else {
+                    wanted
+                        .iter()
+                        .map(|d| d.path.as_str())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                }
+            ));
+            changed = true;
+            self.sent.insert(node.agent_id.clone(), wanted);
+            self.queued.push(Job::Attach(want));
+        }
+        changed
+    }
+
+    /// Hands the batch's jobs to the worker; call once their intents are saved.
+    pub fn release(&mut self) {
+        let Some(jobs) = &self.jobs else {
+            return;
+        };
+        for job in self.queued.drain(..) {
+            if jobs.send(job).is_err() {
+                log::error!("the gateway worker is gone; storage work stops");
+                self.jobs = None;
+                break;
+            }
+        }
+    }
+
+    /// Takes a worker report into the model; true when it changed.
+    pub fn on_report(&mut self, model: &mut ClusterModel, report: Report) -> bool {
+        match report {
+            Report::Capacity(pools) => {
+                for p in pools.iter().filter(|p| p.over_threshold) {
+                    log::warn!(
+                        "storage pool {}/{} is {:.0}% used",
+                        p.protection_domain,
+                        p.pool,
+                        p.used_pct
+                    );
+                }
+                model.pools = pools;
+                true
+            }
+            Report::Node(r) => self.on_node(model, r),
+        }
+    }
+
+    fn on_node(&mut self, model: &mut ClusterModel, r: NodeReport) -> bool {
+        let wanted = model.nodes.get(&r.agent_id).map(|n| self.wanted(n));
+        let (Some(node), Some(wanted)) = (model.nodes.get_mut(&r.agent_id), wanted) else {
+            return false;
+        };
+        if r.sds_id.is_some() {
+            node.sds_id = r.sds_id;
+        }
+        if r.error.is_none() || !r.attached.is_empty() {
+            node.attached = r.attached;
+        }
+        node.sdc_connected = r.sdc_connected;
+        node.storage_ready =
+            node.sdc_connected && wanted.iter().all(|d| node.attached.contains(&d.path));
+        match r.error {
+            Some(e) => {
+                node.last_error = Some(e.clone());
+                self.errors.insert(node.agent_id.clone(), e);
+            }
+            None => {
+                if let Some(mine) = self.errors.remove(&node.agent_id) {
+                    if node.last_error.as_ref() == Some(&mine) {
+                        node.last_error = None;
+                    }
+                }
+            }
+        }
+        if node.storage_ready {
+            node.storage_intent = None;
+            log::info!(
+                "{}: storage ready ({} device(s) attached, SDC connected)",
+                node.hostname,
+                node.attached.len()
+            );
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::model::{Persona, TaskRecord};
+
+    fn model_with_node(devices: &[&str]) -> ClusterModel {
+        let mut m = ClusterModel::default();
+        let mut n = Node::new("a1", "h1", Persona::Data, 0);
+        n.ip = Some("10.0.0.5".into());
+        n.devices = devices.iter().map(|d| d.to_string()).collect();
+        n.phase = Phase::StorageAttach;
+        n.task = Some(TaskRecord {
+            task_id: "t".into(),
+            executor_id: "e".into(),
+            state: crate::mesos::types::TaskState::Running,
+            launched_at_ms: 0,
+            running_since_ms: None,
+        });
+        m.nodes.insert("a1".into(), n);
+        m
+    }
+
+    #[test]
+    fn a_node_with_devices_gets_one_job_recorded_before_release() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut s = StorageSide::new(tx, "pd", "sp");
+        let mut m = model_with_node(&["/dev/sdb"]);
+        assert!(s.plan(&mut m));
+        assert!(m.nodes["a1"].storage_intent.is_some());
+        assert!(rx.try_recv().is_err(), "nothing leaves before the save");
+        s.release();
+        assert!(matches!(rx.try_recv(), Ok(Job::Attach(w)) if w.devices.len() == 1));
+        // The same devices again: the worker already has them.
+        assert!(!s.plan(&mut m));
+        s.release();
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn ready_once_every_device_is_attached_and_the_sdc_connected() {
+        let (tx, _rx) = crossbeam_channel::unbounded();
+        let mut s = StorageSide::new(tx, "pd", "sp");
+        let mut m = model_with_node(&["/dev/sdb", "/dev/sdc"]);
+        s.plan(&mut m);
+        let report = |attached: &[&str], sdc, error: Option<&str>| {
+            Report::Node(NodeReport {
+                agent_id: "a1".into(),
+                sds_id: Some("s1".into()),
+                attached: attached.iter().map(|d| d.to_string()).collect(),
+                sdc_connected: sdc,
+                error: error.map(str::to_string),
+            })
+        };
+        s.on_report(
+            &mut m,
+            report(
+                &["/dev/sdb", "/dev/sdc"],
+                false,
+                Some("waiting for the SDC"),
+            ),
+        );
+        assert!(!m.nodes["a1"].storage_ready);
+        assert_eq!(
+            m.nodes["a1"].last_error.as_deref(),
+            Some("waiting for the SDC")
+        );
+        s.on_report(&mut m, report(&["/dev/sdb", "/dev/sdc"], true, None));
+        let n = &m.nodes["a1"];
+        assert!(n.storage_ready && n.sdc_connected);
+        assert_eq!(n.sds_id.as_deref(), Some("s1"));
+        assert_eq!(n.last_error, None);
+        assert_eq!(n.storage_intent, None);
+        // A new disk reported later: not ready until it is attached too.
+        m.nodes
+            .get_mut("a1")
+            .unwrap()
+            .devices
+            .push("/dev/sdd".into());
+        assert!(s.plan(&mut m));
+        assert!(!m.nodes["a1"].storage_ready);
+    }
+
+    #[test]
+    fn experimental_mode_waits_for_the_primary_to_pass_cluster_init() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut s = StorageSide::new(tx, "pd", "sp").experimental(true);
+        let mut m = model_with_node(&["/dev/sdb"]);
+        let mut primary = Node::new("p1", "mdm1", Persona::Primary, 0);
+        primary.phase = Phase::ClusterInit;
+        m.nodes.insert("p1".into(), primary);
+        assert!(!s.plan(&mut m));
+        s.release();
+        assert!(
+            rx.try_recv().is_err(),
+            "no gateway work before the cluster exists"
+        );
+        m.nodes.get_mut("p1").unwrap().phase = Phase::StorageAttach;
+        assert!(s.plan(&mut m));
+        s.release();
+        assert!(rx.try_recv().is_ok());
+    }
+
+    #[test]
+    fn without_a_worker_nothing_is_planned() {
+        let mut s = StorageSide::default();
+        let mut m = model_with_node(&["/dev/sdb"]);
+        assert!(!s.plan(&mut m));
+        assert!(!m.nodes["a1"].storage_ready);
+    }
+}

@@ -1,0 +1,104 @@
+//! `cargo bench --bench gateway`: the gateway worker against the dev cluster's HTTPS gateway
+//! (in-process, loopback), fed over its channel as the dispatcher feeds it.
+//!
+//! - `gateway_attach_seconds_100`: 100 nodes with 4 devices each, from handing the 100
+//!   device reports to the worker to every node reported attached with its SDC connected.
+//! - `gateway_requests_per_device`: HTTP requests the gateway served in that time (logins,
+//!   look-ups, creations, SDC checks, capacity reads included) per attached device.
+//!
+//! The dispatcher side is left out: it only turns a device report into a job (no I/O).
+//! Dev cluster agents share one loopback address, so the nodes here get their own
+//! addresses (10.1.0.x), as real hosts have.
+
+use devcluster::gateway::{self, GatewayConfig, MdmIps};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+use storage_framework::gateway::client::{GatewayClient, GatewayConfig as ClientConfig};
+use storage_framework::gateway::plan::{DeviceWant, NodeWant};
+use storage_framework::gateway::worker::{Job, Report, Worker, WorkerSettings};
+use storage_framework::scheduler::exchange::Input;
+use storage_framework::secret::Secret;
+
+const NODES: usize = 100;
+const DEVICES: [&str; 4] = ["/dev/sdb", "/dev/sdc", "/dev/sdd", "/dev/sde"];
+const PASSWORD: &str = "Bench-Pa55";
+
+fn main() {
+    let gw = gateway::start(GatewayConfig::new(
+        PASSWORD,
+        MdmIps {
+            primary: "10.0.0.11".into(),
+            secondary: "10.0.0.12".into(),
+            tiebreaker: "10.0.0.13".into(),
+        },
+    ))
+    .expect("gateway");
+    let ip = |i: usize| format!("10.1.{}.{}", i / 200, i % 200 + 1);
+    for i in 0..NODES {
+        gw.sdc_installed(&ip(i), "10.0.0.11,10.0.0.12")
+            .expect("SDC");
+    }
+    let client = GatewayClient::new(ClientConfig::new(
+        &gw.addr().to_string(),
+        Secret::new(PASSWORD),
+        "2.0",
+    ))
+    .expect("client");
+    let worker = Worker::new(client, WorkerSettings::new(Duration::from_secs(60), 80.0));
+    let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded();
+    let (in_tx, in_rx) = crossbeam_channel::unbounded::<Input>();
+    let thread = std::thread::spawn(move || worker.run(jobs_rx, in_tx));
+
+    let before = gw.snapshot()["requests"].as_u64().unwrap_or(0);
+    let start = Instant::now();
+    for i in 0..NODES {
+        let host = format!("bench-{i}");
+        let job = Job::Attach(NodeWant {
+            agent_id: format!("agent-{i}"),
+            hostname: host.clone(),
+            ip: ip(i),
+            sds_name: host,
+            protection_domain: "default".into(),
+            devices: DEVICES
+                .iter()
+                .map(|d| DeviceWant {
+                    path: d.to_string(),
+                    protection_domain: "default".into(),
+                    pool: "default".into(),
+                })
+                .collect(),
+        });
+        jobs_tx.send(job).expect("worker");
+    }
+    let mut ready = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while ready.len() < NODES {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match in_rx.recv_timeout(left) {
+            Ok(Input::Storage(Report::Node(r))) => {
+                if r.sdc_connected && r.attached.len() == DEVICES.len() {
+                    ready.insert(r.agent_id);
+                }
+            }
+            Ok(_) => {}
+            Err(_) => panic!("only {} of {NODES} nodes attached", ready.len()),
+        }
+    }
+    let elapsed = start.elapsed();
+    let requests = gw.snapshot()["requests"].as_u64().unwrap_or(0) - before;
+    let devices = gw.snapshot()["devices"]
+        .as_array()
+        .map(Vec::len)
+        .unwrap_or(0);
+    assert_eq!(devices, NODES * DEVICES.len(), "every device exactly once");
+    println!(
+        "bench gateway_attach_seconds_100 {:.3} s",
+        elapsed.as_secs_f64()
+    );
+    println!(
+        "bench gateway_requests_per_device {:.2} requests",
+        requests as f64 / devices as f64
+    );
+    drop(jobs_tx);
+    let _ = thread.join();
+}
