@@ -103,6 +103,16 @@ fn null_repeated_fields_are_empty() {
     assert!(fi.capabilities.is_empty() && fi.roles.is_empty());
     let r: call::Reconcile = same_as_without_nulls(json!({"tasks": null}));
     assert!(r.tasks.is_empty());
+    // A null element adds nothing, as in the master's conversion.
+    let fi: FrameworkInfo = decode(&framework_info(
+        json!({"roles": [null, "a", null], "capabilities": [null]}),
+    ))
+    .unwrap();
+    assert_eq!(
+        fi.roles,
+        vec!["a".into()] as Vec<storage_framework::mesos::Str>
+    );
+    assert!(fi.capabilities.is_empty());
     // A repeated field that has values keeps them.
     let fi: FrameworkInfo = decode(&framework_info(
         json!({"roles": ["a", "b"], "capabilities": []}),

@@ -468,7 +468,7 @@ pub fn read_nested<M: Message>(
 /// unset field whatever the field's kind (a required one is then missing), unknown keys are
 /// ignored, a key given twice is an error.
 pub mod json {
-    use serde::de::{DeserializeSeed, Error, MapAccess, Visitor};
+    use serde::de::{Deserialize, DeserializeSeed, Error, MapAccess, SeqAccess, Visitor};
     use std::fmt;
 
     /// One field of a message as JSON knows it.
@@ -509,6 +509,41 @@ pub mod json {
         #[inline]
         fn visit_str<E: Error>(self, s: &str) -> Result<Option<u32>, E> {
             Ok((self.0)(s))
+        }
+    }
+
+    /// Appends the non-null elements of a JSON list (or nothing for `null`) to a Vec.
+    pub struct List<'a, T>(pub &'a mut Vec<T>);
+
+    impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for List<'_, T> {
+        type Value = ();
+        #[inline]
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_option(self)
+        }
+    }
+
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for List<'_, T> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list")
+        }
+        fn visit_none<E: Error>(self) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E: Error>(self) -> Result<(), E> {
+            Ok(())
+        }
+        #[inline]
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_seq(self)
+        }
+        #[inline]
+        fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<(), S::Error> {
+            while let Some(v) = seq.next_element::<Option<T>>()? {
+                self.0.extend(v);
+            }
+            Ok(())
         }
     }
 
@@ -697,13 +732,15 @@ pub mod rep {
     pub const fn is_required() -> bool {
         false
     }
-    /// `null` is an empty list (the mesos-go encoder writes every empty slice so).
+    /// `null` is an empty list (the mesos-go encoder writes every empty slice so), and a
+    /// `null` element adds nothing, as in the master's conversion.
     #[inline]
     pub fn from_json<'de, T: Deserialize<'de>, A: MapAccess<'de>>(
         f: &mut Vec<T>,
         map: &mut A,
     ) -> Result<bool, A::Error> {
-        *f = map.next_value::<Option<Vec<T>>>()?.unwrap_or_default();
+        f.clear();
+        map.next_value_seed(json::List(f))?;
         Ok(!f.is_empty())
     }
     #[inline]
