@@ -162,6 +162,8 @@ fn version_has_the_earlier_shape() {
         j["versionint"],
         rest::version_int(env!("CARGO_PKG_VERSION"))
     );
+    assert_eq!(j["release"], storage_framework::version::TAG);
+    assert_eq!(j["commit"], storage_framework::version::COMMIT);
 }
 
 #[test]

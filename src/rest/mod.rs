@@ -4,7 +4,7 @@
 //! | method and path | what |
 //! |---|---|
 //! | `GET /`, `GET /ui` | HTML status page (refreshes itself) |
-//! | `GET /version` | `{"versionint": N, "versionstr": "x.y.z"}` |
+//! | `GET /version` | `{"versionint": N, "versionstr": "x.y.z", "release": tag, "commit": sha}` |
 //! | `GET /health` | 200 when subscribed, else 503; JSON |
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /api/state` | the cluster model as JSON (no secrets: they live outside the model) |
@@ -472,7 +472,13 @@ impl Router {
         let v = env!("CARGO_PKG_VERSION");
         json_value(
             200,
-            serde_json::json!({ "versionint": version_int(v), "versionstr": v }),
+            // The earlier framework's two fields, plus the release this binary is.
+            serde_json::json!({
+                "versionint": version_int(v),
+                "versionstr": v,
+                "release": crate::version::TAG,
+                "commit": crate::version::COMMIT,
+            }),
         )
     }
 
