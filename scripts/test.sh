@@ -24,6 +24,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# Debian's python3-jsonschema serves /usr/bin/python3; a python3 from elsewhere (pyenv) that
+# still lacks it gets it from PyPI.
+python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install -q jsonschema
 for c in rustfmt clippy; do
   rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
 done
