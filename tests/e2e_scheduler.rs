@@ -351,3 +351,53 @@ fn json_encoding_covers_every_agent() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+// ---- issue 8: behaviour under the master's own faults ----
+
+/// A second instance subscribing with our framework id makes the master send ERROR
+/// "Framework failed over" to the first one (Mesos' `Master::failoverFramework`). The first
+/// instance stops, keeps the framework id (the framework and its executors live on), and
+/// subscribes no more: the master still knows exactly one framework.
+#[test]
+fn failed_over_instance_stops_and_keeps_the_framework_id() {
+    use storage_framework::mesos::client::{ClientConfig, SchedulerClient};
+    use storage_framework::mesos::types::FrameworkInfo;
+    use storage_framework::scheduler::subscription::subscribe_call;
+
+    let dir = tempdir("failed-over");
+    let m = cluster(&dir);
+    let mut sched = Scheduler::start(&dir, &m.addr().to_string(), free_port());
+    let running = wait_for("5 running executors", SETTLE, || all_running(&m));
+    let fw = wait_for("framework id", SETTLE, || sched.framework_id());
+
+    let info = FrameworkInfo {
+        user: "root".into(),
+        name: "storage-framework".into(),
+        failover_timeout: Some(3600.0),
+        checkpoint: Some(true),
+        ..Default::default()
+    };
+    let mut other =
+        SchedulerClient::new(&m.addr().to_string(), ClientConfig::default()).expect("client");
+    let sub = other
+        .subscribe(&subscribe_call(&info, Some(&fw)))
+        .expect("the second instance subscribes");
+
+    let exit = wait_for("the first instance to exit", SETTLE, || {
+        sched.child.try_wait().ok().flatten()
+    });
+    assert_eq!(exit.code(), Some(1), "{}", sched.log_text());
+    assert!(sched.log_text().contains("Framework failed over"));
+    let saved = std::fs::read_to_string(&sched.store).expect("state file");
+    assert!(
+        saved.contains(&fw),
+        "the framework id was forgotten: {saved}"
+    );
+
+    let snap = m.snapshot().expect("snapshot");
+    let frameworks = snap["frameworks"].as_array().expect("frameworks");
+    assert_eq!(frameworks.len(), 1, "a second framework registered: {snap}");
+    assert_eq!(frameworks[0]["id"], fw.as_str());
+    assert_eq!(frameworks[0]["stream_id"], sub.stream_id.as_str());
+    assert_eq!(all_running(&m).as_ref(), Some(&running));
+}

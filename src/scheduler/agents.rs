@@ -71,7 +71,7 @@ pub fn run(
                 Err(e) => warn!("cannot list agents from {m}: {e}"),
             }
         }
-        if stop.recv_timeout(every).is_ok() {
+        if super::stop::wait(&stop, every) {
             return;
         }
     }
@@ -80,6 +80,28 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_closed_stop_channel_ends_the_poll_loop() {
+        let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+        drop(stop_tx);
+        let (tx, _rx) = crossbeam_channel::unbounded();
+        let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || {
+            run(
+                vec!["127.0.0.1:1".into()],
+                ClientConfig::default(),
+                Duration::from_secs(30),
+                tx,
+                stop_rx,
+            );
+            let _ = done_tx.send(());
+        });
+        assert!(
+            done_rx.recv_timeout(Duration::from_secs(5)).is_ok(),
+            "the agent watcher kept polling after the stop"
+        );
+    }
 
     #[test]
     fn reads_active_agents_from_master_state() {

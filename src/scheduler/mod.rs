@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod model;
 pub mod placement;
 pub mod sender;
+pub mod stop;
 pub mod subscription;
 
 use crate::mesos::client::{ClientConfig, SchedulerClient};
@@ -234,6 +235,10 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
         }
         Exit::Removed(msg) => {
             error!("the master removed this framework ({msg}); exiting");
+            EXIT_FAILURE
+        }
+        Exit::Error(msg) => {
+            error!("the master sent ERROR ({msg}); exiting, the framework id is kept");
             EXIT_FAILURE
         }
         Exit::Orphaned => {

@@ -45,6 +45,9 @@ pub enum Exit {
     Stopped,
     /// The master removed the framework (ERROR event); the stored id was cleared.
     Removed(String),
+    /// The master sent another ERROR ("Framework failed over": another instance subscribed
+    /// with our id); the stored id is kept, since the framework and its executors live on.
+    Error(String),
     /// The input channel closed (a thread died).
     Orphaned,
 }
@@ -276,10 +279,15 @@ impl Dispatcher {
                     .error
                     .map(|e| e.message.to_string())
                     .unwrap_or_else(|| "no message".into());
+                self.pending.clear();
+                if !crate::scheduler::subscription::is_removal(&msg) {
+                    error!("master sent ERROR: {msg}; keeping the framework id and stopping");
+                    self.dirty = true;
+                    return Some(Exit::Error(msg));
+                }
                 error!("master removed the framework: {msg}; clearing the stored framework id");
                 self.state.model.framework_id = None;
                 self.dirty = true;
-                self.pending.clear();
                 return Some(Exit::Removed(msg));
             }
             event::Type::Message => {
@@ -710,6 +718,21 @@ mod tests {
             Some(Exit::Removed("Framework has been removed".into()))
         );
         assert_eq!(r.saved_state().model.framework_id, None);
+    }
+
+    #[test]
+    fn failed_over_error_keeps_the_framework_id() {
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        let exit = r.event(Event {
+            r#type: Some(event::Type::Error),
+            error: Some(event::Error {
+                message: "Framework failed over".into(),
+            }),
+            ..Default::default()
+        });
+        assert_eq!(exit, Some(Exit::Error("Framework failed over".into())));
+        assert_eq!(r.saved_state().model.framework_id.as_deref(), Some("fw-1"));
     }
 
     #[test]
