@@ -281,6 +281,15 @@ pub enum Input {
     Executor(ExecutorRequest),
     /// SIGTERM/SIGINT: save and stop, leaving the framework and its executors in place.
     Shutdown,
+    /// What became of a call (call sender): every failure, and REVIVE/SUPPRESS successes.
+    CallOutcome(CallOutcome),
+}
+
+/// A call and its fate: `error` is `None` when the master took it (202).
+#[derive(Debug)]
+pub struct CallOutcome {
+    pub call: Box<crate::mesos::scheduler::Call>,
+    pub error: Option<String>,
 }
 
 /// What the REST server shows: a consistent copy of the model plus connection facts.

@@ -175,8 +175,11 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
 
     let mut threads = Vec::new();
     {
-        let m = metrics.clone();
-        threads.push(spawn("call-sender", move || sender::run(out_rx, m)));
+        let reports = sender::Reports {
+            to: in_tx.clone(),
+            metrics: metrics.clone(),
+        };
+        threads.push(spawn("call-sender", move || sender::run(out_rx, reports)));
     }
     {
         let sub = subscription::Subscriber {

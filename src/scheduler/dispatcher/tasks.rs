@@ -8,6 +8,7 @@ impl Dispatcher {
         let state = status.state;
         let why = describe(&status);
         let agent = status.agent_id.as_ref().map(|a| a.value.to_string());
+        self.recon.answered(&task_id);
         let ours = self.task_index.get(&task_id).cloned();
         match ours.and_then(|a| self.state.model.nodes.get_mut(&a)) {
             Some(node) => {
