@@ -225,6 +225,18 @@ impl ExecutorApi {
         }
     }
 
+    /// The batch's state could not be saved: its reports are answered 503, never
+    /// "recorded" (the executor retries; the change stays in memory for the next save).
+    pub fn refuse_reports(&mut self, why: &str) {
+        for reply in self.acks.drain(..) {
+            let _ = reply.send(ExecutorReply::Failed(ApiError::new(
+                503,
+                "not saved",
+                format!("the scheduler could not save its state ({why}); retry later"),
+            )));
+        }
+    }
+
     /// Answers the reports of the batch, then the parked plan requests whose plan changed.
     /// Reports are answered here rather than in `handle` so that, called after the batch is
     /// saved, an acknowledged report is a persisted one.
@@ -542,6 +554,25 @@ mod tests {
         let json: serde_json::Value = serde_json::from_slice(&mdm.json).unwrap();
         assert_eq!(json["secrets"]["gateway_password"], "Gw-pass");
         assert!(!format!("{mdm:?}").contains("Gw-pass"));
+    }
+
+    #[test]
+    fn reports_of_an_unsaved_batch_get_503() {
+        let mut api = ExecutorApi::new();
+        let mut s = state();
+        let call = ExecutorCall::phase_from_json(br#"{"phase":"packages"}"#).unwrap();
+        let (r, rx) = req(call, SECRET);
+        assert!(api.handle(&mut s, r, 50));
+        api.refuse_reports("disk full");
+        api.after_batch(&s, 60);
+        match rx.try_recv() {
+            Ok(ExecutorReply::Failed(e)) => {
+                assert_eq!(e.status, 503);
+                assert!(e.detail.contains("disk full"), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(rx.try_recv().is_err(), "answered twice");
     }
 
     #[test]

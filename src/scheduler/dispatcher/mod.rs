@@ -407,6 +407,7 @@ impl Dispatcher {
                 Ok(()) => true,
                 Err(e) => {
                     error!("cannot save state: {e}");
+                    self.executors.refuse_reports(&e);
                     false
                 }
             }
@@ -414,7 +415,8 @@ impl Dispatcher {
             true
         };
         // Executors hear back only after the save: an acknowledged report is a saved one
-        // (after a failed save it stays in memory, marked dirty, for the next attempt).
+        // (after a failed save it stays in memory, marked dirty, for the next attempt, and
+        // its sender was answered 503 above).
         self.executors.after_batch(&self.state, self.clock.now_ms());
         for c in self.pending.drain(..) {
             if !saved && c.r#type == Some(call::Type::Acknowledge) {
@@ -867,6 +869,38 @@ mod tests {
         assert!(rx
             .try_iter()
             .all(|o| !matches!(o, Outgoing::Call(c) if c.accept.is_some())));
+    }
+
+    /// Item 9: an executor report whose save failed is answered 503, never "recorded".
+    #[test]
+    fn executor_report_is_not_recorded_when_the_save_fails() {
+        use crate::scheduler::exchange::{ExecutorCall, ExecutorReply, ExecutorRequest};
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        r.event(offers(&["a1"]));
+        r.calls();
+        let saved = r.saved_state();
+        let node = &saved.model.nodes["a1"];
+        let executor_id = node.task.as_ref().unwrap().executor_id.clone();
+        let secret = saved.executor_secrets[&executor_id].clone();
+        let report = |r: &mut Rig| {
+            let (tx, rx) = crossbeam_channel::unbounded();
+            r.input(Input::Executor(ExecutorRequest {
+                executor_id: executor_id.clone(),
+                secret: crate::secret::Secret::new(&secret),
+                call: ExecutorCall::phase_from_json(br#"{"phase":"packages"}"#).unwrap(),
+                reply: tx,
+            }));
+            rx.try_recv().expect("answered")
+        };
+        *r.fail.lock().unwrap() = true;
+        match report(&mut r) {
+            ExecutorReply::Failed(e) => assert_eq!(e.status, 503, "{e}"),
+            other => panic!("a report that was not saved got {other:?}"),
+        }
+        *r.fail.lock().unwrap() = false;
+        assert!(matches!(report(&mut r), ExecutorReply::Recorded));
+        assert_eq!(r.saved_state().model.nodes["a1"].phase, Phase::Packages);
     }
 
     fn has(calls: &[Call], t: call::Type) -> bool {
