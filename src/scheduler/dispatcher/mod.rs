@@ -797,6 +797,47 @@ mod tests {
         assert!(calls.iter().any(|c| c.acknowledge.is_some()));
     }
 
+    /// Item 6: a stray task is killed and its executor shut down; an offer naming an old
+    /// executor of ours gets it shut down, the current one is left alone.
+    #[test]
+    fn stray_executors_are_shut_down() {
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        r.event(update("storage.host-a9.3", "a9", TaskState::Running, true));
+        let calls = r.calls();
+        let shutdown = calls
+            .iter()
+            .find_map(|c| c.shutdown.as_ref())
+            .expect("shutdown");
+        assert_eq!(shutdown.executor_id.value, "storage-executor.host-a9.3");
+        assert_eq!(shutdown.agent_id.value, "a9");
+
+        r.event(offers(&["a1"]));
+        let current = r.d.model().nodes["a1"].task.clone().unwrap().executor_id;
+        let mut ev = offers(&["a1"]);
+        let o = &mut ev.offers.as_mut().unwrap().offers[0];
+        o.executor_ids = vec![
+            ExecutorID {
+                value: current.as_str().into(),
+            },
+            ExecutorID {
+                value: "storage-executor.host-a1.0".into(),
+            },
+            ExecutorID {
+                value: "someone-else".into(),
+            },
+        ];
+        r.calls();
+        r.event(ev);
+        let shut: Vec<String> = r
+            .calls()
+            .iter()
+            .filter_map(|c| c.shutdown.as_ref())
+            .map(|s| s.executor_id.value.to_string())
+            .collect();
+        assert_eq!(shut, vec!["storage-executor.host-a1.0".to_string()]);
+    }
+
     #[test]
     fn error_event_clears_the_framework_id() {
         let mut r = rig();

@@ -7,6 +7,13 @@ use crate::scheduler::model::{Layout, Persona};
 impl Dispatcher {
     pub(super) fn on_offers(&mut self, offers: Vec<crate::mesos::types::Offer>, now: u64) {
         let decisions = placement::decide(&self.state.model, &offers, &self.settings, now);
+        // An offer names the executors running on its agent: ours that are not the
+        // current launch (an old task ended, its executor did not) are shut down.
+        for o in &offers {
+            for e in &o.executor_ids {
+                self.shutdown_executor(&e.value, &o.agent_id.value);
+            }
+        }
         let before = self.state.clone();
         let mut accepts = Vec::new();
         let mut declines: BTreeMap<u64, (Vec<OfferID>, f64)> = BTreeMap::new();

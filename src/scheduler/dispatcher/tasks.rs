@@ -76,6 +76,17 @@ impl Dispatcher {
                             kill_policy: None,
                         });
                         self.pending.push(c);
+                        // KILL ends the task, not its executor.
+                        let executor = status
+                            .executor_id
+                            .as_ref()
+                            .map(|e| e.value.to_string())
+                            .unwrap_or_else(|| {
+                                task_id.replacen("storage.", placement::EXECUTOR_PREFIX, 1)
+                            });
+                        if let Some(agent) = &agent {
+                            self.shutdown_executor(&executor, agent);
+                        }
                     } else {
                         debug!("update for a task we did not launch: {task_id}");
                     }
@@ -157,6 +168,36 @@ fn describe(s: &TaskStatus) -> String {
         "no detail".into()
     } else {
         parts.join(", ")
+    }
+}
+
+impl Dispatcher {
+    /// SHUTDOWN (v1 scheduler call) of one of our executors that is not the current launch
+    /// of its node: KILL ends a task, not the executor that ran it.
+    pub(super) fn shutdown_executor(&mut self, executor_id: &str, agent_id: &str) {
+        let current = self
+            .state
+            .model
+            .nodes
+            .get(agent_id)
+            .and_then(|n| n.task.as_ref())
+            .is_some_and(|t| t.executor_id == executor_id && t.is_active());
+        if current || !executor_id.starts_with(placement::EXECUTOR_PREFIX) {
+            return;
+        }
+        warn!(
+            "agent {agent_id}: executor {executor_id} is not the current launch; shutting it down"
+        );
+        let mut c = self.call(call::Type::Shutdown);
+        c.shutdown = Some(call::Shutdown {
+            executor_id: crate::mesos::types::ExecutorID {
+                value: executor_id.into(),
+            },
+            agent_id: AgentID {
+                value: agent_id.into(),
+            },
+        });
+        self.pending.push(c);
     }
 }
 
