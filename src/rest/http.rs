@@ -50,11 +50,11 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// Keep-alive: how long a connection may sit idle between requests.
     pub idle_timeout: Duration,
-    /// Longest a single write may block on a client that does not read.
+    /// Longest time to send one whole response: one deadline per response, not per
+    /// `write()`, so that a client that reads a byte now and then cannot hold a worker.
     pub write_timeout: Duration,
 }
 
-#[derive(Debug)]
 pub struct Request {
     pub method: String,
     /// Path without the query, still percent-encoded.
@@ -64,6 +64,21 @@ pub struct Request {
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
     keep_alive: bool,
+}
+
+/// Method, path and header names only: header values carry credentials (Authorization),
+/// bodies carry reports.
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        write!(
+            f,
+            "Request {{ {} {}, headers: {names:?}, {} body bytes }}",
+            self.method,
+            self.path,
+            self.body.len()
+        )
+    }
 }
 
 impl Request {
@@ -360,7 +375,6 @@ fn accept(listener: TcpListener, tx: Sender<TcpStream>, shared: Arc<Shared>) {
                 shared.stats.rejected.fetch_add(1, Relaxed);
                 shared.stats.responses[5].fetch_add(1, Relaxed);
                 // A fresh socket's send buffer is empty: this small write does not block.
-                let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
                 let _ = write_response(
                     &mut s,
                     &Response::error(
@@ -371,6 +385,7 @@ fn accept(listener: TcpListener, tx: Sender<TcpStream>, shared: Arc<Shared>) {
                     .with_header("Retry-After", "1"),
                     false,
                     false,
+                    Instant::now() + Duration::from_secs(1),
                 );
                 let _ = s.shutdown(Shutdown::Write);
             }
@@ -456,7 +471,6 @@ impl Conn {
 }
 
 fn serve(stream: TcpStream, shared: &Shared, queue: &Receiver<TcpStream>) {
-    let _ = stream.set_write_timeout(Some(shared.limits.write_timeout));
     let mut conn = Conn {
         stream,
         buf: Vec::with_capacity(4096),
@@ -473,7 +487,8 @@ fn serve(stream: TcpStream, shared: &Shared, queue: &Receiver<TcpStream>) {
                 debug!("REST: refused a request: {} {}", r.status, r.detail);
                 count(shared, r.status);
                 let resp = Response::error(r.status, r.error, &r.detail);
-                if write_response(&mut conn.stream, &resp, false, false).is_ok() {
+                let deadline = Instant::now() + shared.limits.write_timeout;
+                if write_response(&mut conn.stream, &resp, false, false, deadline).is_ok() {
                     linger(&mut conn.stream);
                 }
                 return;
@@ -505,7 +520,8 @@ fn serve(stream: TcpStream, shared: &Shared, queue: &Receiver<TcpStream>) {
             resp.body.bytes().len(),
             started.elapsed().as_secs_f64() * 1000.0
         );
-        if write_response(&mut conn.stream, &resp, head_only, keep).is_err() || !keep {
+        let deadline = Instant::now() + shared.limits.write_timeout;
+        if write_response(&mut conn.stream, &resp, head_only, keep, deadline).is_err() || !keep {
             return;
         }
     }
@@ -793,6 +809,7 @@ fn write_response(
     resp: &Response,
     head_only: bool,
     keep_alive: bool,
+    deadline: Instant,
 ) -> io::Result<()> {
     let body = resp.body.bytes();
     let mut head = String::with_capacity(256);
@@ -817,6 +834,11 @@ fn write_response(
     let mut bufs = [io::IoSlice::new(head.as_bytes()), io::IoSlice::new(body)];
     let mut bufs = &mut bufs[..];
     while !bufs.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        stream.set_write_timeout(Some(left))?;
         match stream.write_vectored(bufs) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => io::IoSlice::advance_slices(&mut bufs, n),
@@ -830,6 +852,25 @@ fn write_response(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_of_a_request_shows_no_header_value_or_body() {
+        let r = Request::new(
+            "POST",
+            "/api/v1/executors/x/phase",
+            vec![("authorization".into(), "Bearer s3cret-token".into())],
+            b"{\"error\":\"private\"}".to_vec(),
+        );
+        let shown = format!("{r:?}");
+        assert!(
+            shown.contains("authorization") && shown.contains("/phase"),
+            "{shown}"
+        );
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("private"),
+            "{shown}"
+        );
+    }
 
     #[test]
     fn head_end_accepts_crlf_and_lf() {

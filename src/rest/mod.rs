@@ -54,6 +54,7 @@ pub struct ServerOptions {
     pub request_timeout: Duration,
     /// Keep-alive connections idle longer than this are closed.
     pub idle_timeout: Duration,
+    /// Time to send one whole response (one deadline per response, not per write).
     pub write_timeout: Duration,
     /// How long a request waits for the dispatcher before 503.
     pub dispatcher_timeout: Duration,
@@ -587,6 +588,11 @@ impl Router {
         if !allowed.contains(&req.method.as_str()) {
             return method_not_allowed(&req.method, allowed);
         }
+        // Credentials first: a body from a caller without them is never parsed.
+        let secret = match bearer(req) {
+            Ok(s) => s,
+            Err(r) => return r,
+        };
         let parsed = match action {
             "plan" => self.plan_params(req),
             "phase" => report(ExecutorCall::phase_from_json(&req.body)),
@@ -595,10 +601,6 @@ impl Router {
         };
         let (call, wait) = match parsed {
             Ok(p) => p,
-            Err(r) => return r,
-        };
-        let secret = match bearer(req) {
-            Ok(s) => s,
             Err(r) => return r,
         };
         self.executor_call(id, secret, call, wait)
