@@ -28,6 +28,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod hosts;
 mod offer_mode;
 mod offers;
 mod reconcile;
@@ -372,6 +373,8 @@ impl Dispatcher {
     fn on_agents(&mut self, agents: Vec<KnownAgent>) {
         let known: BTreeMap<String, KnownAgent> =
             agents.into_iter().map(|a| (a.id.clone(), a)).collect();
+        self.follow_hosts(known.values().map(|a| (a.id.as_str(), a.hostname.as_str())));
+        self.retire_gone_nodes(&known);
         let new: Vec<&KnownAgent> = known
             .values()
             .filter(|a| !self.state.model.nodes.contains_key(&a.id))
@@ -836,6 +839,54 @@ mod tests {
             .map(|s| s.executor_id.value.to_string())
             .collect();
         assert_eq!(shut, vec!["storage-executor.host-a1.0".to_string()]);
+    }
+
+    /// Item 8: a host that comes back under a new agent id keeps its node (persona,
+    /// devices, attachments) and is relaunched there; a node gone too long is retired.
+    #[test]
+    fn nodes_follow_hosts_across_new_agent_ids() {
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        r.event(offers(&["a1"]));
+        let (first, _) = launched_task(&r.calls()).remove(0);
+        r.event(update(&first, "a1", TaskState::Running, true));
+        {
+            let n = r.d.state.model.nodes.get_mut("a1").unwrap();
+            n.persona = crate::scheduler::model::Persona::Primary;
+            n.devices = vec!["/dev/sdb".into()];
+            n.attached = vec!["/dev/sdb".into()];
+        }
+        // The host rebooted: agent a1b on host-a1.
+        let mut ev = offers(&["a1b"]);
+        ev.offers.as_mut().unwrap().offers[0].hostname = "host-a1".into();
+        r.event(ev);
+        let model = r.d.model();
+        assert!(!model.nodes.contains_key("a1"), "the old node stayed");
+        let n = &model.nodes["a1b"];
+        assert_eq!(n.hostname, "host-a1");
+        assert_eq!(n.persona, crate::scheduler::model::Persona::Primary);
+        assert_eq!(n.attached, vec!["/dev/sdb".to_string()]);
+        let (second, agent) = launched_task(&r.calls()).remove(0);
+        assert_eq!(agent, "a1b");
+        assert_ne!(second, first);
+        assert!(!r
+            .saved_state()
+            .executor_secrets
+            .contains_key(&first.replacen("storage.", placement::EXECUTOR_PREFIX, 1)));
+
+        // An agent the master stops listing: retired after the grace period.
+        r.event(offers(&["a2"]));
+        let (t2, _) = launched_task(&r.calls()).remove(0);
+        r.event(update(&t2, "a2", TaskState::Lost, true));
+        r.input(known(&["a1b"]));
+        assert!(r.d.model().nodes.contains_key("a2"));
+        r.clock.advance(hosts::RETIRE_AFTER_MS);
+        r.input(known(&["a1b"]));
+        assert!(
+            !r.d.model().nodes.contains_key("a2"),
+            "gone node not retired"
+        );
+        assert!(r.d.model().nodes.contains_key("a1b"));
     }
 
     #[test]

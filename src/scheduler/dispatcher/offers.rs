@@ -6,6 +6,11 @@ use crate::scheduler::model::{Layout, Persona};
 
 impl Dispatcher {
     pub(super) fn on_offers(&mut self, offers: Vec<crate::mesos::types::Offer>, now: u64) {
+        self.follow_hosts(
+            offers
+                .iter()
+                .map(|o| (o.agent_id.value.as_str(), o.hostname.as_str())),
+        );
         let decisions = placement::decide(&self.state.model, &offers, &self.settings, now);
         // An offer names the executors running on its agent: ours that are not the
         // current launch (an old task ended, its executor did not) are shut down.
