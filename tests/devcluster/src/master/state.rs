@@ -53,6 +53,8 @@ pub enum Cmd {
     Process(ProcessEvent),
     /// The body of `/master/state`.
     MasterState(Sender<Result<Vec<u8>, String>>),
+    /// `/master/slaves` (issue 8: the agent watcher's endpoint).
+    MasterSlaves(Sender<Result<Vec<u8>, String>>),
     AgentState {
         agent: usize,
         reply: Sender<Value>,
@@ -620,6 +622,9 @@ impl Cluster {
             Cmd::Process(ev) => self.process_event(ev),
             Cmd::MasterState(reply) => {
                 let _ = reply.send(self.master_state_bytes());
+            }
+            Cmd::MasterSlaves(reply) => {
+                let _ = reply.send(self.master_slaves_bytes());
             }
             Cmd::AgentState { agent, reply } => {
                 let _ = reply.send(self.agent_state_json(agent));
