@@ -401,3 +401,47 @@ fn failed_over_instance_stops_and_keeps_the_framework_id() {
     assert_eq!(frameworks[0]["stream_id"], sub.stream_id.as_str());
     assert_eq!(all_running(&m).as_ref(), Some(&running));
 }
+
+/// Item 2: the master refuses the first ACCEPT. The scheduler notices (the sender reports
+/// the failure), asks the master about the task, gives the offer back, and relaunches on
+/// that agent once the master says it does not know the task.
+#[test]
+fn a_refused_accept_is_noticed_and_repaired() {
+    let dir = tempdir("lost-accept");
+    let m = cluster(&dir);
+    m.drop_next_call("ACCEPT").expect("fault");
+    let monitor = Monitor::start(m.clone());
+    let sched = Scheduler::start(&dir, &m.addr().to_string(), free_port());
+    wait_for("5 running executors", SETTLE, || all_running(&m));
+    let log = sched.log_text();
+    assert!(log.contains("was not taken"), "{log}");
+    assert_eq!(monitor.max_per_agent(), 1);
+}
+
+/// Item 3: after a failover the agents re-register over a few seconds; reconciliation
+/// about their tasks is answered only then. The scheduler asks again, with backoff, for
+/// what is still unanswered, and launches nothing new meanwhile.
+#[test]
+fn reconciliation_is_repeated_until_late_agents_answer() {
+    let dir = tempdir("late-reconcile");
+    let m = cluster(&dir);
+    let monitor = Monitor::start(m.clone());
+    let sched = Scheduler::start(&dir, &m.addr().to_string(), free_port());
+    let running = wait_for("5 running executors", SETTLE, || all_running(&m));
+    let before = sched.log_text().len();
+    m.fail_over_with_reregistration(Duration::from_secs(8))
+        .expect("failover");
+    // Asked about all five, then again about those still unanswered: fewer than five.
+    let counts = wait_for("a repeated, smaller reconciliation", SETTLE, || {
+        let log = sched.log_text();
+        let counts: Vec<usize> = log[before..]
+            .lines()
+            .filter_map(|l| l.split("reconciling ").nth(1))
+            .filter_map(|rest| rest.split(' ').next()?.parse().ok())
+            .collect();
+        (counts.len() >= 2 && counts.last().is_some_and(|n| *n < AGENTS)).then_some(counts)
+    });
+    assert_eq!(counts[0], AGENTS, "{counts:?}");
+    assert_eq!(all_running(&m).as_ref(), Some(&running));
+    assert_eq!(monitor.max_per_agent(), 1);
+}

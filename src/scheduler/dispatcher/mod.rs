@@ -204,6 +204,21 @@ impl Dispatcher {
                     warn!("agent {agent}: ACCEPT of task {task} was not taken ({e}); asking the master about it");
                     self.reconcile_task(&task, &agent);
                 }
+                // If the master never saw the ACCEPT, its offer is still outstanding and
+                // holds the agent's resources: give it back (a used offer's DECLINE is
+                // ignored by the master).
+                let offer_ids: Vec<OfferID> =
+                    o.call.accept.map(|a| a.offer_ids).unwrap_or_default();
+                if !offer_ids.is_empty() {
+                    let mut c = self.call(call::Type::Decline);
+                    c.decline = Some(call::Decline {
+                        offer_ids,
+                        filters: Some(Filters {
+                            refuse_seconds: Some(1.0),
+                        }),
+                    });
+                    self.pending.push(c);
+                }
             }
             // ACKNOWLEDGE: Mesos resends the update. DECLINE: the offer comes back. KILL of
             // a stray: it shows up again in reconciliation. RECONCILE: retried on its timer.
@@ -1106,7 +1121,12 @@ mod tests {
             call: Box::new(accept),
             error: Some("timed out".into()),
         }));
-        assert_eq!(reconciled_tasks(&r.calls()), vec![task.clone()]);
+        let calls = r.calls();
+        assert_eq!(reconciled_tasks(&calls), vec![task.clone()]);
+        assert!(
+            has(&calls, call::Type::Decline),
+            "the offer was not given back"
+        );
         r.event(update(&task, "a1", TaskState::Unknown, false));
         let node = &r.d.model().nodes["a1"];
         assert!(!node.covered());

@@ -3,6 +3,7 @@
 //! and exits; timers (heartbeats, retries, timeouts) live in a heap and bound the wait on
 //! the channel, so nothing polls.
 
+use super::faults::SchedulerFaults;
 use super::http::{Reply, Response, Server, Stream, StreamMsg};
 use super::ids::{new_uuid_string, uuid_string, uuid_v4};
 use super::resources::Res;
@@ -106,6 +107,15 @@ pub enum Control {
     },
     FailOver(Sender<Result<SocketAddr, String>>),
     Shutdown(Sender<()>),
+    // issue 8: scheduler-facing faults (see `faults.rs`).
+    DropNextCall {
+        kind: String,
+        reply: Sender<Result<(), String>>,
+    },
+    FailOverSlow {
+        window: Duration,
+        reply: Sender<Result<SocketAddr, String>>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -365,6 +375,7 @@ pub struct Cluster {
     allocation_epoch: Instant,
     rotation: usize,
     pub(super) start_time: f64,
+    pub(super) faults: SchedulerFaults,
 }
 
 pub fn now_secs() -> f64 {
@@ -466,6 +477,7 @@ impl Cluster {
             allocation_epoch: Instant::now(),
             rotation: 0,
             start_time: now_secs(),
+            faults: SchedulerFaults::default(),
         };
         let real = cluster.cfg.agents;
         for (i, attrs) in agent_attributes.into_iter().enumerate() {
@@ -685,6 +697,20 @@ impl Cluster {
             Control::FailOver(reply) => {
                 let _ = reply.send(Ok(self.fail_over()));
             }
+            Control::DropNextCall { kind, reply } => {
+                let _ = reply.send(match call::Type::from_name(&kind) {
+                    Some(t) => {
+                        self.faults.drop_next(t);
+                        Ok(())
+                    }
+                    None => Err(format!("{kind:?} is not a scheduler call type")),
+                });
+            }
+            Control::FailOverSlow { window, reply } => {
+                let leader = self.fail_over();
+                self.faults.reregister_over(self.agents.len(), window);
+                let _ = reply.send(Ok(leader));
+            }
             Control::Shutdown(reply) => {
                 self.shutdown_everything();
                 let _ = reply.send(());
@@ -789,6 +815,10 @@ impl Cluster {
                 ),
             )
             .into();
+        }
+        if self.faults.take_drop(t) {
+            log::info!("fault: refusing {t} of framework {fw_id}");
+            return Response::text(503, "Service Unavailable (injected fault)").into();
         }
         match t {
             call::Type::Teardown => {
@@ -1504,14 +1534,32 @@ impl Cluster {
             }
             s
         };
+        // Tasks on agents that have not re-registered with this leader get no answer.
+        let transitioning: BTreeSet<usize> = (0..self.agents.len())
+            .filter(|i| self.faults.transitioning(*i))
+            .collect();
+        let Some(fw) = self.frameworks.get(fw_id) else {
+            return;
+        };
         if tasks.is_empty() {
             for t in fw.tasks.values() {
-                statuses.push(known(t, &self.agents));
+                if !transitioning.contains(&t.agent) {
+                    statuses.push(known(t, &self.agents));
+                }
             }
         } else {
             for (task_id, agent_id) in tasks {
                 if let Some(t) = fw.tasks.get(&task_id) {
-                    statuses.push(known(t, &self.agents));
+                    if !transitioning.contains(&t.agent) {
+                        statuses.push(known(t, &self.agents));
+                    }
+                    continue;
+                }
+                if agent_id
+                    .as_ref()
+                    .and_then(|a| self.agent_by_id(a))
+                    .is_some_and(|i| transitioning.contains(&i))
+                {
                     continue;
                 }
                 let registered = agent_id
