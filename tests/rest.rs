@@ -731,6 +731,56 @@ fn plan_is_returned_and_long_polls_until_it_changes() {
     }
 }
 
+/// Item 10: waiting plan requests hold no worker. With two workers, five executors wait at
+/// once and `/health` still answers at once; a change answers every wait.
+#[test]
+fn waiting_plan_requests_hold_no_worker() {
+    let s = start_full(
+        fake::five_nodes(),
+        subscribed(),
+        ServerOptions {
+            workers: 2,
+            ..options()
+        },
+    );
+    let hosts: Vec<String> = (1..=5)
+        .map(|i| format!("storage-0{i}.dc1.example"))
+        .collect();
+    let mut waiting = Vec::new();
+    for h in &hosts {
+        let v = call(s.addr, "GET", h, "plan", b"").json()["version"]
+            .as_u64()
+            .unwrap();
+        let (addr, h) = (s.addr, h.clone());
+        waiting.push(std::thread::spawn(move || {
+            call(addr, "GET", &h, &format!("plan?version={v}&wait=30"), b"")
+        }));
+    }
+    wait_until("five waits", || {
+        get(s.addr, "/metrics")
+            .text()
+            .contains("storage_scheduler_executor_plan_waits 5")
+    });
+    let started = std::time::Instant::now();
+    let mut c = fake::connect(s.addr);
+    c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    c.write_all(b"GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let r = read_response(&mut c, &mut Vec::new(), false).expect("health answered");
+    assert_eq!(r.status, 200);
+    assert!(started.elapsed() < Duration::from_secs(2));
+    s.fake.change(|state, _| {
+        for n in state.model.nodes.values_mut() {
+            n.attached = vec!["/dev/sdz".into()];
+        }
+    });
+    for w in waiting {
+        let r = w.join().unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.json()["attached"], serde_json::json!(["/dev/sdz"]));
+    }
+}
+
 #[test]
 fn only_mdm_plans_carry_the_gateway_password() {
     let s = start();

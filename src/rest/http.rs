@@ -177,6 +177,28 @@ pub struct Response {
     pub status: u16,
     pub headers: Vec<(&'static str, String)>,
     pub body: Body,
+    /// Set for an answer that comes later (a plan long poll): the worker hands the
+    /// connection to this and is free at once; the receiver answers through [`Later`].
+    pub later: Option<Box<dyn FnOnce(Later) + Send>>,
+}
+
+/// A connection whose answer comes later, held by whoever answers it (not by a worker).
+pub struct Later {
+    stream: TcpStream,
+    head_only: bool,
+    stats: Arc<HttpStats>,
+    write_timeout: Duration,
+}
+
+impl Later {
+    /// Writes `resp` (one deadline for the whole response) and closes the connection.
+    pub fn answer(mut self, resp: &Response) {
+        let class = usize::from(resp.status / 100).min(5);
+        self.stats.responses[class].fetch_add(1, Relaxed);
+        let deadline = Instant::now() + self.write_timeout;
+        let _ = write_response(&mut self.stream, resp, self.head_only, false, deadline);
+        let _ = self.stream.shutdown(Shutdown::Write);
+    }
 }
 
 impl Response {
@@ -185,6 +207,15 @@ impl Response {
             status,
             headers: vec![("Content-Type", content_type.to_owned())],
             body,
+            later: None,
+        }
+    }
+
+    /// An answer that comes later: `hand_over` receives the connection.
+    pub fn later(hand_over: impl FnOnce(Later) + Send + 'static) -> Response {
+        Response {
+            later: Some(Box::new(hand_over)),
+            ..Response::new(200, "application/json", Body::Empty)
         }
     }
 
@@ -497,7 +528,7 @@ fn serve(stream: TcpStream, shared: &Shared, queue: &Receiver<TcpStream>) {
         first = false;
         let started = Instant::now();
         let head_only = req.method == "HEAD";
-        let resp = match catch_unwind(AssertUnwindSafe(|| (shared.handler)(&req))) {
+        let mut resp = match catch_unwind(AssertUnwindSafe(|| (shared.handler)(&req))) {
             Ok(r) => r,
             Err(_) => {
                 log::error!("REST: handler panicked on {} {}", req.method, req.path);
@@ -508,6 +539,16 @@ fn serve(stream: TcpStream, shared: &Shared, queue: &Receiver<TcpStream>) {
                 )
             }
         };
+        if let Some(hand_over) = resp.later.take() {
+            // The answer comes later, from elsewhere: this worker is free for others.
+            hand_over(Later {
+                stream: conn.stream,
+                head_only,
+                stats: shared.stats.clone(),
+                write_timeout: shared.limits.write_timeout,
+            });
+            return;
+        }
         // Keep-alive yields to connections waiting for a worker.
         let keep = req.keep_alive && queue.is_empty() && !shared.stopping.load(Relaxed);
         count(shared, resp.status);

@@ -16,18 +16,17 @@
 
 use crate::hash::content_hash;
 use crate::scheduler::exchange::{
-    ApiError, ExecutorCall, ExecutorReply, ExecutorRequest, PlanReply,
+    ApiError, ExecutorCall, ExecutorReply, ExecutorRequest, PlanReply, ReplyTo,
 };
 use crate::scheduler::model::{Layout, Persisted, Persona, Phase};
 use crate::secret::Secret;
-use crossbeam_channel::Sender;
 use log::{debug, info, warn};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::fmt;
 
 /// Plan requests parked at once, across all executors (each executor has at most one).
-pub const MAX_PARKED: usize = 4096;
+pub const MAX_PARKED: usize = 16_384;
 
 /// Plan versions stay below 2^53 so that JSON readers that use doubles (JavaScript) see
 /// them exactly.
@@ -70,7 +69,7 @@ struct Parked {
     agent: String,
     version: u64,
     deadline_ms: u64,
-    reply: Sender<ExecutorReply>,
+    reply: ReplyTo,
 }
 
 impl fmt::Debug for Parked {
@@ -90,7 +89,7 @@ pub struct ExecutorApi {
     /// Executor id -> agent id, to avoid a scan of every node per call; checked on use.
     index: HashMap<String, String>,
     /// Replies to reports, sent after the batch (see `after_batch`).
-    acks: Vec<Sender<ExecutorReply>>,
+    acks: Vec<ReplyTo>,
     /// Experimental mode: the gateway password MDM nodes need (see `set_mdm_gateway_password`).
     mdm_gateway_password: Option<Secret>,
     /// Changes with the password, so that plans that carry it change version.
@@ -440,7 +439,7 @@ mod tests {
                 executor_id: "storage-executor.h1.1".into(),
                 secret: Secret::new(secret),
                 call,
-                reply: tx,
+                reply: tx.into(),
             },
             rx,
         )

@@ -996,7 +996,7 @@ mod tests {
                 executor_id: executor_id.clone(),
                 secret: crate::secret::Secret::new(&secret),
                 call: ExecutorCall::phase_from_json(br#"{"phase":"packages"}"#).unwrap(),
-                reply: tx,
+                reply: tx.into(),
             }));
             rx.try_recv().expect("answered")
         };
