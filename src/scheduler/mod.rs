@@ -210,6 +210,22 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
     }
     drop(in_tx);
 
+    let (settings, ctx) = dispatcher_parts(&config, &state);
+    let mut dispatcher = Dispatcher::new(state, store, settings, ctx, out_tx, metrics);
+    if config.experimental {
+        dispatcher.set_mdm_gateway_password(Some(config.storage.password.clone()));
+    }
+    let exit = dispatcher.run(in_rx);
+    drop(stop_tx);
+    drop(rest);
+    exit_code(exit)
+}
+
+/// The dispatcher's placement settings and launch context, from the flags.
+fn dispatcher_parts(
+    config: &Config,
+    state: &Persisted,
+) -> (placement::Settings, launch::LaunchContext) {
     let settings = placement::Settings {
         experimental: config.experimental,
         cpu_mdm: config.executor.cpu_mdm,
@@ -221,16 +237,14 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
     };
     let ctx = launch::LaunchContext {
         framework_id: state.model.framework_id.clone().unwrap_or_default(),
-        scheduler_url: scheduler_url(&config),
+        scheduler_url: scheduler_url(config),
         loglevel: config.loglevel.to_string().to_lowercase(),
     };
-    let mut dispatcher = Dispatcher::new(state, store, settings, ctx, out_tx, metrics);
-    if config.experimental {
-        dispatcher.set_mdm_gateway_password(Some(config.storage.password.clone()));
-    }
-    let exit = dispatcher.run(in_rx);
-    drop(stop_tx);
-    drop(rest);
+    (settings, ctx)
+}
+
+/// The process exit code for how the dispatcher ended.
+fn exit_code(exit: Exit) -> i32 {
     match exit {
         Exit::Stopped => {
             info!("stopped; the framework and its executors stay registered");
