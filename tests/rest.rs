@@ -485,6 +485,10 @@ fn executor_calls_need_the_right_secret() {
     assert!(r
         .header("www-authenticate")
         .is_some_and(|v| v.starts_with("Bearer")));
+    // Credentials are checked before the body is parsed (issue 8, item 10).
+    let phase = format!("/api/v1/executors/{}/phase", fake::executor_id(H2));
+    let r = request(s.addr, "POST", &phase, &[], b"{not json");
+    assert_json_error(&r, 401, "unauthorized", "missing credentials");
 
     let r = request(
         s.addr,
@@ -729,6 +733,56 @@ fn plan_is_returned_and_long_polls_until_it_changes() {
     for q in ["plan?version=abc", "plan?wait=soon", "plan?wait=%zz"] {
         let r = call(s.addr, "GET", H2, q, b"");
         assert_json_error(&r, 400, "bad query parameter", "");
+    }
+}
+
+/// Item 10: waiting plan requests hold no worker. With two workers, five executors wait at
+/// once and `/health` still answers at once; a change answers every wait.
+#[test]
+fn waiting_plan_requests_hold_no_worker() {
+    let s = start_full(
+        fake::five_nodes(),
+        subscribed(),
+        ServerOptions {
+            workers: 2,
+            ..options()
+        },
+    );
+    let hosts: Vec<String> = (1..=5)
+        .map(|i| format!("storage-0{i}.dc1.example"))
+        .collect();
+    let mut waiting = Vec::new();
+    for h in &hosts {
+        let v = call(s.addr, "GET", h, "plan", b"").json()["version"]
+            .as_u64()
+            .unwrap();
+        let (addr, h) = (s.addr, h.clone());
+        waiting.push(std::thread::spawn(move || {
+            call(addr, "GET", &h, &format!("plan?version={v}&wait=30"), b"")
+        }));
+    }
+    wait_until("five waits", || {
+        get(s.addr, "/metrics")
+            .text()
+            .contains("storage_scheduler_executor_plan_waits 5")
+    });
+    let started = std::time::Instant::now();
+    let mut c = fake::connect(s.addr);
+    c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    c.write_all(b"GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let r = read_response(&mut c, &mut Vec::new(), false).expect("health answered");
+    assert_eq!(r.status, 200);
+    assert!(started.elapsed() < Duration::from_secs(2));
+    s.fake.change(|state, _| {
+        for n in state.model.nodes.values_mut() {
+            n.attached = vec!["/dev/sdz".into()];
+        }
+    });
+    for w in waiting {
+        let r = w.join().unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.json()["attached"], serde_json::json!(["/dev/sdz"]));
     }
 }
 
@@ -1025,6 +1079,50 @@ fn stalled_bodies_are_cut_off_and_do_not_block_others() {
     assert!(get(s.addr, "/metrics")
         .text()
         .contains("storage_scheduler_http_timeouts_total 2"));
+}
+
+/// Item 10: one deadline per response. A client that reads the executor binary a little at a
+/// time keeps every single write() short, yet is cut off once the response as a whole has
+/// taken `write_timeout`; the worker is free again.
+#[test]
+fn a_slow_reader_is_cut_off_after_one_deadline_per_response() {
+    let opts = ServerOptions {
+        workers: 1,
+        write_timeout: Duration::from_secs(1),
+        ..slow_options()
+    };
+    let s = start_full(fake::five_nodes(), subscribed(), opts);
+    // Far more than the socket buffers hold, so the server must wait for the reader.
+    std::fs::write(&s.binary, vec![7u8; 32 << 20]).unwrap();
+    let mut c = fake::connect(s.addr);
+    c.write_all(b"GET /storage-executor HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    // The slow reader goes on in the background: about 1 MB/s, so every write the server
+    // makes progresses well within the deadline, but the whole body takes half a minute.
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        let started = std::time::Instant::now();
+        while started.elapsed() < Duration::from_secs(8) {
+            match std::io::Read::read(&mut c, &mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    // The single worker is free again within about the deadline, while the reader still
+    // reads: another client is served.
+    let mut other = fake::connect(s.addr);
+    other
+        .set_read_timeout(Some(Duration::from_secs(4)))
+        .unwrap();
+    other
+        .write_all(b"GET /version HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let r = read_response(&mut other, &mut Vec::new(), false)
+        .expect("served while the slow reader still reads");
+    assert_eq!(r.status, 200);
+    reader.join().unwrap();
 }
 
 #[test]

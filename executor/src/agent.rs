@@ -106,6 +106,9 @@ struct Executor {
     failures: u32,
     /// Set by SHUTDOWN: the moment to exit even if updates are still unacknowledged.
     shutdown_deadline: Option<Instant>,
+    /// A task was launched: once none is live and every update is acknowledged, this
+    /// executor has nothing left to do (KILL ends a task, not its executor).
+    launched_any: bool,
     /// When to resend updates whose POST failed, and the wait after that.
     resend_at: Option<Instant>,
     resend_delay: Duration,
@@ -122,6 +125,7 @@ impl Executor {
             inherited: payload::inherited_settings(),
             failures: 0,
             shutdown_deadline: None,
+            launched_any: false,
             resend_at: None,
             resend_delay: RESEND_START,
         }
@@ -273,6 +277,13 @@ impl Executor {
                 log::info!("every update acknowledged; shut down");
                 return StreamOutcome::Exit(EXIT_OK);
             }
+            if self.launched_any
+                && self.book.unacknowledged() == 0
+                && self.book.live_task_ids().is_empty()
+            {
+                log::info!("no live task left and every update acknowledged; exiting");
+                return StreamOutcome::Exit(EXIT_OK);
+            }
         }
     }
 
@@ -361,6 +372,7 @@ impl Executor {
     }
 
     fn on_launch(&mut self, task: TaskInfo) {
+        self.launched_any = true;
         let id = task.task_id.value.to_string();
         let name = task.name.to_string();
         let payload = TaskPayload::from_task(&task, &self.inherited);
@@ -395,6 +407,7 @@ impl Executor {
     /// Task groups are for the default executor; this one runs single tasks. Each task is
     /// failed at once so that none of them stays in limbo.
     fn on_launch_group(&mut self, tasks: Vec<TaskInfo>) {
+        self.launched_any = true;
         log::warn!(
             "LAUNCH_GROUP of {} tasks: this executor does not run task groups",
             tasks.len()

@@ -465,6 +465,27 @@ fn launch_kill_acknowledge_and_shutdown() {
     assert_log_is_clean(&log);
 }
 
+/// KILL ends a task, not its executor: with no live task left and its last update
+/// acknowledged, the executor exits on its own (issue 8, item 6).
+#[test]
+fn exits_once_its_last_task_ended_and_was_acknowledged() {
+    let agent = FakeAgent::start();
+    let mut exec = Executor::start(agent.addr, &[]);
+    let (_, mut stream) = agent.expect_subscribe(&exec);
+    stream.send(&subscribed());
+    stream.send(&launch("task-1"));
+    let running = agent.expect_update(&exec);
+    stream.send(&acknowledged(&running));
+    stream.send(&kill("task-1"));
+    let killed = agent.expect_update(&exec);
+    assert_eq!(killed.state, TaskState::Killed);
+    stream.send(&acknowledged(&killed));
+    let status = exec.wait_exit();
+    let log = exec.log();
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(log.contains("no live task left"), "{log}");
+}
+
 #[test]
 fn resubscribes_with_what_the_agent_has_not_acknowledged() {
     let agent = FakeAgent::start();

@@ -612,10 +612,23 @@ fn new_agent(config: &ClientConfig) -> ureq::Agent {
 
 /// `GET url` and parse the body as JSON (at most 1 MiB), with the client's timeouts.
 pub fn get_json(url: &str, config: &ClientConfig) -> Result<serde_json::Value, ClientError> {
-    get_json_with(&new_agent(config), url)
+    get_json_with(&new_agent(config), url, MAX_JSON_BODY)
 }
 
-fn get_json_with(agent: &ureq::Agent, url: &str) -> Result<serde_json::Value, ClientError> {
+/// [`get_json`] with its own body cap, for endpoints whose size grows with the cluster.
+pub fn get_json_capped(
+    url: &str,
+    config: &ClientConfig,
+    max_bytes: u64,
+) -> Result<serde_json::Value, ClientError> {
+    get_json_with(&new_agent(config), url, max_bytes)
+}
+
+fn get_json_with(
+    agent: &ureq::Agent,
+    url: &str,
+    max_bytes: u64,
+) -> Result<serde_json::Value, ClientError> {
     let endpoint = format!("GET {url}");
     log::debug!("{endpoint}");
     let response = agent
@@ -629,7 +642,7 @@ fn get_json_with(agent: &ureq::Agent, url: &str) -> Result<serde_json::Value, Cl
     let body = response
         .into_body()
         .into_with_config()
-        .limit(MAX_JSON_BODY)
+        .limit(max_bytes)
         .read_to_vec()
         .map_err(|e| ClientError::Transport(format!("{endpoint}: reading the body: {e}")))?;
     serde_json::from_slice(&body).map_err(|e| ClientError::Protocol {
@@ -756,7 +769,7 @@ impl SchedulerClient {
     /// `GET /version` of this master. Any master answers it, leading or not.
     pub fn master_version(&self) -> Result<MasterVersion, ClientError> {
         let url = format!("{}/version", self.base);
-        let value = get_json_with(&self.endpoint.agent, &url)?;
+        let value = get_json_with(&self.endpoint.agent, &url, MAX_JSON_BODY)?;
         serde_json::from_value(value).map_err(|e| ClientError::Protocol {
             endpoint: format!("GET {url}"),
             detail: format!("not a Mesos version object: {e}"),

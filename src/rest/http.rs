@@ -50,11 +50,11 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// Keep-alive: how long a connection may sit idle between requests.
     pub idle_timeout: Duration,
-    /// Longest a single write may block on a client that does not read.
+    /// Longest time to send one whole response: one deadline per response, not per
+    /// `write()`, so that a client that reads a byte now and then cannot hold a worker.
     pub write_timeout: Duration,
 }
 
-#[derive(Debug)]
 pub struct Request {
     pub method: String,
     /// Path without the query, still percent-encoded.
@@ -64,6 +64,21 @@ pub struct Request {
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
     keep_alive: bool,
+}
+
+/// Method, path and header names only: header values carry credentials (Authorization),
+/// bodies carry reports.
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        write!(
+            f,
+            "Request {{ {} {}, headers: {names:?}, {} body bytes }}",
+            self.method,
+            self.path,
+            self.body.len()
+        )
+    }
 }
 
 impl Request {
@@ -162,6 +177,28 @@ pub struct Response {
     pub status: u16,
     pub headers: Vec<(&'static str, String)>,
     pub body: Body,
+    /// Set for an answer that comes later (a plan long poll): the worker hands the
+    /// connection to this and is free at once; the receiver answers through [`Later`].
+    pub later: Option<Box<dyn FnOnce(Later) + Send>>,
+}
+
+/// A connection whose answer comes later, held by whoever answers it (not by a worker).
+pub struct Later {
+    stream: TcpStream,
+    head_only: bool,
+    stats: Arc<HttpStats>,
+    write_timeout: Duration,
+}
+
+impl Later {
+    /// Writes `resp` (one deadline for the whole response) and closes the connection.
+    pub fn answer(mut self, resp: &Response) {
+        let class = usize::from(resp.status / 100).min(5);
+        self.stats.responses[class].fetch_add(1, Relaxed);
+        let deadline = Instant::now() + self.write_timeout;
+        let _ = write_response(&mut self.stream, resp, self.head_only, false, deadline);
+        let _ = self.stream.shutdown(Shutdown::Write);
+    }
 }
 
 impl Response {
@@ -170,6 +207,15 @@ impl Response {
             status,
             headers: vec![("Content-Type", content_type.to_owned())],
             body,
+            later: None,
+        }
+    }
+
+    /// An answer that comes later: `hand_over` receives the connection.
+    pub fn later(hand_over: impl FnOnce(Later) + Send + 'static) -> Response {
+        Response {
+            later: Some(Box::new(hand_over)),
+            ..Response::new(200, "application/json", Body::Empty)
         }
     }
 
@@ -360,7 +406,6 @@ fn accept(listener: TcpListener, tx: Sender<TcpStream>, shared: Arc<Shared>) {
                 shared.stats.rejected.fetch_add(1, Relaxed);
                 shared.stats.responses[5].fetch_add(1, Relaxed);
                 // A fresh socket's send buffer is empty: this small write does not block.
-                let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
                 let _ = write_response(
                     &mut s,
                     &Response::error(
@@ -371,6 +416,7 @@ fn accept(listener: TcpListener, tx: Sender<TcpStream>, shared: Arc<Shared>) {
                     .with_header("Retry-After", "1"),
                     false,
                     false,
+                    Instant::now() + Duration::from_secs(1),
                 );
                 let _ = s.shutdown(Shutdown::Write);
             }
@@ -456,7 +502,6 @@ impl Conn {
 }
 
 fn serve(stream: TcpStream, shared: &Shared, queue: &Receiver<TcpStream>) {
-    let _ = stream.set_write_timeout(Some(shared.limits.write_timeout));
     let mut conn = Conn {
         stream,
         buf: Vec::with_capacity(4096),
@@ -473,7 +518,8 @@ fn serve(stream: TcpStream, shared: &Shared, queue: &Receiver<TcpStream>) {
                 debug!("REST: refused a request: {} {}", r.status, r.detail);
                 count(shared, r.status);
                 let resp = Response::error(r.status, r.error, &r.detail);
-                if write_response(&mut conn.stream, &resp, false, false).is_ok() {
+                let deadline = Instant::now() + shared.limits.write_timeout;
+                if write_response(&mut conn.stream, &resp, false, false, deadline).is_ok() {
                     linger(&mut conn.stream);
                 }
                 return;
@@ -482,7 +528,7 @@ fn serve(stream: TcpStream, shared: &Shared, queue: &Receiver<TcpStream>) {
         first = false;
         let started = Instant::now();
         let head_only = req.method == "HEAD";
-        let resp = match catch_unwind(AssertUnwindSafe(|| (shared.handler)(&req))) {
+        let mut resp = match catch_unwind(AssertUnwindSafe(|| (shared.handler)(&req))) {
             Ok(r) => r,
             Err(_) => {
                 log::error!("REST: handler panicked on {} {}", req.method, req.path);
@@ -493,6 +539,16 @@ fn serve(stream: TcpStream, shared: &Shared, queue: &Receiver<TcpStream>) {
                 )
             }
         };
+        if let Some(hand_over) = resp.later.take() {
+            // The answer comes later, from elsewhere: this worker is free for others.
+            hand_over(Later {
+                stream: conn.stream,
+                head_only,
+                stats: shared.stats.clone(),
+                write_timeout: shared.limits.write_timeout,
+            });
+            return;
+        }
         // Keep-alive yields to connections waiting for a worker.
         let keep = req.keep_alive && queue.is_empty() && !shared.stopping.load(Relaxed);
         count(shared, resp.status);
@@ -505,7 +561,8 @@ fn serve(stream: TcpStream, shared: &Shared, queue: &Receiver<TcpStream>) {
             resp.body.bytes().len(),
             started.elapsed().as_secs_f64() * 1000.0
         );
-        if write_response(&mut conn.stream, &resp, head_only, keep).is_err() || !keep {
+        let deadline = Instant::now() + shared.limits.write_timeout;
+        if write_response(&mut conn.stream, &resp, head_only, keep, deadline).is_err() || !keep {
             return;
         }
     }
@@ -793,6 +850,7 @@ fn write_response(
     resp: &Response,
     head_only: bool,
     keep_alive: bool,
+    deadline: Instant,
 ) -> io::Result<()> {
     let body = resp.body.bytes();
     let mut head = String::with_capacity(256);
@@ -817,6 +875,11 @@ fn write_response(
     let mut bufs = [io::IoSlice::new(head.as_bytes()), io::IoSlice::new(body)];
     let mut bufs = &mut bufs[..];
     while !bufs.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        stream.set_write_timeout(Some(left))?;
         match stream.write_vectored(bufs) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => io::IoSlice::advance_slices(&mut bufs, n),
@@ -830,6 +893,25 @@ fn write_response(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_of_a_request_shows_no_header_value_or_body() {
+        let r = Request::new(
+            "POST",
+            "/api/v1/executors/x/phase",
+            vec![("authorization".into(), "Bearer s3cret-token".into())],
+            b"{\"error\":\"private\"}".to_vec(),
+        );
+        let shown = format!("{r:?}");
+        assert!(
+            shown.contains("authorization") && shown.contains("/phase"),
+            "{shown}"
+        );
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("private"),
+            "{shown}"
+        );
+    }
 
     #[test]
     fn head_end_accepts_crlf_and_lf() {

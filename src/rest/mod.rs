@@ -23,6 +23,7 @@
 pub mod http;
 mod page;
 mod prom;
+mod waits;
 
 use crate::clock::Clock;
 use crate::hash::content_hash;
@@ -37,9 +38,10 @@ use log::info;
 use serde::Serialize;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
+use waits::Waits;
 
 /// Tuning of the server; `Default` is what the scheduler runs with.
 #[derive(Debug, Clone)]
@@ -54,11 +56,12 @@ pub struct ServerOptions {
     pub request_timeout: Duration,
     /// Keep-alive connections idle longer than this are closed.
     pub idle_timeout: Duration,
+    /// Time to send one whole response (one deadline per response, not per write).
     pub write_timeout: Duration,
     /// How long a request waits for the dispatcher before 503.
     pub dispatcher_timeout: Duration,
-    /// Plan requests waiting for a change at once; kept below `workers` so that waiting
-    /// executors cannot take every worker.
+    /// Plan requests waiting for a change at once. Waiting requests hold no worker (one
+    /// thread holds their connections), so this is a memory bound, not a thread bound.
     pub max_long_polls: usize,
     /// Longest plan wait an executor may ask for.
     pub max_wait: Duration,
@@ -76,7 +79,7 @@ impl Default for ServerOptions {
             idle_timeout: Duration::from_secs(30),
             write_timeout: Duration::from_secs(30),
             dispatcher_timeout: Duration::from_secs(5),
-            max_long_polls: 48,
+            max_long_polls: 10_000,
             max_wait: Duration::from_secs(60),
             clock: crate::clock::system(),
         }
@@ -127,7 +130,8 @@ pub fn start_with(config: RestConfig, options: ServerOptions) -> Result<RestHand
         config,
         options: options.clone(),
         stats: stats.clone(),
-        long_polls: AtomicUsize::new(0),
+        waits: Waits::start(stop_rx.clone(), options.dispatcher_timeout)
+            .map_err(|e| format!("cannot start the REST waiter thread: {e}"))?,
         state_json: StateCache::default(),
         stop: stop_rx,
     });
@@ -329,7 +333,7 @@ struct Router {
     options: ServerOptions,
     binary: ExecutorBinary,
     stats: Arc<HttpStats>,
-    long_polls: AtomicUsize,
+    waits: Arc<Waits>,
     state_json: StateCache,
     /// Closed when the server stops: ends long waits at once.
     stop: Receiver<()>,
@@ -397,14 +401,6 @@ impl Wait {
             Wait::TimedOut(_) => resp.with_header("Retry-After", "1"),
             _ => resp,
         }
-    }
-}
-
-struct SlotGuard<'a>(&'a AtomicUsize);
-
-impl Drop for SlotGuard<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -509,7 +505,7 @@ impl Router {
             metrics: &self.config.metrics,
             view: view.as_deref(),
             http: &self.stats,
-            long_polls: self.long_polls.load(Ordering::Relaxed),
+            long_polls: self.waits.count.load(Ordering::Relaxed),
             now_ms: self.options.clock.now_ms(),
         });
         Response::new(
@@ -593,6 +589,11 @@ impl Router {
         if !allowed.contains(&req.method.as_str()) {
             return method_not_allowed(&req.method, allowed);
         }
+        // Credentials first: a body from a caller without them is never parsed.
+        let secret = match bearer(req) {
+            Ok(s) => s,
+            Err(r) => return r,
+        };
         let parsed = match action {
             "plan" => self.plan_params(req),
             "phase" => report(ExecutorCall::phase_from_json(&req.body)),
@@ -601,10 +602,6 @@ impl Router {
         };
         let (call, wait) = match parsed {
             Ok(p) => p,
-            Err(r) => return r,
-        };
-        let secret = match bearer(req) {
-            Ok(s) => s,
             Err(r) => return r,
         };
         self.executor_call(id, secret, call, wait)
@@ -647,60 +644,74 @@ impl Router {
         call: ExecutorCall,
         wait: Duration,
     ) -> Response {
-        let _slot = if wait.is_zero() {
-            None
-        } else {
-            let before = self.long_polls.fetch_add(1, Ordering::Relaxed);
-            let guard = SlotGuard(&self.long_polls);
-            if before >= self.options.max_long_polls {
-                return Response::error(
-                    503,
-                    "too many waiting executors",
-                    &format!(
-                        "{} plan requests are already waiting for a change; retry later",
-                        self.options.max_long_polls
-                    ),
-                )
-                .with_header("Retry-After", "5");
-            }
-            Some(guard)
-        };
+        if !wait.is_zero() {
+            return self.long_poll(id, secret, call, wait);
+        }
         let (tx, rx) = crossbeam_channel::bounded(2);
         let req = ExecutorRequest {
             executor_id: id,
             secret,
             call,
-            reply: tx,
+            reply: tx.into(),
         };
         if self.config.inputs.send(Input::Executor(req)).is_err() {
             return Response::error(503, "scheduler stopping", "the dispatcher is not running");
         }
-        let first = match self.wait(&rx, self.options.dispatcher_timeout) {
-            Ok(r) => r,
-            Err(w) => return w.response(),
-        };
-        let reply = match first {
-            ExecutorReply::Parked => match self.wait(&rx, wait) {
-                Ok(r) => r,
-                // The dispatcher found the caller's version current when it parked the
-                // request, and would have answered a change: unchanged.
-                Err(Wait::TimedOut(_)) => {
-                    return Response::new(304, "application/json", Body::Empty)
-                        .with_header("Cache-Control", "no-store")
-                }
-                Err(w) => return w.response(),
-            },
-            other => other,
-        };
-        match reply {
-            ExecutorReply::Plan(p) => Response::json(200, p.json)
-                .with_header("ETag", format!("\"{}\"", p.version))
-                .with_header("Cache-Control", "no-store"),
-            ExecutorReply::Recorded => json_value(200, serde_json::json!({ "recorded": true })),
-            ExecutorReply::Parked => Response::error(500, "internal error", "parked twice"),
-            ExecutorReply::Failed(e) if e.status == 401 => unauthorized(&e.detail),
-            ExecutorReply::Failed(e) => Response::error(e.status, e.error, &e.detail),
+        match self.wait(&rx, self.options.dispatcher_timeout) {
+            Ok(reply) => reply_response(reply),
+            Err(w) => w.response(),
         }
+    }
+
+    /// A plan request that may wait for a change: the connection goes to the waiter
+    /// thread, and this worker is free at once.
+    fn long_poll(
+        &self,
+        id: String,
+        secret: Secret,
+        call: ExecutorCall,
+        wait: Duration,
+    ) -> Response {
+        let before = self.waits.count.fetch_add(1, Ordering::Relaxed);
+        if before >= self.options.max_long_polls {
+            self.waits.count.fetch_sub(1, Ordering::Relaxed);
+            return Response::error(
+                503,
+                "too many waiting executors",
+                &format!(
+                    "{} plan requests are already waiting for a change; retry later",
+                    self.options.max_long_polls
+                ),
+            )
+            .with_header("Retry-After", "5");
+        }
+        let (wait_id, reply) = self.waits.reply_to();
+        let req = ExecutorRequest {
+            executor_id: id,
+            secret,
+            call,
+            reply,
+        };
+        if self.config.inputs.send(Input::Executor(req)).is_err() {
+            self.waits.count.fetch_sub(1, Ordering::Relaxed);
+            return Response::error(503, "scheduler stopping", "the dispatcher is not running");
+        }
+        let waits = self.waits.clone();
+        Response::later(move |conn| waits.park(wait_id, conn, wait))
+    }
+}
+
+/// The HTTP answer to the dispatcher's reply.
+fn reply_response(reply: ExecutorReply) -> Response {
+    match reply {
+        ExecutorReply::Plan(p) => Response::json(200, p.json)
+            .with_header("ETag", format!("\"{}\"", p.version))
+            .with_header("Cache-Control", "no-store"),
+        ExecutorReply::Recorded => json_value(200, serde_json::json!({ "recorded": true })),
+        // Only a long poll can be parked, and the waiter handles that.
+        ExecutorReply::Parked => Response::error(500, "internal error", "parked twice"),
+        ExecutorReply::Failed(e) if e.status == 401 => unauthorized(&e.detail),
+        ExecutorReply::Failed(e) => Response::error(e.status, e.error, &e.detail),
     }
 }
 

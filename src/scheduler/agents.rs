@@ -1,14 +1,23 @@
 //! The agent watcher thread: asks the master which agents exist, so that the dispatcher can
 //! tell when every agent is covered (and SUPPRESS) and notice a new agent (and REVIVE).
 //! Offers alone cannot tell: a suppressed framework is offered nothing.
+//!
+//! It reads `GET /master/slaves`, not `/master/state`: the state (every framework and task)
+//! is the master's most expensive endpoint and outgrows any small cap in a mid-size cluster.
+//! A non-leading master answers 307 to the leader, which is followed once.
 
-use crate::mesos::client::{base_url, get_json, ClientConfig};
+use crate::mesos::client::{base_url, get_json_capped, ClientConfig, ClientError};
 use crate::scheduler::exchange::{Input, KnownAgent};
 use crossbeam_channel::{Receiver, Sender};
 use log::{debug, warn};
 use std::time::Duration;
 
-/// Extracts the agents from `GET /master/state` (`slaves` in Mesos 1.x, `agents` later).
+/// Body cap of `/master/slaves`: a Mesos 1.x entry (resources, attributes, capabilities) is
+/// one to three kilobytes, so this holds 10,000 agents with room to spare.
+pub const MAX_AGENTS_BODY: u64 = 64 * 1024 * 1024;
+
+/// Extracts the agents from `GET /master/slaves` (or `/master/state`): `slaves` in Mesos
+/// 1.x, `agents` later.
 pub fn parse_agents(state: &serde_json::Value) -> Result<Vec<KnownAgent>, String> {
     // A standby master answers with its own, empty, view: taking that for the cluster would
     // make every agent look covered and suppress offers wrongly.
@@ -56,8 +65,7 @@ pub fn run(
 ) {
     loop {
         for m in &masters {
-            match base_url(m)
-                .and_then(|base| get_json(&format!("{base}/master/state"), &config))
+            match list_agents(m, &config)
                 .map_err(|e| e.to_string())
                 .and_then(|v| parse_agents(&v))
             {
@@ -71,15 +79,50 @@ pub fn run(
                 Err(e) => warn!("cannot list agents from {m}: {e}"),
             }
         }
-        if stop.recv_timeout(every).is_ok() {
+        if super::stop::wait(&stop, every) {
             return;
         }
+    }
+}
+
+/// `GET /master/slaves` of `master`, following one redirect to the leader.
+fn list_agents(master: &str, config: &ClientConfig) -> Result<serde_json::Value, ClientError> {
+    let get = |m: &str| {
+        base_url(m).and_then(|base| {
+            get_json_capped(&format!("{base}/master/slaves"), config, MAX_AGENTS_BODY)
+        })
+    };
+    match get(master) {
+        Err(ClientError::Redirect { leader, .. }) => get(&leader),
+        other => other,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_closed_stop_channel_ends_the_poll_loop() {
+        let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+        drop(stop_tx);
+        let (tx, _rx) = crossbeam_channel::unbounded();
+        let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || {
+            run(
+                vec!["127.0.0.1:1".into()],
+                ClientConfig::default(),
+                Duration::from_secs(30),
+                tx,
+                stop_rx,
+            );
+            let _ = done_tx.send(());
+        });
+        assert!(
+            done_rx.recv_timeout(Duration::from_secs(5)).is_ok(),
+            "the agent watcher kept polling after the stop"
+        );
+    }
 
     #[test]
     fn reads_active_agents_from_master_state() {

@@ -25,7 +25,35 @@ pub struct ExecutorRequest {
     /// The bearer token the caller presented; compared in constant time with the stored one.
     pub secret: Secret,
     pub call: ExecutorCall,
-    pub reply: Sender<ExecutorReply>,
+    pub reply: ReplyTo,
+}
+
+/// Where the answer to an executor request goes: the REST worker's own channel, or, for a
+/// plan long poll whose worker has moved on, the one channel of the REST side's waiter,
+/// tagged with the wait's id (so 10,000 waits need no thread or channel each).
+#[derive(Debug, Clone)]
+pub enum ReplyTo {
+    Direct(Sender<ExecutorReply>),
+    Tagged {
+        id: u64,
+        to: Sender<(u64, ExecutorReply)>,
+    },
+}
+
+impl ReplyTo {
+    /// False when the asker is gone.
+    pub fn send(&self, reply: ExecutorReply) -> bool {
+        match self {
+            ReplyTo::Direct(tx) => tx.send(reply).is_ok(),
+            ReplyTo::Tagged { id, to } => to.send((*id, reply)).is_ok(),
+        }
+    }
+}
+
+impl From<Sender<ExecutorReply>> for ReplyTo {
+    fn from(tx: Sender<ExecutorReply>) -> ReplyTo {
+        ReplyTo::Direct(tx)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -283,6 +311,15 @@ pub enum Input {
     Shutdown,
     /// The gateway worker's outcome of storage work (issue 9).
     Storage(crate::gateway::worker::Report),
+    /// What became of a call (call sender): every failure, and REVIVE/SUPPRESS successes.
+    CallOutcome(CallOutcome),
+}
+
+/// A call and its fate: `error` is `None` when the master took it (202).
+#[derive(Debug)]
+pub struct CallOutcome {
+    pub call: Box<crate::mesos::scheduler::Call>,
+    pub error: Option<String>,
 }
 
 /// What the REST server shows: a consistent copy of the model plus connection facts.

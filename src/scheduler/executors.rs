@@ -16,18 +16,17 @@
 
 use crate::hash::content_hash;
 use crate::scheduler::exchange::{
-    ApiError, ExecutorCall, ExecutorReply, ExecutorRequest, PlanReply,
+    ApiError, ExecutorCall, ExecutorReply, ExecutorRequest, PlanReply, ReplyTo,
 };
 use crate::scheduler::model::{Layout, Persisted, Persona, Phase};
 use crate::secret::Secret;
-use crossbeam_channel::Sender;
 use log::{debug, info, warn};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::fmt;
 
 /// Plan requests parked at once, across all executors (each executor has at most one).
-pub const MAX_PARKED: usize = 4096;
+pub const MAX_PARKED: usize = 16_384;
 
 /// Plan versions stay below 2^53 so that JSON readers that use doubles (JavaScript) see
 /// them exactly.
@@ -72,7 +71,7 @@ struct Parked {
     agent: String,
     version: u64,
     deadline_ms: u64,
-    reply: Sender<ExecutorReply>,
+    reply: ReplyTo,
 }
 
 impl fmt::Debug for Parked {
@@ -92,7 +91,7 @@ pub struct ExecutorApi {
     /// Executor id -> agent id, to avoid a scan of every node per call; checked on use.
     index: HashMap<String, String>,
     /// Replies to reports, sent after the batch (see `after_batch`).
-    acks: Vec<Sender<ExecutorReply>>,
+    acks: Vec<ReplyTo>,
     /// Experimental mode: the gateway password MDM nodes need (see `set_mdm_gateway_password`).
     mdm_gateway_password: Option<Secret>,
     /// Changes with the password, so that plans that carry it change version.
@@ -224,6 +223,18 @@ impl ExecutorApi {
                 self.acks.push(reply);
                 false
             }
+        }
+    }
+
+    /// The batch's state could not be saved: its reports are answered 503, never
+    /// "recorded" (the executor retries; the change stays in memory for the next save).
+    pub fn refuse_reports(&mut self, why: &str) {
+        for reply in self.acks.drain(..) {
+            let _ = reply.send(ExecutorReply::Failed(ApiError::new(
+                503,
+                "not saved",
+                format!("the scheduler could not save its state ({why}); retry later"),
+            )));
         }
     }
 
@@ -431,7 +442,7 @@ mod tests {
                 executor_id: "storage-executor.h1.1".into(),
                 secret: Secret::new(secret),
                 call,
-                reply: tx,
+                reply: tx.into(),
             },
             rx,
         )
@@ -545,6 +556,25 @@ mod tests {
         let json: serde_json::Value = serde_json::from_slice(&mdm.json).unwrap();
         assert_eq!(json["secrets"]["gateway_password"], "Gw-pass");
         assert!(!format!("{mdm:?}").contains("Gw-pass"));
+    }
+
+    #[test]
+    fn reports_of_an_unsaved_batch_get_503() {
+        let mut api = ExecutorApi::new();
+        let mut s = state();
+        let call = ExecutorCall::phase_from_json(br#"{"phase":"packages"}"#).unwrap();
+        let (r, rx) = req(call, SECRET);
+        assert!(api.handle(&mut s, r, 50));
+        api.refuse_reports("disk full");
+        api.after_batch(&s, 60);
+        match rx.try_recv() {
+            Ok(ExecutorReply::Failed(e)) => {
+                assert_eq!(e.status, 503);
+                assert!(e.detail.contains("disk full"), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(rx.try_recv().is_err(), "answered twice");
     }
 
     #[test]

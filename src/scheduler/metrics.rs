@@ -21,7 +21,7 @@ pub const EVENT_NAMES: [&str; 12] = [
 ];
 
 /// Call types we send, in the order of `CALL_NAMES`.
-pub const CALL_NAMES: [&str; 9] = [
+pub const CALL_NAMES: [&str; 10] = [
     "SUBSCRIBE",
     "TEARDOWN",
     "ACCEPT",
@@ -31,6 +31,7 @@ pub const CALL_NAMES: [&str; 9] = [
     "ACKNOWLEDGE",
     "RECONCILE",
     "SUPPRESS",
+    "SHUTDOWN",
 ];
 
 #[derive(Debug, Default)]

@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod model;
 pub mod placement;
 pub mod sender;
+pub mod stop;
 pub mod storage;
 pub mod subscription;
 
@@ -191,8 +192,11 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
 
     let mut threads = Vec::new();
     {
-        let m = metrics.clone();
-        threads.push(spawn("call-sender", move || sender::run(out_rx, m)));
+        let reports = sender::Reports {
+            to: in_tx.clone(),
+            metrics: metrics.clone(),
+        };
+        threads.push(spawn("call-sender", move || sender::run(out_rx, reports)));
     }
     {
         let sub = subscription::Subscriber {
@@ -221,20 +225,7 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
     let worker_inputs = in_tx.clone();
     drop(in_tx);
 
-    let settings = placement::Settings {
-        experimental: config.experimental,
-        cpu_mdm: config.executor.cpu_mdm,
-        cpu_non: config.executor.cpu_non,
-        mem_mdm: config.executor.mem_mdm,
-        mem_non: config.executor.mem_non,
-        cpu_factor: config.executor.cpu_factor,
-        mem_factor: config.executor.mem_factor,
-    };
-    let ctx = launch::LaunchContext {
-        framework_id: state.model.framework_id.clone().unwrap_or_default(),
-        scheduler_url: scheduler_url(&config),
-        loglevel: config.loglevel.to_string().to_lowercase(),
-    };
+    let (settings, ctx) = dispatcher_parts(&config, &state);
     let mut dispatcher = Dispatcher::new(state, store, settings, ctx, out_tx, metrics);
     // Issue 9: the gateway worker, fed by the dispatcher, answering as dispatcher inputs.
     if let Some(client) = gateway {
@@ -265,6 +256,33 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
     let exit = dispatcher.run(in_rx);
     drop(stop_tx);
     drop(rest);
+    exit_code(exit)
+}
+
+/// The dispatcher's placement settings and launch context, from the flags.
+fn dispatcher_parts(
+    config: &Config,
+    state: &Persisted,
+) -> (placement::Settings, launch::LaunchContext) {
+    let settings = placement::Settings {
+        experimental: config.experimental,
+        cpu_mdm: config.executor.cpu_mdm,
+        cpu_non: config.executor.cpu_non,
+        mem_mdm: config.executor.mem_mdm,
+        mem_non: config.executor.mem_non,
+        cpu_factor: config.executor.cpu_factor,
+        mem_factor: config.executor.mem_factor,
+    };
+    let ctx = launch::LaunchContext {
+        framework_id: state.model.framework_id.clone().unwrap_or_default(),
+        scheduler_url: scheduler_url(config),
+        loglevel: config.loglevel.to_string().to_lowercase(),
+    };
+    (settings, ctx)
+}
+
+/// The process exit code for how the dispatcher ended.
+fn exit_code(exit: Exit) -> i32 {
     match exit {
         Exit::Stopped => {
             info!("stopped; the framework and its executors stay registered");
@@ -272,6 +290,10 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
         }
         Exit::Removed(msg) => {
             error!("the master removed this framework ({msg}); exiting");
+            EXIT_FAILURE
+        }
+        Exit::Error(msg) => {
+            error!("the master sent ERROR ({msg}); exiting, the framework id is kept");
             EXIT_FAILURE
         }
         Exit::Orphaned => {

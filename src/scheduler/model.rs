@@ -196,6 +196,9 @@ pub struct Node {
     /// No relaunch before this time (ms since the epoch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after_ms: Option<u64>,
+    /// Since when the master has not listed this node's agent (ms since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gone_since_ms: Option<u64>,
     pub updated_ms: u64,
 }
 
@@ -220,6 +223,7 @@ impl Node {
             last_contact_ms: None,
             failures: 0,
             retry_after_ms: None,
+            gone_since_ms: None,
             updated_ms: now_ms,
         }
     }

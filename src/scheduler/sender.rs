@@ -10,7 +10,8 @@
 //! through lane 0 in the order the dispatcher sent it.
 
 use crate::mesos::client::SchedulerClient;
-use crate::mesos::scheduler::Call;
+use crate::mesos::scheduler::{call, Call};
+use crate::scheduler::exchange::{CallOutcome, Input};
 use crate::scheduler::metrics::Metrics;
 use crossbeam_channel::{Receiver, Sender};
 use log::{debug, warn};
@@ -64,47 +65,70 @@ fn lane_of(call: &Call) -> usize {
     }
 }
 
-fn send(client: Option<&SchedulerClient>, call: &Call, metrics: &Metrics) {
-    let name = call.r#type.unwrap_or_default().as_str();
-    let Some(c) = client else {
-        debug!("not subscribed: dropping {name}");
-        metrics.call(name, false);
-        return;
-    };
-    match c.call(call) {
-        Ok(()) => {
-            debug!("{name} sent to {}", c.master());
-            metrics.call(name, true);
-        }
-        Err(e) => {
-            warn!("{name} failed: {e}");
-            metrics.call(name, false);
+/// Where outcomes go: the dispatcher, which repairs what a lost call leaves undone.
+#[derive(Clone)]
+pub struct Reports {
+    pub to: Sender<Input>,
+    pub metrics: Arc<Metrics>,
+}
+
+impl Reports {
+    /// Every failure goes back to the dispatcher; of the successes only those that change
+    /// what the dispatcher believes of the master (the offer mode), so that a launch wave's
+    /// thousands of ACKs do not double the dispatcher's input.
+    fn report(&self, call: Box<Call>, error: Option<String>) {
+        let name = call.r#type.unwrap_or_default();
+        self.metrics.call(name.as_str(), error.is_none());
+        let wanted = error.is_some() || matches!(name, call::Type::Revive | call::Type::Suppress);
+        if wanted {
+            let _ = self
+                .to
+                .send(Input::CallOutcome(CallOutcome { call, error }));
         }
     }
 }
 
-fn lane(inputs: Receiver<Lane>, metrics: Arc<Metrics>) {
+fn send(client: Option<&SchedulerClient>, call: Box<Call>, reports: &Reports) {
+    let name = call.r#type.unwrap_or_default().as_str();
+    let Some(c) = client else {
+        debug!("not subscribed: {name} not sent");
+        reports.report(call, Some("not subscribed".into()));
+        return;
+    };
+    match c.call(&call) {
+        Ok(()) => {
+            debug!("{name} sent to {}", c.master());
+            reports.report(call, None);
+        }
+        Err(e) => {
+            warn!("{name} failed: {e}");
+            reports.report(call, Some(e.to_string()));
+        }
+    }
+}
+
+fn lane(inputs: Receiver<Lane>, reports: Reports) {
     let mut client: Option<Box<SchedulerClient>> = None;
     for msg in inputs {
         match msg {
             Lane::Connected(c) => client = Some(c),
             Lane::Disconnected => client = None,
-            Lane::Call(call) => send(client.as_deref(), &call, &metrics),
+            Lane::Call(call) => send(client.as_deref(), call, &reports),
         }
     }
 }
 
 /// Routes the dispatcher's output until the dispatcher hangs up. This thread is lane 0
 /// itself: ordered calls are sent from here, in order.
-pub fn run(inputs: Receiver<Outgoing>, metrics: Arc<Metrics>) {
+pub fn run(inputs: Receiver<Outgoing>, reports: Reports) {
     let mut lanes: Vec<Sender<Lane>> = Vec::with_capacity(AGENT_LANES);
     let mut threads = Vec::with_capacity(AGENT_LANES);
     for i in 1..=AGENT_LANES {
         let (tx, rx) = crossbeam_channel::unbounded();
-        let m = metrics.clone();
+        let r = reports.clone();
         match std::thread::Builder::new()
             .name(format!("call-lane-{i}"))
-            .spawn(move || lane(rx, m))
+            .spawn(move || lane(rx, r))
         {
             Ok(t) => {
                 lanes.push(tx);
@@ -133,7 +157,7 @@ pub fn run(inputs: Receiver<Outgoing>, metrics: Arc<Metrics>) {
                 i if i > 0 && !lanes.is_empty() => {
                     let _ = lanes[(i - 1) % lanes.len()].send(Lane::Call(call));
                 }
-                _ => send(client.as_deref(), &call, &metrics),
+                _ => send(client.as_deref(), call, &reports),
             },
         }
     }

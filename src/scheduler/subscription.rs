@@ -34,6 +34,34 @@ pub struct Subscriber {
     pub clock: Arc<dyn Clock>,
 }
 
+/// Why a subscription's event stream ended.
+enum PumpEnd {
+    /// The dispatcher is gone: the scheduler is stopping.
+    DispatcherGone,
+    /// The master sent ERROR (forwarded to the dispatcher).
+    Error,
+    /// The stream broke: subscribe again.
+    Broken(String),
+}
+
+/// Whether a master's error text says the framework was removed (Mesos' `master.cpp`
+/// answers a SUBSCRIBE with a removed id with "Framework has been removed"), as opposed to
+/// "Framework failed over" (another instance subscribed with our id) and other errors.
+pub fn is_removal(message: &str) -> bool {
+    message.contains("Framework has been removed")
+}
+
+/// An ERROR event with `message`, for a removal learnt from a refused SUBSCRIBE.
+fn error_event(message: &str) -> crate::mesos::scheduler::Event {
+    crate::mesos::scheduler::Event {
+        r#type: Some(event::Type::Error),
+        error: Some(event::Error {
+            message: message.into(),
+        }),
+        ..Default::default()
+    }
+}
+
 fn idle_timeout(heartbeat: Option<f64>) -> Duration {
     let h = heartbeat
         .filter(|h| h.is_finite() && *h > 0.0)
@@ -92,18 +120,21 @@ impl Subscriber {
                     {
                         return;
                     }
-                    let reason = self.pump(sub.events, &to_dispatcher, &mut backoff);
+                    let end = self.pump(sub.events, &to_dispatcher, &mut backoff);
                     let _ = to_sender.send(Outgoing::Disconnected);
-                    self.metrics
-                        .reconnects
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    match reason {
-                        Some(reason) => {
+                    match end {
+                        PumpEnd::Broken(reason) => {
+                            self.metrics
+                                .reconnects
+                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                             if to_dispatcher.send(Input::Disconnected { reason }).is_err() {
                                 return;
                             }
                         }
-                        None => return,
+                        // After an ERROR the framework is gone or another instance took
+                        // over: subscribing again (with the id, or without one) would
+                        // register a second framework or steal it back.
+                        PumpEnd::Error | PumpEnd::DispatcherGone => return,
                     }
                     backoff.next_delay()
                 }
@@ -122,6 +153,15 @@ impl Subscriber {
                         ClientError::Rejected { .. } => error!("SUBSCRIBE refused: {e}"),
                         _ => warn!("SUBSCRIBE failed: {e}"),
                     }
+                    if let ClientError::Rejected { .. } = &e {
+                        if is_removal(&e.to_string()) {
+                            // The dispatcher decides what the removal means for the
+                            // stored id; this thread never subscribes again.
+                            let _ = to_dispatcher
+                                .send(Input::Event(Box::new(error_event(&e.to_string()))));
+                            return;
+                        }
+                    }
                     // Try the next configured master on the next attempt.
                     if self.masters.len() > 1 {
                         index = (index + 1) % self.masters.len();
@@ -134,20 +174,19 @@ impl Subscriber {
                 }
             };
             debug!("next subscription attempt in {} ms", delay.as_millis());
-            if stop.recv_timeout(delay).is_ok() {
+            if super::stop::wait(&stop, delay) {
                 return;
             }
         }
     }
 
-    /// Feeds events to the dispatcher until the stream ends. `None` means the dispatcher is
-    /// gone (stop); `Some(reason)` means reconnect.
+    /// Feeds events to the dispatcher until the stream ends.
     fn pump(
         &mut self,
         mut events: crate::mesos::client::EventStream,
         to_dispatcher: &Sender<Input>,
         backoff: &mut Backoff,
-    ) -> Option<String> {
+    ) -> PumpEnd {
         loop {
             match events.next_event() {
                 Ok(Some(ev)) => {
@@ -164,21 +203,21 @@ impl Subscriber {
                             backoff.reset();
                         }
                         event::Type::Error => {
-                            // The framework is gone: never re-subscribe with its id.
-                            self.framework_id = None;
+                            let _ = to_dispatcher.send(Input::Event(Box::new(ev)));
+                            return PumpEnd::Error;
                         }
                         _ => {}
                     }
                     if to_dispatcher.send(Input::Event(Box::new(ev))).is_err() {
-                        return None;
+                        return PumpEnd::DispatcherGone;
                     }
                 }
-                Ok(None) => return Some("the master closed the event stream".into()),
+                Ok(None) => return PumpEnd::Broken("the master closed the event stream".into()),
                 Err(StreamError::Decode { endpoint, error }) => {
                     self.metrics.event("UNDECODABLE", self.clock.now_ms());
                     warn!("{endpoint}: skipping an undecodable event: {error}");
                 }
-                Err(e) => return Some(e.to_string()),
+                Err(e) => return PumpEnd::Broken(e.to_string()),
             }
         }
     }
@@ -187,6 +226,50 @@ impl Subscriber {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs `f` on a thread; true when it returned within `limit`.
+    fn ends_within(limit: Duration, f: impl FnOnce() + Send + 'static) -> bool {
+        let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || {
+            f();
+            let _ = done_tx.send(());
+        });
+        done_rx.recv_timeout(limit).is_ok()
+    }
+
+    #[test]
+    fn a_closed_stop_channel_ends_the_retry_loop() {
+        // Nothing listens on port 1: every SUBSCRIBE fails and the thread waits to retry.
+        let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+        drop(stop_tx);
+        let (in_tx, in_rx) = crossbeam_channel::unbounded();
+        let (out_tx, _out_rx) = crossbeam_channel::unbounded();
+        let sub = Subscriber {
+            masters: vec!["127.0.0.1:1".into()],
+            client_config: ClientConfig::default(),
+            framework_info: FrameworkInfo::default(),
+            framework_id: Some("fw-1".into()),
+            heartbeat_secs: None,
+            metrics: Arc::new(Metrics::default()),
+            clock: crate::clock::system(),
+        };
+        assert!(
+            ends_within(Duration::from_secs(5), move || sub
+                .run(in_tx, out_tx, stop_rx)),
+            "the subscription thread kept retrying after the stop"
+        );
+        // It tried once, and did not go on subscribing.
+        assert!(in_rx.try_iter().count() <= 2);
+    }
+
+    #[test]
+    fn only_the_removal_text_means_removal() {
+        assert!(is_removal("Framework has been removed"));
+        assert!(!is_removal("Framework failed over"));
+        assert!(!is_removal(
+            "The framework failover_timeout (NaN) is invalid"
+        ));
+    }
 
     #[test]
     fn idle_timeout_is_a_few_heartbeats() {

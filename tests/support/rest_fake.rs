@@ -13,7 +13,7 @@ use storage_framework::clock::{Clock, SystemClock};
 use storage_framework::mesos::types::TaskState;
 use storage_framework::scheduler::exchange::{Input, View};
 use storage_framework::scheduler::executors::ExecutorApi;
-use storage_framework::scheduler::model::{Layout, Node, Persisted, Persona, Phase, TaskRecord};
+use storage_framework::scheduler::model::{Node, Persisted, Persona, Phase, TaskRecord};
 
 type Change = Box<dyn FnOnce(&mut Persisted, &mut ExecutorApi) + Send>;
 /// A change to apply right after the given number of views was handed out.
@@ -158,10 +158,8 @@ pub fn secret_of(host: &str) -> String {
 
 pub fn node(i: usize, host: &str, persona: Persona, phase: Phase) -> Node {
     let now = SystemClock.now_ms();
+    let agent_id = format!("9f1c2d3e-4b5a-6c7d-8e9f-0a1b2c3d4e5f-S{i}");
     Node {
-        agent_id: format!("9f1c2d3e-4b5a-6c7d-8e9f-0a1b2c3d4e5f-S{i}"),
-        hostname: host.to_owned(),
-        persona,
         phase,
         task: Some(TaskRecord {
             task_id: format!("storage.{host}.1"),
@@ -170,15 +168,9 @@ pub fn node(i: usize, host: &str, persona: Persona, phase: Phase) -> Node {
             launched_at_ms: now - 600_000,
             running_since_ms: Some(now - 590_000),
         }),
-        layout: Layout::default(),
-        devices: Vec::new(),
-        attached: Vec::new(),
-        last_error: None,
-        last_contact_ms: None,
-        failures: 0,
-        retry_after_ms: None,
         updated_ms: now - 5_000,
-        ..Node::new("", "", persona, now)
+        // Fields added later keep their defaults.
+        ..Node::new(&agent_id, host, persona, now)
     }
 }
 

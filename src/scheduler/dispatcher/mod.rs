@@ -13,7 +13,7 @@ use crate::mesos::types::{
     offer, AgentID, Filters, FrameworkID, OfferID, TaskID, TaskState, TaskStatus,
 };
 use crate::scheduler::backoff::relaunch_delay;
-use crate::scheduler::exchange::{Input, KnownAgent, View};
+use crate::scheduler::exchange::{CallOutcome, Input, KnownAgent, View};
 use crate::scheduler::executors::ExecutorApi;
 use crate::scheduler::launch::{self, LaunchContext};
 use crate::scheduler::metrics::Metrics;
@@ -28,11 +28,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod hosts;
 mod offer_mode;
 mod offers;
 mod reconcile;
 mod tasks;
 
+use offer_mode::{Mode, OfferMode};
+use reconcile::Reconciliation;
 use tasks::index_tasks;
 
 /// A task that ran this long before ending was stable: its node's failure count restarts.
@@ -45,6 +48,9 @@ pub enum Exit {
     Stopped,
     /// The master removed the framework (ERROR event); the stored id was cleared.
     Removed(String),
+    /// The master sent another ERROR ("Framework failed over": another instance subscribed
+    /// with our id); the stored id is kept, since the framework and its executors live on.
+    Error(String),
     /// The input channel closed (a thread died).
     Orphaned,
 }
@@ -62,7 +68,8 @@ pub struct Dispatcher {
     subscribed: bool,
     master: Option<String>,
     disconnected_reason: Option<String>,
-    suppressed: bool,
+    offer_mode: OfferMode,
+    recon: Reconciliation,
     /// `None` until the agent watcher has reported once: until then we cannot tell that
     /// every agent is covered, so offers stay unsuppressed.
     known_agents: Option<BTreeMap<String, KnownAgent>>,
@@ -102,7 +109,8 @@ impl Dispatcher {
             subscribed: false,
             master: None,
             disconnected_reason: None,
-            suppressed: false,
+            offer_mode: OfferMode::default(),
+            recon: Reconciliation::default(),
             known_agents: None,
             view: None,
             executors: ExecutorApi::new(),
@@ -168,16 +176,69 @@ impl Dispatcher {
                     return exit;
                 }
             }
-            self.reconsider_offers();
-            if self.storage.plan(&mut self.state.model) {
-                self.dirty = true;
-                self.touch_view();
-            }
+            self.after_inputs();
             self.flush();
             // Write-ahead: storage work leaves only once its intent is saved.
             if !self.dirty {
                 self.storage.release();
             }
+        }
+    }
+
+    /// What is due after a batch of inputs (or a deadline): reconciliation, stuck launches,
+    /// the offer mode, storage work for the gateway worker.
+    fn after_inputs(&mut self) {
+        self.reconcile_due();
+        self.reconsider_offers();
+        if self.storage.plan(&mut self.state.model) {
+            self.dirty = true;
+            self.touch_view();
+        }
+    }
+
+    /// A call the sender reports on: the offer mode follows what the master took; a launch
+    /// whose ACCEPT was not taken is asked about at once (it may or may not have reached
+    /// the master), and replaced when the master says it does not know it.
+    fn on_call_outcome(&mut self, o: CallOutcome) {
+        let error = o.error.as_deref();
+        match o.call.r#type.unwrap_or_default() {
+            call::Type::Revive => self.on_mode_outcome(Mode::Revived, error),
+            call::Type::Suppress => self.on_mode_outcome(Mode::Suppressed, error),
+            call::Type::Accept => {
+                let Some(e) = error else { return };
+                let launched = o
+                    .call
+                    .accept
+                    .iter()
+                    .flat_map(|a| a.operations.iter())
+                    .filter_map(|op| op.launch.as_ref())
+                    .flat_map(|l| l.task_infos.iter());
+                let tasks: Vec<(String, String)> = launched
+                    .map(|t| (t.task_id.value.to_string(), t.agent_id.value.to_string()))
+                    .collect();
+                for (task, agent) in tasks {
+                    warn!("agent {agent}: ACCEPT of task {task} was not taken ({e}); asking the master about it");
+                    self.reconcile_task(&task, &agent);
+                }
+                // If the master never saw the ACCEPT, its offer is still outstanding and
+                // holds the agent's resources: give it back (a used offer's DECLINE is
+                // ignored by the master).
+                let offer_ids: Vec<OfferID> =
+                    o.call.accept.map(|a| a.offer_ids).unwrap_or_default();
+                if !offer_ids.is_empty() {
+                    let mut c = self.call(call::Type::Decline);
+                    c.decline = Some(call::Decline {
+                        offer_ids,
+                        filters: Some(Filters {
+                            refuse_seconds: Some(1.0),
+                        }),
+                    });
+                    self.pending.push(c);
+                }
+            }
+            // ACKNOWLEDGE: Mesos resends the update. DECLINE: the offer comes back. KILL of
+            // a stray: it shows up again in reconciliation. RECONCILE: retried on its timer.
+            _ => {}
         }
     }
 
@@ -222,6 +283,7 @@ impl Dispatcher {
                     self.touch_view();
                 }
             }
+            Input::CallOutcome(o) => self.on_call_outcome(o),
         }
         None
     }
@@ -240,7 +302,7 @@ impl Dispatcher {
             subscribed: self.subscribed,
             master: self.master.clone(),
             disconnected_reason: self.disconnected_reason.clone(),
-            suppressed: self.suppressed,
+            suppressed: self.offer_mode.suppressed(),
             model: self.state.model.clone(),
             generated_ms: self.clock.now_ms(),
             generation: self.generation,
@@ -298,10 +360,15 @@ impl Dispatcher {
                     .error
                     .map(|e| e.message.to_string())
                     .unwrap_or_else(|| "no message".into());
+                self.pending.clear();
+                if !crate::scheduler::subscription::is_removal(&msg) {
+                    error!("master sent ERROR: {msg}; keeping the framework id and stopping");
+                    self.dirty = true;
+                    return Some(Exit::Error(msg));
+                }
                 error!("master removed the framework: {msg}; clearing the stored framework id");
                 self.state.model.framework_id = None;
                 self.dirty = true;
-                self.pending.clear();
                 return Some(Exit::Removed(msg));
             }
             event::Type::Message => {
@@ -334,8 +401,7 @@ impl Dispatcher {
         }
         self.dirty = true;
         self.subscribed = true;
-        // A new subscription starts unsuppressed.
-        self.suppressed = false;
+        self.offer_mode.subscribed();
         self.touch_view();
 
         self.reconcile_all();
@@ -344,6 +410,8 @@ impl Dispatcher {
     fn on_agents(&mut self, agents: Vec<KnownAgent>) {
         let known: BTreeMap<String, KnownAgent> =
             agents.into_iter().map(|a| (a.id.clone(), a)).collect();
+        self.follow_hosts(known.values().map(|a| (a.id.as_str(), a.hostname.as_str())));
+        self.retire_gone_nodes(&known);
         let new: Vec<&KnownAgent> = known
             .values()
             .filter(|a| !self.state.model.nodes.contains_key(&a.id))
@@ -379,6 +447,7 @@ impl Dispatcher {
                 Ok(()) => true,
                 Err(e) => {
                     error!("cannot save state: {e}");
+                    self.executors.refuse_reports(&e);
                     false
                 }
             }
@@ -386,7 +455,8 @@ impl Dispatcher {
             true
         };
         // Executors hear back only after the save: an acknowledged report is a saved one
-        // (after a failed save it stays in memory, marked dirty, for the next attempt).
+        // (after a failed save it stays in memory, marked dirty, for the next attempt, and
+        // its sender was answered 503 above).
         self.executors.after_batch(&self.state, self.clock.now_ms());
         if saved && crate::scheduler::faults::hold_after_launch_save() {
             let accept = |c: &Call| c.r#type == Some(call::Type::Accept);
@@ -442,6 +512,11 @@ mod tests {
         out: Receiver<Outgoing>,
         saved: Arc<Mutex<Option<Vec<u8>>>>,
         fail: Arc<Mutex<bool>>,
+        clock: Arc<crate::clock::ManualClock>,
+        /// Calls sent and not yet looked at by the test.
+        sent: Vec<Call>,
+        /// Plays the call sender: every REVIVE/SUPPRESS is reported taken at once.
+        auto_outcomes: bool,
     }
 
     fn rig() -> Rig {
@@ -471,32 +546,78 @@ mod tests {
             tx,
             Arc::new(Metrics::default()),
         );
+        let clock = crate::clock::ManualClock::at(clock::SystemClock.now_ms());
+        let d = d.with_clock(clock.clone());
         Rig {
             d,
             out: rx,
             saved,
             fail,
+            clock,
+            sent: Vec::new(),
+            auto_outcomes: true,
         }
     }
 
     impl Rig {
         fn input(&mut self, i: Input) -> Option<Exit> {
             let r = self.d.handle(i);
-            self.d.reconsider_offers();
+            self.d.after_inputs();
             self.d.flush();
+            self.collect();
             r
+        }
+        /// Moves what the dispatcher sent into `sent`, answering REVIVE/SUPPRESS.
+        fn collect(&mut self) {
+            loop {
+                let new: Vec<Call> = self
+                    .out
+                    .try_iter()
+                    .filter_map(|o| match o {
+                        Outgoing::Call(c) => Some(*c),
+                        _ => None,
+                    })
+                    .collect();
+                if new.is_empty() {
+                    return;
+                }
+                let modes: Vec<Call> = new
+                    .iter()
+                    .filter(|c| {
+                        matches!(
+                            c.r#type,
+                            Some(call::Type::Revive) | Some(call::Type::Suppress)
+                        )
+                    })
+                    .cloned()
+                    .collect();
+                self.sent.extend(new);
+                if !self.auto_outcomes {
+                    return;
+                }
+                for c in modes {
+                    self.d.handle(Input::CallOutcome(CallOutcome {
+                        call: Box::new(c),
+                        error: None,
+                    }));
+                }
+                self.d.after_inputs();
+                self.d.flush();
+            }
+        }
+        /// Lets `ms` pass and runs what falls due.
+        fn advance(&mut self, ms: u64) {
+            self.clock.advance(ms);
+            self.d.after_inputs();
+            self.d.flush();
+            self.collect();
         }
         fn event(&mut self, ev: Event) -> Option<Exit> {
             self.input(Input::Event(Box::new(ev)))
         }
-        fn calls(&self) -> Vec<Call> {
-            self.out
-                .try_iter()
-                .filter_map(|o| match o {
-                    Outgoing::Call(c) => Some(*c),
-                    _ => None,
-                })
-                .collect()
+        fn calls(&mut self) -> Vec<Call> {
+            self.collect();
+            std::mem::take(&mut self.sent)
         }
         fn saved_state(&self) -> Persisted {
             let bytes = self.saved.lock().unwrap().clone().expect("state saved");
@@ -722,6 +843,95 @@ mod tests {
         assert!(calls.iter().any(|c| c.acknowledge.is_some()));
     }
 
+    /// Item 6: a stray task is killed and its executor shut down; an offer naming an old
+    /// executor of ours gets it shut down, the current one is left alone.
+    #[test]
+    fn stray_executors_are_shut_down() {
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        r.event(update("storage.host-a9.3", "a9", TaskState::Running, true));
+        let calls = r.calls();
+        let shutdown = calls
+            .iter()
+            .find_map(|c| c.shutdown.as_ref())
+            .expect("shutdown");
+        assert_eq!(shutdown.executor_id.value, "storage-executor.host-a9.3");
+        assert_eq!(shutdown.agent_id.value, "a9");
+
+        r.event(offers(&["a1"]));
+        let current = r.d.model().nodes["a1"].task.clone().unwrap().executor_id;
+        let mut ev = offers(&["a1"]);
+        let o = &mut ev.offers.as_mut().unwrap().offers[0];
+        o.executor_ids = vec![
+            ExecutorID {
+                value: current.as_str().into(),
+            },
+            ExecutorID {
+                value: "storage-executor.host-a1.0".into(),
+            },
+            ExecutorID {
+                value: "someone-else".into(),
+            },
+        ];
+        r.calls();
+        r.event(ev);
+        let shut: Vec<String> = r
+            .calls()
+            .iter()
+            .filter_map(|c| c.shutdown.as_ref())
+            .map(|s| s.executor_id.value.to_string())
+            .collect();
+        assert_eq!(shut, vec!["storage-executor.host-a1.0".to_string()]);
+    }
+
+    /// Item 8: a host that comes back under a new agent id keeps its node (persona,
+    /// devices, attachments) and is relaunched there; a node gone too long is retired.
+    #[test]
+    fn nodes_follow_hosts_across_new_agent_ids() {
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        r.event(offers(&["a1"]));
+        let (first, _) = launched_task(&r.calls()).remove(0);
+        r.event(update(&first, "a1", TaskState::Running, true));
+        {
+            let n = r.d.state.model.nodes.get_mut("a1").unwrap();
+            n.persona = crate::scheduler::model::Persona::Primary;
+            n.devices = vec!["/dev/sdb".into()];
+            n.attached = vec!["/dev/sdb".into()];
+        }
+        // The host rebooted: agent a1b on host-a1.
+        let mut ev = offers(&["a1b"]);
+        ev.offers.as_mut().unwrap().offers[0].hostname = "host-a1".into();
+        r.event(ev);
+        let model = r.d.model();
+        assert!(!model.nodes.contains_key("a1"), "the old node stayed");
+        let n = &model.nodes["a1b"];
+        assert_eq!(n.hostname, "host-a1");
+        assert_eq!(n.persona, crate::scheduler::model::Persona::Primary);
+        assert_eq!(n.attached, vec!["/dev/sdb".to_string()]);
+        let (second, agent) = launched_task(&r.calls()).remove(0);
+        assert_eq!(agent, "a1b");
+        assert_ne!(second, first);
+        assert!(!r
+            .saved_state()
+            .executor_secrets
+            .contains_key(&first.replacen("storage.", placement::EXECUTOR_PREFIX, 1)));
+
+        // An agent the master stops listing: retired after the grace period.
+        r.event(offers(&["a2"]));
+        let (t2, _) = launched_task(&r.calls()).remove(0);
+        r.event(update(&t2, "a2", TaskState::Lost, true));
+        r.input(known(&["a1b"]));
+        assert!(r.d.model().nodes.contains_key("a2"));
+        r.clock.advance(hosts::RETIRE_AFTER_MS);
+        r.input(known(&["a1b"]));
+        assert!(
+            !r.d.model().nodes.contains_key("a2"),
+            "gone node not retired"
+        );
+        assert!(r.d.model().nodes.contains_key("a1b"));
+    }
+
     #[test]
     fn error_event_clears_the_framework_id() {
         let mut r = rig();
@@ -738,6 +948,21 @@ mod tests {
             Some(Exit::Removed("Framework has been removed".into()))
         );
         assert_eq!(r.saved_state().model.framework_id, None);
+    }
+
+    #[test]
+    fn failed_over_error_keeps_the_framework_id() {
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        let exit = r.event(Event {
+            r#type: Some(event::Type::Error),
+            error: Some(event::Error {
+                message: "Framework failed over".into(),
+            }),
+            ..Default::default()
+        });
+        assert_eq!(exit, Some(Exit::Error("Framework failed over".into())));
+        assert_eq!(r.saved_state().model.framework_id.as_deref(), Some("fw-1"));
     }
 
     #[test]
@@ -779,5 +1004,220 @@ mod tests {
         assert!(rx
             .try_iter()
             .all(|o| !matches!(o, Outgoing::Call(c) if c.accept.is_some())));
+    }
+
+    /// Item 9: an executor report whose save failed is answered 503, never "recorded".
+    #[test]
+    fn executor_report_is_not_recorded_when_the_save_fails() {
+        use crate::scheduler::exchange::{ExecutorCall, ExecutorReply, ExecutorRequest};
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        r.event(offers(&["a1"]));
+        r.calls();
+        let saved = r.saved_state();
+        let node = &saved.model.nodes["a1"];
+        let executor_id = node.task.as_ref().unwrap().executor_id.clone();
+        let secret = saved.executor_secrets[&executor_id].clone();
+        let report = |r: &mut Rig| {
+            let (tx, rx) = crossbeam_channel::unbounded();
+            r.input(Input::Executor(ExecutorRequest {
+                executor_id: executor_id.clone(),
+                secret: crate::secret::Secret::new(&secret),
+                call: ExecutorCall::phase_from_json(br#"{"phase":"packages"}"#).unwrap(),
+                reply: tx.into(),
+            }));
+            rx.try_recv().expect("answered")
+        };
+        *r.fail.lock().unwrap() = true;
+        match report(&mut r) {
+            ExecutorReply::Failed(e) => assert_eq!(e.status, 503, "{e}"),
+            other => panic!("a report that was not saved got {other:?}"),
+        }
+        *r.fail.lock().unwrap() = false;
+        assert!(matches!(report(&mut r), ExecutorReply::Recorded));
+        assert_eq!(r.saved_state().model.nodes["a1"].phase, Phase::Packages);
+    }
+
+    fn has(calls: &[Call], t: call::Type) -> bool {
+        calls.iter().any(|c| c.r#type == Some(t))
+    }
+
+    fn reconciled_tasks(calls: &[Call]) -> Vec<String> {
+        calls
+            .iter()
+            .filter_map(|c| c.reconcile.as_ref())
+            .flat_map(|r| r.tasks.iter())
+            .map(|t| t.task_id.value.to_string())
+            .collect()
+    }
+
+    /// Item 1: a covered agent was declined for an hour; when its executor fails, only a
+    /// REVIVE brings its offers back before that, suppressed or not.
+    #[test]
+    fn relaunch_revives_even_when_offers_are_not_suppressed() {
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        // a2 is never offered (it cannot take a launch): offers stay unsuppressed.
+        r.input(known(&["a1", "a2"]));
+        r.event(offers(&["a1"]));
+        let (task, _) = launched_task(&r.calls()).remove(0);
+        r.event(update(&task, "a1", TaskState::Running, true));
+        assert!(!r.d.offer_mode.suppressed());
+        r.advance(10_000);
+        r.calls();
+        r.event(update(&task, "a1", TaskState::Failed, true));
+        assert!(
+            !has(&r.calls(), call::Type::Revive),
+            "revived during the backoff"
+        );
+        // The backoff (5 s) ends: a1 newly needs a launch.
+        r.advance(5_000);
+        assert!(
+            has(&r.calls(), call::Type::Revive),
+            "no REVIVE for the relaunch"
+        );
+        // Rate-limited: a second node needing a launch right after waits its turn.
+        r.input(known(&["a1", "a2", "a3"]));
+        assert!(!has(&r.calls(), call::Type::Revive));
+        r.advance(5_000);
+        assert!(has(&r.calls(), call::Type::Revive));
+    }
+
+    /// Item 2: the offer mode is believed only once the master took the call; a lost one
+    /// is sent again, and every SUBSCRIBED re-sends the wanted mode.
+    #[test]
+    fn lost_offer_mode_calls_are_sent_again() {
+        let mut r = rig();
+        r.auto_outcomes = false;
+        r.event(subscribed("fw-1"));
+        let calls = r.calls();
+        let revive = calls
+            .into_iter()
+            .find(|c| c.r#type == Some(call::Type::Revive))
+            .expect("the wanted mode is sent after SUBSCRIBED");
+        r.input(Input::CallOutcome(CallOutcome {
+            call: Box::new(revive.clone()),
+            error: Some("connection reset".into()),
+        }));
+        assert!(
+            !has(&r.calls(), call::Type::Revive),
+            "retried without a pause"
+        );
+        r.advance(1_000);
+        assert!(
+            has(&r.calls(), call::Type::Revive),
+            "lost REVIVE not resent"
+        );
+        r.input(Input::CallOutcome(CallOutcome {
+            call: Box::new(revive),
+            error: None,
+        }));
+        // Every agent covered: SUPPRESS, but not believed before the master took it.
+        r.input(known(&["a1"]));
+        r.event(offers(&["a1"]));
+        let suppress = r
+            .calls()
+            .into_iter()
+            .find(|c| c.r#type == Some(call::Type::Suppress))
+            .expect("suppress");
+        assert!(!r.d.view().suppressed);
+        r.input(Input::CallOutcome(CallOutcome {
+            call: Box::new(suppress),
+            error: None,
+        }));
+        assert!(r.d.view().suppressed);
+        // A new subscription: the wanted mode again.
+        r.event(subscribed("fw-1"));
+        assert!(has(&r.calls(), call::Type::Suppress));
+    }
+
+    /// Item 2: an ACCEPT the master did not take leaves the task in STAGING: the master is
+    /// asked about it at once, and the node is relaunched when the master does not know it.
+    #[test]
+    fn lost_accept_is_reconciled_and_replaced() {
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        r.calls();
+        r.event(offers(&["a1"]));
+        let calls = r.calls();
+        let (task, _) = launched_task(&calls)[0].clone();
+        let accept = calls
+            .into_iter()
+            .find(|c| c.accept.is_some())
+            .expect("accept");
+        r.input(Input::CallOutcome(CallOutcome {
+            call: Box::new(accept),
+            error: Some("timed out".into()),
+        }));
+        let calls = r.calls();
+        assert_eq!(reconciled_tasks(&calls), vec![task.clone()]);
+        assert!(
+            has(&calls, call::Type::Decline),
+            "the offer was not given back"
+        );
+        r.event(update(&task, "a1", TaskState::Unknown, false));
+        let node = &r.d.model().nodes["a1"];
+        assert!(!node.covered());
+        assert!(node.retry_after_ms.is_some());
+        r.advance(6_000);
+        r.event(offers(&["a1"]));
+        let (second, _) = launched_task(&r.calls()).remove(0);
+        assert_ne!(second, task);
+    }
+
+    /// Item 3: explicit reconciliation is repeated with backoff until every task has an
+    /// answer; implicit reconciliation runs every 15 minutes.
+    #[test]
+    fn reconciliation_is_repeated_until_answered() {
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        r.event(offers(&["a1", "a2"]));
+        let tasks = launched_task(&r.calls());
+        for (t, a) in &tasks {
+            r.event(update(t, a, TaskState::Running, true));
+        }
+        // A master failover: the scheduler subscribes again and asks about both.
+        r.event(subscribed("fw-1"));
+        assert_eq!(reconciled_tasks(&r.calls()).len(), 2);
+        // a1's agent answers; a2's has not re-registered yet.
+        r.event(update(&tasks[0].0, "a1", TaskState::Running, false));
+        r.advance(5_000);
+        assert_eq!(reconciled_tasks(&r.calls()), vec![tasks[1].0.clone()]);
+        // Backoff doubles: nothing after another 5 s, again after 10.
+        r.advance(5_000);
+        assert!(reconciled_tasks(&r.calls()).is_empty());
+        r.advance(5_000);
+        assert_eq!(reconciled_tasks(&r.calls()), vec![tasks[1].0.clone()]);
+        r.event(update(&tasks[1].0, "a2", TaskState::Running, false));
+        r.advance(60_000);
+        assert!(!has(&r.calls(), call::Type::Reconcile));
+        // Implicit reconciliation (no tasks listed) every 15 minutes.
+        r.advance(reconcile::IMPLICIT_EVERY_MS);
+        let calls = r.calls();
+        assert!(calls
+            .iter()
+            .any(|c| c.reconcile.as_ref().is_some_and(|r| r.tasks.is_empty())));
+    }
+
+    /// Item 3: a launch stuck in TASK_STAGING is killed and the node relaunched.
+    #[test]
+    fn launch_stuck_in_staging_is_killed_and_replaced() {
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        r.event(offers(&["a1"]));
+        let (task, _) = launched_task(&r.calls()).remove(0);
+        r.advance(reconcile::STAGING_TIMEOUT_MS - 1_000);
+        assert!(r.calls().iter().all(|c| c.kill.is_none()));
+        r.advance(1_000);
+        let calls = r.calls();
+        let kill = calls.iter().find_map(|c| c.kill.as_ref()).expect("kill");
+        assert_eq!(kill.task_id.value, task.as_str());
+        let node = &r.d.model().nodes["a1"];
+        assert!(!node.covered());
+        assert!(node.last_error.as_deref().unwrap().contains("TASK_STAGING"));
+        r.advance(6_000);
+        r.event(offers(&["a1"]));
+        let (second, _) = launched_task(&r.calls()).remove(0);
+        assert_ne!(second, task);
     }
 }

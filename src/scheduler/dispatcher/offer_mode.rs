@@ -1,52 +1,179 @@
 //! Offer mode: SUPPRESS when every known agent is covered, REVIVE when one needs a launch.
+//!
+//! The master's filters outlive the offer mode: a covered agent is declined for an hour, so
+//! an agent whose executor fails later is not offered again until then, suppressed or not.
+//! So a node that newly needs a launch always brings a REVIVE (which clears the filters),
+//! rate-limited. The mode is believed only once the master took the call (the sender
+//! reports each REVIVE/SUPPRESS); a lost one is sent again, and every SUBSCRIBED re-sends
+//! the wanted mode.
 
 use super::*;
+use std::collections::BTreeSet;
 
-impl Dispatcher {
-    /// Whether some agent needs a launch now (not in backoff).
-    pub(super) fn needs_offers(&self, now: u64) -> bool {
-        let Some(known) = &self.known_agents else {
-            return true;
-        };
-        let model = &self.state.model;
-        known.keys().any(|id| match model.nodes.get(id) {
-            None => true,
-            Some(n) => !n.covered() && n.retry_after_ms.is_none_or(|t| t <= now),
-        })
+/// At most one REVIVE per this long for nodes that newly need a launch.
+const REVIVE_EVERY_MS: u64 = 5_000;
+/// Wait before sending a REVIVE/SUPPRESS again after the master did not take it.
+const MODE_RETRY_MS: u64 = 1_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    Revived,
+    Suppressed,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct OfferMode {
+    /// What the master last took; `None` after SUBSCRIBED or a lost call: unknown.
+    confirmed: Option<Mode>,
+    /// Sent, outcome not yet reported.
+    in_flight: Option<Mode>,
+    /// Agents that needed a launch at the last look (`None`: no baseline yet).
+    needing: Option<BTreeSet<String>>,
+    /// A node newly needs a launch: a REVIVE is owed even if offers are not suppressed.
+    revive_owed: bool,
+    last_revive_ms: Option<u64>,
+    retry_at_ms: Option<u64>,
+}
+
+impl OfferMode {
+    pub(super) fn suppressed(&self) -> bool {
+        self.confirmed == Some(Mode::Suppressed)
     }
 
-    /// The earliest relaunch deadline still ahead, if any node waits on one.
+    /// A new subscription: what the master believes is unknown, so the wanted mode is sent
+    /// again; agents needing a launch now are covered by that.
+    pub(super) fn subscribed(&mut self) {
+        *self = OfferMode {
+            last_revive_ms: self.last_revive_ms,
+            ..OfferMode::default()
+        };
+    }
+
+    /// When the dispatcher must look again (a rate-limited REVIVE, a retry).
+    pub(super) fn deadline(&self) -> Option<u64> {
+        let revive = self
+            .revive_owed
+            .then(|| self.last_revive_ms.map(|t| t + REVIVE_EVERY_MS))
+            .flatten();
+        [revive, self.retry_at_ms].into_iter().flatten().min()
+    }
+}
+
+impl Dispatcher {
+    /// Agents that need a launch now (not covered, not in backoff); `None` until the agent
+    /// watcher has reported.
+    fn needing_agents(&self, now: u64) -> Option<BTreeSet<String>> {
+        let known = self.known_agents.as_ref()?;
+        let model = &self.state.model;
+        Some(
+            known
+                .keys()
+                .filter(|id| match model.nodes.get(*id) {
+                    None => true,
+                    Some(n) => !n.covered() && n.retry_after_ms.is_none_or(|t| t <= now),
+                })
+                .cloned()
+                .collect(),
+        )
+    }
+
+    /// The earliest deadline still ahead: a relaunch, the offer mode, reconciliation.
     pub(super) fn next_deadline(&self) -> Option<u64> {
         let now = self.clock.now_ms();
-        self.state
+        let relaunch = self
+            .state
             .model
             .nodes
             .values()
             .filter(|n| !n.covered())
             .filter_map(|n| n.retry_after_ms)
             .filter(|t| *t > now)
-            .min()
+            .min();
+        [
+            relaunch,
+            self.offer_mode.deadline(),
+            self.reconcile_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|t| t.max(now))
+        .min()
     }
 
     /// SUPPRESS when every agent is covered (or waiting out its backoff); REVIVE when one
-    /// needs us. Only while subscribed: the calls need a stream.
+    /// needs us, and again (rate-limited) whenever a node newly needs a launch. Only while
+    /// subscribed: the calls need a stream.
     pub(super) fn reconsider_offers(&mut self) {
         if !self.subscribed {
             return;
         }
-        let needs = self.needs_offers(self.clock.now_ms());
-        if needs && self.suppressed {
-            info!("reviving offers: an agent needs a storage executor");
-            let c = self.call(call::Type::Revive);
-            self.pending.push(c);
-            self.suppressed = false;
-            self.touch_view();
-        } else if !needs && !self.suppressed {
-            info!("every agent is covered: suppressing offers");
-            let c = self.call(call::Type::Suppress);
-            self.pending.push(c);
-            self.suppressed = true;
-            self.touch_view();
+        let now = self.clock.now_ms();
+        let needing = self.needing_agents(now);
+        let want = match &needing {
+            Some(n) if n.is_empty() => Mode::Suppressed,
+            _ => Mode::Revived,
+        };
+        let mode = &mut self.offer_mode;
+        if let (Some(before), Some(now_needing)) = (&mode.needing, &needing) {
+            if now_needing.iter().any(|a| !before.contains(a)) {
+                mode.revive_owed = true;
+            }
         }
+        if needing.is_some() {
+            mode.needing = needing;
+        }
+        if want == Mode::Suppressed {
+            mode.revive_owed = false;
+        }
+        if mode.in_flight.is_some() || mode.retry_at_ms.is_some_and(|t| t > now) {
+            return;
+        }
+        let send = match want {
+            Mode::Suppressed => mode.confirmed != Some(Mode::Suppressed),
+            Mode::Revived => {
+                mode.confirmed != Some(Mode::Revived)
+                    || (mode.revive_owed
+                        && mode
+                            .last_revive_ms
+                            .is_none_or(|t| now >= t + REVIVE_EVERY_MS))
+            }
+        };
+        if !send {
+            return;
+        }
+        mode.in_flight = Some(want);
+        mode.retry_at_ms = None;
+        let t = match want {
+            Mode::Revived => {
+                info!("reviving offers: an agent needs a storage executor");
+                mode.revive_owed = false;
+                mode.last_revive_ms = Some(now);
+                call::Type::Revive
+            }
+            Mode::Suppressed => {
+                info!("every agent is covered: suppressing offers");
+                call::Type::Suppress
+            }
+        };
+        let c = self.call(t);
+        self.pending.push(c);
+    }
+
+    /// The master took (or did not take) a REVIVE or SUPPRESS.
+    pub(super) fn on_mode_outcome(&mut self, sent: Mode, error: Option<&str>) {
+        let mode = &mut self.offer_mode;
+        mode.in_flight = None;
+        match error {
+            None => mode.confirmed = Some(sent),
+            Some(e) => {
+                warn!("{sent:?} call was not taken ({e}); sending it again");
+                mode.confirmed = None;
+                mode.retry_at_ms = Some(self.clock.now_ms() + MODE_RETRY_MS);
+                if sent == Mode::Revived {
+                    mode.revive_owed = true;
+                }
+            }
+        }
+        self.touch_view();
     }
 }

@@ -1,10 +1,24 @@
 //! Offers: one launch per uncovered agent (saved before its ACCEPT leaves), declines for the rest.
 
 use super::*;
+use crate::mesos::types::{Offer, Resource, TaskInfo};
+use crate::scheduler::model::{Layout, Persona};
 
 impl Dispatcher {
     pub(super) fn on_offers(&mut self, offers: Vec<crate::mesos::types::Offer>, now: u64) {
+        self.follow_hosts(
+            offers
+                .iter()
+                .map(|o| (o.agent_id.value.as_str(), o.hostname.as_str())),
+        );
         let decisions = placement::decide(&self.state.model, &offers, &self.settings, now);
+        // An offer names the executors running on its agent: ours that are not the
+        // current launch (an old task ended, its executor did not) are shut down.
+        for o in &offers {
+            for e in &o.executor_ids {
+                self.shutdown_executor(&e.value, &o.agent_id.value);
+            }
+        }
         let before = self.state.clone();
         let mut accepts = Vec::new();
         let mut declines: BTreeMap<u64, (Vec<OfferID>, f64)> = BTreeMap::new();
@@ -16,73 +30,21 @@ impl Dispatcher {
                     task_resources,
                     executor_resources,
                 } => {
-                    let secret = match random_token() {
-                        Ok(s) => s,
-                        Err(e) => {
-                            error!(
-                                "agent {}: cannot make an executor secret: {e}",
-                                offer.hostname
-                            );
-                            declines
-                                .entry(5000)
-                                .or_insert((Vec::new(), 5.0))
-                                .0
-                                .push(offer.id);
-                            continue;
-                        }
-                    };
-                    self.state.model.launch_seq += 1;
-                    let seq = self.state.model.launch_seq;
-                    let agent = offer.agent_id.value.to_string();
-                    let task = launch::task_info(
-                        &self.ctx,
-                        launch::Launch {
-                            agent_id: &agent,
-                            hostname: &offer.hostname,
-                            seq,
-                            persona,
-                            task_resources,
-                            executor_resources,
-                            secret: secret.expose(),
-                        },
-                    );
-                    let (task_id, executor_id) = launch::ids(&offer.hostname, seq);
-                    info!(
-                        "agent {} ({}): launching {persona} executor, task {task_id}",
-                        offer.hostname, agent
-                    );
-                    self.state
-                        .executor_secrets
-                        .insert(executor_id.clone(), secret.expose().to_owned());
-                    let node = self
-                        .state
-                        .model
-                        .nodes
-                        .entry(agent.clone())
-                        .or_insert_with(|| Node::new(&agent, &offer.hostname, persona, now));
-                    // The secret of the launch this one replaces is of no use any more.
-                    if let Some(old) = node.task.take() {
-                        self.state.executor_secrets.remove(&old.executor_id);
-                        self.task_index.remove(&old.task_id);
+                    match self.record_launch(
+                        &offer,
+                        persona,
+                        layout,
+                        task_resources,
+                        executor_resources,
+                        now,
+                    ) {
+                        Some(task) => accepts.push((offer.id, task)),
+                        None => declines
+                            .entry(5000)
+                            .or_insert((Vec::new(), 5.0))
+                            .0
+                            .push(offer.id),
                     }
-                    self.task_index.insert(task_id.clone(), agent.clone());
-                    node.hostname = offer.hostname.to_string();
-                    if let Some(ip) = offer.url.as_ref().and_then(|u| u.address.ip.as_ref()) {
-                        node.ip = Some(ip.to_string());
-                    }
-                    node.persona = persona;
-                    node.layout = layout;
-                    node.phase = Phase::Launching;
-                    node.retry_after_ms = None;
-                    node.updated_ms = now;
-                    node.task = Some(TaskRecord {
-                        task_id,
-                        executor_id,
-                        state: TaskState::Staging,
-                        launched_at_ms: now,
-                        running_since_ms: None,
-                    });
-                    accepts.push((offer.id, task));
                 }
                 Decision::Decline {
                     reason,
@@ -112,6 +74,91 @@ impl Dispatcher {
                 }
             }
         }
+        self.push_offer_calls(accepts, declines);
+        self.touch_view();
+    }
+
+    /// Records a launch on the offer's agent in the model (new task id, secret, sequence)
+    /// and returns its TaskInfo; `None` when no secret could be made.
+    fn record_launch(
+        &mut self,
+        offer: &Offer,
+        persona: Persona,
+        layout: Layout,
+        task_resources: Vec<Resource>,
+        executor_resources: Vec<Resource>,
+        now: u64,
+    ) -> Option<TaskInfo> {
+        let secret = match random_token() {
+            Ok(s) => s,
+            Err(e) => {
+                error!(
+                    "agent {}: cannot make an executor secret: {e}",
+                    offer.hostname
+                );
+                return None;
+            }
+        };
+        self.state.model.launch_seq += 1;
+        let seq = self.state.model.launch_seq;
+        let agent = offer.agent_id.value.to_string();
+        let task = launch::task_info(
+            &self.ctx,
+            launch::Launch {
+                agent_id: &agent,
+                hostname: &offer.hostname,
+                seq,
+                persona,
+                task_resources,
+                executor_resources,
+                secret: secret.expose(),
+            },
+        );
+        let (task_id, executor_id) = launch::ids(&offer.hostname, seq);
+        info!(
+            "agent {} ({}): launching {persona} executor, task {task_id}",
+            offer.hostname, agent
+        );
+        self.state
+            .executor_secrets
+            .insert(executor_id.clone(), secret.expose().to_owned());
+        let node = self
+            .state
+            .model
+            .nodes
+            .entry(agent.clone())
+            .or_insert_with(|| Node::new(&agent, &offer.hostname, persona, now));
+        // The secret of the launch this one replaces is of no use any more.
+        if let Some(old) = node.task.take() {
+            self.state.executor_secrets.remove(&old.executor_id);
+            self.task_index.remove(&old.task_id);
+        }
+        self.task_index.insert(task_id.clone(), agent.clone());
+        node.hostname = offer.hostname.to_string();
+        if let Some(ip) = offer.url.as_ref().and_then(|u| u.address.ip.as_ref()) {
+            node.ip = Some(ip.to_string());
+        }
+        node.persona = persona;
+        node.layout = layout;
+        node.phase = Phase::Launching;
+        node.retry_after_ms = None;
+        node.updated_ms = now;
+        node.task = Some(TaskRecord {
+            task_id,
+            executor_id,
+            state: TaskState::Staging,
+            launched_at_ms: now,
+            running_since_ms: None,
+        });
+        Some(task)
+    }
+
+    /// The ACCEPT of each launch and one DECLINE per refusal period.
+    fn push_offer_calls(
+        &mut self,
+        accepts: Vec<(OfferID, TaskInfo)>,
+        declines: BTreeMap<u64, (Vec<OfferID>, f64)>,
+    ) {
         for (offer_id, task) in accepts {
             let mut c = self.call(call::Type::Accept);
             c.accept = Some(call::Accept {
@@ -144,6 +191,5 @@ impl Dispatcher {
             });
             self.pending.push(c);
         }
-        self.touch_view();
     }
 }

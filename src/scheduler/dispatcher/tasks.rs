@@ -7,7 +7,7 @@ impl Dispatcher {
         let task_id = status.task_id.value.to_string();
         let state = status.state;
         let why = describe(&status);
-        let agent = status.agent_id.as_ref().map(|a| a.value.to_string());
+        self.recon.answered(&task_id);
         let ours = self.task_index.get(&task_id).cloned();
         match ours.and_then(|a| self.state.model.nodes.get_mut(&a)) {
             Some(node) => {
@@ -58,45 +58,9 @@ impl Dispatcher {
                 }
                 self.dirty = true;
             }
-            None => {
-                // Not the current launch of any node: a leftover of an earlier launch (its
-                // record lost or superseded). Keep every agent at one executor: kill it.
-                if !state.is_terminal() && !matches!(state, TaskState::Unknown) {
-                    let stray = task_id.starts_with("storage.");
-                    if stray {
-                        warn!(
-                            "agent {}: task {task_id} is not the current launch; killing it",
-                            agent.as_deref().unwrap_or("?")
-                        );
-                        let mut c = self.call(call::Type::Kill);
-                        c.kill = Some(call::Kill {
-                            task_id: status.task_id.clone(),
-                            agent_id: status.agent_id.clone(),
-                            kill_policy: None,
-                        });
-                        self.pending.push(c);
-                    } else {
-                        debug!("update for a task we did not launch: {task_id}");
-                    }
-                }
-            }
+            None => self.on_stray_update(&status),
         }
-        if let Some(uuid) = status.uuid.clone() {
-            match status.agent_id.clone() {
-                Some(agent_id) => {
-                    let mut c = self.call(call::Type::Acknowledge);
-                    c.acknowledge = Some(call::Acknowledge {
-                        agent_id,
-                        task_id: status.task_id.clone(),
-                        uuid,
-                    });
-                    self.pending.push(c);
-                }
-                None => {
-                    warn!("update for {task_id} has a uuid but no agent id; cannot acknowledge")
-                }
-            }
-        }
+        self.acknowledge(&status);
         self.touch_view();
     }
 
@@ -156,6 +120,93 @@ fn describe(s: &TaskStatus) -> String {
         "no detail".into()
     } else {
         parts.join(", ")
+    }
+}
+
+impl Dispatcher {
+    /// An update of a task that is not the current launch of any node.
+    fn on_stray_update(&mut self, status: &TaskStatus) {
+        let task_id = status.task_id.value.to_string();
+        let state = status.state;
+        let agent = status.agent_id.as_ref().map(|a| a.value.to_string());
+        // Not the current launch of any node: a leftover of an earlier launch (its
+        // record lost or superseded). Keep every agent at one executor: kill it.
+        if !state.is_terminal() && !matches!(state, TaskState::Unknown) {
+            let stray = task_id.starts_with("storage.");
+            if stray {
+                warn!(
+                    "agent {}: task {task_id} is not the current launch; killing it",
+                    agent.as_deref().unwrap_or("?")
+                );
+                let mut c = self.call(call::Type::Kill);
+                c.kill = Some(call::Kill {
+                    task_id: status.task_id.clone(),
+                    agent_id: status.agent_id.clone(),
+                    kill_policy: None,
+                });
+                self.pending.push(c);
+                // KILL ends the task, not its executor.
+                let executor = status
+                    .executor_id
+                    .as_ref()
+                    .map(|e| e.value.to_string())
+                    .unwrap_or_else(|| task_id.replacen("storage.", placement::EXECUTOR_PREFIX, 1));
+                if let Some(agent) = &agent {
+                    self.shutdown_executor(&executor, agent);
+                }
+            } else {
+                debug!("update for a task we did not launch: {task_id}");
+            }
+        }
+    }
+
+    /// ACKNOWLEDGE of an update that carries a uuid (reconciliation answers carry none).
+    fn acknowledge(&mut self, status: &TaskStatus) {
+        let task_id = &status.task_id.value;
+        if let Some(uuid) = status.uuid.clone() {
+            match status.agent_id.clone() {
+                Some(agent_id) => {
+                    let mut c = self.call(call::Type::Acknowledge);
+                    c.acknowledge = Some(call::Acknowledge {
+                        agent_id,
+                        task_id: status.task_id.clone(),
+                        uuid,
+                    });
+                    self.pending.push(c);
+                }
+                None => {
+                    warn!("update for {task_id} has a uuid but no agent id; cannot acknowledge")
+                }
+            }
+        }
+    }
+
+    /// SHUTDOWN (v1 scheduler call) of one of our executors that is not the current launch
+    /// of its node: KILL ends a task, not the executor that ran it.
+    pub(super) fn shutdown_executor(&mut self, executor_id: &str, agent_id: &str) {
+        let current = self
+            .state
+            .model
+            .nodes
+            .get(agent_id)
+            .and_then(|n| n.task.as_ref())
+            .is_some_and(|t| t.executor_id == executor_id && t.is_active());
+        if current || !executor_id.starts_with(placement::EXECUTOR_PREFIX) {
+            return;
+        }
+        warn!(
+            "agent {agent_id}: executor {executor_id} is not the current launch; shutting it down"
+        );
+        let mut c = self.call(call::Type::Shutdown);
+        c.shutdown = Some(call::Shutdown {
+            executor_id: crate::mesos::types::ExecutorID {
+                value: executor_id.into(),
+            },
+            agent_id: AgentID {
+                value: agent_id.into(),
+            },
+        });
+        self.pending.push(c);
     }
 }
 

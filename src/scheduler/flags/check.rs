@@ -433,21 +433,51 @@ impl Check<'_> {
     }
 
     /// Like [`Check::required`], but no message ever contains the value.
+    /// The gateway password from `-storage.password`, else `-storage.password.file`, else
+    /// `STORAGE_PASSWORD`. Neither the value nor the file's content is ever echoed.
     fn password(&mut self) -> Secret {
         const NAME: &str = "storage.password";
-        // issue 8 owns this: the minimal STORAGE_PASSWORD fallback `deploy.sh
-        // --password-in-env` needs (issue 11); issue 8 adds -storage.password.file.
-        let from_env = || (self.env)("STORAGE_PASSWORD").filter(|v| !v.is_empty());
-        let Some(value) = self
-            .given
-            .get(NAME)
-            .map(|g| g.value.clone())
-            .or_else(from_env)
-        else {
-            if !self.broken.contains(NAME) {
-                self.fail(NAME, "required flag is missing");
+        const FILE: &str = "storage.password.file";
+        const ENV: &str = "STORAGE_PASSWORD";
+        let value = match (self.given.get(NAME), self.given.get(FILE)) {
+            (Some(_), Some(_)) => {
+                let other = self.label(FILE);
+                self.fail(
+                    NAME,
+                    format!("give the password once: {other} is given too"),
+                );
+                return Secret::default();
             }
-            return Secret::default();
+            (Some(g), None) => g.value.clone(),
+            (None, Some(g)) => {
+                let path = g.value.trim().to_owned();
+                return match read_password_file(&path) {
+                    Ok(p) => Secret::new(p),
+                    Err(e) => {
+                        self.fail(FILE, e);
+                        Secret::default()
+                    }
+                };
+            }
+            (None, None) => {
+                match (self.env)(ENV) {
+                    Some(v) if !v.is_empty() => return Secret::new(v),
+                    Some(_) => {
+                        self.errors
+                            .push(format!("{ENV}: the environment variable is empty"));
+                        return Secret::default();
+                    }
+                    None => {
+                        if !self.broken.contains(NAME) && !self.broken.contains(FILE) {
+                            self.fail(
+                            NAME,
+                            format!("required flag is missing (or give -{FILE}=<path>, or set {ENV})"),
+                        );
+                        }
+                        return Secret::default();
+                    }
+                }
+            }
         };
         if is_whole_placeholder(&value) {
             self.fail(
@@ -640,4 +670,34 @@ fn parse_duration(v: &str) -> Option<Duration> {
         return None;
     }
     Duration::try_from_secs_f64(n * scale).ok()
+}
+
+/// Longest password file accepted: a password, not a document.
+const MAX_PASSWORD_FILE: u64 = 4096;
+
+/// The password in `path`: one trailing newline (`\n` or `\r\n`) is not part of it.
+fn read_password_file(path: &str) -> Result<String, String> {
+    if path.is_empty() {
+        return Err("no path given".into());
+    }
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read {path:?}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("{path:?} is not a regular file"));
+    }
+    if meta.len() > MAX_PASSWORD_FILE {
+        return Err(format!(
+            "{path:?} is {} bytes; a password file holds at most {MAX_PASSWORD_FILE}",
+            meta.len()
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {path:?}: {e}"))?;
+    let text = String::from_utf8(bytes).map_err(|_| format!("{path:?} is not UTF-8 text"))?;
+    let text = text
+        .strip_suffix("\r\n")
+        .or_else(|| text.strip_suffix('\n'))
+        .unwrap_or(&text);
+    if text.is_empty() {
+        return Err(format!("{path:?} is empty"));
+    }
+    Ok(text.to_owned())
 }

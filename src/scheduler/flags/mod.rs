@@ -1127,7 +1127,6 @@ mod tests {
         for name in [
             "uri",
             "rest.port",
-            "storage.password",
             "storage.protectiondomain",
             "storage.storagepool",
         ] {
@@ -1218,5 +1217,42 @@ mod tests {
             .next()
             .unwrap();
         assert!(!uri.contains("not used"), "{uri}");
+    }
+
+    /// Item 11: the password from a file or the environment, so `ps` does not show it.
+    #[test]
+    fn password_from_file_or_environment() {
+        let dir = std::env::temp_dir().join(format!("pwfile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("pw");
+        std::fs::write(&file, format!("{PASSWORD}\n")).unwrap();
+        let file_flag = format!("-storage.password.file={}", file.display());
+        let a = with(&["storage.password"], &[&file_flag]);
+        assert_eq!(run(&a).storage.password.expose(), PASSWORD);
+
+        let env = env_of(&[("STORAGE_PASSWORD", "from-env"), ("HOST", "h")]);
+        let parsed = |a: &[String]| match parse(a, &env) {
+            Ok(Parsed::Run(c)) => c.storage.password.expose().to_owned(),
+            _ => panic!("{a:?} did not parse"),
+        };
+        assert_eq!(parsed(&with(&["storage.password"], &[])), "from-env");
+        // The flags come first.
+        assert_eq!(parsed(&base()), PASSWORD);
+        assert_eq!(parsed(&a), PASSWORD);
+
+        // Both flags: an error naming both; a missing file: named, and nothing echoed.
+        let e = one_error(&with(&[], &[&file_flag]));
+        assert_mentions(&e, &["-storage.password:", "-storage.password.file"]);
+        let missing = format!("-storage.password.file={}", dir.join("nope").display());
+        let e = one_error(&with(&["storage.password"], &[&missing]));
+        assert_mentions(&e, &["-storage.password.file:", "nope"]);
+        std::fs::write(&file, "\n").unwrap();
+        let e = one_error(&with(&["storage.password"], &[&file_flag]));
+        assert_mentions(&e, &["-storage.password.file:", "is empty"]);
+        let e = one_error(&with(&["storage.password"], &[]));
+        assert_mentions(&e, &["STORAGE_PASSWORD", "-storage.password.file"]);
+        let help = help_text();
+        assert!(help.contains("STORAGE_PASSWORD") && help.contains("-storage.password.file"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -79,8 +79,11 @@ pub(super) static FLAGS: &[FlagDef] = &[
         "Port of the scheduler's REST interface; the launcher supplies $PORT"),
     flag!(G_REST, "rest.address", "host", "$HOST, else $LIBPROCESS_IP, else this machine's hostname",
         "Host or IP address the executors use to reach this scheduler"),
-    flag!(G_STORAGE, "storage.password", "password", REQUIRED,
-        "Password of the storage gateway's admin user"),
+    flag!(G_STORAGE, "storage.password", "password", "",
+        "Password of the storage gateway's admin user. Required from one of: -storage.password, -storage.password.file, or the environment variable STORAGE_PASSWORD (first given wins, in that order; giving both flags is an error). The file and the environment keep it out of process listings"),
+    // issue 8: the password off the command line.
+    flag!(G_STORAGE, "storage.password.file", "path", "",
+        "File holding the gateway password (one trailing newline is ignored)"),
     flag!(G_STORAGE, "storage.protectiondomain", "name", REQUIRED,
         "Name of the protection domain volumes come from"),
     flag!(G_STORAGE, "storage.storagepool", "name", REQUIRED,

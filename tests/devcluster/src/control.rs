@@ -8,6 +8,8 @@
 //! | `POST /control/master/cut-stream` | close the scheduler event streams |
 //! | `POST /control/master/freeze-stream` | scheduler event streams go half-open: open, silent, no heartbeats |
 //! | `POST /control/master/failover` | the standby master leads; the old one answers 307 |
+//! | `POST /control/master/failover?reregister_ms=N` | the same, and the agents re-register one after another over N ms: until its agent has, reconciliation about a task gets no answer |
+//! | `POST /control/master/drop-next-call?type=ACCEPT` | the master refuses (503) the next scheduler call of that type |
 //! | `POST /control/agents/<n>/stop`, `/start`, `/restart` | agent `n` (1-based) |
 //! | `POST /control/agents/<n>/kill-executor?id=<executor id>` | SIGKILL that executor |
 //! | `POST /control/gateway/fail?count=N` (no count: until cleared) | gateway answers 500 |
@@ -157,8 +159,24 @@ fn act(t: &Targets, method: &Method, url: &str) -> Result<Value, (u16, String)> 
             Ok(json!({"streams_frozen": n}))
         }
         (Method::Post, ["control", "master", "failover"]) => {
-            let leader = t.master.fail_over().map_err(bad)?;
+            let leader = match query(url, "reregister_ms") {
+                None => t.master.fail_over().map_err(bad)?,
+                Some(ms) => {
+                    let ms: u64 = ms
+                        .parse()
+                        .map_err(|_| (400, format!("reregister_ms={ms:?} is not a number")))?;
+                    t.master
+                        .fail_over_with_reregistration(Duration::from_millis(ms))
+                        .map_err(bad)?
+                }
+            };
             Ok(json!({"leader": leader.to_string()}))
+        }
+        (Method::Post, ["control", "master", "drop-next-call"]) => {
+            let kind = query(url, "type")
+                .ok_or((400, "drop-next-call needs ?type=<call type>".to_string()))?;
+            t.master.drop_next_call(kind).map_err(|e| (400, e))?;
+            Ok(json!({"dropping_next": kind}))
         }
         (Method::Get, ["control", "agents", n, "host"]) => {
             let index = agent_index(n)?;

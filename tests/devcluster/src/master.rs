@@ -28,6 +28,7 @@
 
 mod agent;
 mod endpoints;
+mod faults;
 mod http;
 mod ids;
 mod launches;
@@ -472,6 +473,19 @@ impl MasterHandle {
     /// agent, in order, since the cluster started.
     pub fn launch_log(&self) -> Result<Vec<LaunchRecord>, String> {
         endpoints::control(&self.tx, Control::LaunchLog)
+    }
+
+    /// The master refuses (503) the next scheduler call of type `kind` (a Mesos name such
+    /// as `ACCEPT` or `REVIVE`) without acting on it.
+    pub fn drop_next_call(&self, kind: &str) -> Result<(), String> {
+        let kind = kind.to_string();
+        endpoints::control(&self.tx, |reply| Control::DropNextCall { kind, reply })?
+    }
+
+    /// A failover after which the agents re-register one after another over `window`;
+    /// until its agent has, reconciliation about a task gets no answer.
+    pub fn fail_over_with_reregistration(&self, window: Duration) -> Result<SocketAddr, String> {
+        endpoints::control(&self.tx, |reply| Control::FailOverSlow { window, reply })?
     }
 
     /// Stops everything and kills all executor processes.

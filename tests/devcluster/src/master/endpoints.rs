@@ -51,7 +51,7 @@ impl MasterFront {
                 }
                 self.scheduler(req)
             }
-            "/state" | "/state.json" => {
+            "/state" | "/state.json" | "/slaves" | "/slaves.json" => {
                 if leader != self.index {
                     return self.redirect(leader, &format!("/master{path}"), &req.query);
                 }
@@ -59,7 +59,12 @@ impl MasterFront {
                     return r.into();
                 }
                 let (tx, rx) = crossbeam_channel::bounded(1);
-                if self.tx.send(Cmd::MasterState(tx)).is_err() {
+                let cmd = if path.starts_with("/slaves") {
+                    Cmd::MasterSlaves(tx)
+                } else {
+                    Cmd::MasterState(tx)
+                };
+                if self.tx.send(cmd).is_err() {
                     return gone();
                 }
                 match rx.recv() {

@@ -3,6 +3,7 @@
 //! and exits; timers (heartbeats, retries, timeouts) live in a heap and bound the wait on
 //! the channel, so nothing polls.
 
+use super::faults::SchedulerFaults;
 use super::http::{Reply, Response, Server, Stream, StreamMsg};
 use super::ids::{new_uuid_string, uuid_string, uuid_v4};
 use super::resources::Res;
@@ -53,6 +54,8 @@ pub enum Cmd {
     Process(ProcessEvent),
     /// The body of `/master/state`.
     MasterState(Sender<Result<Vec<u8>, String>>),
+    /// `/master/slaves` (issue 8: the agent watcher's endpoint).
+    MasterSlaves(Sender<Result<Vec<u8>, String>>),
     AgentState {
         agent: usize,
         reply: Sender<Value>,
@@ -107,6 +110,15 @@ pub enum Control {
     /// Half-open streams: see `MasterHandle::freeze_scheduler_streams`.
     FreezeStreams(Sender<Result<usize, String>>),
     Shutdown(Sender<()>),
+    // issue 8: scheduler-facing faults (see `faults.rs`).
+    DropNextCall {
+        kind: String,
+        reply: Sender<Result<(), String>>,
+    },
+    FailOverSlow {
+        window: Duration,
+        reply: Sender<Result<SocketAddr, String>>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -370,6 +382,7 @@ pub struct Cluster {
     /// Writers of frozen scheduler streams: kept so that their sockets stay open, never
     /// written to.
     frozen_streams: Vec<Sender<StreamMsg>>,
+    pub(super) faults: SchedulerFaults,
 }
 
 pub fn now_secs() -> f64 {
@@ -473,6 +486,7 @@ impl Cluster {
             start_time: now_secs(),
             launch_log: Default::default(),
             frozen_streams: Vec::new(),
+            faults: SchedulerFaults::default(),
         };
         let real = cluster.cfg.agents;
         for (i, attrs) in agent_attributes.into_iter().enumerate() {
@@ -630,6 +644,9 @@ impl Cluster {
             Cmd::MasterState(reply) => {
                 let _ = reply.send(self.master_state_bytes());
             }
+            Cmd::MasterSlaves(reply) => {
+                let _ = reply.send(self.master_slaves_bytes());
+            }
             Cmd::AgentState { agent, reply } => {
                 let _ = reply.send(self.agent_state_json(agent));
             }
@@ -709,6 +726,20 @@ impl Cluster {
             }
             Control::LaunchLog(reply) => {
                 let _ = reply.send(self.launch_log.entries());
+            }
+            Control::DropNextCall { kind, reply } => {
+                let _ = reply.send(match call::Type::from_name(&kind) {
+                    Some(t) => {
+                        self.faults.drop_next(t);
+                        Ok(())
+                    }
+                    None => Err(format!("{kind:?} is not a scheduler call type")),
+                });
+            }
+            Control::FailOverSlow { window, reply } => {
+                let leader = self.fail_over();
+                self.faults.reregister_over(self.agents.len(), window);
+                let _ = reply.send(Ok(leader));
             }
             Control::Shutdown(reply) => {
                 self.shutdown_everything();
@@ -814,6 +845,10 @@ impl Cluster {
                 ),
             )
             .into();
+        }
+        if self.faults.take_drop(t) {
+            log::info!("fault: refusing {t} of framework {fw_id}");
+            return Response::text(503, "Service Unavailable (injected fault)").into();
         }
         match t {
             call::Type::Teardown => {
@@ -1529,14 +1564,32 @@ impl Cluster {
             }
             s
         };
+        // Tasks on agents that have not re-registered with this leader get no answer.
+        let transitioning: BTreeSet<usize> = (0..self.agents.len())
+            .filter(|i| self.faults.transitioning(*i))
+            .collect();
+        let Some(fw) = self.frameworks.get(fw_id) else {
+            return;
+        };
         if tasks.is_empty() {
             for t in fw.tasks.values() {
-                statuses.push(known(t, &self.agents));
+                if !transitioning.contains(&t.agent) {
+                    statuses.push(known(t, &self.agents));
+                }
             }
         } else {
             for (task_id, agent_id) in tasks {
                 if let Some(t) = fw.tasks.get(&task_id) {
-                    statuses.push(known(t, &self.agents));
+                    if !transitioning.contains(&t.agent) {
+                        statuses.push(known(t, &self.agents));
+                    }
+                    continue;
+                }
+                if agent_id
+                    .as_ref()
+                    .and_then(|a| self.agent_by_id(a))
+                    .is_some_and(|i| transitioning.contains(&i))
+                {
                     continue;
                 }
                 let registered = agent_id

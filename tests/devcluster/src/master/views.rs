@@ -170,7 +170,7 @@ struct Slave<'a> {
     registered_time: f64,
     resources: &'a Res,
     used_resources: Res,
-    offered_resources: &'a Res,
+    offered_resources: Res,
     reserved_resources: Empty,
     unreserved_resources: &'a Res,
     active: bool,
@@ -467,9 +467,8 @@ impl Cluster {
         }
     }
 
-    /// The body of `GET /master/state`.
-    pub(super) fn master_state_bytes(&self) -> Result<Vec<u8>, String> {
-        let leader = &self.masters[self.leader];
+    /// The agents as `/master/state` and `/master/slaves` list them.
+    fn slaves(&self) -> Vec<Slave<'_>> {
         let free = self.free_all();
         let mut offered_on = vec![Res::default(); self.agents.len()];
         for o in self.offers.values() {
@@ -477,15 +476,14 @@ impl Cluster {
                 r.add(&o.res);
             }
         }
-        let slaves = self
-            .agents
+        self.agents
             .iter()
-            .zip(free.iter().zip(&offered_on))
+            .zip(free.iter().zip(offered_on))
             .filter(|(a, _)| !a.unreachable)
             .map(|(a, (free, offered))| {
                 let mut used = a.total.clone();
                 used.subtract(free);
-                used.subtract(offered);
+                used.subtract(&offered);
                 Slave {
                     id: &a.id,
                     hostname: &a.hostname,
@@ -503,7 +501,22 @@ impl Cluster {
                     capabilities: ["MULTI_ROLE", "HIERARCHICAL_ROLE", "RESERVATION_REFINEMENT"],
                 }
             })
-            .collect();
+            .collect()
+    }
+
+    /// `GET /master/slaves`: the agents alone, far smaller and cheaper than the state.
+    pub(super) fn master_slaves_bytes(&self) -> Result<Vec<u8>, String> {
+        let body = serde_json::json!({
+            "slaves": self.slaves(),
+            "recovered_slaves": [],
+        });
+        serde_json::to_vec(&body).map_err(|e| format!("cannot serialize the agents: {e}"))
+    }
+
+    /// The body of `GET /master/state`.
+    pub(super) fn master_state_bytes(&self) -> Result<Vec<u8>, String> {
+        let leader = &self.masters[self.leader];
+        let slaves = self.slaves();
         let completed = self
             .completed
             .iter()

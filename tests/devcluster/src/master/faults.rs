@@ -1,0 +1,54 @@
+//! Faults of the master toward a scheduler (issue 8): calls the master does not take, and
+//! agents that re-register over a window after a failover. A new leader knows an agent's
+//! tasks only once that agent has re-registered; until then it does not answer
+//! reconciliation about them (Mesos' reconciliation guide: no update is sent for tasks on
+//! agents that are transitioning).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use storage_framework::mesos::scheduler::call;
+
+#[derive(Debug, Default)]
+pub(super) struct SchedulerFaults {
+    /// Each entry refuses the next call of its type (503), as a master in trouble does.
+    drop_next: Vec<call::Type>,
+    /// Agent index -> when it re-registers with the new leader.
+    reregisters_at: BTreeMap<usize, Instant>,
+}
+
+impl SchedulerFaults {
+    pub(super) fn drop_next(&mut self, kind: call::Type) {
+        self.drop_next.push(kind);
+    }
+
+    /// True (once) when a call of this type is to be refused.
+    pub(super) fn take_drop(&mut self, kind: call::Type) -> bool {
+        match self.drop_next.iter().position(|k| *k == kind) {
+            Some(i) => {
+                self.drop_next.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// After a failover the `n` agents re-register one after another over `window`.
+    pub(super) fn reregister_over(&mut self, n: usize, window: Duration) {
+        let now = Instant::now();
+        self.reregisters_at = (0..n)
+            .map(|i| (i, now + window.mul_f64((i + 1) as f64 / n.max(1) as f64)))
+            .collect();
+    }
+
+    /// Whether agent `index` has not re-registered yet.
+    pub(super) fn transitioning(&mut self, index: usize) -> bool {
+        match self.reregisters_at.get(&index) {
+            Some(at) if Instant::now() < *at => true,
+            Some(_) => {
+                self.reregisters_at.remove(&index);
+                false
+            }
+            None => false,
+        }
+    }
+}
