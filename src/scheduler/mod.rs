@@ -235,13 +235,17 @@ pub fn run(config: Config) -> i32 {
     // Issue 9: the gateway worker, fed by the dispatcher, answering as dispatcher inputs.
     if let Some(client) = gateway {
         let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded();
-        let worker = crate::gateway::worker::Worker::new(
-            client,
-            crate::gateway::worker::WorkerSettings::new(
-                config.storage.capacity_interval,
-                config.storage.threshold_pct,
-            ),
+        let mut settings = crate::gateway::worker::WorkerSettings::new(
+            config.storage.capacity_interval,
+            config.storage.threshold_pct,
         );
+        if !config.experimental {
+            settings.known_pools = vec![(
+                config.storage.protection_domain.clone(),
+                config.storage.storage_pool.clone(),
+            )];
+        }
+        let worker = crate::gateway::worker::Worker::new(client, settings);
         let to = worker_inputs;
         threads.push(spawn("gateway-worker", move || worker.run(jobs_rx, to)));
         dispatcher.set_storage(
