@@ -23,6 +23,8 @@ pub enum Job {
     Attach(NodeWant),
     /// Read pool capacity now.
     Capacity,
+    /// The gateway's `host:port`, for a worker started without one (experimental mode).
+    Gateway(String),
 }
 
 /// The outcome of a node's work.
@@ -149,12 +151,25 @@ impl Worker {
                 );
             }
             Job::Capacity => self.capacity_due = Instant::now(),
+            Job::Gateway(address) => {
+                log::info!("storage gateway at {address}");
+                self.client.set_address(&address);
+            }
         }
     }
 
     /// Does whatever is due; the reports to send.
     pub fn work_due(&mut self) -> Vec<Report> {
         let now = Instant::now();
+        if self.client.address().is_empty() {
+            // No gateway yet (experimental mode before the cluster is built): the work
+            // waits; the next job wakes the worker.
+            for p in self.pending.values_mut() {
+                p.due = now + self.settings.retry_base;
+            }
+            self.capacity_due = now + self.settings.capacity_interval;
+            return Vec::new();
+        }
         let due: Vec<String> = self
             .pending
             .iter()

@@ -234,6 +234,7 @@ pub fn run(config: Config) -> i32 {
     let mut dispatcher = Dispatcher::new(state, store, settings, ctx, out_tx, metrics);
     // Issue 9: the gateway worker, fed by the dispatcher, answering as dispatcher inputs.
     if let Some(client) = gateway {
+        let gateway_on_primary = client.address().is_empty();
         let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded();
         let mut settings = crate::gateway::worker::WorkerSettings::new(
             config.storage.capacity_interval,
@@ -254,7 +255,8 @@ pub fn run(config: Config) -> i32 {
                 &config.storage.protection_domain,
                 &config.storage.storage_pool,
             )
-            .experimental(config.experimental),
+            .experimental(config.experimental)
+            .gateway_on_primary(gateway_on_primary),
         );
     } else {
         drop(worker_inputs);
