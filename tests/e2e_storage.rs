@@ -277,6 +277,16 @@ fn plan_says_ready(rig: &Rig) -> bool {
 fn every_agent_gets_one_sds_and_each_device_once() {
     let mut rig = Rig::new("attach");
     rig.start_scheduler();
+    // The flags' pool is read from the start, before anything is attached to it.
+    wait_for(
+        "the empty pool in /api/state",
+        Duration::from_secs(30),
+        || {
+            let s = rig.state()?;
+            let p = s.pointer("/model/pools")?.as_array()?.clone();
+            (p.len() == 1 && p[0]["capacity_bytes"] == json!(0)).then_some(())
+        },
+    );
     rig.report_devices();
     // Devices attach, but the nodes wait for their SDCs.
     wait_for("devices attached", Duration::from_secs(60), || {
@@ -317,6 +327,38 @@ fn every_agent_gets_one_sds_and_each_device_once() {
     assert!(!metrics.contains(PASSWORD));
     let state = rig.state().map(|s| s.to_string()).unwrap_or_default();
     assert!(!state.contains(PASSWORD));
+
+    // A host reboot disconnects its SDC: the node is not storage_ready until it is back.
+    let agent = rig.master.agents().expect("agents")[0].clone();
+    let ip = agent.ip.to_string();
+    rig.gw.set_sdc_connected(&ip, false);
+    let node_of = |rig: &Rig| -> Option<Value> {
+        rig.state()?
+            .pointer("/model/nodes")?
+            .as_object()?
+            .values()
+            .find(|n| n["ip"] == json!(ip))
+            .cloned()
+    };
+    let node = wait_for("the lost SDC noticed", Duration::from_secs(30), || {
+        node_of(&rig).filter(|n| n["storage_ready"] == json!(false))
+    });
+    assert_eq!(node["sdc_connected"], json!(false));
+    assert!(
+        node["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("not connected")),
+        "{node}"
+    );
+    rig.gw
+        .sdc_installed(&ip, "127.0.0.1,127.0.0.2")
+        .expect("SDC back");
+    rig.wait_all_ready(Duration::from_secs(60));
+    assert_eq!(
+        node_of(&rig).map(|n| n["last_error"].clone()),
+        Some(Value::Null)
+    );
+    rig.assert_exactly_once();
 }
 
 #[test]

@@ -231,6 +231,13 @@ impl GatewayClient {
         &self.config.address
     }
 
+    /// Points the client at another gateway (experimental mode: the primary MDM node's,
+    /// known once it is chosen); the token of the old one is dropped.
+    pub fn set_address(&mut self, address: &str) {
+        self.config.address = address.to_string();
+        self.token = None;
+    }
+
     pub fn requests(&self) -> u64 {
         self.requests
     }

@@ -23,8 +23,12 @@ pub fn client_for(
     config: &Config,
     metrics: Arc<Metrics>,
 ) -> Result<Option<GatewayClient>, client::GatewayError> {
-    let Some(address) = prereq::gateway_address(config) else {
-        return Ok(None);
+    let address = match prereq::gateway_address(config) {
+        Some(a) => a,
+        // Experimental mode without a gateway flag: the gateway runs on the primary MDM
+        // node, whose address the worker learns once the cluster is built.
+        None if config.experimental => String::new(),
+        None => return Ok(None),
     };
     let mut gc = GatewayConfig::new(
         &address,
@@ -34,8 +38,13 @@ pub fn client_for(
     gc.ca_cert = config.storage.gateway_ca.clone();
     if gc.ca_cert.is_none() {
         log::warn!(
-            "the storage gateway's TLS certificate at {address} is not verified \
-             (give -storage.gateway.cacert=PATH to verify it)"
+            "the storage gateway's TLS certificate{} is not verified \
+             (give -storage.gateway.cacert=PATH to verify it)",
+            if address.is_empty() {
+                String::new()
+            } else {
+                format!(" at {address}")
+            }
         );
     }
     Ok(Some(GatewayClient::new(gc)?.with_metrics(metrics)))

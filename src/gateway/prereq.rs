@@ -36,6 +36,9 @@ pub struct Wanted {
 impl Wanted {
     /// `None` in experimental mode: there is no cluster to check before the framework builds it.
     pub fn from_config(config: &Config) -> Option<Wanted> {
+        if config.experimental {
+            return None;
+        }
         let s = &config.storage;
         Some(Wanted {
             cluster_id: s.cluster_id.clone(),

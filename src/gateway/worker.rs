@@ -23,6 +23,8 @@ pub enum Job {
     Attach(NodeWant),
     /// Read pool capacity now.
     Capacity,
+    /// The gateway's `host:port`, for a worker started without one (experimental mode).
+    Gateway(String),
 }
 
 /// The outcome of a node's work.
@@ -54,6 +56,9 @@ pub struct WorkerSettings {
     /// After an attachment, capacity is read once this quiet period passes (so that a wave
     /// of attachments costs one read, not one per node).
     pub capacity_settle: Duration,
+    /// Pools read from the start (pre-configured mode: the flags' pool, which the start-up
+    /// checks found), before any attachment has resolved them.
+    pub known_pools: Vec<(String, String)>,
 }
 
 impl WorkerSettings {
@@ -64,6 +69,7 @@ impl WorkerSettings {
             retry_base: Duration::from_secs(1),
             retry_cap: Duration::from_secs(60),
             capacity_settle: Duration::from_millis(500),
+            known_pools: Vec::new(),
         }
     }
 }
@@ -83,6 +89,9 @@ pub struct Worker {
     pd_ids: BTreeMap<String, String>,
     pool_ids: BTreeMap<(String, String), String>,
     pending: BTreeMap<String, Pending>,
+    /// Ready nodes whose SDC is checked again with every capacity read (a host reboot
+    /// disconnects it); one that lost its MDM connection goes back to `pending`.
+    watched: BTreeMap<String, Pending>,
     capacity_due: Instant,
 }
 
@@ -94,6 +103,7 @@ impl Worker {
             pd_ids: BTreeMap::new(),
             pool_ids: BTreeMap::new(),
             pending: BTreeMap::new(),
+            watched: BTreeMap::new(),
             capacity_due: Instant::now(),
         }
     }
@@ -128,6 +138,7 @@ impl Worker {
     fn take(&mut self, job: Job) {
         match job {
             Job::Attach(want) => {
+                self.watched.remove(&want.agent_id);
                 let backoff = Backoff::new(self.settings.retry_base, self.settings.retry_cap);
                 self.pending.insert(
                     want.agent_id.clone(),
@@ -140,12 +151,25 @@ impl Worker {
                 );
             }
             Job::Capacity => self.capacity_due = Instant::now(),
+            Job::Gateway(address) => {
+                log::info!("storage gateway at {address}");
+                self.client.set_address(&address);
+            }
         }
     }
 
     /// Does whatever is due; the reports to send.
     pub fn work_due(&mut self) -> Vec<Report> {
         let now = Instant::now();
+        if self.client.address().is_empty() {
+            // No gateway yet (experimental mode before the cluster is built): the work
+            // waits; the next job wakes the worker.
+            for p in self.pending.values_mut() {
+                p.due = now + self.settings.retry_base;
+            }
+            self.capacity_due = now + self.settings.capacity_interval;
+            return Vec::new();
+        }
         let due: Vec<String> = self
             .pending
             .iter()
@@ -194,6 +218,7 @@ impl Worker {
         }
         if self.capacity_due <= Instant::now() {
             self.capacity_due = Instant::now() + self.settings.capacity_interval;
+            reports.extend(self.recheck_watched());
             match self.capacity() {
                 Ok(pools) => reports.push(Report::Capacity(pools)),
                 Err(e) => log::warn!("storage pool capacity: {e}"),
@@ -242,10 +267,60 @@ impl Worker {
                 error,
             }));
             if sdc_connected {
-                self.pending.remove(agent);
+                if let Some(mut p) = self.pending.remove(agent) {
+                    p.backoff.reset();
+                    self.watched.insert(agent.clone(), p);
+                }
             } else {
                 self.retry_later(agent);
             }
+        }
+        reports
+    }
+
+    /// Ready nodes whose SDC has lost its MDM connection: reported, and retried until it
+    /// is back. One Sdc list for all of them.
+    fn recheck_watched(&mut self) -> Vec<Report> {
+        if self.watched.is_empty() {
+            return Vec::new();
+        }
+        let Ok(sdcs) = self.client.list("/api/types/Sdc/instances") else {
+            return Vec::new();
+        };
+        let lost: Vec<String> = self
+            .watched
+            .iter()
+            .filter(|(_, p)| {
+                !sdcs.iter().any(|s| {
+                    s["sdcIp"].as_str() == Some(p.want.ip.as_str())
+                        && s["mdmConnectionState"].as_str() == Some("Connected")
+                })
+            })
+            .map(|(a, _)| a.clone())
+            .collect();
+        let mut reports = Vec::new();
+        for agent in lost {
+            let Some(mut p) = self.watched.remove(&agent) else {
+                continue;
+            };
+            log::warn!(
+                "{}: the SDC at {} lost its MDM connection",
+                p.want.hostname,
+                p.want.ip
+            );
+            let (sds_id, attached) = p.attached.clone().unwrap_or_default();
+            reports.push(Report::Node(NodeReport {
+                agent_id: agent.clone(),
+                sds_id: Some(sds_id),
+                attached,
+                sdc_connected: false,
+                error: Some(format!(
+                    "the SDC at {} is not connected to the MDMs",
+                    p.want.ip
+                )),
+            }));
+            p.due = Instant::now() + p.backoff.next_delay();
+            self.pending.insert(agent, p);
         }
         reports
     }
@@ -475,6 +550,9 @@ impl Worker {
 
     /// Capacity of every pool the framework uses (found so far).
     fn capacity(&mut self) -> Result<Vec<PoolCapacity>, GatewayError> {
+        for (pd, pool) in self.settings.known_pools.clone() {
+            self.pool_id(&pd, &pool)?;
+        }
         let pools: Vec<((String, String), String)> = self
             .pool_ids
             .iter()

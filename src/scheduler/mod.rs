@@ -229,14 +229,19 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
     let mut dispatcher = Dispatcher::new(state, store, settings, ctx, out_tx, metrics);
     // Issue 9: the gateway worker, fed by the dispatcher, answering as dispatcher inputs.
     if let Some(client) = gateway {
+        let gateway_on_primary = client.address().is_empty();
         let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded();
-        let worker = crate::gateway::worker::Worker::new(
-            client,
-            crate::gateway::worker::WorkerSettings::new(
-                config.storage.capacity_interval,
-                config.storage.threshold_pct,
-            ),
+        let mut settings = crate::gateway::worker::WorkerSettings::new(
+            config.storage.capacity_interval,
+            config.storage.threshold_pct,
         );
+        if !config.experimental {
+            settings.known_pools = vec![(
+                config.storage.protection_domain.clone(),
+                config.storage.storage_pool.clone(),
+            )];
+        }
+        let worker = crate::gateway::worker::Worker::new(client, settings);
         let to = worker_inputs;
         threads.push(spawn("gateway-worker", move || worker.run(jobs_rx, to)));
         dispatcher.set_storage(
@@ -245,7 +250,8 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
                 &config.storage.protection_domain,
                 &config.storage.storage_pool,
             )
-            .experimental(config.experimental),
+            .experimental(config.experimental)
+            .gateway_on_primary(gateway_on_primary),
         );
     } else {
         drop(worker_inputs);

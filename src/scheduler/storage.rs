@@ -27,6 +27,9 @@ pub struct StorageSide {
     /// Experimental mode: the cluster exists only once the primary MDM node has passed
     /// `cluster-init` (its executor ran the `scli` steps); no gateway work before that.
     experimental: bool,
+    /// Experimental mode without a gateway flag: the worker is told the primary MDM node's
+    /// address (port 443) once the cluster is built.
+    gateway_on_primary: bool,
 }
 
 impl StorageSide {
@@ -42,6 +45,12 @@ impl StorageSide {
     /// Experimental mode (see the `experimental` field).
     pub fn experimental(mut self, on: bool) -> StorageSide {
         self.experimental = on;
+        self
+    }
+
+    /// The gateway runs on the primary MDM node (see `gateway_on_primary`).
+    pub fn gateway_on_primary(mut self, on: bool) -> StorageSide {
+        self.gateway_on_primary = on;
         self
     }
 
@@ -76,6 +85,19 @@ impl StorageSide {
     pub fn plan(&mut self, model: &mut ClusterModel) -> bool {
         if self.jobs.is_none() || (self.experimental && !Self::cluster_built(model)) {
             return false;
+        }
+        if self.gateway_on_primary {
+            let primary = model
+                .nodes
+                .values()
+                .find(|n| n.persona == Persona::Primary)
+                .and_then(|n| n.ip.as_deref()?.parse::<std::net::IpAddr>().ok());
+            let Some(ip) = primary else {
+                return false;
+            };
+            self.queued
+                .push(Job::Gateway(std::net::SocketAddr::new(ip, 443).to_string()));
+            self.gateway_on_primary = false;
         }
         let mut changed = false;
         for node in model.nodes.values_mut() {
@@ -302,6 +324,26 @@ mod tests {
         assert!(s.plan(&mut m));
         s.release();
         assert!(rx.try_recv().is_ok());
+    }
+
+    #[test]
+    fn the_gateway_on_the_primary_is_announced_once_the_cluster_is_built() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut s = StorageSide::new(tx, "pd", "sp")
+            .experimental(true)
+            .gateway_on_primary(true);
+        let mut m = model_with_node(&["/dev/sdb"]);
+        let mut primary = Node::new("p1", "mdm1", Persona::Primary, 0);
+        primary.ip = Some("10.0.0.21".into());
+        primary.phase = Phase::StorageAttach;
+        m.nodes.insert("p1".into(), primary);
+        assert!(s.plan(&mut m));
+        s.release();
+        assert!(matches!(rx.try_recv(), Ok(Job::Gateway(a)) if a == "10.0.0.21:443"));
+        assert!(matches!(rx.try_recv(), Ok(Job::Attach(_))));
+        s.plan(&mut m);
+        s.release();
+        assert!(rx.try_recv().is_err(), "announced once");
     }
 
     #[test]
