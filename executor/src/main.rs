@@ -5,6 +5,9 @@
 
 mod agent;
 mod env;
+// Wired into the node phases in the next step.
+#[allow(dead_code)]
+mod host;
 mod logging;
 mod payload;
 mod updates;
