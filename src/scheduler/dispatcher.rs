@@ -161,6 +161,11 @@ impl Dispatcher {
         self.executors.set_mdm_gateway_password(password);
     }
 
+    /// Install settings for every node plan (issue 10).
+    pub fn set_install_settings(&mut self, install: crate::scheduler::node_plan::InstallSettings) {
+        self.executors.set_install_settings(install);
+    }
+
     pub fn model(&self) -> &ClusterModel {
         &self.state.model
     }

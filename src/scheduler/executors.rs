@@ -15,6 +15,7 @@
 
 use crate::scheduler::dispatcher::now_ms;
 use crate::scheduler::model::{Layout, Persisted, Persona, Phase};
+use crate::scheduler::node_plan::{self, InstallSettings};
 use crate::secret::Secret;
 use crossbeam_channel::Sender;
 use log::{debug, info, warn};
@@ -297,6 +298,15 @@ struct PlanBody<'a> {
     attached: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     framework_id: Option<&'a str>,
+    // issue 10: what the executor needs to install the node and where it resumes.
+    install: &'a InstallSettings,
+    /// The phase the node's last executor reached (kept across relaunches).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resume: Option<Phase>,
+    storage_ready: bool,
+    runs_scheduler: bool,
+    /// The scheduler's node: do not reboot yet, others are still on their way.
+    reboot_wait: bool,
 }
 
 #[derive(Serialize)]
@@ -344,6 +354,8 @@ pub struct ExecutorApi {
     mdm_gateway_password: Option<Secret>,
     /// Changes with the password, so that plans that carry it change version.
     secrets_generation: u64,
+    /// Install settings every plan carries (issue 10).
+    install: InstallSettings,
 }
 
 impl ExecutorApi {
@@ -358,6 +370,11 @@ impl ExecutorApi {
     pub fn set_mdm_gateway_password(&mut self, password: Option<Secret>) {
         self.mdm_gateway_password = password.filter(|p| !p.is_empty());
         self.secrets_generation += 1;
+    }
+
+    /// The install settings every plan carries, from the flags.
+    pub fn set_install_settings(&mut self, install: InstallSettings) {
+        self.install = install;
     }
 
     /// Handles one request; true when the model changed in a way worth saving. A heartbeat
@@ -436,6 +453,9 @@ impl ExecutorApi {
                     }
                 }
                 node.phase = report.phase;
+                if !matches!(report.phase, Phase::Failed) {
+                    node.progress = Some(report.phase);
+                }
                 node.last_error = report.error;
                 node.last_contact_ms = Some(now_ms);
                 node.updated_ms = now_ms;
@@ -459,6 +479,9 @@ impl ExecutorApi {
                     node.devices = devices;
                     node.updated_ms = now_ms;
                 }
+                // STOPGAP(issue-9): until the gateway side attaches devices and reports the
+                // SDC, a device report is taken as attachment so nodes pass storage-attach.
+                node.storage_ready = true;
                 node.last_contact_ms = Some(now_ms);
                 self.acks.push(reply);
                 true
@@ -588,6 +611,15 @@ impl ExecutorApi {
             devices: &node.devices,
             attached: &node.attached,
             framework_id: state.model.framework_id.as_deref(),
+            install: &self.install,
+            resume: node.progress,
+            storage_ready: node.storage_ready,
+            runs_scheduler: self.install.runs_scheduler(node),
+            reboot_wait: node_plan::reboot_wait(
+                node,
+                self.install.runs_scheduler(node),
+                state.model.nodes.values(),
+            ),
         };
         let encode_error =
             |e: serde_json::Error| ApiError::new(500, "cannot encode plan", e.to_string());
@@ -841,6 +873,46 @@ mod tests {
         let json: serde_json::Value = serde_json::from_slice(&mdm.json).unwrap();
         assert_eq!(json["secrets"]["gateway_password"], "Gw-pass");
         assert!(!format!("{mdm:?}").contains("Gw-pass"));
+    }
+
+    #[test]
+    fn plan_carries_install_settings_progress_and_readiness() {
+        let mut api = ExecutorApi::new();
+        let mut install = InstallSettings {
+            mdm_ips: vec!["10.0.0.1".into(), "10.0.0.2".into()],
+            debug: true,
+            ..Default::default()
+        };
+        install.packages.insert(
+            "rhel7",
+            node_plan::PlatformPackages {
+                sds: Some("http://repo/EMC-ScaleIO-sds-2.0-10000.2072.el7.x86_64.rpm".into()),
+                ..Default::default()
+            },
+        );
+        api.set_install_settings(install);
+        let mut s = state();
+        let call = ExecutorCall::phase_from_json(br#"{"phase":"packages"}"#).unwrap();
+        let (r, _rx) = req(call, SECRET);
+        api.handle(&mut s, r, 5);
+        let (r, _rx) = req(ExecutorCall::Devices(vec!["/dev/sdb".into()]), SECRET);
+        api.handle(&mut s, r, 6);
+        // A failure and a relaunch reset the phase, never the progress.
+        s.model.nodes.get_mut("a1").unwrap().phase = Phase::Launching;
+        let (r, rx) = plan_req(None, 0, SECRET);
+        api.handle(&mut s, r, 7);
+        let json: serde_json::Value =
+            serde_json::from_slice(&plan_of(rx.try_recv().unwrap()).json).unwrap();
+        assert_eq!(json["resume"], "packages");
+        assert_eq!(json["storage_ready"], true, "STOPGAP(issue-9)");
+        assert_eq!(json["install"]["mdm_ips"][1], "10.0.0.2");
+        assert_eq!(json["install"]["debug"], true);
+        assert!(json["install"]["packages"]["rhel7"]["sds"]
+            .as_str()
+            .unwrap()
+            .ends_with(".rpm"));
+        assert_eq!(json["runs_scheduler"], false);
+        assert_eq!(json["reboot_wait"], false);
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod flags;
 pub mod launch;
 pub mod metrics;
 pub mod model;
+pub mod node_plan;
 pub mod placement;
 pub mod sender;
 pub mod subscription;
@@ -28,6 +29,7 @@ use flags::Config;
 use log::{error, info, warn};
 use metrics::Metrics;
 use model::{Persisted, STATE_VERSION};
+use node_plan::InstallSettings;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -218,6 +220,7 @@ pub fn run(config: Config) -> i32 {
         loglevel: config.loglevel.to_string().to_lowercase(),
     };
     let mut dispatcher = Dispatcher::new(state, store, settings, ctx, out_tx, metrics);
+    dispatcher.set_install_settings(InstallSettings::from_config(&config));
     if config.experimental {
         dispatcher.set_mdm_gateway_password(Some(config.storage.password.clone()));
     }

@@ -189,6 +189,16 @@ pub struct Node {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after_ms: Option<u64>,
     pub updated_ms: u64,
+    /// Set by the gateway side once every reported device is attached and the SDC is
+    /// connected; the executor leaves `storage-attach` when its plan says so.
+    #[serde(default)]
+    pub storage_ready: bool,
+    #[serde(default)]
+    pub sdc_connected: bool,
+    /// The last phase an executor reported on its way to `running` (issue 10). Unlike
+    /// `phase`, a relaunch or a failure does not reset it: the next executor resumes here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Phase>,
 }
 
 impl Node {
@@ -208,6 +218,9 @@ impl Node {
             failures: 0,
             retry_after_ms: None,
             updated_ms: now_ms,
+            storage_ready: false,
+            sdc_connected: false,
+            progress: None,
         }
     }
 

@@ -172,6 +172,9 @@ pub fn node(i: usize, host: &str, persona: Persona, phase: Phase) -> Node {
         failures: 0,
         retry_after_ms: None,
         updated_ms: now - 5_000,
+        storage_ready: false,
+        sdc_connected: false,
+        progress: None,
     }
 }
 
