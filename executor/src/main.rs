@@ -5,10 +5,9 @@
 
 mod agent;
 mod env;
-// Wired into the node phases in the next step.
-#[allow(dead_code)]
 mod host;
 mod logging;
+mod node;
 mod payload;
 mod updates;
 mod uuid;

@@ -48,10 +48,6 @@ impl Facts {
         }
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     /// `<root>/<path>`; `path` may start with `/`.
     pub fn path(&self, path: &str) -> PathBuf {
         self.root.join(path.trim_start_matches('/'))
@@ -71,6 +67,14 @@ impl Facts {
     /// `uname -r`.
     pub fn kernel(&self) -> Result<String, String> {
         Ok(self.read("/proc/sys/kernel/osrelease")?.trim().to_string())
+    }
+
+    /// `/proc/sys/kernel/random/boot_id`: changes with every boot.
+    pub fn boot_id(&self) -> Option<String> {
+        self.read("/proc/sys/kernel/random/boot_id")
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
     }
 
     /// Device paths in `/proc/mounts` and `/proc/swaps`, symlinks resolved under the root

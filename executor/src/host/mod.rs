@@ -5,3 +5,4 @@
 pub mod commands;
 pub mod devices;
 pub mod facts;
+pub mod packages;
