@@ -183,6 +183,7 @@ impl Cluster {
                 command_task: command_task.clone(),
                 kill_requested: false,
                 lost_with_agent: false,
+                recovering: false,
             };
             if let Some(af) = self.agents[agent].frameworks.get_mut(fw_id) {
                 af.executors.insert(eid.clone(), executor);
