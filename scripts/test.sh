@@ -38,7 +38,7 @@ cargo clippy -p storage-executor --quiet -- -D warnings
 
 log "cargo test (unit, protoc conformance, robustness, dev cluster, end to end)"
 # The end-to-end tests run the executor binary beside the scheduler's.
-cargo build --quiet -p storage-executor
+cargo build --quiet -p storage-executor -p storage-devcluster
 cargo test --workspace
 
 log "release artifacts: static musl binaries"

@@ -41,6 +41,7 @@ fn deploy_script_brings_up_scheduler_and_executors() {
         agents: 3,
         heartbeat_interval: Duration::from_secs(1),
         work_dir: dir.join("mesos"),
+        host_standins: Some(cluster::host_standins(None)),
         ..Default::default()
     })
     .expect("master");

@@ -37,6 +37,11 @@ pub enum Outcome {
 /// A phase's failure: what went wrong, without the phase (added by the caller).
 type StepResult = Result<Findings, String>;
 
+/// Marks a failure the operator fixes in the scheduler's flags (a package URL not given):
+/// the node reports it and waits for a new plan instead of failing its task, so that a
+/// redeployed scheduler lets it carry on without a relaunch.
+const NEEDS_CONFIGURATION: &str = "[configuration] ";
+
 pub struct Node {
     api: SchedulerApi,
     facts: Facts,
@@ -99,6 +104,23 @@ impl Node {
                         return Outcome::Running;
                     }
                     phase = machine::next(phase, findings);
+                }
+                Err(detail) if detail.starts_with(NEEDS_CONFIGURATION) => {
+                    let text = format!("{phase}: {}", &detail[NEEDS_CONFIGURATION.len()..]);
+                    log::error!(
+                        "node {}: {text}; waiting for a new plan",
+                        self.plan.hostname
+                    );
+                    let report = serde_json::json!({ "phase": phase.as_str(), "error": text });
+                    if let Err(e) = self.api.report("phase", &report) {
+                        return Outcome::Refused(e.to_string());
+                    }
+                    let v = self.plan.version;
+                    while self.plan.version == v {
+                        if let Err(e) = self.fetch_plan(Some(v)) {
+                            return Outcome::Refused(e.to_string());
+                        }
+                    }
                 }
                 Err(detail) => {
                     let text = format!("{phase}: {detail}");
@@ -306,7 +328,7 @@ impl Node {
         }
         .ok_or_else(|| {
             format!(
-                "no {} package URL for {key}: set -storage.{key}.{}",
+                "{NEEDS_CONFIGURATION}no {} package URL for {key}: set -storage.{key}.{}",
                 c.key().to_uppercase(),
                 c.key()
             )
