@@ -1071,6 +1071,34 @@ mod tests {
     }
 
     #[test]
+    fn an_executor_exit_after_its_task_failed_keeps_the_failure_reason() {
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        r.event(offers(&["a1"]));
+        let (task, _) = launched_task(&r.calls()).remove(0);
+        let executor = r.d.model().nodes["a1"]
+            .task
+            .as_ref()
+            .unwrap()
+            .executor_id
+            .clone();
+        r.event(update(&task, "a1", TaskState::Failed, true));
+        r.event(Event {
+            r#type: Some(event::Type::Failure),
+            failure: Some(event::Failure {
+                agent_id: Some(AgentID { value: "a1".into() }),
+                executor_id: Some(crate::mesos::types::ExecutorID {
+                    value: executor.as_str().into(),
+                }),
+                status: Some(0),
+            }),
+            ..Default::default()
+        });
+        let e = r.d.model().nodes["a1"].last_error.clone().unwrap();
+        assert!(e.contains("TASK_FAILED: test"), "{e}");
+    }
+
+    #[test]
     fn failed_executor_is_relaunched_with_a_new_task_id_after_backoff() {
         let mut r = rig();
         r.event(subscribed("fw-1"));
