@@ -64,6 +64,7 @@ fn cluster(name: &str, agents: usize) -> Cluster {
         agents,
         heartbeat_interval: Duration::from_secs(1),
         work_dir: dir.join("mesos"),
+        host_standins: Some(cluster::host_standins(None)),
         ..Default::default()
     })
     .expect("master");

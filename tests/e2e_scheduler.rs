@@ -169,6 +169,7 @@ fn cluster(dir: &Path) -> Arc<MasterHandle> {
             heartbeat_interval: Duration::from_secs(1),
             work_dir: dir.join("mesos"),
             status_update_retry: Duration::from_secs(1),
+            host_standins: Some(cluster::host_standins(None)),
             ..Default::default()
         })
         .expect("dev cluster"),

@@ -266,6 +266,7 @@ fn real_scheduler_page_shows_every_node_and_no_secret() {
         agents: 3,
         heartbeat_interval: Duration::from_secs(1),
         work_dir: dir.join("mesos"),
+        host_standins: Some(cluster::host_standins(None)),
         ..Default::default()
     })
     .expect("dev cluster");

@@ -11,6 +11,8 @@
 //! `MESOS_RECOVERY_TIMEOUT` counted from the moment the last good subscription broke.
 
 use crate::env::{Config, EnvError, AGENT_ENDPOINT};
+use crate::host::facts::Facts;
+use crate::node::{self, api::SchedulerApi, Outcome};
 use crate::payload::{self, TaskPayload};
 use crate::updates::{Ack, Book};
 use crate::uuid;
@@ -74,12 +76,18 @@ pub fn run(config: Config, client: ExecutorClient) -> i32 {
     Executor::new(config, client).run()
 }
 
-/// What the reader thread forwards.
+/// What the main loop receives: events of subscription number `.0` from its reader thread
+/// (a stale subscription's leftovers are dropped by number), and the node worker's end.
 enum Incoming {
-    Event(Box<Event>),
+    Event(u64, Box<Event>),
     /// The stream is over; the text says why.
-    Ended(String),
+    Ended(u64, String),
+    /// The node worker finished for this task.
+    Node(String, Outcome),
 }
+
+/// The setting naming the scheduler's REST server.
+const SCHEDULER_URL: &str = "STORAGE_SCHEDULER_URL";
 
 enum Flow {
     Continue,
@@ -112,6 +120,12 @@ struct Executor {
     /// When to resend updates whose POST failed, and the wait after that.
     resend_at: Option<Instant>,
     resend_delay: Duration,
+    /// Number of the current subscription; events of older ones are dropped.
+    generation: u64,
+    /// Handed to reader threads and the node worker; the main loop owns the receiver.
+    tx: Option<Sender<Incoming>>,
+    /// A node worker was started (at most one per executor: one node per agent).
+    node_started: bool,
 }
 
 impl Executor {
@@ -128,6 +142,9 @@ impl Executor {
             launched_any: false,
             resend_at: None,
             resend_delay: RESEND_START,
+            generation: 0,
+            tx: None,
+            node_started: false,
         }
     }
 
@@ -148,15 +165,18 @@ impl Executor {
         );
         // Counted from the last time the agent was known to be there.
         let mut disconnected_since = Instant::now();
+        let (tx, rx) = mpsc::channel();
+        self.tx = Some(tx.clone());
         loop {
             let stream = match self.connect(disconnected_since) {
                 Ok(stream) => stream,
                 Err(code) => return code,
             };
-            let (tx, rx) = mpsc::channel();
+            self.generation += 1;
+            let (tx, generation) = (tx.clone(), self.generation);
             let spawned = thread::Builder::new()
                 .name("event-reader".into())
-                .spawn(move || read_events(stream, tx));
+                .spawn(move || read_events(stream, tx, generation));
             if let Err(e) = spawned {
                 log::error!("cannot start the event reader thread: {e}");
                 return EXIT_FAILURE;
@@ -263,8 +283,12 @@ impl Executor {
                 None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
             };
             let flow = match received {
-                Ok(Incoming::Event(event)) => self.handle(*event),
-                Ok(Incoming::Ended(why)) => return StreamOutcome::Broken(why),
+                Ok(Incoming::Event(g, event)) if g == self.generation => self.handle(*event),
+                Ok(Incoming::Ended(g, why)) if g == self.generation => {
+                    return StreamOutcome::Broken(why)
+                }
+                Ok(Incoming::Event(..) | Incoming::Ended(..)) => Flow::Continue,
+                Ok(Incoming::Node(task_id, outcome)) => self.on_node_outcome(&task_id, outcome),
                 Err(RecvTimeoutError::Disconnected) => {
                     return StreamOutcome::Broken("the event reader stopped".into())
                 }
@@ -402,6 +426,59 @@ impl Executor {
             .unwrap_or_else(|| "an unnamed host".to_string());
         let message = format!("storage executor running on {host}");
         self.send_status(&id, TaskState::Running, &message, None);
+        self.start_node(&id);
+    }
+
+    /// Starts the node worker for the task: it needs the scheduler's URL and the executor
+    /// secret, which the scheduler puts in the task's data (never in the environment).
+    fn start_node(&mut self, task_id: &str) {
+        if self.node_started {
+            log::warn!("task {task_id}: the node worker already runs for an earlier task");
+            return;
+        }
+        let Some(task) = self.book.task(task_id) else {
+            return;
+        };
+        let url = task.payload.settings.get(SCHEDULER_URL).cloned();
+        let secret = task.payload.data.as_deref().and_then(executor_secret);
+        let (Some(url), Some(secret), Some(tx)) = (url, secret, self.tx.clone()) else {
+            log::error!(
+                "task {task_id}: no {SCHEDULER_URL} setting or no executor secret in the task \
+                 data: this task is not from the storage scheduler; no host phases run"
+            );
+            return;
+        };
+        let api = SchedulerApi::new(&url, &self.config.executor_id, &secret);
+        let worker = node::Node::new(api, Facts::from_env(), self.config.sandbox.clone());
+        let id = task_id.to_string();
+        let spawned = thread::Builder::new().name("node".into()).spawn(move || {
+            let outcome = worker.run();
+            let _ = tx.send(Incoming::Node(id, outcome));
+        });
+        match spawned {
+            Ok(_) => self.node_started = true,
+            Err(e) => {
+                let text = format!("cannot start the node worker thread: {e}");
+                self.on_node_outcome(task_id, Outcome::Failed(text));
+            }
+        }
+    }
+
+    /// The node is running, or it failed: the task says so, with the same text the
+    /// scheduler got as the phase's error. A finished task ends the executor once its
+    /// update is acknowledged.
+    fn on_node_outcome(&mut self, task_id: &str, outcome: Outcome) -> Flow {
+        match outcome {
+            Outcome::Running => {
+                self.send_status(task_id, TaskState::Running, "storage node running", None);
+            }
+            Outcome::Failed(text) | Outcome::Refused(text) => {
+                self.send_status(task_id, TaskState::Failed, &text, None);
+                let wait = self.config.shutdown_grace_period.min(NEVER);
+                self.shutdown_deadline = Some(after(Instant::now(), wait));
+            }
+        }
+        Flow::Continue
     }
 
     /// Task groups are for the default executor; this one runs single tasks. Each task is
@@ -561,23 +638,32 @@ impl Executor {
     }
 }
 
+/// `executor_secret` of the task data's JSON object.
+fn executor_secret(data: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(data).ok()?;
+    v.get("executor_secret")?
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
 /// Reader thread: forwards events until the stream ends or nobody listens.
-fn read_events(mut stream: ExecutorEventStream, tx: Sender<Incoming>) {
+fn read_events(mut stream: ExecutorEventStream, tx: Sender<Incoming>, generation: u64) {
     loop {
         let incoming = match stream.next_event() {
-            Ok(Some(event)) => Incoming::Event(Box::new(event)),
-            Ok(None) => Incoming::Ended(format!(
-                "{}: the agent closed the event stream",
-                stream.endpoint()
-            )),
+            Ok(Some(event)) => Incoming::Event(generation, Box::new(event)),
+            Ok(None) => Incoming::Ended(
+                generation,
+                format!("{}: the agent closed the event stream", stream.endpoint()),
+            ),
             Err(e @ StreamError::Decode { .. }) => {
                 // The framing is intact, so the stream itself is still good.
                 log::warn!("{e}; skipped");
                 continue;
             }
-            Err(e) => Incoming::Ended(e.to_string()),
+            Err(e) => Incoming::Ended(generation, e.to_string()),
         };
-        let last = matches!(incoming, Incoming::Ended(_));
+        let last = matches!(incoming, Incoming::Ended(..));
         if tx.send(incoming).is_err() || last {
             return;
         }
@@ -619,6 +705,17 @@ fn show(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_secret_comes_from_the_task_data() {
+        assert_eq!(
+            executor_secret(br#"{"executor_secret":"abc"}"#).as_deref(),
+            Some("abc")
+        );
+        assert_eq!(executor_secret(br#"{"executor_secret":""}"#), None);
+        assert_eq!(executor_secret(br#"{"persona":"data"}"#), None);
+        assert_eq!(executor_secret(b"not json"), None);
+    }
 
     #[test]
     fn backoff_doubles_up_to_the_cap() {

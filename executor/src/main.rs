@@ -5,7 +5,9 @@
 
 mod agent;
 mod env;
+mod host;
 mod logging;
+mod node;
 mod payload;
 mod updates;
 mod uuid;

@@ -14,7 +14,7 @@
 //! | `POST /api/v1/executors/<id>/devices` | `{"devices": ["/dev/sdb"]}` |
 //! | `POST /api/v1/executors/<id>/heartbeat` | no body needed |
 //!
-//! Executor calls carry `Authorization: Bearer <STORAGE_EXECUTOR_SECRET>`: missing or wrong
+//! Executor calls carry `Authorization: Bearer <secret>` (the `executor_secret` of the task's `TaskInfo.data`): missing or wrong
 //! is 401, an executor that is not the current launch of a node is 404. Reports answer 200
 //! `{"recorded": true}`. Errors are JSON `{"error": ..., "detail": ...}` (the HTML page
 //! aside); bodies over 1 MiB get 413. When every long-poll slot is taken a plan wait gets 503
@@ -726,7 +726,7 @@ fn report(parsed: Result<ExecutorCall, ApiError>) -> Result<(ExecutorCall, Durat
 fn bearer(req: &Request) -> Result<Secret, Response> {
     let Some(value) = req.header("authorization") else {
         return Err(unauthorized(
-            "missing credentials: send Authorization: Bearer <this executor's STORAGE_EXECUTOR_SECRET>",
+            "missing credentials: send Authorization: Bearer <this executor's secret from its TaskInfo.data>",
         ));
     };
     let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));

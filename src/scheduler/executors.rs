@@ -19,6 +19,7 @@ use crate::scheduler::exchange::{
     ApiError, ExecutorCall, ExecutorReply, ExecutorRequest, PlanReply, ReplyTo,
 };
 use crate::scheduler::model::{Layout, Persisted, Persona, Phase};
+use crate::scheduler::node_plan::{self, InstallSettings};
 use crate::secret::Secret;
 use log::{debug, info, warn};
 use serde::Serialize;
@@ -49,6 +50,14 @@ struct PlanBody<'a> {
     storage_ready: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     framework_id: Option<&'a str>,
+    // issue 10: what the executor needs to install the node and where it resumes.
+    install: &'a InstallSettings,
+    /// The phase the node's last executor reached (kept across relaunches).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resume: Option<Phase>,
+    runs_scheduler: bool,
+    /// The scheduler's node: do not reboot yet, others are still on their way.
+    reboot_wait: bool,
 }
 
 #[derive(Serialize)]
@@ -96,6 +105,8 @@ pub struct ExecutorApi {
     mdm_gateway_password: Option<Secret>,
     /// Changes with the password, so that plans that carry it change version.
     secrets_generation: u64,
+    /// Install settings every plan carries (issue 10).
+    install: InstallSettings,
 }
 
 impl ExecutorApi {
@@ -110,6 +121,11 @@ impl ExecutorApi {
     pub fn set_mdm_gateway_password(&mut self, password: Option<Secret>) {
         self.mdm_gateway_password = password.filter(|p| !p.is_empty());
         self.secrets_generation += 1;
+    }
+
+    /// The install settings every plan carries, from the flags.
+    pub fn set_install_settings(&mut self, install: InstallSettings) {
+        self.install = install;
     }
 
     /// Handles one request; true when the model changed in a way worth saving. A heartbeat
@@ -188,6 +204,9 @@ impl ExecutorApi {
                     }
                 }
                 node.phase = report.phase;
+                if !matches!(report.phase, Phase::Failed) {
+                    node.progress = Some(report.phase);
+                }
                 node.last_error = report.error;
                 node.last_contact_ms = Some(now_ms);
                 node.updated_ms = now_ms;
@@ -352,6 +371,14 @@ impl ExecutorApi {
             attached: &node.attached,
             storage_ready: node.storage_ready,
             framework_id: state.model.framework_id.as_deref(),
+            install: &self.install,
+            resume: node.progress,
+            runs_scheduler: self.install.runs_scheduler(node),
+            reboot_wait: node_plan::reboot_wait(
+                node,
+                self.install.runs_scheduler(node),
+                state.model.nodes.values(),
+            ),
         };
         let encode_error =
             |e: serde_json::Error| ApiError::new(500, "cannot encode plan", e.to_string());
@@ -575,6 +602,48 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(rx.try_recv().is_err(), "answered twice");
+    }
+
+    #[test]
+    fn plan_carries_install_settings_progress_and_readiness() {
+        let mut api = ExecutorApi::new();
+        let mut install = InstallSettings {
+            mdm_ips: vec!["10.0.0.1".into(), "10.0.0.2".into()],
+            debug: true,
+            ..Default::default()
+        };
+        install.packages.insert(
+            "rhel7",
+            node_plan::PlatformPackages {
+                sds: Some("http://repo/EMC-ScaleIO-sds-2.0-10000.2072.el7.x86_64.rpm".into()),
+                ..Default::default()
+            },
+        );
+        api.set_install_settings(install);
+        let mut s = state();
+        let call = ExecutorCall::phase_from_json(br#"{"phase":"packages"}"#).unwrap();
+        let (r, _rx) = req(call, SECRET);
+        api.handle(&mut s, r, 5);
+        let (r, _rx) = req(ExecutorCall::Devices(vec!["/dev/sdb".into()]), SECRET);
+        api.handle(&mut s, r, 6);
+        // A failure and a relaunch reset the phase, never the progress.
+        s.model.nodes.get_mut("a1").unwrap().phase = Phase::Launching;
+        // Set by the gateway side once the devices are in their pools and the SDC is up.
+        s.model.nodes.get_mut("a1").unwrap().storage_ready = true;
+        let (r, rx) = plan_req(None, 0, SECRET);
+        api.handle(&mut s, r, 7);
+        let json: serde_json::Value =
+            serde_json::from_slice(&plan_of(rx.try_recv().unwrap()).json).unwrap();
+        assert_eq!(json["resume"], "packages");
+        assert_eq!(json["storage_ready"], true);
+        assert_eq!(json["install"]["mdm_ips"][1], "10.0.0.2");
+        assert_eq!(json["install"]["debug"], true);
+        assert!(json["install"]["packages"]["rhel7"]["sds"]
+            .as_str()
+            .unwrap()
+            .ends_with(".rpm"));
+        assert_eq!(json["runs_scheduler"], false);
+        assert_eq!(json["reboot_wait"], false);
     }
 
     #[test]

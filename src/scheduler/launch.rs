@@ -71,7 +71,6 @@ pub fn task_info(ctx: &LaunchContext, l: Launch<'_>) -> TaskInfo {
         environment: Some(Environment {
             variables: vec![
                 var("STORAGE_SCHEDULER_URL", &ctx.scheduler_url),
-                var("STORAGE_EXECUTOR_SECRET", l.secret),
                 var("STORAGE_PERSONA", l.persona.as_str()),
                 var("STORAGE_EXECUTOR_LOGLEVEL", &ctx.loglevel),
             ],
@@ -80,8 +79,13 @@ pub fn task_info(ctx: &LaunchContext, l: Launch<'_>) -> TaskInfo {
         shell: Some(true),
         ..Default::default()
     };
+    // The secret travels in the task's data, which the master's and agents' state endpoints
+    // do not serve (unlike the ExecutorInfo environment): Mesos' `json(const Task&)` writes no
+    // data field, and a `Task` does not even keep it.
+    let data = serde_json::json!({ "executor_secret": l.secret }).to_string();
     TaskInfo {
         name: format!("storage {} on {}", l.persona, l.hostname).into(),
+        data: Some(crate::mesos::Bytes(data.into_bytes())),
         task_id: TaskID {
             value: task_id.into(),
         },
@@ -151,9 +155,12 @@ mod tests {
         assert_eq!(cmd.uris[0].value, "http://10.0.0.5:8080/storage-executor");
         assert_eq!(cmd.uris[0].executable, Some(true));
         let env = cmd.environment.unwrap().variables;
-        assert!(env
-            .iter()
-            .any(|v| v.name == "STORAGE_EXECUTOR_SECRET" && v.value.as_deref() == Some("s3cr3t")));
+        assert!(
+            env.iter().all(|v| v.value.as_deref() != Some("s3cr3t")),
+            "the secret is in the environment"
+        );
+        let data: serde_json::Value = serde_json::from_slice(&t.data.unwrap().0).unwrap();
+        assert_eq!(data["executor_secret"], "s3cr3t");
         assert_eq!(ex.framework_id.unwrap().value, "fw");
         assert_eq!(t.task_id.value, "storage.h1.3");
     }

@@ -17,6 +17,7 @@ pub mod flags;
 pub mod launch;
 pub mod metrics;
 pub mod model;
+pub mod node_plan;
 pub mod placement;
 pub mod sender;
 pub mod stop;
@@ -227,6 +228,7 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
 
     let (settings, ctx) = dispatcher_parts(&config, &state);
     let mut dispatcher = Dispatcher::new(state, store, settings, ctx, out_tx, metrics);
+    dispatcher.set_install_settings(node_plan::InstallSettings::from_config(&config));
     // Issue 9: the gateway worker, fed by the dispatcher, answering as dispatcher inputs.
     if let Some(client) = gateway {
         let gateway_on_primary = client.address().is_empty();

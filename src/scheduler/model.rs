@@ -200,6 +200,10 @@ pub struct Node {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gone_since_ms: Option<u64>,
     pub updated_ms: u64,
+    /// The last phase an executor reported on its way to `running` (issue 10). Unlike
+    /// `phase`, a relaunch or a failure does not reset it: the next executor resumes here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Phase>,
 }
 
 impl Node {
@@ -225,6 +229,7 @@ impl Node {
             retry_after_ms: None,
             gone_since_ms: None,
             updated_ms: now_ms,
+            progress: None,
         }
     }
 

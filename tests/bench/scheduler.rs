@@ -145,6 +145,7 @@ fn main() {
         agents: 5,
         heartbeat_interval: Duration::from_secs(1),
         work_dir: dir.join("mesos"),
+        host_standins: Some(cluster::host_standins(None)),
         ..Default::default()
     })
     .expect("dev cluster");

@@ -87,3 +87,76 @@ pub fn scheduler_args(masters: &str, port: u16, store: &Path, password: &str) ->
         format!("-executor.altpath={}", executor_bin().display()),
     ]
 }
+
+/// The host stand-in binary built with the dev cluster (`storage-host-standin`).
+pub fn standin_bin() -> PathBuf {
+    let p = scheduler_bin().with_file_name("storage-host-standin");
+    assert!(
+        p.exists(),
+        "{} missing: build it first (cargo build -p storage-devcluster; scripts/test.sh does)",
+        p.display()
+    );
+    p
+}
+
+/// Host stand-ins for every agent, RHEL 7 unless `per_agent` says otherwise: the executor
+/// prepares its host, and no executor may ever act on the machine running the tests.
+pub fn host_standins(control_url: Option<String>) -> devcluster::host::HostStandins {
+    let mut s = devcluster::host::HostStandins::new(standin_bin(), control_url);
+    s.profile = devcluster::host::HostProfile::Rhel7;
+    s
+}
+
+/// Package files of both platforms in `dir`, named as the vendor names them, served over
+/// HTTP from loopback (the server lives as long as the returned handle), and the scheduler
+/// flags that hand them out.
+pub fn stage_packages(dir: &Path) -> (Vec<String>, std::sync::Arc<tiny_http::Server>) {
+    std::fs::create_dir_all(dir).expect("package dir");
+    let server = std::sync::Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("file server"));
+    let addr = server.server_addr().to_ip().expect("ip");
+    let (s, root) = (server.clone(), dir.to_path_buf());
+    std::thread::spawn(move || {
+        while let Ok(req) = s.recv() {
+            let name = req.url().trim_start_matches('/').to_string();
+            let file = (!name.contains('/') && !name.contains(".."))
+                .then(|| std::fs::File::open(root.join(&name)).ok())
+                .flatten();
+            let _ = match file {
+                Some(f) => req.respond(tiny_http::Response::from_file(f)),
+                None => req.respond(tiny_http::Response::empty(404)),
+            };
+        }
+    });
+    let mut flags = Vec::new();
+    for (flag, file) in [
+        (
+            "ubuntu14.mdm",
+            "EMC-ScaleIO-mdm-2.0-10000.2072.Ubuntu.14.04.x86_64.deb",
+        ),
+        (
+            "ubuntu14.sds",
+            "EMC-ScaleIO-sds-2.0-10000.2072.Ubuntu.14.04.x86_64.deb",
+        ),
+        (
+            "ubuntu14.sdc",
+            "EMC-ScaleIO-sdc-2.0-10000.2072.Ubuntu.14.04.x86_64.deb",
+        ),
+        (
+            "ubuntu14.lia",
+            "EMC-ScaleIO-lia-2.0-10000.2072.Ubuntu.14.04.x86_64.deb",
+        ),
+        (
+            "ubuntu14.gw",
+            "emc-scaleio-gateway_2.0-10000.2072_amd64.deb",
+        ),
+        ("rhel7.mdm", "EMC-ScaleIO-mdm-2.0-10000.2072.el7.x86_64.rpm"),
+        ("rhel7.sds", "EMC-ScaleIO-sds-2.0-10000.2072.el7.x86_64.rpm"),
+        ("rhel7.sdc", "EMC-ScaleIO-sdc-2.0-10000.2072.el7.x86_64.rpm"),
+        ("rhel7.lia", "EMC-ScaleIO-lia-2.0-10000.2072.el7.x86_64.rpm"),
+        ("rhel7.gw", "EMC-ScaleIO-gateway-2.0-10000.2072.x86_64.rpm"),
+    ] {
+        std::fs::write(dir.join(file), format!("stand-in package {file}\n")).expect("package file");
+        flags.push(format!("-storage.{flag}=http://{addr}/{file}"));
+    }
+    (flags, server)
+}

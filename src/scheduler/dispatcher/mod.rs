@@ -131,6 +131,11 @@ impl Dispatcher {
         self.storage = storage;
     }
 
+    /// Install settings for every node plan (issue 10).
+    pub fn set_install_settings(&mut self, install: crate::scheduler::node_plan::InstallSettings) {
+        self.executors.set_install_settings(install);
+    }
+
     /// In experimental mode the MDM nodes' plans carry the gateway password (they create
     /// the cluster and install the gateway); nothing else ever receives it.
     pub fn set_mdm_gateway_password(&mut self, password: Option<crate::secret::Secret>) {
@@ -788,6 +793,34 @@ mod tests {
         *r.fail.lock().unwrap() = true;
         r.event(update(&task, "a1", TaskState::Running, true));
         assert!(r.calls().iter().all(|c| c.acknowledge.is_none()));
+    }
+
+    #[test]
+    fn an_executor_exit_after_its_task_failed_keeps_the_failure_reason() {
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        r.event(offers(&["a1"]));
+        let (task, _) = launched_task(&r.calls()).remove(0);
+        let executor = r.d.model().nodes["a1"]
+            .task
+            .as_ref()
+            .unwrap()
+            .executor_id
+            .clone();
+        r.event(update(&task, "a1", TaskState::Failed, true));
+        r.event(Event {
+            r#type: Some(event::Type::Failure),
+            failure: Some(event::Failure {
+                agent_id: Some(AgentID { value: "a1".into() }),
+                executor_id: Some(crate::mesos::types::ExecutorID {
+                    value: executor.as_str().into(),
+                }),
+                status: Some(0),
+            }),
+            ..Default::default()
+        });
+        let e = r.d.model().nodes["a1"].last_error.clone().unwrap();
+        assert!(e.contains("TASK_FAILED: test"), "{e}");
     }
 
     #[test]

@@ -78,10 +78,12 @@ impl Dispatcher {
                     agent.as_deref().unwrap_or("?")
                 );
                 if let Some(node) = agent.and_then(|a| self.state.model.nodes.get_mut(&a)) {
+                    // A task that already ended said why (TASK_FAILED with the executor's
+                    // reason); its executor's exit after that is no news.
                     if node
                         .task
                         .as_ref()
-                        .is_some_and(|t| t.executor_id == exec.value.as_str())
+                        .is_some_and(|t| t.executor_id == exec.value.as_str() && t.is_active())
                     {
                         node.last_error = Some(format!("executor exited with status {status}"));
                         node.updated_ms = now;

@@ -203,10 +203,12 @@ fn act(t: &Targets, method: &Method, url: &str) -> Result<Value, (u16, String)> 
                     }
                     // The host comes back on its new kernel before the agent does, so that
                     // the next executor sees it.
+                    // Every process of the host dies, executors included.
+                    t.master.stop_agent(index).map_err(|e| (400, e))?;
                     if let Some(root) = agent_host(t, index) {
                         reply["kernel"] = json!(root.boot().map_err(bad)?);
                     }
-                    t.master.restart_agent(index)
+                    t.master.start_agent(index)
                 }
                 "kill-executor" => {
                     let id = query(url, "id")

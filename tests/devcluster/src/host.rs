@@ -69,8 +69,9 @@
 //! kernel becomes the running one, enabled services come back, and the agent restarts (its
 //! executors die with it). `shutdown -h now` stops the agent. `mesos-slave` is a service of the
 //! fake host: restarting it (after the isolator configuration) is recorded in its `restarts`
-//! count but does not restart the devcluster agent, because a real agent restart keeps its
-//! executors while the devcluster's kills them.
+//! count but does not restart the devcluster agent (the control API's `restart` does that:
+//! checkpointed executors survive it, as on a real agent). Every boot writes a new
+//! `proc/sys/kernel/random/boot_id`.
 //!
 //! # Fidelity
 //!
@@ -763,6 +764,7 @@ impl FakeRoot {
         )?;
         root.write("proc/sys/kernel/hostname", &format!("{hostname}\n"))?;
         root.write_kernel(&state.running_kernel)?;
+        root.write_boot_id(hostname, 0)?;
         root.install_kernel_files(&state.running_kernel)?;
         root.lay_out_disks(profile, disks)?;
         root.mkdir("etc/mesos-slave")?;
@@ -860,7 +862,7 @@ impl FakeRoot {
     /// enabled services run with new process ids and disabled ones are stopped. Returns the
     /// running kernel.
     pub fn boot(&self) -> Result<String, String> {
-        let kernel = self.update(|s| {
+        let (kernel, boots, hostname) = self.update(|s| {
             if let Some(k) = s.pending_kernel.take() {
                 s.running_kernel = k;
             }
@@ -874,10 +876,25 @@ impl FakeRoot {
                     svc.pid = svc.enabled.then_some(pid);
                 }
             }
-            s.running_kernel.clone()
+            (s.running_kernel.clone(), s.boots, s.hostname.clone())
         })?;
         self.write_kernel(&kernel)?;
+        self.write_boot_id(&hostname, boots)?;
         Ok(kernel)
+    }
+
+    /// `proc/sys/kernel/random/boot_id`: a new one every boot, as the kernel makes.
+    fn write_boot_id(&self, hostname: &str, boots: u32) -> Result<(), String> {
+        let h = password_hash(hostname, &boots.to_string());
+        let id = format!(
+            "{}-{}-4{}-a{}-{}",
+            &h[..8],
+            &h[8..12],
+            &h[12..15],
+            &h[1..4],
+            &h[4..16]
+        );
+        self.write("proc/sys/kernel/random/boot_id", &format!("{id}\n"))
     }
 
     /// The kernel release the host runs (`/proc/sys/kernel/osrelease`).

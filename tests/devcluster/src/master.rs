@@ -448,9 +448,12 @@ impl MasterHandle {
         endpoints::control(&self.tx, |reply| Control::StartAgent { index, reply })?
     }
 
+    /// Restarts agent `index`'s process on a host that stays up: executors of checkpointing
+    /// frameworks live on and reconnect (within `executor_reregistration_timeout`), the
+    /// others die. A host reboot is [`stop_agent`](Self::stop_agent) then
+    /// [`start_agent`](Self::start_agent).
     pub fn restart_agent(&self, index: usize) -> Result<(), String> {
-        self.stop_agent(index)?;
-        self.start_agent(index)
+        endpoints::control(&self.tx, |reply| Control::RestartAgent { index, reply })?
     }
 
     /// SIGKILLs an executor's process group; the agent reports it as a crash.

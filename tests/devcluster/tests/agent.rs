@@ -615,7 +615,7 @@ fn a_stopped_agent_rescinds_offers_loses_tasks_and_comes_back() {
 }
 
 #[test]
-fn a_restarted_agent_keeps_its_id_and_address_and_fails_the_tasks_it_lost() {
+fn a_restarted_agent_keeps_checkpointed_executors_that_reconnect_in_time() {
     let dir = temp_dir("restart");
     let c = cluster(1, |cfg| cfg.work_dir = dir.join("work"));
     let l = launch_dumping_executor(&c, checkpointing("rs"), &dir, "exec-rs");
@@ -630,9 +630,12 @@ fn a_restarted_agent_keeps_its_id_and_address_and_fails_the_tasks_it_lost() {
     let st = l.sched.update_for(task, TaskState::Running);
     l.sched.acknowledge(&st);
     let before = c.agents().unwrap().remove(0);
+    let pid = c.snapshot().unwrap()["agents"][0]["executors"][0]["pid"]
+        .as_u64()
+        .expect("executor pid");
 
     c.restart_agent(0).unwrap();
-    // The executor died with its agent: its stream ends and its task fails.
+    // The connection ends with the agent process; the executor process lives on.
     let deadline = Instant::now() + WAIT;
     while !matches!(
         stream.next(deadline.saturating_duration_since(Instant::now())),
@@ -640,13 +643,56 @@ fn a_restarted_agent_keeps_its_id_and_address_and_fails_the_tasks_it_lost() {
     ) {
         assert!(Instant::now() < deadline, "executor stream still open");
     }
-    let failed = l.sched.update_for(task, TaskState::Failed);
-    assert_eq!(failed.reason, Some(task_status::Reason::ExecutorTerminated));
-    assert_eq!(failed.source, Some(task_status::Source::Agent));
+    assert!(
+        PathBuf::from(format!("/proc/{pid}")).exists(),
+        "executor died with the agent"
+    );
     let after = c.agents().unwrap().remove(0);
     assert_eq!(after.id, before.id);
     assert_eq!(after.endpoint, before.endpoint);
     assert!(after.up);
+    // It subscribes again and carries on: its task was never failed.
+    let again = subscribe_executor(env);
+    exec_next(&again, eevent::Type::Subscribed);
+    assert_eq!(
+        post_executor(env, &running_update(env, task, TaskState::Running)).status,
+        202
+    );
+    let st = l.sched.update_for(task, TaskState::Running);
+    l.sched.acknowledge(&st);
+    drop(again);
+
+    // A second restart, and this time the executor does not come back in time: killed.
+    c.restart_agent(0).unwrap();
+    let failed = l.sched.update_for(task, TaskState::Failed);
+    assert_eq!(
+        failed.reason,
+        Some(task_status::Reason::ExecutorReregistrationTimeout)
+    );
+    l.sched.acknowledge(&failed);
+}
+
+#[test]
+fn a_stopped_agent_takes_its_executors_with_it() {
+    let dir = temp_dir("host-down");
+    let c = cluster(1, |cfg| cfg.work_dir = dir.join("work"));
+    let l = launch_dumping_executor(&c, checkpointing("hd"), &dir, "exec-hd");
+    let env = &l.env;
+    let stream = subscribe_executor(env);
+    exec_next(&stream, eevent::Type::Launch);
+    let task = "exec-hd-task";
+    assert_eq!(
+        post_executor(env, &running_update(env, task, TaskState::Running)).status,
+        202
+    );
+    let st = l.sched.update_for(task, TaskState::Running);
+    l.sched.acknowledge(&st);
+    // A host reboot: down, then up again.
+    c.stop_agent(0).unwrap();
+    c.start_agent(0).unwrap();
+    let failed = l.sched.update_for(task, TaskState::Failed);
+    assert_eq!(failed.reason, Some(task_status::Reason::ExecutorTerminated));
+    assert_eq!(failed.source, Some(task_status::Source::Agent));
     l.sched.acknowledge(&failed);
     let o = l.sched.offers().remove(0);
     assert_eq!(o.agent_id, l.offer.agent_id);

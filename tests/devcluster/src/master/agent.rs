@@ -346,6 +346,7 @@ impl Cluster {
                 command_task,
                 kill_requested: false,
                 lost_with_agent: false,
+                recovering: false,
             },
         );
         process::launch(spec, self.tx.clone());
@@ -946,6 +947,7 @@ impl Cluster {
             let _ = old.tx.send(StreamMsg::Close);
         }
         e.state = ExecState::Running;
+        e.recovering = false;
         let mut ev = exec_event(eevent::Type::Subscribed);
         ev.subscribed = Some(eevent::Subscribed {
             executor_info: e.info.clone(),
@@ -1031,6 +1033,55 @@ impl Cluster {
     /// The agent goes down with its host: executors die, the master rescinds its offers and,
     /// after the removal timeout, reports its tasks unreachable.
     pub(super) fn stop_agent(&mut self, agent: usize) -> Result<(), String> {
+        self.take_down(agent, false)
+    }
+
+    /// The agent process restarts on a host that stays up, as a real agent with its default
+    /// `--recover=reconnect`: executors of checkpointing frameworks keep running and may
+    /// subscribe again within `executor_reregistration_timeout`; the others die with it.
+    pub(super) fn restart_agent(&mut self, agent: usize) -> Result<(), String> {
+        self.take_down(agent, true)?;
+        self.start_agent(agent)?;
+        let generation = self.agents[agent].generation;
+        let timeout = self.cfg.executor_reregistration_timeout;
+        self.schedule(timeout, Timer::Reregistration { agent, generation });
+        Ok(())
+    }
+
+    /// Recovered executors that did not subscribe in time are killed, as the agent does.
+    pub(super) fn reregistration_timeout(&mut self, agent: usize, generation: u64) {
+        let timeout = self.cfg.executor_reregistration_timeout;
+        let Some(a) = self.agents.get_mut(agent) else {
+            return;
+        };
+        if a.generation != generation || !a.up {
+            return;
+        }
+        for af in a.frameworks.values_mut() {
+            for (eid, e) in af.executors.iter_mut() {
+                if !std::mem::take(&mut e.recovering) || e.conn.is_some() {
+                    continue;
+                }
+                log::warn!(
+                    "executor {eid} did not subscribe within {timeout:?} of the agent's restart: killing it"
+                );
+                e.state = ExecState::Terminating;
+                e.pending_termination = Some((
+                    TaskState::Failed,
+                    task_status::Reason::ExecutorReregistrationTimeout,
+                    format!(
+                        "Executor did not re-register within {}",
+                        mesos_duration(timeout)
+                    ),
+                ));
+                if let Some(pid) = e.pid {
+                    process::signal_group(pid, SIGKILL);
+                }
+            }
+        }
+    }
+
+    fn take_down(&mut self, agent: usize, keep_checkpointed: bool) -> Result<(), String> {
         let a = self
             .agents
             .get_mut(agent)
@@ -1046,8 +1097,17 @@ impl Cluster {
             s.stop();
         }
         for af in a.frameworks.values_mut() {
+            let checkpoint = af.info.checkpoint.unwrap_or(false);
             for e in af.executors.values_mut() {
                 e.conn = None;
+                let recover = keep_checkpointed
+                    && checkpoint
+                    && e.pid.is_some()
+                    && matches!(e.state, ExecState::Running | ExecState::Registering);
+                if recover {
+                    e.recovering = true;
+                    continue;
+                }
                 if e.state != ExecState::Terminated {
                     e.lost_with_agent = true;
                 }

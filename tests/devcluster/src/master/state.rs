@@ -100,6 +100,11 @@ pub enum Control {
         index: usize,
         reply: Sender<Result<(), String>>,
     },
+    /// The agent process restarts, its host stays up (see `restart_agent`).
+    RestartAgent {
+        index: usize,
+        reply: Sender<Result<(), String>>,
+    },
     KillExecutor {
         agent: usize,
         executor: String,
@@ -145,6 +150,10 @@ pub(super) enum Timer {
     ShutdownGrace {
         agent: usize,
         run: u64,
+    },
+    Reregistration {
+        agent: usize,
+        generation: u64,
     },
     Unreachable {
         agent: usize,
@@ -336,6 +345,8 @@ pub(super) struct Executor {
     pub kill_requested: bool,
     /// Killed together with its agent: no FAILURE reaches the master for it.
     pub lost_with_agent: bool,
+    /// Outlived an agent restart (checkpointing framework) and has not subscribed again.
+    pub recovering: bool,
 }
 
 pub(super) struct PendingUpdate {
@@ -605,6 +616,9 @@ impl Cluster {
             Timer::Registration { agent, run } => self.registration_timeout(agent, run),
             Timer::ShutdownGrace { agent, run } => self.shutdown_grace_over(agent, run),
             Timer::Unreachable { agent, generation } => self.mark_unreachable(agent, generation),
+            Timer::Reregistration { agent, generation } => {
+                self.reregistration_timeout(agent, generation)
+            }
         }
     }
 
@@ -695,6 +709,9 @@ impl Cluster {
             }
             Control::StartAgent { index, reply } => {
                 let _ = reply.send(self.start_agent(index));
+            }
+            Control::RestartAgent { index, reply } => {
+                let _ = reply.send(self.restart_agent(index));
             }
             Control::KillExecutor {
                 agent,

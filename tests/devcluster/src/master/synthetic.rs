@@ -184,6 +184,7 @@ impl Cluster {
                 command_task: command_task.clone(),
                 kill_requested: false,
                 lost_with_agent: false,
+                recovering: false,
             };
             let run = executor.run;
             if let Some(af) = self.agents[agent].frameworks.get_mut(fw_id) {

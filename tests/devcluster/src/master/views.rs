@@ -202,6 +202,10 @@ struct StateExecutor<'a> {
     executor_id: &'a str,
     name: Option<&'a str>,
     framework_id: &'a str,
+    /// As the master writes an ExecutorInfo (`src/common/http.cpp`): the command with its
+    /// environment, values included, for anyone who may read the endpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    command: Option<&'a storage_framework::mesos::types::CommandInfo>,
     resources: &'a Res,
     slave_id: &'a str,
 }
@@ -409,6 +413,7 @@ impl Cluster {
                         executor_id: e.info.executor_id.value.as_str(),
                         name: e.info.name.as_deref(),
                         framework_id: &f.id,
+                        command: e.info.command.as_ref(),
                         resources: &e.resources,
                         slave_id: &a.id,
                     })

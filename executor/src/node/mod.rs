@@ -1,0 +1,473 @@
+//! The node half of the storage job: a worker thread that walks the node through its
+//! phases ([`machine`]) on its host ([`crate::host`]), reporting each phase to the scheduler
+//! ([`api`]) and handing the end (running, failed, replaced) to the executor's main loop.
+
+pub mod api;
+pub mod download;
+pub mod machine;
+pub mod plan;
+pub mod volume;
+
+use crate::host::commands::{check, Cmd};
+use crate::host::devices;
+use crate::host::facts::{Facts, Platform, UBUNTU_KERNEL};
+use crate::host::packages::{self, Component};
+use api::{ApiError, SchedulerApi, PLAN_WAIT};
+use machine::{Findings, Phase, Reboot};
+use plan::Plan;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// How long a `shutdown -r now` may take to end this process before it counts as failed.
+const REBOOT_DEADLINE: Duration = Duration::from_secs(600);
+/// Where the executor notes the boot a reboot was asked from (durable across restarts).
+const REBOOT_MARKER: &str = "/var/lib/storage-executor/reboot-requested";
+
+/// How the node's walk ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every phase done; the node is `running`.
+    Running,
+    /// A phase failed; the text names the phase, the command, its status and output tail.
+    Failed(String),
+    /// The scheduler refuses this executor (replaced or unknown): nothing left to do.
+    Refused(String),
+}
+
+/// A phase's failure: what went wrong, without the phase (added by the caller).
+type StepResult = Result<Findings, String>;
+
+/// Marks a failure the operator fixes in the scheduler's flags (a package URL not given):
+/// the node reports it and waits for a new plan instead of failing its task, so that a
+/// redeployed scheduler lets it carry on without a relaunch.
+const NEEDS_CONFIGURATION: &str = "[configuration] ";
+
+pub struct Node {
+    api: SchedulerApi,
+    facts: Facts,
+    sandbox: PathBuf,
+    plan: Plan,
+    platform: Option<Platform>,
+    /// The isolator was installed by this executor: the agent must restart to load it.
+    isolator_installed: bool,
+}
+
+impl Node {
+    pub fn new(api: SchedulerApi, facts: Facts, sandbox: PathBuf) -> Node {
+        Node {
+            api,
+            facts,
+            sandbox,
+            plan: Plan::default(),
+            platform: None,
+            isolator_installed: false,
+        }
+    }
+
+    /// Walks the node to `running` or to its failure.
+    pub fn run(mut self) -> Outcome {
+        match self.fetch_plan(None) {
+            Ok(()) => {}
+            Err(e) => return Outcome::Refused(e.to_string()),
+        }
+        let mut phase = machine::start(self.plan.resume.as_deref());
+        log::info!(
+            "node {}: {} persona{}, starting at phase {phase}{}",
+            self.plan.hostname,
+            self.plan.persona,
+            if self.plan.runs_scheduler {
+                " (runs the scheduler: reboots last)"
+            } else {
+                ""
+            },
+            match &self.plan.resume {
+                Some(r) => format!(" (recorded: {r})"),
+                None => String::new(),
+            }
+        );
+        loop {
+            let report = serde_json::json!({ "phase": phase.as_str() });
+            if let Err(e) = self.api.report("phase", &report) {
+                return Outcome::Refused(e.to_string());
+            }
+            log::info!("node {}: phase {phase}", self.plan.hostname);
+            let started = Instant::now();
+            let result = self.step(phase);
+            match result {
+                Ok(findings) => {
+                    log::debug!(
+                        "node {}: phase {phase} done in {} ms",
+                        self.plan.hostname,
+                        started.elapsed().as_millis()
+                    );
+                    if phase == Phase::Running {
+                        return Outcome::Running;
+                    }
+                    phase = machine::next(phase, findings);
+                }
+                Err(detail) if detail.starts_with(NEEDS_CONFIGURATION) => {
+                    let text = format!("{phase}: {}", &detail[NEEDS_CONFIGURATION.len()..]);
+                    log::error!(
+                        "node {}: {text}; waiting for a new plan",
+                        self.plan.hostname
+                    );
+                    let report = serde_json::json!({ "phase": phase.as_str(), "error": text });
+                    if let Err(e) = self.api.report("phase", &report) {
+                        return Outcome::Refused(e.to_string());
+                    }
+                    let v = self.plan.version;
+                    while self.plan.version == v {
+                        if let Err(e) = self.fetch_plan(Some(v)) {
+                            return Outcome::Refused(e.to_string());
+                        }
+                    }
+                }
+                Err(detail) => {
+                    let text = format!("{phase}: {detail}");
+                    log::error!("node {}: {text}", self.plan.hostname);
+                    let report = serde_json::json!({ "phase": phase.as_str(), "error": text });
+                    if let Err(e) = self.api.report("phase", &report) {
+                        log::warn!("node {}: failure not recorded: {e}", self.plan.hostname);
+                    }
+                    return Outcome::Failed(text);
+                }
+            }
+        }
+    }
+
+    /// Gets the plan (retrying until the scheduler answers); with `version`, waits for a
+    /// plan other than that one.
+    fn fetch_plan(&mut self, version: Option<u64>) -> Result<(), ApiError> {
+        let wait = if version.is_some() {
+            PLAN_WAIT
+        } else {
+            Duration::ZERO
+        };
+        if let Some(p) = api::retry("GET plan", || self.api.plan(version, wait))? {
+            self.plan = p;
+        }
+        Ok(())
+    }
+
+    /// Long-polls the plan until `done` holds for it.
+    fn wait_for_plan(&mut self, what: &str, done: impl Fn(&Plan) -> bool) -> Result<(), String> {
+        self.fetch_plan(None).map_err(|e| e.to_string())?;
+        while !done(&self.plan) {
+            log::info!(
+                "node {}: waiting for the scheduler: {what}",
+                self.plan.hostname
+            );
+            let v = self.plan.version;
+            self.fetch_plan(Some(v)).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn platform(&mut self) -> Result<Platform, String> {
+        if let Some(p) = self.platform {
+            return Ok(p);
+        }
+        let p = self.facts.platform()?;
+        self.platform = Some(p);
+        Ok(p)
+    }
+
+    fn step(&mut self, phase: Phase) -> StepResult {
+        match phase {
+            Phase::Environment => self.environment(),
+            Phase::RebootPrerequisites => self.reboot_prerequisites(),
+            Phase::Packages => self.packages(),
+            Phase::Devices => self.devices(),
+            Phase::ClusterInit => Err("cluster-init is not implemented by this executor".into()),
+            Phase::StorageAttach => self.storage_attach(),
+            Phase::VolumeDriver => self.volume_driver(),
+            Phase::RebootFinal => self.reboot_final(),
+            Phase::Running => {
+                // A host reboot that was asked for is behind us.
+                let _ = std::fs::remove_file(self.facts.path(REBOOT_MARKER));
+                Ok(Findings::default())
+            }
+        }
+    }
+
+    fn environment(&mut self) -> StepResult {
+        let platform = self.platform()?;
+        let mut wanted: Vec<&str> = packages::prerequisites(platform).to_vec();
+        if self.plan.is_mdm() && platform == Platform::Rhel7 {
+            // The gateway runs on Java (host-steps section 3).
+            wanted.push("java-1.8.0-openjdk");
+        }
+        let mut missing = Vec::new();
+        for name in wanted {
+            if packages::installed_version(platform, name)
+                .map_err(|e| e.to_string())?
+                .is_none()
+            {
+                missing.push(name);
+            }
+        }
+        if !missing.is_empty() {
+            packages::install_from_repository(platform, &missing).map_err(|e| e.to_string())?;
+            for name in &missing {
+                if packages::installed_version(platform, name)
+                    .map_err(|e| e.to_string())?
+                    .is_none()
+                {
+                    return Err(format!(
+                        "{name} is still not installed after the package manager succeeded"
+                    ));
+                }
+            }
+        }
+        let mut findings = Findings::default();
+        if platform == Platform::Ubuntu1404 {
+            let kernel = self.facts.kernel()?;
+            if kernel != UBUNTU_KERNEL {
+                let image = format!("linux-image-{UBUNTU_KERNEL}");
+                if packages::installed_version(platform, &image)
+                    .map_err(|e| e.to_string())?
+                    .is_none()
+                {
+                    packages::install_from_repository(platform, &[&image])
+                        .map_err(|e| e.to_string())?;
+                }
+                log::info!(
+                    "node {}: kernel {kernel} runs; {UBUNTU_KERNEL} is installed and needs a reboot",
+                    self.plan.hostname
+                );
+                findings.needs_reboot = true;
+            }
+        }
+        Ok(findings)
+    }
+
+    fn reboot_prerequisites(&mut self) -> StepResult {
+        let kernel = self.facts.kernel()?;
+        let needed = self.platform()? == Platform::Ubuntu1404 && kernel != UBUNTU_KERNEL;
+        match machine::reboot(needed, self.plan.install.debug, self.plan.reboot_wait) {
+            Reboot::Skip => Ok(Findings::default()),
+            Reboot::Forbidden => Err(format!(
+                "kernel {kernel} runs and the storage client needs {UBUNTU_KERNEL}, which is \
+                 installed; only a reboot starts it, and -debug=true forbids reboots"
+            )),
+            Reboot::Wait | Reboot::Now => self.reboot_now(),
+        }
+    }
+
+    fn reboot_final(&mut self) -> StepResult {
+        let marker = std::fs::read_to_string(self.facts.path(REBOOT_MARKER)).ok();
+        // After a restart, the marker tells whether the reboot asked for has happened.
+        let pending = marker.is_some_and(|m| Some(m.trim().to_string()) == self.facts.boot_id());
+        let needed = self.isolator_installed || pending;
+        match machine::reboot(needed, self.plan.install.debug, self.plan.reboot_wait) {
+            Reboot::Skip => Ok(Findings::default()),
+            Reboot::Forbidden => {
+                log::warn!(
+                    "node {}: the isolator loads only when the agent restarts; -debug=true \
+                     forbids the reboot, so restart the agent by hand",
+                    self.plan.hostname
+                );
+                Ok(Findings::default())
+            }
+            Reboot::Wait | Reboot::Now => self.reboot_now(),
+        }
+    }
+
+    /// Waits until this node may reboot, reboots, and waits to be ended by it.
+    fn reboot_now(&mut self) -> StepResult {
+        if self.plan.reboot_wait {
+            self.wait_for_plan(
+                "every other node before this one (it runs the scheduler) reboots",
+                |p| !p.reboot_wait,
+            )?;
+        }
+        let boot = self.facts.boot_id().unwrap_or_default();
+        let marker = self.facts.path(REBOOT_MARKER);
+        volume::write_if_changed(&marker, &format!("{boot}\n"), 0o600)?;
+        log::warn!("node {}: rebooting the host", self.plan.hostname);
+        check(&Cmd::new("shutdown", &["-r", "now"])).map_err(|e| e.to_string())?;
+        // The reboot ends this process; waiting is all that is left to do.
+        let deadline = Instant::now() + REBOOT_DEADLINE;
+        while Instant::now() < deadline {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        Err(format!(
+            "`shutdown -r now` succeeded but the host did not reboot within {} s",
+            REBOOT_DEADLINE.as_secs()
+        ))
+    }
+
+    fn packages(&mut self) -> StepResult {
+        let platform = self.platform()?;
+        let components: &[Component] = if self.plan.is_mdm() {
+            &[
+                Component::Mdm,
+                Component::Sds,
+                Component::Sdc,
+                Component::Lia,
+                Component::Gateway,
+            ]
+        } else {
+            &[Component::Sds, Component::Sdc]
+        };
+        for &c in components {
+            self.install_component(platform, c)?;
+        }
+        Ok(Findings::default())
+    }
+
+    fn install_component(&mut self, platform: Platform, c: Component) -> Result<(), String> {
+        let key = platform.key();
+        let urls = self.plan.install.packages.get(key);
+        let url = match c {
+            Component::Mdm => urls.and_then(|u| u.mdm.clone()),
+            Component::Sds => urls.and_then(|u| u.sds.clone()),
+            Component::Sdc => urls.and_then(|u| u.sdc.clone()),
+            Component::Lia => urls.and_then(|u| u.lia.clone()),
+            Component::Gateway => urls.and_then(|u| u.gw.clone()),
+        }
+        .ok_or_else(|| {
+            format!(
+                "{NEEDS_CONFIGURATION}no {} package URL for {key}: set -storage.{key}.{}",
+                c.key().to_uppercase(),
+                c.key()
+            )
+        })?;
+        let name = c.package(platform);
+        let file = download::file_name(&url)
+            .ok_or_else(|| format!("{url}: the URL names no package file"))?;
+        let wanted = packages::version_in_file_name(&file, name)
+            .ok_or_else(|| format!("{url}: the file name carries no version of package {name}"))?;
+        let installed = packages::installed_version(platform, name).map_err(|e| e.to_string())?;
+        if installed
+            .as_deref()
+            .is_some_and(|v| packages::same_version(v, &wanted))
+        {
+            log::info!(
+                "node {}: {name} {wanted} already installed",
+                self.plan.hostname
+            );
+            return Ok(());
+        }
+        let path = download::fetch(&url, &self.sandbox.join("packages"))?;
+        let mut cmd = Cmd::default();
+        match c {
+            Component::Mdm => {
+                let manager = matches!(self.plan.persona.as_str(), "primary" | "secondary");
+                cmd = cmd.env("MDM_ROLE_IS_MANAGER", if manager { "1" } else { "0" });
+            }
+            Component::Sdc if !self.plan.install.mdm_ips.is_empty() => {
+                cmd = cmd.env("MDM_IP", &self.plan.install.mdm_ips.join(","));
+            }
+            Component::Lia | Component::Gateway => {
+                let password = self.plan.password().ok_or_else(|| {
+                    format!("the plan carries no admin password, which installing {name} needs")
+                })?;
+                let var = if c == Component::Lia {
+                    "TOKEN"
+                } else {
+                    "GATEWAY_ADMIN_PASSWORD"
+                };
+                cmd = cmd.secret_env(var, password);
+            }
+            _ => {}
+        }
+        log::info!(
+            "node {}: installing {name} {wanted}{}",
+            self.plan.hostname,
+            installed
+                .map(|v| format!(" (replacing {v})"))
+                .unwrap_or_default()
+        );
+        packages::install_file(platform, &path.to_string_lossy(), cmd)
+            .map_err(|e| e.to_string())?;
+        match packages::installed_version(platform, name).map_err(|e| e.to_string())? {
+            Some(v) if packages::same_version(&v, &wanted) => Ok(()),
+            other => Err(format!(
+                "installing {name} {wanted} exited 0, but the package database then shows {}",
+                other.unwrap_or_else(|| "it not installed".into())
+            )),
+        }
+    }
+
+    fn devices(&mut self) -> StepResult {
+        let listed = self.plan.listed_devices();
+        let found = if listed.is_empty() {
+            let d = devices::discover(&self.facts)?;
+            for (dev, why) in &d.skipped {
+                log::debug!("node {}: {dev} not offered: {why}", self.plan.hostname);
+            }
+            d.usable
+        } else {
+            devices::check_listed(&self.facts, &listed)?
+        };
+        log::info!(
+            "node {}: devices {}",
+            self.plan.hostname,
+            if found.is_empty() {
+                "none".to_string()
+            } else {
+                found.join(", ")
+            }
+        );
+        self.api
+            .report("devices", &serde_json::json!({ "devices": found }))
+            .map_err(|e| format!("device report refused: {e}"))?;
+        Ok(Findings::default())
+    }
+
+    fn storage_attach(&mut self) -> StepResult {
+        self.wait_for_plan(
+            "its devices in the pool and its SDC connected (storage_ready)",
+            |p| p.storage_ready,
+        )?;
+        Ok(Findings::default())
+    }
+
+    fn volume_driver(&mut self) -> StepResult {
+        let install = &self.plan.install;
+        let gateway = install
+            .gateway
+            .clone()
+            .ok_or("the plan names no gateway for the volume driver")?;
+        let (pd, pool) = self.plan.consuming_pool();
+        let text = volume::rexray_config(&volume::RexRay {
+            gateway: &gateway,
+            system_name: &install.system_name,
+            system_id: install.system_id.as_deref(),
+            protection_domain: &pd,
+            storage_pool: &pool,
+            password: self.plan.password(),
+        });
+        let written =
+            volume::write_if_changed(&self.facts.path(volume::REXRAY_CONFIG), &text, 0o600)?;
+        log::info!(
+            "node {}: REX-Ray configuration {}",
+            self.plan.hostname,
+            if written {
+                "written"
+            } else {
+                "already in place"
+            }
+        );
+        let mut findings = Findings::default();
+        if let Some(url) = install.isolator_url.clone() {
+            let file = download::file_name(&url)
+                .ok_or_else(|| format!("{url}: the URL names no module file"))?;
+            let module = format!("/usr/lib/{file}");
+            if volume::isolator_in_place(&self.facts, &module) {
+                log::info!("node {}: isolator already in place", self.plan.hostname);
+            } else {
+                let path = download::fetch(&url, &self.sandbox.join("isolator"))?;
+                volume::install_isolator(&self.facts, &path, &module)?;
+                log::info!(
+                    "node {}: isolator installed; the agent loads it after a restart",
+                    self.plan.hostname
+                );
+                self.isolator_installed = true;
+                findings.needs_reboot = true;
+            }
+        }
+        Ok(findings)
+    }
+}

@@ -1,0 +1,413 @@
+//! End to end, node side: the real scheduler and executors on dev cluster agents whose hosts
+//! are stand-ins (`devcluster::host`): Ubuntu 14.04, RHEL 7 and CentOS 7 hosts walk to
+//! `running` (the Ubuntu one installs its kernel and reboots once), an unsupported OS and a
+//! failing package install end as failed nodes naming the cause, an executor killed
+//! mid-install resumes without reinstalling, an agent restart keeps the executor, and no
+//! executor secret shows in the master's or agents' state endpoints.
+
+#[path = "support/cluster.rs"]
+mod cluster;
+
+use cluster::{free_port, host_standins, scheduler_args, scheduler_bin, stage_packages, wait_for};
+use devcluster::control;
+use devcluster::host::{self, FakeRoot, HostProfile, HostState, Package, UBUNTU_SDC_KERNEL};
+use devcluster::master::{self, MasterHandle};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A reboot means an agent restart and a relaunch after the scheduler's 5 s backoff.
+const SETTLE: Duration = Duration::from_secs(120);
+const PASSWORD: &str = "Scaleio123";
+
+struct Rig {
+    m: Arc<MasterHandle>,
+    _control: control::ControlHandle,
+    _packages: Arc<tiny_http::Server>,
+    sched: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+    args: Vec<String>,
+}
+
+impl Rig {
+    fn start(name: &str, profiles: &[HostProfile], prepare: impl FnOnce(&Path)) -> Rig {
+        let dir = std::env::temp_dir().join(format!("e2e-node-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let listener = control::bind(0).unwrap();
+        let mut standins = host_standins(Some(listener.url()));
+        standins.per_agent = profiles
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (i + 1, *p))
+            .collect::<BTreeMap<_, _>>();
+        let m = Arc::new(
+            master::start(master::MasterConfig {
+                agents: profiles.len(),
+                heartbeat_interval: Duration::from_secs(1),
+                work_dir: dir.join("mesos"),
+                status_update_retry: Duration::from_secs(1),
+                host_standins: Some(standins),
+                ..Default::default()
+            })
+            .expect("dev cluster"),
+        );
+        let control = listener
+            .serve(control::Targets {
+                master: m.clone(),
+                gateway: None,
+            })
+            .unwrap();
+        prepare(&dir.join("mesos"));
+        let port = free_port();
+        let mut args = scheduler_args(
+            &m.addr().to_string(),
+            port,
+            &dir.join("state.json"),
+            PASSWORD,
+        );
+        let (flags, packages) = stage_packages(&dir.join("packages"));
+        args.extend(flags);
+        let mut rig = Rig {
+            m,
+            _control: control,
+            _packages: packages,
+            sched: None,
+            port,
+            dir,
+            args,
+        };
+        rig.spawn();
+        rig
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("scheduler.log"))
+            .unwrap();
+        self.sched = Some(
+            Command::new(scheduler_bin())
+                .args(&self.args)
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("start storage-scheduler"),
+        );
+    }
+
+    fn stop_scheduler(&mut self) {
+        if let Some(mut c) = self.sched.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn state_text(&self) -> Option<String> {
+        ureq::get(&format!("http://127.0.0.1:{}/api/state", self.port))
+            .call()
+            .ok()?
+            .into_body()
+            .read_to_string()
+            .ok()
+    }
+
+    /// The node of `agent-<n>` in `/api/state`.
+    fn node(&self, n: usize) -> Option<Value> {
+        let state: Value = serde_json::from_str(&self.state_text()?).ok()?;
+        let host = format!("agent-{n}");
+        state["model"]["nodes"]
+            .as_object()?
+            .values()
+            .find(|v| v["hostname"] == host.as_str())
+            .cloned()
+    }
+
+    fn wait_phase(&self, n: usize, phase: &str) -> Value {
+        wait_for(&format!("agent-{n} in phase {phase}"), SETTLE, || {
+            self.node(n).filter(|v| v["phase"] == phase)
+        })
+    }
+
+    fn wait_error(&self, n: usize, needles: &[&str]) -> String {
+        let last = std::cell::RefCell::new(String::new());
+        let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            wait_for(
+                &format!("agent-{n} failing with {needles:?}"),
+                SETTLE,
+                || {
+                    let e = self.node(n)?["last_error"].as_str()?.to_string();
+                    *last.borrow_mut() = e.clone();
+                    needles.iter().all(|w| e.contains(w)).then_some(e)
+                },
+            )
+        }));
+        found.unwrap_or_else(|_| panic!("agent-{n}: last error seen: {}", last.borrow()))
+    }
+
+    fn root(&self, n: usize) -> FakeRoot {
+        root_of(&self.dir.join("mesos"), n)
+    }
+
+    fn host(&self, n: usize) -> HostState {
+        self.root(n).state().unwrap()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("scheduler.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        self.stop_scheduler();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("scheduler log:\n{}", self.log());
+            eprintln!(
+                "executor logs:\n{}",
+                executor_logs(&self.dir.join("mesos"), "storage-executor")
+            );
+        }
+    }
+}
+
+fn root_of(work: &Path, n: usize) -> FakeRoot {
+    FakeRoot::open(&host::agent_root(&work.join(format!("agent-{n}")))).unwrap()
+}
+
+/// Stand-in runs whose argv starts with `prefix`.
+fn runs(h: &HostState, prefix: &[&str]) -> usize {
+    h.history
+        .iter()
+        .filter(|i| i.argv.len() >= prefix.len() && i.argv.iter().zip(prefix).all(|(a, p)| a == p))
+        .count()
+}
+
+fn installs_of(h: &HostState, package: &str) -> usize {
+    h.history
+        .iter()
+        .filter(|i| {
+            matches!(i.argv.first().map(String::as_str), Some("dpkg" | "rpm"))
+                && matches!(i.argv.get(1).map(String::as_str), Some("-i" | "-Uvh"))
+                && i.argv.iter().any(|a| a.contains(package))
+        })
+        .count()
+}
+
+fn get(url: &str) -> String {
+    ureq::get(url)
+        .call()
+        .expect(url)
+        .into_body()
+        .read_to_string()
+        .unwrap()
+}
+
+/// Every `stderr` file under `dir` whose path names `executor`.
+fn executor_logs(dir: &Path, executor: &str) -> String {
+    let mut out = String::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() && !p.is_symlink() {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|f| f == "stderr")
+                && p.to_string_lossy().contains(executor)
+            {
+                out.push_str(&std::fs::read_to_string(&p).unwrap_or_default());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn mixed_hosts_reach_running_and_failures_name_their_cause() {
+    use HostProfile::*;
+    let rig = Rig::start(
+        "mixed",
+        &[Ubuntu1404, Rhel7, Centos7, Ubuntu1604, Rhel7],
+        |work| {
+            // agent-5 already has a newer SDS: rpm refuses the older one the plan hands out.
+            root_of(work, 5)
+                .update(|s| {
+                    s.packages.insert(
+                        "EMC-ScaleIO-sds".into(),
+                        Package {
+                            version: "2.0".into(),
+                            release: Some("14000.231.el7".into()),
+                            arch: "x86_64".into(),
+                            status: "install ok installed".into(),
+                        },
+                    );
+                })
+                .unwrap();
+        },
+    );
+    // An unsupported OS and a failing install: failed nodes whose message names the cause.
+    let os = rig.wait_error(4, &["TASK_FAILED", "environment", "Ubuntu 16.04"]);
+    assert!(os.contains("unsupported operating system"), "{os}");
+    let rpm = rig.wait_error(5, &["TASK_FAILED", "packages", "rpm -Uvh", "status 1"]);
+    assert!(rpm.contains("newer"), "{rpm}");
+    for n in 1..=3 {
+        rig.wait_phase(n, "running");
+    }
+
+    // The Ubuntu host installed the kernel the SDC needs and rebooted exactly once.
+    let ubuntu = rig.host(1);
+    assert_eq!(ubuntu.running_kernel, UBUNTU_SDC_KERNEL);
+    assert_eq!(ubuntu.boots, 1);
+    assert_eq!(runs(&ubuntu, &["shutdown"]) + runs(&ubuntu, &["reboot"]), 1);
+    assert_eq!(
+        runs(
+            &ubuntu,
+            &["apt-get", "-y", "install", "linux-image-4.4.0-38-generic"]
+        ),
+        1
+    );
+    for n in 1..=3 {
+        let h = rig.host(n);
+        for (deb, rpm) in [
+            ("emc-scaleio-sds", "EMC-ScaleIO-sds"),
+            ("emc-scaleio-sdc", "EMC-ScaleIO-sdc"),
+        ] {
+            let name = if n == 1 { deb } else { rpm };
+            assert!(
+                h.installed(name).is_some(),
+                "agent-{n}: {name} not installed"
+            );
+        }
+        assert_eq!(
+            h.sdc_mdm_ips.as_deref(),
+            Some("127.0.0.1,127.0.0.2"),
+            "agent-{n}"
+        );
+        assert!(
+            h.installed("emc-scaleio-mdm").is_none() && h.installed("EMC-ScaleIO-mdm").is_none()
+        );
+        for i in &h.history {
+            assert!(!i.argv.iter().any(|a| a.contains(PASSWORD)), "{:?}", i.argv);
+        }
+        let cfg = rig.root(n).join("etc/rexray/config.yml");
+        let mode = std::fs::metadata(&cfg).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "agent-{n}: {}", cfg.display());
+        let text = std::fs::read_to_string(&cfg).unwrap();
+        assert!(
+            text.contains("endpoint: \"https://127.0.0.1/api\""),
+            "{text}"
+        );
+        let node = rig.node(n).unwrap();
+        assert_eq!(
+            node["devices"],
+            serde_json::json!(["/dev/xvdb", "/dev/xvdc"])
+        );
+    }
+
+    // An unsupported OS and a failing install: failed nodes whose message names the cause.
+    let os = rig.wait_error(4, &["TASK_FAILED", "environment", "Ubuntu 16.04"]);
+    assert!(os.contains("unsupported operating system"), "{os}");
+    let rpm = rig.wait_error(5, &["TASK_FAILED", "packages", "rpm -Uvh", "status 1"]);
+    assert!(rpm.contains("newer"), "{rpm}");
+    assert_eq!(
+        runs(&rig.host(4), &[]),
+        0,
+        "nothing ran on the unsupported host"
+    );
+
+    // No secret in /api/state, nor in the master's or agents' state endpoints.
+    let state = rig.state_text().unwrap();
+    assert!(!state.contains(PASSWORD));
+    let store: Value =
+        serde_json::from_slice(&std::fs::read(rig.dir.join("state.json")).unwrap()).unwrap();
+    let secrets: Vec<String> = store["state"]["executor_secrets"]
+        .as_object()
+        .or_else(|| store["executor_secrets"].as_object())
+        .expect("executor secrets in the store")
+        .values()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert!(!secrets.is_empty());
+    let master_state = get(&format!("http://{}/master/state", rig.m.addr()));
+    assert!(
+        master_state.contains("STORAGE_SCHEDULER_URL"),
+        "the master shows executor environments, as Mesos does"
+    );
+    let mut pages = vec![master_state];
+    for a in rig.m.agents().unwrap() {
+        pages.push(get(&format!("http://{}/state", a.endpoint)));
+    }
+    for page in &pages {
+        for s in &secrets {
+            assert!(!page.contains(s.as_str()), "an executor secret is served");
+        }
+    }
+
+    // An agent restart keeps the executor: it subscribes again, nothing is relaunched.
+    let before = rig.node(2).unwrap()["task"].clone();
+    let executor = before["executor_id"].as_str().unwrap().to_string();
+    let agent2 = rig.dir.join("mesos/agent-2");
+    let subscribed = |log: &str| log.matches("SUBSCRIBED: agent").count();
+    assert_eq!(subscribed(&executor_logs(&agent2, &executor)), 1);
+    rig.m.restart_agent(1).unwrap();
+    wait_for("the executor re-subscribed", SETTLE, || {
+        (subscribed(&executor_logs(&agent2, &executor)) >= 2).then_some(())
+    });
+    let after = rig.node(2).unwrap();
+    assert_eq!(after["task"]["task_id"], before["task_id"]);
+    assert_eq!(after["task"]["state"], "TASK_RUNNING");
+    assert_eq!(after["phase"], "running");
+}
+
+#[test]
+fn an_executor_killed_mid_install_resumes_without_reinstalling() {
+    let mut rig = Rig::start("resume", &[HostProfile::Rhel7], |_| {});
+    // Without the SDC's URL the node installs the SDS, then waits at `packages`.
+    let full = rig.args.clone();
+    rig.args.retain(|a| !a.starts_with("-storage.rhel7.sdc="));
+    rig.stop_scheduler();
+    rig.spawn();
+    let e = rig.wait_error(1, &["packages", "-storage.rhel7.sdc"]);
+    assert!(
+        !e.contains("TASK_FAILED"),
+        "a missing URL waits, it does not fail: {e}"
+    );
+    let h = rig.host(1);
+    assert_eq!(installs_of(&h, "EMC-ScaleIO-sds"), 1);
+    assert_eq!(runs(&h, &["yum", "-y", "install"]), 1);
+
+    // Killed mid-install: the relaunched executor resumes at `packages`.
+    let task = rig.node(1).unwrap()["task"].clone();
+    let executor = task["executor_id"].as_str().unwrap().to_string();
+    rig.m.kill_executor(0, &executor).unwrap();
+    wait_for("a relaunch", SETTLE, || {
+        let n = rig.node(1)?;
+        (n["task"]["executor_id"] != executor.as_str()
+            && n["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("-storage.rhel7.sdc")))
+        .then_some(())
+    });
+
+    // The operator adds the URL; the waiting executor carries on to `running`.
+    rig.stop_scheduler();
+    rig.args = full;
+    rig.spawn();
+    rig.wait_phase(1, "running");
+    let h = rig.host(1);
+    assert_eq!(installs_of(&h, "EMC-ScaleIO-sds"), 1, "SDS installed again");
+    assert_eq!(installs_of(&h, "EMC-ScaleIO-sdc"), 1);
+    assert_eq!(
+        runs(&h, &["yum", "-y", "install"]),
+        1,
+        "prerequisites again"
+    );
+}
