@@ -57,10 +57,21 @@ impl Rig {
             })
             .expect("dev cluster"),
         );
+        // The rig's own gateway: SDC stand-ins register with it through the control API
+        // (an SDC installed with this cluster's MDM_IP connects), as nodes need for
+        // storage-attach.
+        let gateway = Arc::new(
+            devcluster::gateway::start(devcluster::gateway::GatewayConfig::new(
+                PASSWORD,
+                cluster::dev_mdms(),
+            ))
+            .expect("dev gateway"),
+        );
+        let gateway_addr = gateway.addr();
         let control = listener
             .serve(control::Targets {
                 master: m.clone(),
-                gateway: None,
+                gateway: Some(gateway),
             })
             .unwrap();
         prepare(&dir.join("mesos"));
@@ -71,6 +82,11 @@ impl Rig {
             &dir.join("state.json"),
             PASSWORD,
         );
+        for a in args.iter_mut() {
+            if a.starts_with("-storage.preconfig.gateway=") {
+                *a = format!("-storage.preconfig.gateway={gateway_addr}");
+            }
+        }
         let (flags, packages) = stage_packages(&dir.join("packages"));
         args.extend(flags);
         let mut rig = Rig {
