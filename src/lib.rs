@@ -1,6 +1,7 @@
 //! storage-framework: a Mesos framework that keeps every agent ready to serve persistent
 //! volumes from a ScaleIO-class block-storage cluster. See ARCHITECTURE.md for the codemap.
 
+pub mod backoff;
 pub mod clock;
 pub mod hash;
 pub mod mesos;

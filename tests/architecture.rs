@@ -1,7 +1,7 @@
-//! The module layers of ARCHITECTURE.md: `rest -> scheduler -> {mesos, store}`, with the
-//! leaf modules (`clock`, `hash`, `secret`) below all of them. A `crate::` path in a file
-//! that points up or sideways against these arrows fails this test, so the import graph
-//! between the top-level modules stays free of cycles.
+//! The module layers of ARCHITECTURE.md: `rest -> scheduler -> {gateway, mesos, store}` and
+//! `gateway -> mesos`, with the leaf modules (`backoff`, `clock`, `hash`, `secret`) below all
+//! of them. A `crate::` path in a file that points up or sideways against these arrows fails
+//! this test, so the import graph between the top-level modules stays free of cycles.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -9,14 +9,18 @@ use std::path::Path;
 /// Top-level module -> the top-level modules it may use.
 fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
     BTreeMap::from([
+        ("backoff", &[][..]),
         ("clock", &[][..]),
         ("hash", &[][..]),
         ("secret", &[][..]),
         ("mesos", &[][..]),
         ("store", &[][..]),
+        ("gateway", &["mesos", "backoff", "secret"][..]),
         (
             "scheduler",
-            &["mesos", "store", "clock", "hash", "secret"][..],
+            &[
+                "mesos", "store", "gateway", "backoff", "clock", "hash", "secret",
+            ][..],
         ),
         (
             "rest",

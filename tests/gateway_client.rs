@@ -4,8 +4,12 @@
 
 use devcluster::gateway::{self, GatewayConfig as SimConfig, GatewayHandle, MdmIps};
 use serde_json::json;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::Duration;
-use storage_framework::gateway::client::{code, GatewayClient, GatewayConfig, GatewayError};
+use storage_framework::gateway::client::{
+    code, CallCounters, GatewayClient, GatewayConfig, GatewayError,
+};
 use storage_framework::secret::Secret;
 
 const PASSWORD: &str = "Gw-Pa55word!";
@@ -76,6 +80,26 @@ fn retries_injected_500s_and_gives_up_after_the_bound() {
     );
     assert_eq!(c.requests() - before, 4, "one attempt plus 3 retries");
     gw.clear_faults();
+}
+
+#[test]
+fn counts_every_request_and_each_failed_call_into_shared_counters() {
+    let gw = start();
+    let counters = Arc::new(CallCounters::default());
+    let mut c = client(&gw).with_counters(Arc::clone(&counters));
+    c.get("/api/version").expect("version");
+    gw.fail_until_cleared();
+    c.get("/api/version")
+        .expect_err("a gateway failing for good");
+    gw.clear_faults();
+    // login, call, then one attempt plus 3 retries of the failing call.
+    assert_eq!(counters.calls.load(Relaxed), 6);
+    assert_eq!(counters.calls.load(Relaxed), c.requests());
+    assert_eq!(
+        counters.errors.load(Relaxed),
+        1,
+        "one failed call, not one per attempt"
+    );
 }
 
 #[test]

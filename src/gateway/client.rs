@@ -6,14 +6,13 @@
 //! The password and the token are [`Secret`]s: they go into the `Authorization` header and
 //! nowhere else (no error text, no log line carries them).
 
+use crate::backoff::Backoff;
 use crate::mesos::base64;
-use crate::scheduler::backoff::Backoff;
-use crate::scheduler::metrics::Metrics;
 use crate::secret::Secret;
 use serde_json::Value;
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -144,12 +143,20 @@ impl fmt::Display for GatewayError {
 
 impl std::error::Error for GatewayError {}
 
+/// Requests sent to the gateway and those that failed, counted by the client (the one place
+/// every call passes) and read by whoever reports them (the scheduler's `/metrics`).
+#[derive(Debug, Default)]
+pub struct CallCounters {
+    pub calls: AtomicU64,
+    pub errors: AtomicU64,
+}
+
 pub struct GatewayClient {
     config: GatewayConfig,
     agent: ureq::Agent,
     token: Option<Secret>,
     backoff: Backoff,
-    metrics: Option<Arc<Metrics>>,
+    counters: Option<Arc<CallCounters>>,
     /// HTTP requests sent (logins and retries included); read by the benchmark.
     requests: u64,
 }
@@ -217,13 +224,13 @@ impl GatewayClient {
             agent,
             token: None,
             backoff,
-            metrics: None,
+            counters: None,
             requests: 0,
         })
     }
 
-    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> GatewayClient {
-        self.metrics = Some(metrics);
+    pub fn with_counters(mut self, counters: Arc<CallCounters>) -> GatewayClient {
+        self.counters = Some(counters);
         self
     }
 
@@ -340,8 +347,8 @@ impl GatewayClient {
                     self.login()?;
                 }
                 _ => {
-                    if let Some(m) = &self.metrics {
-                        m.gateway_errors.fetch_add(1, Relaxed);
+                    if let Some(c) = &self.counters {
+                        c.errors.fetch_add(1, Relaxed);
                     }
                     return Err(api_error(method, path, status, &reply));
                 }
@@ -386,8 +393,8 @@ impl GatewayClient {
         body: Option<&Value>,
     ) -> Result<(u16, Value), GatewayError> {
         self.requests += 1;
-        if let Some(m) = &self.metrics {
-            m.gateway_calls.fetch_add(1, Relaxed);
+        if let Some(c) = &self.counters {
+            c.calls.fetch_add(1, Relaxed);
         }
         let url = format!("https://{}{path}", self.config.address);
         let accept = format!("application/json;version={}", self.config.api_version);

@@ -101,12 +101,12 @@ pub fn render(s: &Sources) -> String {
         (
             "gateway_calls_total",
             "Requests made to the storage gateway.",
-            &m.gateway_calls,
+            &m.gateway.calls,
         ),
         (
             "gateway_errors_total",
             "Requests to the storage gateway that failed.",
-            &m.gateway_errors,
+            &m.gateway.errors,
         ),
     ] {
         family(&mut out, name, "counter", help);

@@ -310,7 +310,7 @@ pub enum Input {
     /// SIGTERM/SIGINT: save and stop, leaving the framework and its executors in place.
     Shutdown,
     /// The gateway worker's outcome of storage work (issue 9).
-    Storage(crate::gateway::worker::Report),
+    Storage(crate::scheduler::storage::worker::Report),
     /// What became of a call (call sender): every failure, and REVIVE/SUPPRESS successes.
     CallOutcome(CallOutcome),
 }

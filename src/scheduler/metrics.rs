@@ -2,7 +2,9 @@
 //! (subscription reader, call sender, dispatcher) and read by the REST server; atomics keep
 //! that free of locks.
 
+use crate::gateway::client::CallCounters;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 
 /// Scheduler event types, in the order of `EVENT_NAMES`.
 pub const EVENT_NAMES: [&str; 12] = [
@@ -44,9 +46,9 @@ pub struct Metrics {
     pub reconnects: AtomicU64,
     /// Milliseconds since the epoch of the last event of any kind (0 = none yet).
     pub last_event_ms: AtomicU64,
-    /// Requests to the storage gateway, and those that failed (gateway client).
-    pub gateway_calls: AtomicU64,
-    pub gateway_errors: AtomicU64,
+    /// Requests to the storage gateway, and those that failed; shared with the gateway
+    /// client, which counts them.
+    pub gateway: Arc<CallCounters>,
 }
 
 impl Metrics {

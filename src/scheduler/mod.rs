@@ -8,7 +8,6 @@
 //! ```
 
 pub mod agents;
-pub mod backoff;
 pub mod dispatcher;
 pub mod exchange;
 pub mod executors;
@@ -181,7 +180,7 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
         warn!("cannot install signal handlers: {e}");
     }
     // Issue 9: the storage cluster's prerequisites, before subscribing.
-    let gateway = match crate::gateway::check_before_subscribing(
+    let gateway = match storage::startup::check_before_subscribing(
         &config,
         metrics.clone(),
         &in_rx,
@@ -233,7 +232,7 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
     if let Some(client) = gateway {
         let gateway_on_primary = client.address().is_empty();
         let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded();
-        let mut settings = crate::gateway::worker::WorkerSettings::new(
+        let mut settings = storage::worker::WorkerSettings::new(
             config.storage.capacity_interval,
             config.storage.threshold_pct,
         );
@@ -243,7 +242,7 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
                 config.storage.storage_pool.clone(),
             )];
         }
-        let worker = crate::gateway::worker::Worker::new(client, settings);
+        let worker = storage::worker::Worker::new(client, settings);
         let to = worker_inputs;
         threads.push(spawn("gateway-worker", move || worker.run(jobs_rx, to)));
         dispatcher.set_storage(

@@ -6,11 +6,11 @@
 //!   try the next one in `-uri`, after a jittered exponential backoff capped at 30 s.
 //! - Re-subscription re-uses the framework id (so executors survive a scheduler restart).
 
+use crate::backoff::Backoff;
 use crate::clock::Clock;
 use crate::mesos::client::{ClientConfig, ClientError, SchedulerClient, StreamError};
 use crate::mesos::scheduler::{call, event, Call};
 use crate::mesos::types::{FrameworkID, FrameworkInfo};
-use crate::scheduler::backoff::Backoff;
 use crate::scheduler::exchange::Input;
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::sender::Outgoing;

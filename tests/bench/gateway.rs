@@ -14,9 +14,9 @@ use devcluster::gateway::{self, GatewayConfig, MdmIps};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 use storage_framework::gateway::client::{GatewayClient, GatewayConfig as ClientConfig};
-use storage_framework::gateway::plan::{DeviceWant, NodeWant};
-use storage_framework::gateway::worker::{Job, Report, Worker, WorkerSettings};
 use storage_framework::scheduler::exchange::Input;
+use storage_framework::scheduler::storage::plan::{DeviceWant, NodeWant};
+use storage_framework::scheduler::storage::worker::{Job, Report, Worker, WorkerSettings};
 use storage_framework::secret::Secret;
 
 const NODES: usize = 100;

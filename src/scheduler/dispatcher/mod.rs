@@ -7,12 +7,12 @@
 //! scheduler killed at any instant never launches a second executor on an agent and never
 //! loses an update.
 
+use crate::backoff::relaunch_delay;
 use crate::clock::{self, Clock};
 use crate::mesos::scheduler::{call, event, Call, Event};
 use crate::mesos::types::{
     offer, AgentID, Filters, FrameworkID, OfferID, TaskID, TaskState, TaskStatus,
 };
-use crate::scheduler::backoff::relaunch_delay;
 use crate::scheduler::exchange::{CallOutcome, Input, KnownAgent, View};
 use crate::scheduler::executors::ExecutorApi;
 use crate::scheduler::launch::{self, LaunchContext};

@@ -6,7 +6,7 @@
 //! The decisions ([`check_system`], [`parse_version`]) are pure functions of the gateway's
 //! JSON; [`run`] only fetches what they need.
 
-use super::client::{GatewayClient, GatewayError};
+use crate::gateway::client::{GatewayClient, GatewayError};
 use crate::scheduler::flags::{Config, Mdms};
 use serde_json::{json, Value};
 use std::fmt;

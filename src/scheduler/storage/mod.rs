@@ -6,11 +6,16 @@
 //! recorded in the model (`storage_intent`), and released to the worker only after the state
 //! is saved (write-ahead).
 
-use crate::gateway::plan::{self, DeviceWant, NodeWant};
-use crate::gateway::worker::{Job, NodeReport, Report};
+pub mod plan;
+pub mod prereq;
+pub mod startup;
+pub mod worker;
+
 use crate::scheduler::model::{ClusterModel, Node, Persona, Phase};
 use crossbeam_channel::Sender;
+use plan::{DeviceWant, NodeWant};
 use std::collections::HashMap;
+use worker::{Job, NodeReport, Report};
 
 #[derive(Debug, Default)]
 pub struct StorageSide {

@@ -6,9 +6,9 @@
 //! yet, is tried again with jittered backoff without the dispatcher asking again. Pool
 //! capacity is read every `capacity_interval` and soon after each attachment.
 
-use super::client::{code, GatewayClient, GatewayError};
 use super::plan::{self, NodeWant, SdsFacts, Step};
-use crate::scheduler::backoff::Backoff;
+use crate::backoff::Backoff;
+use crate::gateway::client::{code, GatewayClient, GatewayError};
 use crate::scheduler::exchange::Input;
 use crate::scheduler::model::PoolCapacity;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
