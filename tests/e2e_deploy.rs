@@ -1,11 +1,14 @@
-//! The operator's path, end to end: `scripts/deploy.sh` posts the app definition to the
-//! Marathon-compatible launcher, which fetches both binaries over HTTP and starts the
-//! scheduler with `$PORT`; the scheduler then puts an executor on every agent.
+//! The operator's path, end to end, with what ships: `scripts/deploy.sh` posts the app
+//! definition to the Marathon-compatible launcher, which fetches the static musl binaries
+//! `scripts/build-release.sh` made and starts the scheduler with `$PORT` under the app's
+//! `mem` and `cpus`, enforced as Mesos' isolators would; the scheduler then puts an executor
+//! on every agent. A scheduler that outgrew its 32 MB would be OOM-killed here, as in
+//! production, and fail this test.
 
 #[path = "support/cluster.rs"]
 mod cluster;
 
-use cluster::{executor_bin, scheduler_bin, wait_for};
+use cluster::{release_artifact, wait_for};
 use devcluster::{launcher, master};
 use std::process::Command;
 use std::sync::Arc;
@@ -15,7 +18,10 @@ use std::time::Duration;
 fn serve_binaries() -> (String, Arc<tiny_http::Server>) {
     let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("file server"));
     let addr = server.server_addr().to_ip().expect("ip");
-    let (sched, exec) = (scheduler_bin(), executor_bin());
+    let (sched, exec) = (
+        release_artifact("storage-scheduler"),
+        release_artifact("storage-executor"),
+    );
     let s = server.clone();
     std::thread::spawn(move || {
         while let Ok(req) = s.recv() {
@@ -115,10 +121,42 @@ fn deploy_script_brings_up_scheduler_and_executors() {
         },
     );
 
+    // Under its limits all along: the first scheduler task still runs, none ever failed.
+    let app = launcher_app(&l);
+    assert!(
+        app["lastTaskFailure"].is_null(),
+        "the scheduler task failed: {}",
+        app["lastTaskFailure"]
+    );
+    assert_eq!(app["tasks"].as_array().map(Vec::len), Some(1), "{app}");
+    let stats = ureq::get(&format!("{}/monitor/statistics", l.url()))
+        .call()
+        .expect("statistics")
+        .into_body()
+        .read_to_string()
+        .expect("statistics body");
+    let stats: serde_json::Value = serde_json::from_str(&stats).expect("statistics JSON");
+    let s = &stats[0]["statistics"];
+    assert_eq!(s["mem_limit_bytes"], 32 * 1024 * 1024, "{stats}");
+    eprintln!(
+        "scheduler under the launcher: max RSS {} bytes, {} of {} periods throttled",
+        s["mem_max_rss_bytes"], s["cpus_nr_throttled"], s["cpus_nr_periods"]
+    );
+
     // Posting the same app again is refused, as Marathon does.
     let again = deploy(&[]);
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("409"));
     drop(l);
     drop(m);
+}
+
+fn launcher_app(l: &launcher::LauncherHandle) -> serde_json::Value {
+    let body = ureq::get(&format!("{}/v2/apps/storage-scheduler", l.url()))
+        .call()
+        .expect("GET the app")
+        .into_body()
+        .read_to_string()
+        .expect("app body");
+    serde_json::from_str::<serde_json::Value>(&body).expect("app JSON")["app"].clone()
 }

@@ -39,6 +39,20 @@ pub fn executor_bin() -> PathBuf {
     p
 }
 
+/// A static musl binary as `scripts/build-release.sh` ships it: the one place that knows
+/// where that script leaves its artifacts. Fails (never skips) when it has not run.
+pub fn release_artifact(name: &str) -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/release-artifacts")
+        .join(name);
+    assert!(
+        p.exists(),
+        "{} missing: run scripts/build-release.sh first (scripts/test.sh does)",
+        p.display()
+    );
+    p
+}
+
 /// Flags of a pre-configured deployment against the dev cluster.
 pub fn scheduler_args(masters: &str, port: u16, store: &Path, password: &str) -> Vec<String> {
     vec![
