@@ -399,13 +399,20 @@ fn launches_on_resources_reserved_for_the_role() {
     let store = dir.join("state.json");
     let mut args = scheduler_args(&m.addr().to_string(), free_port(), &store, "Scaleio123");
     args.push("-role=storage".to_string());
+    // Killed on drop, also when the test fails.
     let log = dir.join("scheduler.log");
-    let mut child = Command::new(scheduler_bin())
-        .args(&args)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .spawn()
-        .expect("scheduler");
+    let mut sched = Scheduler {
+        child: Command::new(scheduler_bin())
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("scheduler"),
+        port: 0,
+        store,
+        log: log.clone(),
+        masters: m.addr().to_string(),
+    };
     let running = wait_for("5 running executors on reserved resources", SETTLE, || {
         all_running(&m)
     });
@@ -421,6 +428,5 @@ fn launches_on_resources_reserved_for_the_role() {
             .count(),
         AGENTS
     );
-    let _ = child.kill();
-    let _ = child.wait();
+    let _ = sched.child.kill();
 }
