@@ -41,10 +41,11 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 # The executor builds the library without the scheduler's server dependencies.
 cargo clippy -p storage-executor --quiet -- -D warnings
 
+# Before the tests: tests/e2e_deploy.rs deploys these very artifacts.
+log "release artifacts: static musl binaries"
+scripts/build-release.sh
+
 log "cargo test (unit, protoc conformance, robustness, dev cluster, end to end)"
 # The end-to-end tests run the executor binary beside the scheduler's.
 cargo build --quiet -p storage-executor -p storage-devcluster   # demo.sh and e2e tests run them
 cargo test --workspace
-
-log "release artifacts: static musl binaries"
-scripts/build-release.sh

@@ -3,11 +3,15 @@
 //! scheduler with `$PORT`; the scheduler then puts an executor on every agent. Also: what
 //! deploy.sh refuses, `--dry-run`, `--help`, `--password-in-env`, and a definition written for
 //! the earlier ScaleIO framework deployed unchanged apart from the binary names.
+//!
+//! What is deployed is what ships: the static musl binaries `scripts/build-release.sh` made,
+//! run by the launcher under the app's `mem` and `cpus`, enforced as Mesos' isolators would.
+//! A scheduler that outgrew its 32 MB would be OOM-killed here, as in production.
 
 #[path = "support/cluster.rs"]
 mod cluster;
 
-use cluster::{executor_bin, scheduler_bin, wait_for};
+use cluster::{release_artifact, wait_for};
 use devcluster::{launcher, master};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -21,7 +25,10 @@ const PASSWORD: &str = "Scaleio123";
 fn serve_binaries() -> (String, Arc<tiny_http::Server>) {
     let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("file server"));
     let addr = server.server_addr().to_ip().expect("ip");
-    let (sched, exec) = (scheduler_bin(), executor_bin());
+    let (sched, exec) = (
+        release_artifact("storage-scheduler"),
+        release_artifact("storage-executor"),
+    );
     let s = server.clone();
     std::thread::spawn(move || {
         while let Ok(req) = s.recv() {
@@ -150,6 +157,17 @@ fn wait_covered(m: &master::MasterHandle, n: usize) {
     );
 }
 
+/// The scheduler app as the launcher holds it (GET /v2/apps/storage-scheduler).
+fn launcher_app(l: &launcher::LauncherHandle) -> serde_json::Value {
+    let body = ureq::get(&format!("{}/v2/apps/storage-scheduler", l.url()))
+        .call()
+        .expect("GET the app")
+        .into_body()
+        .read_to_string()
+        .expect("app body");
+    serde_json::from_str::<serde_json::Value>(&body).expect("app JSON")["app"].clone()
+}
+
 /// Apps the launcher holds (GET /v2/apps).
 fn launcher_apps(l: &launcher::LauncherHandle) -> Vec<serde_json::Value> {
     let body = ureq::get(&format!("{}/v2/apps", l.url()))
@@ -210,6 +228,28 @@ fn deploy_script_brings_up_scheduler_and_executors() {
 
     // The launcher runs the scheduler; the scheduler covers every agent.
     wait_covered(&c.master, 3);
+
+    // Under its limits all along: the first scheduler task still runs, none ever failed.
+    let app = launcher_app(&c.launcher);
+    assert!(
+        app["lastTaskFailure"].is_null(),
+        "the scheduler task failed: {}",
+        app["lastTaskFailure"]
+    );
+    assert_eq!(app["tasks"].as_array().map(Vec::len), Some(1), "{app}");
+    let stats = ureq::get(&format!("{}/monitor/statistics", c.launcher.url()))
+        .call()
+        .expect("statistics")
+        .into_body()
+        .read_to_string()
+        .expect("statistics body");
+    let stats: serde_json::Value = serde_json::from_str(&stats).expect("statistics JSON");
+    let s = &stats[0]["statistics"];
+    assert_eq!(s["mem_limit_bytes"], 32 * 1024 * 1024, "{stats}");
+    eprintln!(
+        "scheduler under the launcher: max RSS {} bytes, {} of {} periods throttled",
+        s["mem_max_rss_bytes"], s["cpus_nr_throttled"], s["cpus_nr_periods"]
+    );
 
     // Posting the same app again is refused, as Marathon does: non-zero, the launcher's words.
     let again = deploy(&args);

@@ -465,3 +465,61 @@ fn reconciliation_is_repeated_until_late_agents_answer() {
     assert_eq!(all_running(&m).as_ref(), Some(&running));
     assert_one_executor_per_agent(&m);
 }
+
+/// Agents whose resources are mostly reserved for the scheduler's role (`-role=storage`):
+/// too little is unreserved for any node, so every launch must carry the reservation (the
+/// role) in its resources, or the master refuses it as more than available.
+#[test]
+fn launches_on_resources_reserved_for_the_role() {
+    let dir = tempdir("reserved");
+    let m = master::start(master::MasterConfig {
+        agents: AGENTS,
+        heartbeat_interval: Duration::from_secs(1),
+        work_dir: dir.join("mesos"),
+        agent_resources: master::AgentResources {
+            cpus: 0.2,
+            mem: 128.0,
+            reserved: Some(master::Reservation {
+                role: "storage".into(),
+                cpus: 4.0,
+                mem: 8192.0,
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .expect("dev cluster");
+    let store = dir.join("state.json");
+    let mut args = scheduler_args(&m.addr().to_string(), free_port(), &store, "Scaleio123");
+    args.push("-role=storage".to_string());
+    // Killed on drop, also when the test fails.
+    let log = dir.join("scheduler.log");
+    let mut sched = Scheduler {
+        child: Command::new(scheduler_bin())
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("scheduler"),
+        port: 0,
+        store,
+        log: log.clone(),
+        masters: m.addr().to_string(),
+    };
+    let running = wait_for("5 running executors on reserved resources", SETTLE, || {
+        all_running(&m)
+    });
+    assert_eq!(running.len(), AGENTS);
+    // Each launch was accepted at once: no task ever failed for want of resources.
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!text.contains("TASK_ERROR"), "{text}");
+    assert_eq!(
+        m.launch_log()
+            .unwrap()
+            .iter()
+            .filter(|r| r.event == LaunchEvent::TaskLaunched)
+            .count(),
+        AGENTS
+    );
+    let _ = sched.child.kill();
+}

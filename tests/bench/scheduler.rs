@@ -1,17 +1,20 @@
-//! `cargo bench --bench scheduler`: the scheduler as a process on the dev cluster.
+//! `cargo bench --bench scheduler`: the scheduler as a process on the dev cluster, run from
+//! the static musl artifacts `scripts/build-release.sh` made (what ships; `bench_binary`
+//! lines name them), at `-loglevel=info` and at the app definition's `-loglevel=debug`.
 //!
 //! - `scheduler_idle_cpu_pct`: CPU the scheduler uses once every agent is covered (5 agents,
 //!   heartbeats every second), over 10 s; it should be close to zero: no busy loops, no
 //!   fixed-period polling in the event path.
 //! - `scheduler_cover_5_agents_ms`: from start to an executor running on each of 5 agents.
 //! - `scheduler_cover_10k_agents_ms`: the same with 10,000 synthetic agents (executors
-//!   emulated by the dev cluster), and `scheduler_max_executors_per_agent` across that run.
+//!   emulated by the dev cluster) until every agent's task is TASK_RUNNING (not merely
+//!   staged), and `scheduler_max_executors_per_agent` across that run, from the master's
+//!   launch record. Synthetic agents fetch nothing: the executor download is not in it.
 
 #[path = "../support/cluster.rs"]
 mod cluster;
 
 use devcluster::master;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -43,6 +46,7 @@ fn spawn_scheduler(
     exec: &std::path::Path,
     m: &master::MasterHandle,
     dir: &std::path::Path,
+    loglevel: &str,
 ) -> std::process::Child {
     let _ = std::fs::create_dir_all(dir);
     let mut args = cluster::scheduler_args(
@@ -51,7 +55,7 @@ fn spawn_scheduler(
         &dir.join("state.json"),
         "Scaleio123",
     );
-    args[0] = "-loglevel=info".to_string();
+    args[0] = format!("-loglevel={loglevel}");
     args.retain(|a| !a.starts_with("-executor.altpath="));
     args.push(format!("-executor.altpath={}", exec.display()));
     Command::new(sched)
@@ -66,34 +70,26 @@ fn spawn_scheduler(
         .expect("start scheduler")
 }
 
-/// Agents with a running storage executor, and the most executors active on one agent.
-fn coverage(m: &master::MasterHandle) -> (usize, usize) {
+/// Agents whose storage task is TASK_RUNNING.
+fn covered(m: &master::MasterHandle) -> usize {
     let Ok(snap) = m.snapshot() else {
-        return (0, 0);
+        return 0;
     };
-    let mut covered = 0;
-    let mut most = 0;
-    for a in snap["agents"].as_array().into_iter().flatten() {
-        let active = a["executors"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|e| {
-                e["tasks"].as_array().is_some_and(|ts| {
-                    ts.iter()
-                        .any(|t| t["state"] == "TASK_RUNNING" || t["state"] == "TASK_STAGING")
-                })
+    snap["agents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| {
+            a["executors"].as_array().into_iter().flatten().any(|e| {
+                e["tasks"]
+                    .as_array()
+                    .is_some_and(|ts| ts.iter().any(|t| t["state"] == "TASK_RUNNING"))
             })
-            .count();
-        most = most.max(active);
-        if active > 0 {
-            covered += 1;
-        }
-    }
-    (covered, most)
+        })
+        .count()
 }
 
-fn ten_thousand(sched: &std::path::Path, exec: &std::path::Path) {
+fn ten_thousand(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str, suffix: &str) {
     const N: usize = 10_000;
     let dir = std::env::temp_dir().join(format!("bench-scheduler-10k-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -105,40 +101,34 @@ fn ten_thousand(sched: &std::path::Path, exec: &std::path::Path) {
     })
     .expect("dev cluster");
     let start = Instant::now();
-    let mut child = spawn_scheduler(sched, exec, &m, &dir);
+    let mut child = spawn_scheduler(sched, exec, &m, &dir, loglevel);
     let deadline = start + Duration::from_secs(300);
-    let mut most = 0;
     loop {
-        let (covered, max) = coverage(&m);
-        most = most.max(max);
-        if covered == N {
+        let n = covered(&m);
+        if n == N {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "only {covered} of {N} agents covered"
-        );
+        assert!(Instant::now() < deadline, "only {n} of {N} agents running");
         std::thread::sleep(Duration::from_millis(100));
     }
     println!(
-        "bench scheduler_cover_10k_agents_ms {} ms",
+        "bench scheduler_cover_10k_agents_ms{suffix} {} ms",
         start.elapsed().as_millis()
     );
-    println!("bench scheduler_max_executors_per_agent {most} executors");
+    let log = m.launch_log().expect("launch log");
+    let most = master::max_concurrent_executors(&log, "storage-executor.")
+        .into_values()
+        .max()
+        .unwrap_or(0);
+    println!("bench scheduler_max_executors_per_agent{suffix} {most} executors");
     let _ = child.kill();
     let _ = child.wait();
     drop(m);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn main() {
-    let sched = PathBuf::from(env!("CARGO_BIN_EXE_storage-scheduler"));
-    let exec = sched.with_file_name("storage-executor");
-    assert!(
-        exec.exists(),
-        "{} missing: cargo build --release -p storage-executor",
-        exec.display()
-    );
+/// Time to cover 5 agents, then CPU over 10 s once covered.
+fn five_agents(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str, suffix: &str) {
     let dir = std::env::temp_dir().join(format!("bench-scheduler-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let m = master::start(master::MasterConfig {
@@ -150,14 +140,14 @@ fn main() {
     })
     .expect("dev cluster");
     let start = Instant::now();
-    let mut child = spawn_scheduler(&sched, &exec, &m, &dir);
+    let mut child = spawn_scheduler(sched, exec, &m, &dir, loglevel);
     let deadline = start + Duration::from_secs(60);
     while !running_on_all(&m, 5) {
         assert!(Instant::now() < deadline, "executors did not come up");
         std::thread::sleep(Duration::from_millis(10));
     }
     println!(
-        "bench scheduler_cover_5_agents_ms {} ms",
+        "bench scheduler_cover_5_agents_ms{suffix} {} ms",
         start.elapsed().as_millis()
     );
     // Let the launch settle (acknowledgements, suppression), then measure.
@@ -168,12 +158,23 @@ fn main() {
     std::thread::sleep(Duration::from_secs(10));
     let t1 = clock_ticks(child.id()).expect("proc stat");
     let pct = (t1 - t0) as f64 / hz / w0.elapsed().as_secs_f64() * 100.0;
-    println!("bench scheduler_idle_cpu_pct {pct:.2} %");
+    println!("bench scheduler_idle_cpu_pct{suffix} {pct:.2} %");
     let _ = child.kill();
     let _ = child.wait();
     drop(m);
     if std::env::var_os("BENCH_KEEP").is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    ten_thousand(&sched, &exec);
+}
+
+fn main() {
+    let sched = cluster::release_artifact("storage-scheduler");
+    let exec = cluster::release_artifact("storage-executor");
+    for b in [&sched, &exec] {
+        println!("bench_binary {}", b.display());
+    }
+    for (level, suffix) in [("info", ""), ("debug", "_debug")] {
+        five_agents(&sched, &exec, level, suffix);
+        ten_thousand(&sched, &exec, level, suffix);
+    }
 }

@@ -42,6 +42,20 @@ pub fn executor_bin() -> PathBuf {
     p
 }
 
+/// A static musl binary as `scripts/build-release.sh` ships it: the one place that knows
+/// where that script leaves its artifacts. Fails (never skips) when it has not run.
+pub fn release_artifact(name: &str) -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("dist/last-build")
+        .join(name);
+    assert!(
+        p.exists(),
+        "{} missing: run scripts/build-release.sh first (scripts/test.sh does)",
+        p.display()
+    );
+    p
+}
+
 /// A dev cluster gateway (pre-configured: MDMs 127.0.0.1/2/3, domain and pool `default`)
 /// accepting `password`, shared by the tests of this process and never stopped: the
 /// scheduler checks the storage cluster before it subscribes.

@@ -24,6 +24,11 @@
 //!   after Marathon's launch delay (`backoffSeconds`, times `backoffFactor` per failure, capped
 //!   at `maxLaunchDelaySeconds`, forgotten once a task outlives the cap).
 //!
+//! * `mem` and `cpus` are enforced as Mesos' cgroup isolators would (`isolation.rs`: RSS
+//!   over `mem` kills the task, reported as the memory isolator words it, and the launch
+//!   delay applies; CPU over `cpus` is throttled CFS-style); `GET /monitor/statistics` shows
+//!   each running task's usage and limits, with the Mesos agent endpoint's field names.
+//!
 //! Not emulated: health and readiness checks (stored, never run), containers (stored; the
 //! command runs on the host), `user` (tasks run as the launcher's user), constraints (checked,
 //! trivially satisfied by a single host), `PUT`/`PATCH`, groups, `/v2/tasks`, events.
@@ -41,6 +46,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::isolation::{self, Action, Isolator};
 use crossbeam_channel::{bounded, select, unbounded, Receiver, RecvTimeoutError, Sender};
 use serde_json::{json, Map, Value};
 
@@ -283,6 +289,11 @@ fn route(request: &mut tiny_http::Request, manager: &Sender<Msg>, addr: SocketAd
             content_type: "text/plain",
             headers: Vec::new(),
         };
+    }
+    if path == "/monitor/statistics" && method == "GET" {
+        return ask(manager, |reply| Msg::Statistics { reply })
+            .map(|stats| Reply::json(200, &stats))
+            .unwrap_or_else(|r| r);
     }
     let app_path = if path == "/v2/apps" || path == "/v2/apps/" {
         None
@@ -1402,6 +1413,10 @@ enum Msg {
         reply: Sender<Option<(String, String)>>,
     },
     Task(TaskEvent),
+    /// The agent's `/monitor/statistics`: the isolators' view of every running task.
+    Statistics {
+        reply: Sender<Value>,
+    },
     Shutdown {
         done: Sender<()>,
     },
@@ -1430,6 +1445,11 @@ enum TaskEventKind {
         message: String,
         at: String,
     },
+    /// The isolators' view of the running task (`/monitor/statistics`).
+    Statistics {
+        task_id: String,
+        statistics: Value,
+    },
 }
 
 #[derive(Clone)]
@@ -1439,6 +1459,7 @@ struct TaskView {
     ports: Vec<u16>,
     staged_at: String,
     started_at: Option<String>,
+    statistics: Option<Value>,
 }
 
 struct AppRecord {
@@ -1479,6 +1500,21 @@ impl Manager {
                     let _ = reply.send(self.delete(&id));
                 }
                 Msg::Task(event) => self.on_task_event(event),
+                Msg::Statistics { reply } => {
+                    let entries: Vec<Value> = self
+                        .apps
+                        .values()
+                        .flat_map(|r| r.tasks.iter().flatten().map(move |t| (r, t)))
+                        .filter_map(|(r, t)| {
+                            Some(json!({
+                                "executor_id": t.id,
+                                "source": r.def.id,
+                                "statistics": t.statistics.clone()?,
+                            }))
+                        })
+                        .collect();
+                    let _ = reply.send(Value::Array(entries));
+                }
                 Msg::Shutdown { done } => {
                     let ids: Vec<String> = self.apps.keys().cloned().collect();
                     for id in ids {
@@ -1601,6 +1637,7 @@ impl Manager {
                     ports,
                     staged_at,
                     started_at: None,
+                    statistics: None,
                 });
             }
             TaskEventKind::Running {
@@ -1617,6 +1654,14 @@ impl Manager {
                     .all(|t| t.as_ref().is_some_and(|t| t.state == "TASK_RUNNING"));
                 if all_running {
                     record.deployments.clear();
+                }
+            }
+            TaskEventKind::Statistics {
+                task_id,
+                statistics,
+            } => {
+                if let Some(task) = slot.as_mut().filter(|t| t.id == task_id) {
+                    task.statistics = Some(statistics);
                 }
             }
             TaskEventKind::Ended {
@@ -1872,28 +1917,54 @@ impl Supervisor {
         );
 
         let exited = wait_in_background(child, &task_id);
-        select! {
-            recv(exited) -> status => {
-                // Mesos destroys the whole container when the command ends: take the
-                // leftovers of the process group with it.
-                signal_group(pgid, "KILL");
-                let (state, message) = match status {
-                    Ok(Ok(status)) => describe_exit(status),
-                    Ok(Err(e)) => ("TASK_FAILED", format!("cannot wait for the command: {e}")),
-                    Err(_) => ("TASK_FAILED", "lost track of the command".to_string()),
-                };
-                self.ended(&task_id, state, message, backoff);
-                Flow::Relaunch
-            }
-            recv(self.stop) -> _ => {
-                let grace = self
-                    .def
-                    .task_kill_grace_period_seconds
-                    .map(Duration::from_secs)
-                    .unwrap_or(self.settings.kill_grace_period);
-                terminate(pgid, grace, &exited);
-                log::info!("launcher: killed {task_id}");
-                Flow::Stop
+        // The cgroup isolators' stand-in (see isolation.rs): every period, the group's
+        // memory and CPU against the app's `mem` and `cpus`.
+        let mut limits = Isolator::new(self.def.cpus, self.def.mem);
+        loop {
+            select! {
+                recv(exited) -> status => {
+                    // Mesos destroys the whole container when the command ends: take the
+                    // leftovers of the process group with it.
+                    signal_group(pgid, "KILL");
+                    let (state, message) = match status {
+                        Ok(Ok(status)) => describe_exit(status),
+                        Ok(Err(e)) => ("TASK_FAILED", format!("cannot wait for the command: {e}")),
+                        Err(_) => ("TASK_FAILED", "lost track of the command".to_string()),
+                    };
+                    self.ended(&task_id, state, message, backoff);
+                    return Flow::Relaunch;
+                }
+                recv(self.stop) -> _ => {
+                    let grace = self
+                        .def
+                        .task_kill_grace_period_seconds
+                        .map(Duration::from_secs)
+                        .unwrap_or(self.settings.kill_grace_period);
+                    // A throttled (stopped) group must run to handle its SIGTERM.
+                    signal_group(pgid, "CONT");
+                    terminate(pgid, grace, &exited);
+                    log::info!("launcher: killed {task_id}");
+                    return Flow::Stop;
+                }
+                default(isolation::PERIOD) => {
+                    match limits.tick(Instant::now(), isolation::group_usage(pgid)) {
+                        Some(Action::Stop) => signal_group(pgid, "STOP"),
+                        Some(Action::Continue) => signal_group(pgid, "CONT"),
+                        Some(Action::OomKill) => {
+                            signal_group(pgid, "KILL");
+                            let _ = exited.recv();
+                            let message = limits.oom_message();
+                            log::warn!("launcher: {task_id}: {message}; killed");
+                            self.ended(&task_id, "TASK_FAILED", message, backoff);
+                            return Flow::Relaunch;
+                        }
+                        None => {}
+                    }
+                    self.send(TaskEventKind::Statistics {
+                        task_id: task_id.clone(),
+                        statistics: limits.statistics(),
+                    });
+                }
             }
         }
     }

@@ -5,5 +5,6 @@
 pub mod control;
 pub mod gateway;
 pub mod host;
+pub mod isolation;
 pub mod launcher;
 pub mod master;

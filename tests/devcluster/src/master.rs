@@ -65,6 +65,17 @@ pub struct AgentResources {
     pub disk: f64,
     /// Inclusive port range.
     pub ports: (u64, u64),
+    /// cpus and mem statically reserved for a role besides the above (the agent's
+    /// `--resources="cpus(<role>):..;mem(<role>):.."`): offered only to that role's
+    /// frameworks, usable only by resources that name the role.
+    pub reserved: Option<Reservation>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reservation {
+    pub role: String,
+    pub cpus: f64,
+    pub mem: f64,
 }
 
 impl Default for AgentResources {
@@ -74,6 +85,7 @@ impl Default for AgentResources {
             mem: 8192.0,
             disk: 65536.0,
             ports: (31000, 32000),
+            reserved: None,
         }
     }
 }

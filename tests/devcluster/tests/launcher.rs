@@ -791,3 +791,78 @@ fn normalises_ids_and_ignores_unknown_fields() {
     );
     l.shutdown();
 }
+
+/// The running task's entry of the launcher's `/monitor/statistics`.
+fn task_statistics(addr: SocketAddr, app: &str) -> Option<Value> {
+    let all = http(addr, "GET", "/monitor/statistics", None, "").json();
+    all.as_array()?
+        .iter()
+        .find(|e| e["source"] == app)
+        .map(|e| e["statistics"].clone())
+}
+
+#[test]
+fn a_task_over_its_mem_is_killed_as_oom_and_relaunched_after_the_backoff() {
+    let tmp = TempDir::new("oom");
+    let files = FileServer::new(vec![("x", b"x".to_vec())]);
+    let l = launcher(&tmp.path().join("work"));
+    let addr = l.addr();
+    // `tail` holds its last (only) line: a 64 MB one, against a 16 MB limit.
+    let app = json!({
+        "id": "hog",
+        "uris": [format!("{}/x", files.url())],
+        "cmd": "head -c 67108864 /dev/zero | tail; sleep 600",
+        "mem": 16,
+        "cpus": 1,
+        "backoffSeconds": 1,
+    });
+    assert_eq!(post_app(addr, &app).status, 201);
+    // How the wait ends: a failure with the memory isolator's words, then a new task.
+    let failure = wait_for("the OOM kill", || {
+        let app = get_app(addr, "hog").json()["app"].clone();
+        Some(app["lastTaskFailure"].clone()).filter(|f| !f.is_null())
+    });
+    assert_eq!(failure["state"], "TASK_FAILED");
+    let message = failure["message"].as_str().unwrap_or("");
+    assert!(
+        message.starts_with("Memory limit exceeded: Requested: 16MB Maximum Used: "),
+        "{message}"
+    );
+    let killed = failure["taskId"].as_str().unwrap().to_string();
+    wait_for("the relaunch", || {
+        let app = get_app(addr, "hog").json()["app"].clone();
+        let id = app["tasks"][0]["id"].as_str()?.to_string();
+        (id != killed).then_some(())
+    });
+    l.shutdown();
+}
+
+#[test]
+fn a_task_under_its_mem_runs_and_one_over_its_cpus_is_throttled() {
+    let tmp = TempDir::new("cpu");
+    let files = FileServer::new(vec![("x", b"x".to_vec())]);
+    let l = launcher(&tmp.path().join("work"));
+    let addr = l.addr();
+    let app = json!({
+        "id": "spinner",
+        "uris": [format!("{}/x", files.url())],
+        "cmd": "while :; do :; done",
+        "mem": 16,
+        "cpus": 0.01,
+    });
+    assert_eq!(post_app(addr, &app).status, 201);
+    // A 1 ms quota per 100 ms period: any tick of CPU overruns it.
+    let stats = wait_for("a throttled period", || {
+        task_statistics(addr, "/spinner").filter(|s| s["cpus_nr_throttled"].as_u64() > Some(0))
+    });
+    assert_eq!(stats["cpus_limit"], 0.01);
+    assert_eq!(stats["mem_limit_bytes"], 16 * 1024 * 1024);
+    assert!(stats["mem_rss_bytes"].as_u64() > Some(0), "{stats}");
+    let app = get_app(addr, "spinner").json()["app"].clone();
+    assert!(app["lastTaskFailure"].is_null(), "{app}");
+    assert_eq!(
+        http(addr, "DELETE", "/v2/apps/spinner", None, "").status,
+        200
+    );
+    l.shutdown();
+}

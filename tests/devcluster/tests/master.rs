@@ -667,3 +667,73 @@ fn the_standby_master_redirects_until_it_leads() {
     assert_eq!(back.framework_id, s.framework_id);
     let _ = back.offers();
 }
+
+#[test]
+fn reserved_resources_go_to_their_role_and_launch_only_when_named() {
+    let c = cluster(1, |cfg| {
+        cfg.agent_resources.cpus = 0.1;
+        cfg.agent_resources.mem = 64.0;
+        cfg.agent_resources.reserved = Some(devcluster::master::Reservation {
+            role: "storage".into(),
+            cpus: 2.0,
+            mem: 1024.0,
+        });
+    });
+    // A framework of another role sees the unreserved part only.
+    let other = Sched::subscribe(c.addr(), Encoding::Protobuf, framework_info("other", false));
+    let o = other.offers().remove(0);
+    assert!(
+        o.resources.iter().all(|r| r.role.as_deref() == Some("*")),
+        "{o:?}"
+    );
+    other.decline(&[&o], Some(3600.0));
+
+    let mut info = framework_info("storage", false);
+    info.role = Some(text("storage"));
+    let s = Sched::subscribe(c.addr(), Encoding::Protobuf, info);
+    let o = s.offers().remove(0);
+    let reserved: Vec<(String, f64)> = o
+        .resources
+        .iter()
+        .filter(|r| r.role.as_deref() == Some("storage"))
+        .map(|r| (r.name.to_string(), r.scalar.as_ref().unwrap().value))
+        .collect();
+    assert_eq!(
+        reserved,
+        [("cpus".to_string(), 2.0), ("mem".to_string(), 1024.0)]
+    );
+
+    // One cpu without the role: more than the unreserved 0.1, so the launch fails.
+    let mut unnamed = command_task("unnamed", &o, "sleep 30");
+    unnamed.resources = vec![scalar("cpus", 1.0), scalar("mem", 32.0)];
+    s.accept(&[&o], vec![unnamed]);
+    let st = s.update_for("unnamed", TaskState::Error);
+    assert!(
+        st.message
+            .as_deref()
+            .unwrap()
+            .contains("more than available"),
+        "{st:?}"
+    );
+
+    // The same with the reservation carried in the task's resources: it runs.
+    let o = s.offers().remove(0);
+    let mut named = command_task("named", &o, "sleep 30");
+    let reserved = |name: &str, v: f64| Resource {
+        role: Some(text("storage")),
+        ..scalar(name, v)
+    };
+    named.resources = vec![reserved("cpus", 1.0), reserved("mem", 512.0)];
+    s.accept(&[&o], vec![named]);
+    let running = s.update_for("named", TaskState::Running);
+    s.acknowledge(&running);
+    // What is left of the reservation is offered again, diminished by the task's share.
+    let o = s.offers().remove(0);
+    let cpus: f64 = o
+        .resources
+        .iter()
+        .filter(|r| r.name == "cpus" && r.role.as_deref() == Some("storage"))
+        .map(|r| r.scalar.as_ref().unwrap().value)
+        .sum();
+    assert!((cpus - 1.0).abs() < 1e-9, "{o:?}");
+}

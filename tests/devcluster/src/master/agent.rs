@@ -134,7 +134,11 @@ impl Cluster {
             up: true,
             unreachable: false,
             generation: 0,
-            total: Res::new(r.cpus, r.mem, r.disk, vec![r.ports]),
+            total: match &r.reserved {
+                Some(x) => Res::new(r.cpus, r.mem, r.disk, vec![r.ports])
+                    .with_reserved(&x.role, x.cpus, x.mem),
+                None => Res::new(r.cpus, r.mem, r.disk, vec![r.ports]),
+            },
             attributes: attributes
                 .iter()
                 .map(|(k, v)| parse_attribute(k, v))

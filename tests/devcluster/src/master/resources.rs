@@ -1,4 +1,8 @@
-//! The resource arithmetic the master needs: unreserved cpus, mem, disk and port ranges.
+//! The resource arithmetic the master needs: unreserved cpus, mem, disk and port ranges, and
+//! cpus and mem statically reserved for one role (`--resources="cpus(storage):2"`), which
+//! only frameworks of that role are offered and which a task uses only by naming that role
+//! in its resources, as on a real agent. Dynamic reservations (`Resource.reservation`,
+//! RESERVE operations) are not modelled: such entries count as foreign.
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{json, Value};
@@ -14,9 +18,18 @@ pub struct Res {
     pub disk: f64,
     /// Sorted, disjoint, inclusive ranges.
     pub ports: Vec<(u64, u64)>,
-    /// Names of resources no agent here has (custom or reserved ones): a set holding any
-    /// is never contained in an offer.
+    /// Names of resources no agent here has (custom or dynamically reserved ones): a set
+    /// holding any is never contained in an offer.
     pub foreign: Vec<String>,
+    /// Statically reserved cpus and mem, and the role they are reserved for.
+    pub reserved: Option<Reserved>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reserved {
+    pub role: String,
+    pub cpus: f64,
+    pub mem: f64,
 }
 
 impl Res {
@@ -27,16 +40,47 @@ impl Res {
             disk,
             ports: normalize(ports),
             foreign: Vec::new(),
+            reserved: None,
         }
+    }
+
+    /// The same with `cpus` and `mem` reserved for `role` besides.
+    pub fn with_reserved(mut self, role: &str, cpus: f64, mem: f64) -> Res {
+        self.reserved = Some(Reserved {
+            role: role.to_string(),
+            cpus,
+            mem,
+        });
+        self
+    }
+
+    /// Takes what a framework of `role` is offered: everything unreserved, and the
+    /// reservation if it is that role's; a reservation for another role stays.
+    pub fn take_for(&mut self, role: &str) -> Res {
+        let (give, keep) = match self.reserved.take() {
+            Some(r) if r.role == role => (Some(r), None),
+            other => (None, other),
+        };
+        let mut taken = std::mem::take(self);
+        taken.reserved = give;
+        self.reserved = keep;
+        taken
     }
 
     /// Reads a resource list; malformed entries are an error naming the resource.
     pub fn from_proto(list: &[Resource]) -> Result<Res, String> {
         let mut r = Res::default();
         for res in list {
-            let reserved = res.role.as_deref().is_some_and(|role| role != "*")
-                || !res.reservations.is_empty()
-                || res.reservation.is_some();
+            let role = res.role.as_deref().filter(|r| *r != "*");
+            let dynamic = !res.reservations.is_empty() || res.reservation.is_some();
+            // A static reservation: cpus or mem with a role and nothing else, of the one
+            // role a set may hold.
+            let static_role = role.filter(|role| {
+                !dynamic
+                    && matches!(res.name.as_str(), "cpus" | "mem")
+                    && r.reserved.as_ref().is_none_or(|x| x.role == *role)
+            });
+            let reserved = role.is_some() || dynamic;
             match (res.name.as_str(), res.r#type) {
                 ("cpus" | "mem" | "disk", value::Type::Scalar) => {
                     let Some(s) = &res.scalar else {
@@ -50,6 +94,18 @@ impl Res {
                             "Resource '{}' has an invalid value {}",
                             res.name, s.value
                         ));
+                    }
+                    if let Some(role) = static_role {
+                        let x = r.reserved.get_or_insert_with(|| Reserved {
+                            role: role.to_string(),
+                            cpus: 0.0,
+                            mem: 0.0,
+                        });
+                        match res.name.as_str() {
+                            "cpus" => x.cpus += s.value,
+                            _ => x.mem += s.value,
+                        }
+                        continue;
                     }
                     if reserved {
                         r.foreign.push(format!("{}(reserved)", res.name));
@@ -120,6 +176,16 @@ impl Res {
                 out.push(scalar(name, v));
             }
         }
+        if let Some(x) = self.reserved.as_ref().filter(|x| x.role == role) {
+            for (name, v) in [("cpus", x.cpus), ("mem", x.mem)] {
+                if round(v) > 0.0 {
+                    out.push(Resource {
+                        role: Some(x.role.as_str().into()),
+                        ..scalar(name, v)
+                    });
+                }
+            }
+        }
         if !self.ports.is_empty() {
             out.push(Resource {
                 name: "ports".into(),
@@ -140,7 +206,17 @@ impl Res {
     }
 
     pub fn contains(&self, other: &Res) -> bool {
-        other.foreign.is_empty()
+        let reserved_ok = match (&self.reserved, &other.reserved) {
+            (_, None) => true,
+            (None, Some(_)) => false,
+            (Some(have), Some(want)) => {
+                have.role == want.role
+                    && want.cpus <= have.cpus + EPSILON
+                    && want.mem <= have.mem + EPSILON
+            }
+        };
+        reserved_ok
+            && other.foreign.is_empty()
             && other.cpus <= self.cpus + EPSILON
             && other.mem <= self.mem + EPSILON
             && other.disk <= self.disk + EPSILON
@@ -151,6 +227,15 @@ impl Res {
     }
 
     pub fn add(&mut self, other: &Res) {
+        if let Some(o) = &other.reserved {
+            let x = self.reserved.get_or_insert_with(|| Reserved {
+                role: o.role.clone(),
+                cpus: 0.0,
+                mem: 0.0,
+            });
+            x.cpus += o.cpus;
+            x.mem += o.mem;
+        }
         self.cpus += other.cpus;
         self.mem += other.mem;
         self.disk += other.disk;
@@ -161,6 +246,10 @@ impl Res {
 
     /// Removes `other`, never going below zero.
     pub fn subtract(&mut self, other: &Res) {
+        if let (Some(x), Some(o)) = (&mut self.reserved, &other.reserved) {
+            x.cpus = (x.cpus - o.cpus).max(0.0);
+            x.mem = (x.mem - o.mem).max(0.0);
+        }
         self.cpus = (self.cpus - other.cpus).max(0.0);
         self.mem = (self.mem - other.mem).max(0.0);
         self.disk = (self.disk - other.disk).max(0.0);
@@ -188,11 +277,19 @@ impl Res {
             && round(self.disk) <= 0.0
             && self.ports.is_empty()
             && self.foreign.is_empty()
+            && self
+                .reserved
+                .as_ref()
+                .is_none_or(|x| round(x.cpus) <= 0.0 && round(x.mem) <= 0.0)
     }
 
     /// Whether the allocator would offer this much: the master's MIN_CPUS / MIN_MEM.
     pub fn allocatable(&self) -> bool {
-        self.cpus >= 0.01 - EPSILON / 10.0 || self.mem >= 32.0
+        let (rc, rm) = self
+            .reserved
+            .as_ref()
+            .map_or((0.0, 0.0), |x| (x.cpus, x.mem));
+        self.cpus + rc >= 0.01 - EPSILON / 10.0 || self.mem + rm >= 32.0
     }
 
     /// The object shape `/master/state` uses for resources.
@@ -205,10 +302,14 @@ impl Res {
 /// views of a large cluster hold tens of thousands of these.
 impl Serialize for Res {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (rc, rm) = self
+            .reserved
+            .as_ref()
+            .map_or((0.0, 0.0), |x| (x.cpus, x.mem));
         let mut m = s.serialize_map(None)?;
-        m.serialize_entry("cpus", &round(self.cpus))?;
+        m.serialize_entry("cpus", &round(self.cpus + rc))?;
         m.serialize_entry("gpus", &0.0)?;
-        m.serialize_entry("mem", &round(self.mem))?;
+        m.serialize_entry("mem", &round(self.mem + rm))?;
         m.serialize_entry("disk", &round(self.disk))?;
         if !self.ports.is_empty() {
             m.serialize_entry("ports", &ranges_text(&self.ports))?;
@@ -228,6 +329,13 @@ impl std::fmt::Display for Res {
         }
         if !self.ports.is_empty() {
             parts.push(format!("ports(allocated: *):{}", ranges_text(&self.ports)));
+        }
+        if let Some(x) = &self.reserved {
+            for (name, v) in [("cpus", x.cpus), ("mem", x.mem)] {
+                if round(v) > 0.0 {
+                    parts.push(format!("{name}(allocated: {0})({0}):{1}", x.role, round(v)));
+                }
+            }
         }
         for name in &self.foreign {
             parts.push(format!("{name}:?"));
@@ -291,6 +399,56 @@ mod tests {
         let proto = total.to_proto("*");
         assert_eq!(Res::from_proto(&proto).unwrap(), total);
         assert_eq!(total.to_string().matches("allocated").count(), 4);
+    }
+
+    #[test]
+    fn reservations_go_to_their_role_and_must_be_named() {
+        let mut free = Res::new(0.1, 64.0, 0.0, vec![]).with_reserved("storage", 2.0, 4096.0);
+        // Another role: offered the unreserved part only, the reservation stays.
+        let other = free.take_for("*");
+        assert_eq!(other.reserved, None);
+        assert!((other.cpus - 0.1).abs() < 1e-9);
+        assert_eq!(free.reserved.as_ref().map(|x| x.cpus), Some(2.0));
+        free.add(&other);
+        let offered = free.take_for("storage");
+        let proto = offered.to_proto("storage");
+        let reserved: Vec<_> = proto
+            .iter()
+            .filter(|r| r.role.as_deref() == Some("storage"))
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(reserved, ["cpus", "mem"]);
+        assert_eq!(Res::from_proto(&proto).unwrap(), offered);
+        // A task asking for 1 cpu: only with the role named does the reservation hold it.
+        let named = Res::from_proto(&[Resource {
+            role: Some("storage".into()),
+            ..scalar_res("cpus", 1.0)
+        }])
+        .unwrap();
+        assert!(offered.contains(&named));
+        assert!(!offered.contains(&scalar_only("cpus", 1.0)));
+        let wrong_role = Res::from_proto(&[Resource {
+            role: Some("other".into()),
+            ..scalar_res("cpus", 1.0)
+        }])
+        .unwrap();
+        assert!(!offered.contains(&wrong_role));
+        let mut left = offered.clone();
+        left.subtract(&named);
+        assert_eq!(left.reserved.as_ref().map(|x| x.cpus), Some(1.0));
+    }
+
+    fn scalar_res(name: &str, v: f64) -> Resource {
+        Resource {
+            name: name.into(),
+            r#type: value::Type::Scalar,
+            scalar: Some(value::Scalar { value: v }),
+            ..Default::default()
+        }
+    }
+
+    fn scalar_only(name: &str, v: f64) -> Res {
+        Res::from_proto(&[scalar_res(name, v)]).unwrap()
     }
 
     #[test]

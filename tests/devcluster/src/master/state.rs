@@ -1768,7 +1768,12 @@ impl Cluster {
                 if filtered.contains(&agent) {
                     continue;
                 }
-                let res = std::mem::take(&mut free[agent]);
+                let res = free[agent].take_for(&role);
+                if !res.allocatable() {
+                    // All that is left is reserved for another role.
+                    free[agent].add(&res);
+                    continue;
+                }
                 let offer_id = format!("{}-O{}", self.master_id(), self.next_offer);
                 self.next_offer += 1;
                 let a = &self.agents[agent];
