@@ -19,6 +19,19 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// `pid` or its first descendant whose command is `storage-executor`.
+fn executor_pid(pid: u64) -> Option<u64> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    if comm.trim().starts_with("storage-execut") {
+        return Some(pid);
+    }
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    children
+        .split_whitespace()
+        .filter_map(|c| c.parse().ok())
+        .find_map(executor_pid)
+}
+
 fn main() {
     let dir = std::env::temp_dir().join(format!("bench-node-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -71,6 +84,8 @@ fn main() {
     let pid = snap["agents"][0]["executors"][0]["pid"]
         .as_u64()
         .expect("executor pid");
+    // The agent may start it through `sh -c`: measure the executor itself, not the shell.
+    let pid = executor_pid(pid).expect("the storage-executor process");
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("executor status");
     let hwm_kb: u64 = status
         .lines()
