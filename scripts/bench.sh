@@ -9,6 +9,9 @@ cargo build --quiet --release -p storage-executor
 cargo bench --quiet --bench wire 2>/dev/null | grep '^bench '
 # rest_state_p99_ms, rest_state_rps: GET /api/state with 1,000 nodes, 32 concurrent clients.
 cargo bench --quiet --bench rest 2>/dev/null | grep '^bench '
+# store_bytes_written_per_update_10k: bytes the file store writes per one-node save at 10,000
+# nodes, compactions included (issue 12, goal under 4 KB).
+cargo bench --quiet --bench store 2>/dev/null | grep '^bench '
 # scheduler_cover_5_agents_ms, scheduler_idle_cpu_pct: the scheduler process on the dev cluster.
 cargo bench --quiet --bench scheduler 2>/dev/null | grep '^bench '
 # Sizes of the static release artifacts (scripts/build-release.sh, budgets 4 MiB and 3 MiB).

@@ -57,3 +57,12 @@ pub fn scheduler_args(masters: &str, port: u16, store: &Path, password: &str) ->
         format!("-executor.altpath={}", executor_bin().display()),
     ]
 }
+
+/// The state a scheduler saved in its file store, read with the scheduler's own loader.
+pub fn stored_state(path: &Path) -> storage_framework::scheduler::model::Persisted {
+    use storage_framework::store::{JournalStore, StateStore};
+    let journal = JournalStore::new(path).expect("store path");
+    StateStore::new(Box::new(journal))
+        .load()
+        .unwrap_or_else(|e| panic!("stored state: {e}"))
+}
