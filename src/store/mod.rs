@@ -18,6 +18,7 @@ mod settings;
 pub mod state;
 #[doc(hidden)]
 pub mod suite;
+pub mod zk;
 
 pub use file::FileStore;
 pub use journal::JournalStore;
@@ -102,9 +103,11 @@ pub trait Store: Send {
 pub fn open(settings: &StoreSettings) -> Result<Box<dyn RecordStore>, StoreError> {
     match settings.kind {
         StoreKind::File => Ok(Box::new(JournalStore::new(&settings.uri)?)),
-        StoreKind::ZooKeeper => Err(StoreError::Unsupported {
-            what: "the ZooKeeper store is not implemented yet; use -store.type=file".into(),
-        }),
+        StoreKind::ZooKeeper => {
+            let (hosts, path) = zk::parse_uri(&settings.uri, "/storage-framework")
+                .map_err(|what| StoreError::Unsupported { what })?;
+            Ok(Box::new(zk::ZkStore::new(hosts, path)))
+        }
     }
 }
 
@@ -135,6 +138,8 @@ pub enum StoreError {
     },
     /// A configuration this build cannot serve (bad path, unimplemented store type).
     Unsupported { what: String },
+    /// Another scheduler holds or has written the state: this one must not write again.
+    Fenced { why: String },
 }
 
 impl StoreError {
@@ -145,7 +150,7 @@ impl StoreError {
             StoreError::Corrupt { origin, .. }
             | StoreError::WrongFormat { origin, .. }
             | StoreError::UnsupportedVersion { origin, .. } => *origin = Some(store.to_owned()),
-            StoreError::Io { .. } | StoreError::Unsupported { .. } => {}
+            StoreError::Io { .. } | StoreError::Unsupported { .. } | StoreError::Fenced { .. } => {}
         }
         self
     }
@@ -192,6 +197,7 @@ impl fmt::Display for StoreError {
                 )
             }
             StoreError::Unsupported { what } => f.write_str(what),
+            StoreError::Fenced { why } => write!(f, "fenced: {why}"),
         }
     }
 }
@@ -430,12 +436,12 @@ mod tests {
     }
 
     #[test]
-    fn zookeeper_store_is_refused_clearly() {
+    fn bad_zookeeper_uri_is_refused_clearly() {
         let settings = StoreSettings {
             kind: StoreKind::ZooKeeper,
-            uri: "zk://h:2181/x".into(),
+            uri: "http://h:2181/x".into(),
         };
-        let err = open(&settings).err().expect("unsupported");
-        assert!(err.to_string().contains("ZooKeeper"), "{err}");
+        let err = open(&settings).err().expect("refused");
+        assert!(err.to_string().contains("zk://"), "{err}");
     }
 }

@@ -112,7 +112,15 @@ impl StateStore {
         if changes.is_empty() {
             return Ok(0);
         }
-        self.backend.apply(&changes)?;
+        if let Err(e) = self.backend.apply(&changes) {
+            if let StoreError::Fenced { why } = &e {
+                // Another scheduler leads now: nothing this one decided may leave. Exiting
+                // here, before the dispatcher releases a single call, is what guarantees it.
+                log::error!("{why}; exiting so that only one scheduler acts");
+                std::process::exit(1);
+            }
+            return Err(e);
+        }
         let written = hashes.len();
         for c in &changes {
             if let Change::Delete(k) = c {

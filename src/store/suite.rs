@@ -27,75 +27,78 @@ fn put(k: &str, v: &str) -> Change {
 
 /// Runs every check; panics naming the first that fails.
 pub fn run(open: &mut dyn FnMut() -> Box<dyn RecordStore>) {
-    let mut s = open();
-    s.destroy().expect("destroy");
+    // Each store is dropped before the next is opened: a store may hold a lock (ZooKeeper),
+    // and a reopened store is a restarted scheduler.
+    open().destroy().expect("destroy");
     assert_eq!(open().load_all().expect("load_all"), Loaded::Empty);
-
-    // A batch of puts, seen by a fresh store.
-    let mut s = open();
-    s.apply(&[
-        put("root", r#"{"a":1}"#),
-        put("node/x", r#"{"n":"x"}"#),
-        put("node/y", r#"{"n":"y"}"#),
-    ])
-    .expect("apply");
-    let got = records(open().as_mut());
-    assert_eq!(got.len(), 3, "{got:?}");
     let value = |r: &BTreeMap<String, Vec<u8>>, k: &str| -> serde_json::Value {
         serde_json::from_slice(&r[k]).expect("stored JSON")
     };
-    assert_eq!(value(&got, "node/x"), serde_json::json!({"n":"x"}));
 
-    // Replace one, delete one, add one: one batch.
-    s.apply(&[
-        put("node/x", r#"{"n":"x2"}"#),
-        Change::Delete("node/y".into()),
-        Change::Delete("node/never-there".into()),
-        put("node/z", r#"{"n":"z"}"#),
-    ])
-    .expect("apply");
-    let got = records(open().as_mut());
-    assert_eq!(
-        got.keys().map(String::as_str).collect::<Vec<_>>(),
-        ["node/x", "node/z", "root"]
-    );
-    assert_eq!(value(&got, "node/x"), serde_json::json!({"n":"x2"}));
-
-    // A store reopened after a load keeps appending where the other left off.
-    let mut again = open();
-    records(again.as_mut());
-    again
-        .apply(&[put("node/w", r#"{"n":"w"}"#)])
+    // A batch of puts, seen by a fresh store.
+    {
+        let mut s = open();
+        records(s.as_mut());
+        s.apply(&[
+            put("root", r#"{"a":1}"#),
+            put("node/x", r#"{"n":"x"}"#),
+            put("node/y", r#"{"n":"y"}"#),
+        ])
         .expect("apply");
-    assert_eq!(records(open().as_mut()).len(), 4);
-
-    // Replace all: only the new records remain.
-    let mut s = open();
-    records(s.as_mut());
-    s.replace_all(&[("root".into(), json(r#"{"b":2}"#))])
-        .expect("replace_all");
-    let got = records(open().as_mut());
-    assert_eq!(got.len(), 1);
-    assert_eq!(value(&got, "root"), serde_json::json!({"b":2}));
-
-    // A big record (a node with many devices) and many records.
-    let big = format!(r#"{{"devices":"{}"}}"#, "d".repeat(200_000));
-    let mut batch = vec![put("node/big", &big)];
-    for i in 0..300 {
-        batch.push(put(&format!("node/agent-{i}"), &format!(r#"{{"i":{i}}}"#)));
     }
-    s.apply(&batch).expect("apply many");
-    let got = records(open().as_mut());
-    assert_eq!(got.len(), 302);
-    assert_eq!(
-        value(&got, "node/big"),
-        serde_json::from_str::<serde_json::Value>(&big).unwrap()
-    );
+    {
+        let mut s = open();
+        let got = records(s.as_mut());
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert_eq!(value(&got, "node/x"), serde_json::json!({"n":"x"}));
+        // Replace one, delete one, add one: one batch.
+        s.apply(&[
+            put("node/x", r#"{"n":"x2"}"#),
+            Change::Delete("node/y".into()),
+            Change::Delete("node/never-there".into()),
+            put("node/z", r#"{"n":"z"}"#),
+        ])
+        .expect("apply");
+        // And a second batch on the same store.
+        s.apply(&[put("node/w", r#"{"n":"w"}"#)]).expect("apply");
+    }
+    {
+        let mut s = open();
+        let got = records(s.as_mut());
+        assert_eq!(
+            got.keys().map(String::as_str).collect::<Vec<_>>(),
+            ["node/w", "node/x", "node/z", "root"]
+        );
+        assert_eq!(value(&got, "node/x"), serde_json::json!({"n":"x2"}));
+        // Replace all: only the new records remain.
+        s.replace_all(&[("root".into(), json(r#"{"b":2}"#))])
+            .expect("replace_all");
+    }
+    {
+        let mut s = open();
+        let got = records(s.as_mut());
+        assert_eq!(got.len(), 1);
+        assert_eq!(value(&got, "root"), serde_json::json!({"b":2}));
+        // A big record (a node with many devices) and many records.
+        let big = format!(r#"{{"devices":"{}"}}"#, "d".repeat(200_000));
+        let mut batch = vec![put("node/big", &big)];
+        for i in 0..300 {
+            batch.push(put(&format!("node/agent-{i}"), &format!(r#"{{"i":{i}}}"#)));
+        }
+        s.apply(&batch).expect("apply many");
+    }
+    {
+        let got = records(open().as_mut());
+        assert_eq!(got.len(), 302);
+        assert_eq!(
+            value(&got, "node/big")["devices"].as_str().map(str::len),
+            Some(200_000)
+        );
+    }
 
     state_round_trip(open);
 
-    let mut s = open();
-    s.destroy().expect("destroy");
+    open().destroy().expect("destroy");
     assert_eq!(open().load_all().expect("load_all"), Loaded::Empty);
 }
 
@@ -123,8 +126,7 @@ fn sample(nodes: usize) -> Persisted {
 /// The scheduler's state through [`StateStore`]: what is saved is what loads, and a change to
 /// one node writes that node's record only.
 fn state_round_trip(open: &mut dyn FnMut() -> Box<dyn RecordStore>) {
-    let mut s = open();
-    s.destroy().expect("destroy");
+    open().destroy().expect("destroy");
     let mut store = StateStore::new(open());
     assert!(store.load().expect("load").model.nodes.is_empty());
     let mut state = sample(5);
@@ -135,12 +137,15 @@ fn state_round_trip(open: &mut dyn FnMut() -> Box<dyn RecordStore>) {
     state.model.nodes.remove("agent-4");
     state.model.launch_seq += 1;
     assert_eq!(store.save(&state).expect("save"), 1, "root only");
-    let back = StateStore::new(open()).load().expect("load");
+    drop(store);
+    let mut store = StateStore::new(open());
+    let back = store.load().expect("load");
     assert_eq!(back.model, state.model);
     // The removed node's secret is kept too (in the root): nothing is lost silently.
     assert_eq!(back.executor_secrets, state.executor_secrets);
     // A teardown-like reset leaves nothing of the old nodes.
     store.replace(&Persisted::default()).expect("replace");
+    drop(store);
     let back = StateStore::new(open()).load().expect("load");
     assert!(back.model.nodes.is_empty() && back.model.framework_id.is_none());
 }

@@ -483,18 +483,39 @@ impl Check<'_> {
         let kind = match self.raw("store.type").map(|v| v.to_ascii_lowercase()) {
             None => StoreKind::File,
             Some(v) if v == "file" => StoreKind::File,
-            Some(v) if v == "zookeeper" || v == "zk" => {
+            Some(v) if v == "zookeeper" || v == "zk" => StoreKind::ZooKeeper,
+            Some(v) => {
                 self.fail(
                     "store.type",
-                    "the ZooKeeper store is not supported yet; use -store.type=file",
+                    format!("{v:?} is not a store type (file, zk)"),
                 );
                 StoreKind::File
             }
-            Some(v) => {
-                self.fail("store.type", format!("{v:?} is not a store type (file)"));
-                StoreKind::File
-            }
         };
+        if kind == StoreKind::ZooKeeper {
+            // issue 12: default path /storage-framework/<framework name>.
+            let name = self
+                .raw("framework.name")
+                .unwrap_or_else(|| "storage-framework".into());
+            let default = format!("/storage-framework/{name}");
+            let uri = match self.raw("store.uri") {
+                None => {
+                    self.fail(
+                        "store.uri",
+                        "-store.type=zk needs -store.uri=zk://host:port,.../path",
+                    );
+                    String::new()
+                }
+                Some(v) => match crate::store::zk::parse_uri(&v, &default) {
+                    Ok((hosts, path)) => format!("zk://{}{path}", hosts.join(",")),
+                    Err(e) => {
+                        self.fail("store.uri", e);
+                        String::new()
+                    }
+                },
+            };
+            return StoreSettings { kind, uri };
+        }
         let uri = match self.raw("store.uri") {
             Some(v) => {
                 let path = v.strip_prefix("file://").unwrap_or(&v).to_owned();

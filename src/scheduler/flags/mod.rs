@@ -934,10 +934,19 @@ mod tests {
 
     #[test]
     fn store_settings() {
-        let e = one_error(&with(&[], &["-store.type=zookeeper"]));
-        assert_mentions(&e, &["-store.type:", "ZooKeeper", "not supported yet"]);
         let e = one_error(&with(&[], &["-store.type=zk"]));
-        assert_mentions(&e, &["-store.type:", "not supported yet"]);
+        assert_mentions(&e, &["-store.uri:", "zk://"]);
+        let c = run(&with(
+            &[],
+            &["-store.type=zk", "-store.uri=zk://h1,h2:2182"],
+        ));
+        assert_eq!(c.store.kind, StoreKind::ZooKeeper);
+        assert_eq!(
+            c.store.uri,
+            "zk://h1:2181,h2:2182/storage-framework/storage-framework"
+        );
+        let e = one_error(&with(&[], &["-store.type=zookeeper", "-store.uri=/x"]));
+        assert_mentions(&e, &["-store.uri:", "zk://"]);
         let e = one_error(&with(&[], &["-store.type=etcd"]));
         assert_mentions(&e, &["-store.type:", "\"etcd\" is not a store type"]);
         let e = one_error(&with(&[], &["-store.uri=/var/lib/"]));

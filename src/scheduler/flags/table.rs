@@ -131,10 +131,10 @@ pub(super) static FLAGS: &[FlagDef] = &[
         "REX-Ray version within the branch"),
     flag!(G_REXRAY, "isolator.binary", "url", "",
         "URL of the Mesos DVDI isolator module to install"),
-    flag!(G_STORE, "store.type", "file", "file",
-        "Where the scheduler keeps its state (ZooKeeper: not yet supported)"),
+    flag!(G_STORE, "store.type", "file|zk", "file",
+        "Where the scheduler keeps its state: a journal file, or ZooKeeper (issue 12)"),
     flag!(G_STORE, "store.uri", "path", "$MESOS_SANDBOX/storage-scheduler-state.json, else ./storage-scheduler-state.json",
-        "Location of the state"),
+        "Location of the state: a file path, or zk://host:port,.../path (default path /storage-framework/<framework.name>)"),
 ];
 
 /// Flags that are checked but that this build does not act on yet (the gateway and node
