@@ -10,6 +10,7 @@
 pub mod agents;
 pub mod backoff;
 pub mod dispatcher;
+pub mod durability;
 pub mod exchange;
 pub mod executors;
 pub mod faults;
@@ -113,6 +114,10 @@ fn load_state(store: &mut StateStore) -> Result<Persisted, String> {
 /// Runs the scheduler until it is stopped; returns the process exit code.
 pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
     info!("{}", config.summary());
+    // issue 12: a helper on an explicitly given store needs no master.
+    if let (Some(helper), true) = (&config.store.helper, config.store.explicit) {
+        return durability::run_helper(&config.store, helper);
+    }
     let version = match check_master_version(&config) {
         Ok(v) => v,
         Err(e) => {
@@ -122,14 +127,18 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
     };
     info!("master runs Mesos {version}");
 
-    let mut store = match crate::store::open(&config.store) {
+    let store_settings = durability::resolve(&config, &client_config(&config));
+    if let Some(helper) = &store_settings.helper {
+        return durability::run_helper(&store_settings, helper);
+    }
+    let mut store = match crate::store::open(&store_settings) {
         Ok(s) => StateStore::new(s),
         Err(e) => {
             error!("cannot open the state store: {e}");
             return EXIT_FAILURE;
         }
     };
-    let state = match load_state(&mut store) {
+    let mut state = match load_state(&mut store) {
         Ok(s) => s,
         Err(e) => {
             // Never reset silently: a lost framework id means a second executor on every agent.
@@ -146,6 +155,10 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
 
     if config.teardown {
         return teardown(&config, state, store);
+    }
+    if let Err(e) = durability::guard(&config, &client_config(&config), &mut state) {
+        error!("{e}");
+        return EXIT_FAILURE;
     }
 
     let metrics = Arc::new(Metrics::default());

@@ -23,7 +23,7 @@ pub mod zk;
 pub use file::FileStore;
 pub use journal::JournalStore;
 pub use memory::MemoryStore;
-pub use settings::{StoreKind, StoreSettings};
+pub use settings::{set_volatile_note, volatile_note, StoreHelper, StoreKind, StoreSettings};
 pub use state::StateStore;
 
 use std::collections::BTreeMap;
@@ -437,10 +437,7 @@ mod tests {
 
     #[test]
     fn bad_zookeeper_uri_is_refused_clearly() {
-        let settings = StoreSettings {
-            kind: StoreKind::ZooKeeper,
-            uri: "http://h:2181/x".into(),
-        };
+        let settings = StoreSettings::new(StoreKind::ZooKeeper, "http://h:2181/x");
         let err = open(&settings).err().expect("refused");
         assert!(err.to_string().contains("zk://"), "{err}");
     }

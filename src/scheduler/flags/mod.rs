@@ -324,8 +324,11 @@ mod tests {
         assert_eq!(
             c.store,
             StoreSettings {
-                kind: StoreKind::File,
-                uri: "/sandbox/run-1/storage-scheduler-state.json".into()
+                explicit: false,
+                ..StoreSettings::new(
+                    StoreKind::File,
+                    "/sandbox/run-1/storage-scheduler-state.json"
+                )
             }
         );
     }
@@ -563,9 +566,9 @@ mod tests {
         let e = one_error(&with(&[], &["-scaleio.pasword", "hunter2"]));
         assert_mentions(&e, &["-scaleio.pasword", "unknown flag"]);
         assert!(!e.contains("hunter2"), "{e}");
-        // Flags of the earlier framework we do not support are unknown, not silently ignored.
-        let e = one_error(&with(&[], &["-store.dump=true"]));
-        assert_mentions(&e, &["-store.dump", "unknown flag"]);
+        // The earlier framework's store helpers exist again (issue 12).
+        let c = run(&with(&[], &["-store.dump=true"]));
+        assert_eq!(c.store.helper, Some(crate::store::StoreHelper::Dump));
     }
 
     #[test]

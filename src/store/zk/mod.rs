@@ -244,7 +244,7 @@ impl ZkStore {
     fn take_lock(&self, s: &mut Session, wait: bool) -> Result<(), StoreError> {
         self.ensure_path(s, &self.base)?;
         let lock = format!("{}/leader", self.base);
-        let me = format!("pid {} on {}", std::process::id(), hostname());
+        let me = lock_owner(std::process::id());
         let deadline = Instant::now() + Duration::from_millis(2 * SESSION_TIMEOUT_MS as u64);
         loop {
             match self.create(s, &lock, me.as_bytes(), wire::EPHEMERAL)? {
@@ -256,6 +256,21 @@ impl ZkStore {
                 c => return Err(self.zk_err("take the leader lock", c)),
             }
             let holder = self.get(s, &lock)?;
+            if let Some((data, _)) = &holder {
+                if wait && holder_is_dead_here(&String::from_utf8_lossy(data)) {
+                    // A scheduler on this host that was killed: its session would hold the lock
+                    // until it expires; its process is gone, so the lock is free now.
+                    log::warn!(
+                        "{}: the lock holder ({}) is no longer running; taking the lock",
+                        self.describe(),
+                        String::from_utf8_lossy(data)
+                    );
+                    let mut e = Enc::default();
+                    e.string(&lock).int(-1);
+                    self.call(s, op::DELETE, &e.0)?;
+                    continue;
+                }
+            }
             if !wait || Instant::now() >= deadline {
                 let who = holder
                     .map(|(d, _)| String::from_utf8_lossy(&d).into_owned())
@@ -434,6 +449,34 @@ impl ZkStore {
         }
         s.conn = None;
     }
+}
+
+/// `pid <n> started <ticks> on <host>`: enough to tell, on the same host, that the holder's
+/// process is gone (the start time guards against a reused pid).
+fn lock_owner(pid: u32) -> String {
+    format!(
+        "pid {pid} started {} on {}",
+        process_start(pid).unwrap_or_default(),
+        hostname()
+    )
+}
+
+fn process_start(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Field 22 (starttime), counted after the parenthesised command name.
+    let after = &stat[stat.rfind(')')? + 2..];
+    after.split_whitespace().nth(19).map(str::to_owned)
+}
+
+fn holder_is_dead_here(owner: &str) -> bool {
+    let parts: Vec<&str> = owner.split_whitespace().collect();
+    let ["pid", pid, "started", start, "on", host] = parts[..] else {
+        return false;
+    };
+    let Ok(pid) = pid.parse::<u32>() else {
+        return false;
+    };
+    host == hostname() && process_start(pid).as_deref() != Some(start)
 }
 
 fn hostname() -> String {
