@@ -168,15 +168,18 @@ fn sigkill_between_launch_save_and_accept_launches_nothing_twice() {
             .contains("holding at fault point hold-after-launch-save")
             .then_some(())
     });
-    let saved = read(&store);
-    let saved_tasks: Vec<String> = serde_json::from_str::<serde_json::Value>(&saved)
-        .expect("state file is JSON")["state"]["model"]["nodes"]
-        .as_object()
-        .expect("nodes")
+    let saved = cluster::stored_state(&store);
+    let saved_tasks: Vec<String> = saved
+        .model
+        .nodes
         .values()
-        .filter_map(|n| n["task"]["task_id"].as_str().map(str::to_string))
+        .filter_map(|n| Some(n.task.as_ref()?.task_id.clone()))
         .collect();
-    assert!(!saved_tasks.is_empty(), "no launch saved: {saved}");
+    assert!(
+        !saved_tasks.is_empty(),
+        "no launch saved: {:?}",
+        saved.model
+    );
     let before = m.launch_log().unwrap();
     assert!(
         before.is_empty(),

@@ -331,6 +331,7 @@ fn sigterm_keeps_executors_and_teardown_removes_them() {
     });
     let saved = std::fs::read_to_string(&sched.store).expect("state file");
     assert!(!saved.contains("framework_id"), "{saved}");
+    assert!(cluster::stored_state(&sched.store).model.nodes.is_empty());
 }
 
 /// The same scheduler speaking Mesos JSON (`-mesos.encoding=json`) on the wire.

@@ -333,14 +333,9 @@ fn real_scheduler_page_shows_every_node_and_no_secret() {
         .starts_with(b"\x89PNG"));
 
     // Every secret the scheduler holds, read from its own state file.
-    let saved: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&store).expect("state file")).expect("json");
-    let mut secrets: Vec<String> = saved
-        .pointer("/state/executor_secrets")
-        .and_then(|v| v.as_object())
-        .expect("executor secrets in the state file")
-        .values()
-        .filter_map(|v| v.as_str().map(str::to_owned))
+    let mut secrets: Vec<String> = cluster::stored_state(&store)
+        .executor_secrets
+        .into_values()
         .collect();
     assert_eq!(secrets.len(), 3);
     secrets.push(password.to_owned());

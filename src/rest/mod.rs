@@ -486,6 +486,8 @@ impl Router {
                     "status": "subscribed",
                     "master": v.master,
                     "framework_id": v.model.framework_id,
+                    // issue 12: null when the state survives a relaunch.
+                    "state_warning": crate::store::volatile_note(),
                 }),
             ),
             Ok(v) => Response::error(

@@ -221,7 +221,12 @@ fn content(v: &View, now_ms: u64) -> String {
             esc(v.disconnected_reason.as_deref().unwrap_or("connecting"))
         );
     }
-    out.push_str("</header><dl class=\"facts\">");
+    out.push_str("</header>");
+    if let Some(note) = crate::store::volatile_note() {
+        // issue 12: the operator must know that a relaunch loses the state.
+        let _ = write!(out, "<p class=\"conn bad\">Warning: {}</p>", esc(note));
+    }
+    out.push_str("<dl class=\"facts\">");
     let fact = |out: &mut String, name: &str, value: &str| {
         let _ = write!(out, "<div><dt>{}</dt><dd>{}</dd></div>", esc(name), value);
     };

@@ -9,6 +9,7 @@
 
 pub mod agents;
 pub mod dispatcher;
+pub mod durability;
 pub mod exchange;
 pub mod executors;
 pub mod faults;
@@ -26,13 +27,13 @@ pub mod subscription;
 use crate::mesos::client::{ClientConfig, SchedulerClient};
 use crate::mesos::scheduler::{call, Call};
 use crate::mesos::types::{framework_info, FrameworkID, FrameworkInfo};
-use crate::store::{decode_versioned, Store};
+use crate::store::StateStore;
 use dispatcher::{Dispatcher, Exit};
 use exchange::Input;
 use flags::Config;
 use log::{error, info, warn};
 use metrics::Metrics;
-use model::{Persisted, STATE_VERSION};
+use model::Persisted;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -107,17 +108,18 @@ fn check_master_version(config: &Config) -> Result<String, String> {
     ))
 }
 
-fn load_state(store: &mut dyn Store) -> Result<Persisted, String> {
-    match store.load().map_err(|e| e.to_string())? {
-        None => Ok(Persisted::default()),
-        Some(bytes) => decode_versioned::<Persisted>(&bytes, STATE_VERSION)
-            .map_err(|e| format!("{}: {e}", store.describe())),
-    }
+fn load_state(store: &mut StateStore) -> Result<Persisted, String> {
+    // Errors name the store (the file, the ensemble and path).
+    store.load().map_err(|e| e.to_string())
 }
 
 /// Runs the scheduler until it is stopped; returns the process exit code.
 pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
     info!("{}", config.summary());
+    // issue 12: a helper on an explicitly given store needs no master.
+    if let (Some(helper), true) = (&config.store.helper, config.store.explicit) {
+        return durability::run_helper(&config.store, helper);
+    }
     let version = match check_master_version(&config) {
         Ok(v) => v,
         Err(e) => {
@@ -127,14 +129,18 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
     };
     info!("master runs Mesos {version}");
 
-    let mut store = match crate::store::open(&config.store) {
-        Ok(s) => s,
+    let store_settings = durability::resolve(&config, &client_config(&config));
+    if let Some(helper) = &store_settings.helper {
+        return durability::run_helper(&store_settings, helper);
+    }
+    let mut store = match crate::store::open(&store_settings) {
+        Ok(s) => StateStore::new(s),
         Err(e) => {
             error!("cannot open the state store: {e}");
             return EXIT_FAILURE;
         }
     };
-    let state = match load_state(store.as_mut()) {
+    let mut state = match load_state(&mut store) {
         Ok(s) => s,
         Err(e) => {
             // Never reset silently: a lost framework id means a second executor on every agent.
@@ -151,6 +157,10 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
 
     if config.teardown {
         return teardown(&config, state, store);
+    }
+    if let Err(e) = durability::guard(&config, &client_config(&config), &mut state) {
+        error!("{e}");
+        return EXIT_FAILURE;
     }
 
     let metrics = Arc::new(Metrics::default());
@@ -331,7 +341,7 @@ pub fn executor_path(config: &Config) -> std::path::PathBuf {
 
 /// `-teardown`: subscribe with the stored framework id, unregister it (Mesos then kills
 /// every executor), forget the id.
-fn teardown(config: &Config, mut state: Persisted, mut store: Box<dyn Store>) -> i32 {
+fn teardown(config: &Config, mut state: Persisted, mut store: StateStore) -> i32 {
     let Some(id) = state.model.framework_id.clone() else {
         error!(
             "-teardown: no framework id is stored in {}; nothing to tear down",
@@ -366,8 +376,8 @@ fn teardown(config: &Config, mut state: Persisted, mut store: Box<dyn Store>) ->
                 state.model.framework_id = None;
                 state.model.nodes.clear();
                 state.executor_secrets.clear();
-                let bytes = crate::store::encode_versioned(STATE_VERSION, &state);
-                if let Err(e) = store.save(&bytes) {
+                // Rewritten whole: no earlier record of the framework id stays behind.
+                if let Err(e) = store.replace(&state) {
                     error!("-teardown: framework {id} torn down, but the state could not be saved: {e}");
                     return EXIT_FAILURE;
                 }

@@ -63,7 +63,7 @@ impl FileStore {
 
     /// Removes what an interrupted save left behind. Not fatal: the leftover is never read,
     /// and a save that cannot replace it reports its own error.
-    fn remove_stray_temp(&self) {
+    pub(super) fn remove_stray_temp(&self) {
         match fs::remove_file(&self.temp) {
             Ok(()) => log::warn!(
                 "removed {} left behind by an interrupted save; {} is unaffected",

@@ -1,16 +1,32 @@
-//! The scheduler's durable state (framework id, cluster model) behind a small trait.
+//! The scheduler's durable state (framework id, cluster model) as keyed records.
 //!
-//! A store only keeps bytes; what they mean is the caller's business. The caller wraps its
-//! state in the versioned envelope of [`encode_versioned`] / [`decode_versioned`]
-//! (`{"format": "storage-framework-state", "version": N, "state": ...}`), so a file written by
-//! another program or by a newer build is refused with a clear error instead of being read as
-//! garbage or silently replaced by an empty state.
+//! Why records: rewriting the whole model per save costs megabytes at 10,000 agents and does
+//! not fit ZooKeeper (about 1 MB per znode). So the state is a small root record (framework
+//! id, launch sequence, globals) plus one record per cluster node (with its executor secret),
+//! and a save writes only the records that changed ([`StateStore`] finds them by content hash).
+//!
+//! A [`RecordStore`] only keeps keyed JSON documents; [`state`] maps the model onto them. The
+//! single-document envelope of [`encode_versioned`] / [`decode_versioned`]
+//! (`{"format": "storage-framework-state", "version": N, "state": ...}`) is the format of
+//! earlier builds: it is still read (and migrated), and is refused with a clear error when it
+//! was written by another program or a newer build, never silently replaced.
 
 pub mod file;
+pub mod journal;
+pub mod memory;
 mod settings;
+pub mod state;
+#[doc(hidden)]
+pub mod suite;
+pub mod zk;
 
 pub use file::FileStore;
-pub use settings::{StoreKind, StoreSettings};
+pub use journal::JournalStore;
+pub use memory::MemoryStore;
+pub use settings::{set_volatile_note, volatile_note, StoreHelper, StoreKind, StoreSettings};
+pub use state::StateStore;
+
+use std::collections::BTreeMap;
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::fmt;
@@ -20,6 +36,59 @@ use std::path::PathBuf;
 /// The `format` field of every envelope this crate writes.
 pub const FORMAT: &str = "storage-framework-state";
 
+/// Key of the root record; node records are `node/<agent id>` ([`node_key`]).
+pub const ROOT_KEY: &str = "root";
+
+pub fn node_key(agent_id: &str) -> String {
+    format!("node/{agent_id}")
+}
+
+/// One write of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Create or replace the record (a JSON document).
+    Put(String, Vec<u8>),
+    /// Remove the record; removing one that is not there is not an error.
+    Delete(String),
+}
+
+/// What a store held when it was opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Loaded {
+    /// Nothing stored yet (first start).
+    Empty,
+    /// Key -> JSON document.
+    Records(BTreeMap<String, Vec<u8>>),
+    /// A whole-state document of an earlier build ([`decode_versioned`], version 1): the caller
+    /// migrates it and the store rewrites itself in records on the next save.
+    Legacy(Vec<u8>),
+}
+
+/// A store of keyed JSON records (see the module docs).
+pub trait RecordStore: Send {
+    fn load_all(&mut self) -> Result<Loaded, StoreError>;
+    /// Applies the whole batch or, after a crash or an error, none of it: the write-ahead rule
+    /// saves a launch (node record and launch sequence) as one batch before its ACCEPT leaves.
+    fn apply(&mut self, batch: &[Change]) -> Result<(), StoreError>;
+    /// Replaces everything stored by `records` (compaction, migration, teardown, import).
+    fn replace_all(&mut self, records: &[(String, Vec<u8>)]) -> Result<(), StoreError>;
+    /// The store asks for a [`RecordStore::replace_all`] at the next save (journal grown,
+    /// earlier format, a failed write left it unsure of its tail).
+    fn wants_rewrite(&self) -> bool {
+        false
+    }
+    /// Removes every record (`-store.delete`).
+    fn destroy(&mut self) -> Result<(), StoreError>;
+    /// Bytes written to durable storage so far (for the store benchmark).
+    fn bytes_written(&self) -> u64 {
+        0
+    }
+    /// For logs and errors, e.g. `file /var/lib/x/state.json`.
+    fn describe(&self) -> String;
+}
+
+/// A store of one opaque document, replaced whole ([`FileStore`] implements it; the journal
+/// uses it for its atomic rewrites).
 pub trait Store: Send {
     /// `None` = nothing stored yet (first start).
     fn load(&mut self) -> Result<Option<Vec<u8>>, StoreError>;
@@ -31,12 +100,14 @@ pub trait Store: Send {
 }
 
 /// Opens the store the flags ask for.
-pub fn open(settings: &StoreSettings) -> Result<Box<dyn Store>, StoreError> {
+pub fn open(settings: &StoreSettings) -> Result<Box<dyn RecordStore>, StoreError> {
     match settings.kind {
-        StoreKind::File => Ok(Box::new(FileStore::new(&settings.uri)?)),
-        StoreKind::ZooKeeper => Err(StoreError::Unsupported {
-            what: "the ZooKeeper store is not implemented yet; use -store.type=file".into(),
-        }),
+        StoreKind::File => Ok(Box::new(JournalStore::new(&settings.uri)?)),
+        StoreKind::ZooKeeper => {
+            let (hosts, path) = zk::parse_uri(&settings.uri, "/storage-framework")
+                .map_err(|what| StoreError::Unsupported { what })?;
+            Ok(Box::new(zk::ZkStore::new(hosts, path)))
+        }
     }
 }
 
@@ -67,6 +138,8 @@ pub enum StoreError {
     },
     /// A configuration this build cannot serve (bad path, unimplemented store type).
     Unsupported { what: String },
+    /// Another scheduler holds or has written the state: this one must not write again.
+    Fenced { why: String },
 }
 
 impl StoreError {
@@ -77,7 +150,7 @@ impl StoreError {
             StoreError::Corrupt { origin, .. }
             | StoreError::WrongFormat { origin, .. }
             | StoreError::UnsupportedVersion { origin, .. } => *origin = Some(store.to_owned()),
-            StoreError::Io { .. } | StoreError::Unsupported { .. } => {}
+            StoreError::Io { .. } | StoreError::Unsupported { .. } | StoreError::Fenced { .. } => {}
         }
         self
     }
@@ -124,6 +197,7 @@ impl fmt::Display for StoreError {
                 )
             }
             StoreError::Unsupported { what } => f.write_str(what),
+            StoreError::Fenced { why } => write!(f, "fenced: {why}"),
         }
     }
 }
@@ -362,12 +436,9 @@ mod tests {
     }
 
     #[test]
-    fn zookeeper_store_is_refused_clearly() {
-        let settings = StoreSettings {
-            kind: StoreKind::ZooKeeper,
-            uri: "zk://h:2181/x".into(),
-        };
-        let err = open(&settings).err().expect("unsupported");
-        assert!(err.to_string().contains("ZooKeeper"), "{err}");
+    fn bad_zookeeper_uri_is_refused_clearly() {
+        let settings = StoreSettings::new(StoreKind::ZooKeeper, "http://h:2181/x");
+        let err = open(&settings).err().expect("refused");
+        assert!(err.to_string().contains("zk://"), "{err}");
     }
 }

@@ -1,15 +1,58 @@
-//! Where the scheduler keeps its state, as the flags (`-store.type`, `-store.uri`) say.
+//! Where the scheduler keeps its state, as the flags (`-store.type`, `-store.uri`) say, and the
+//! issue-12 flags around it (framework adoption, store helpers).
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreSettings {
     pub kind: StoreKind,
     pub uri: String,
+    /// `-store.type` or `-store.uri` was given: no discovery through the master's `zk` flag.
+    pub explicit: bool,
+    /// `-store.dump`, `-store.delete`, `-store.import`: do that and exit.
+    pub helper: Option<StoreHelper>,
+    /// `-framework.id`: adopt this framework when nothing is stored.
+    pub adopt_id: Option<String>,
+    /// `-framework.new`: register anew even beside an active framework of the same name.
+    pub force_new: bool,
+}
+
+impl StoreSettings {
+    pub fn new(kind: StoreKind, uri: impl Into<String>) -> StoreSettings {
+        StoreSettings {
+            kind,
+            uri: uri.into(),
+            explicit: true,
+            helper: None,
+            adopt_id: None,
+            force_new: false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreKind {
     File,
-    /// Recognised so the error can say "not yet" rather than "unknown"; never produced by
-    /// `flags::parse` until the ZooKeeper store exists.
     ZooKeeper,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreHelper {
+    Dump,
+    Delete { yes: bool },
+    Import(PathBuf),
+}
+
+static VOLATILE: OnceLock<String> = OnceLock::new();
+
+/// Records, once at startup and before the REST server runs, that the state lives where a
+/// relaunch loses it (the sandbox). Write-once and read-only afterwards, so `/health` and the
+/// status page can say so without widening the REST server's interfaces.
+pub fn set_volatile_note(note: String) {
+    let _ = VOLATILE.set(note);
+}
+
+pub fn volatile_note() -> Option<&'static str> {
+    VOLATILE.get().map(String::as_str)
 }

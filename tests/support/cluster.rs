@@ -174,3 +174,12 @@ pub fn stage_packages(dir: &Path) -> (Vec<String>, std::sync::Arc<tiny_http::Ser
     }
     (flags, server)
 }
+
+/// The state a scheduler saved in its file store, read with the scheduler's own loader.
+pub fn stored_state(path: &Path) -> storage_framework::scheduler::model::Persisted {
+    use storage_framework::store::{JournalStore, StateStore};
+    let journal = JournalStore::new(path).expect("store path");
+    StateStore::new(Box::new(journal))
+        .load()
+        .unwrap_or_else(|e| panic!("stored state: {e}"))
+}

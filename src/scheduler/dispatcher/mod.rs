@@ -17,11 +17,11 @@ use crate::scheduler::exchange::{CallOutcome, Input, KnownAgent, View};
 use crate::scheduler::executors::ExecutorApi;
 use crate::scheduler::launch::{self, LaunchContext};
 use crate::scheduler::metrics::Metrics;
-use crate::scheduler::model::{ClusterModel, Node, Persisted, Phase, TaskRecord, STATE_VERSION};
+use crate::scheduler::model::{ClusterModel, Node, Persisted, Phase, TaskRecord};
 use crate::scheduler::placement::{self, Decision, Settings};
 use crate::scheduler::sender::Outgoing;
 use crate::secret::random_token;
-use crate::store::{encode_versioned, Store};
+use crate::store::StateStore;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use log::{debug, error, info, warn};
 use std::collections::{BTreeMap, HashMap};
@@ -57,7 +57,7 @@ pub enum Exit {
 
 pub struct Dispatcher {
     state: Persisted,
-    store: Box<dyn Store>,
+    store: StateStore,
     settings: Settings,
     ctx: LaunchContext,
     out: Sender<Outgoing>,
@@ -89,7 +89,7 @@ pub struct Dispatcher {
 impl Dispatcher {
     pub fn new(
         state: Persisted,
-        store: Box<dyn Store>,
+        store: StateStore,
         settings: Settings,
         ctx: LaunchContext,
         out: Sender<Outgoing>,
@@ -436,9 +436,9 @@ impl Dispatcher {
     }
 
     fn save(&mut self) -> Result<(), String> {
-        let bytes = encode_versioned(STATE_VERSION, &self.state);
+        // Writes only the records that changed (issue 12).
         self.store
-            .save(&bytes)
+            .save(&self.state)
             .map_err(|e| format!("{}: {e}", self.store.describe()))?;
         self.dirty = false;
         Ok(())
@@ -485,38 +485,12 @@ impl Dispatcher {
 mod tests {
     use super::*;
     use crate::mesos::types::*;
-    use crate::store::StoreError;
-    use std::sync::Mutex;
-
-    /// A store in memory that can be told to fail; the test keeps a handle on its bytes.
-    struct MemStore {
-        bytes: Arc<Mutex<Option<Vec<u8>>>>,
-        fail: Arc<Mutex<bool>>,
-    }
-
-    impl Store for MemStore {
-        fn load(&mut self) -> Result<Option<Vec<u8>>, StoreError> {
-            Ok(self.bytes.lock().unwrap().clone())
-        }
-        fn save(&mut self, state: &[u8]) -> Result<(), StoreError> {
-            if *self.fail.lock().unwrap() {
-                return Err(StoreError::Unsupported {
-                    what: "disk full (test)".into(),
-                });
-            }
-            *self.bytes.lock().unwrap() = Some(state.to_vec());
-            Ok(())
-        }
-        fn describe(&self) -> String {
-            "memory".into()
-        }
-    }
+    use crate::store::MemoryStore;
 
     struct Rig {
         d: Dispatcher,
         out: Receiver<Outgoing>,
-        saved: Arc<Mutex<Option<Vec<u8>>>>,
-        fail: Arc<Mutex<bool>>,
+        saved: MemoryStore,
         clock: Arc<crate::clock::ManualClock>,
         /// Calls sent and not yet looked at by the test.
         sent: Vec<Call>,
@@ -525,15 +499,11 @@ mod tests {
     }
 
     fn rig() -> Rig {
-        let saved = Arc::new(Mutex::new(None));
-        let fail = Arc::new(Mutex::new(false));
+        let saved = MemoryStore::new();
         let (tx, rx) = crossbeam_channel::unbounded();
         let d = Dispatcher::new(
             Persisted::default(),
-            Box::new(MemStore {
-                bytes: saved.clone(),
-                fail: fail.clone(),
-            }),
+            StateStore::new(Box::new(saved.clone())),
             Settings {
                 experimental: false,
                 cpu_mdm: 1.5,
@@ -557,7 +527,6 @@ mod tests {
             d,
             out: rx,
             saved,
-            fail,
             clock,
             sent: Vec::new(),
             auto_outcomes: true,
@@ -625,8 +594,9 @@ mod tests {
             std::mem::take(&mut self.sent)
         }
         fn saved_state(&self) -> Persisted {
-            let bytes = self.saved.lock().unwrap().clone().expect("state saved");
-            crate::store::decode_versioned(&bytes, STATE_VERSION).unwrap()
+            StateStore::new(Box::new(self.saved.clone()))
+                .load()
+                .unwrap()
         }
     }
 
@@ -756,7 +726,7 @@ mod tests {
         let mut r = rig();
         r.event(subscribed("fw-1"));
         r.calls();
-        *r.fail.lock().unwrap() = true;
+        r.saved.set_failing(true);
         r.event(offers(&["a1"]));
         let calls = r.calls();
         assert!(launched_task(&calls).is_empty());
@@ -789,9 +759,10 @@ mod tests {
         // No uuid (e.g. a reconciliation answer): nothing to acknowledge.
         r.event(update(&task, "a1", TaskState::Running, false));
         assert!(r.calls().iter().all(|c| c.acknowledge.is_none()));
-        // A failed save holds the acknowledgement back: Mesos will resend.
-        *r.fail.lock().unwrap() = true;
-        r.event(update(&task, "a1", TaskState::Running, true));
+        // A failed save holds the acknowledgement back: Mesos will resend. (A change: a
+        // repeat of a saved update writes nothing and may be acknowledged.)
+        r.saved.set_failing(true);
+        r.event(update(&task, "a1", TaskState::Failed, true));
         assert!(r.calls().iter().all(|c| c.acknowledge.is_none()));
     }
 
@@ -1009,10 +980,7 @@ mod tests {
         let (tx, rx) = crossbeam_channel::unbounded();
         let mut d2 = Dispatcher::new(
             saved,
-            Box::new(MemStore {
-                bytes: r.saved.clone(),
-                fail: r.fail.clone(),
-            }),
+            StateStore::new(Box::new(r.saved.clone())),
             r.d.settings.clone(),
             r.d.ctx.clone(),
             tx,
@@ -1061,12 +1029,12 @@ mod tests {
             }));
             rx.try_recv().expect("answered")
         };
-        *r.fail.lock().unwrap() = true;
+        r.saved.set_failing(true);
         match report(&mut r) {
             ExecutorReply::Failed(e) => assert_eq!(e.status, 503, "{e}"),
             other => panic!("a report that was not saved got {other:?}"),
         }
-        *r.fail.lock().unwrap() = false;
+        r.saved.set_failing(false);
         assert!(matches!(report(&mut r), ExecutorReply::Recorded));
         assert_eq!(r.saved_state().model.nodes["a1"].phase, Phase::Packages);
     }

@@ -3,6 +3,7 @@
 use super::parse::{find_placeholder, is_whole_placeholder, parse_bool, Given};
 use super::table::FLAGS;
 use super::*;
+use crate::store::StoreHelper;
 use std::collections::{HashMap, HashSet};
 /// Turns the given values into a Config, collecting one error per problem. Values that fail
 /// are replaced by harmless stand-ins so checking can go on; the Config is only returned when
@@ -563,21 +564,70 @@ impl Check<'_> {
     }
 
     fn store(&mut self) -> StoreSettings {
+        let mut s = self.store_location();
+        // issue 12: adoption and helpers.
+        s.explicit = self.raw("store.type").is_some() || self.raw("store.uri").is_some();
+        s.adopt_id = self.raw("framework.id").filter(|v| !v.is_empty());
+        s.force_new = self.boolean("framework.new");
+        if s.adopt_id.is_some() && s.force_new {
+            self.fail("framework.new", "-framework.id adopts a framework, -framework.new registers a new one: give one of them");
+        }
+        let yes = self.boolean("yes");
+        let helpers = [
+            self.boolean("store.dump").then_some(StoreHelper::Dump),
+            self.boolean("store.delete")
+                .then_some(StoreHelper::Delete { yes }),
+            self.raw("store.import")
+                .map(|p| StoreHelper::Import(p.into())),
+        ];
+        let mut chosen = helpers.into_iter().flatten();
+        s.helper = chosen.next();
+        if chosen.next().is_some() {
+            self.fail(
+                "store.dump",
+                "give one of -store.dump, -store.delete, -store.import",
+            );
+        }
+        s
+    }
+
+    fn store_location(&mut self) -> StoreSettings {
         let kind = match self.raw("store.type").map(|v| v.to_ascii_lowercase()) {
             None => StoreKind::File,
             Some(v) if v == "file" => StoreKind::File,
-            Some(v) if v == "zookeeper" || v == "zk" => {
+            Some(v) if v == "zookeeper" || v == "zk" => StoreKind::ZooKeeper,
+            Some(v) => {
                 self.fail(
                     "store.type",
-                    "the ZooKeeper store is not supported yet; use -store.type=file",
+                    format!("{v:?} is not a store type (file, zk)"),
                 );
                 StoreKind::File
             }
-            Some(v) => {
-                self.fail("store.type", format!("{v:?} is not a store type (file)"));
-                StoreKind::File
-            }
         };
+        if kind == StoreKind::ZooKeeper {
+            // issue 12: default path /storage-framework/<framework name>.
+            let name = self
+                .raw("framework.name")
+                .unwrap_or_else(|| "storage-framework".into());
+            let default = format!("/storage-framework/{name}");
+            let uri = match self.raw("store.uri") {
+                None => {
+                    self.fail(
+                        "store.uri",
+                        "-store.type=zk needs -store.uri=zk://host:port,.../path",
+                    );
+                    String::new()
+                }
+                Some(v) => match crate::store::zk::parse_uri(&v, &default) {
+                    Ok((hosts, path)) => format!("zk://{}{path}", hosts.join(",")),
+                    Err(e) => {
+                        self.fail("store.uri", e);
+                        String::new()
+                    }
+                },
+            };
+            return StoreSettings::new(kind, uri);
+        }
         let uri = match self.raw("store.uri") {
             Some(v) => {
                 let path = v.strip_prefix("file://").unwrap_or(&v).to_owned();
@@ -591,7 +641,7 @@ impl Check<'_> {
                 None => format!("./{DEFAULT_STATE_FILE}"),
             },
         };
-        StoreSettings { kind, uri }
+        StoreSettings::new(kind, uri)
     }
 }
 

@@ -332,8 +332,11 @@ mod tests {
         assert_eq!(
             c.store,
             StoreSettings {
-                kind: StoreKind::File,
-                uri: "/sandbox/run-1/storage-scheduler-state.json".into()
+                explicit: false,
+                ..StoreSettings::new(
+                    StoreKind::File,
+                    "/sandbox/run-1/storage-scheduler-state.json"
+                )
             }
         );
     }
@@ -571,9 +574,9 @@ mod tests {
         let e = one_error(&with(&[], &["-scaleio.pasword", "hunter2"]));
         assert_mentions(&e, &["-scaleio.pasword", "unknown flag"]);
         assert!(!e.contains("hunter2"), "{e}");
-        // Flags of the earlier framework we do not support are unknown, not silently ignored.
-        let e = one_error(&with(&[], &["-store.dump=true"]));
-        assert_mentions(&e, &["-store.dump", "unknown flag"]);
+        // The earlier framework's store helpers exist again (issue 12).
+        let c = run(&with(&[], &["-store.dump=true"]));
+        assert_eq!(c.store.helper, Some(crate::store::StoreHelper::Dump));
     }
 
     #[test]
@@ -980,10 +983,19 @@ mod tests {
 
     #[test]
     fn store_settings() {
-        let e = one_error(&with(&[], &["-store.type=zookeeper"]));
-        assert_mentions(&e, &["-store.type:", "ZooKeeper", "not supported yet"]);
         let e = one_error(&with(&[], &["-store.type=zk"]));
-        assert_mentions(&e, &["-store.type:", "not supported yet"]);
+        assert_mentions(&e, &["-store.uri:", "zk://"]);
+        let c = run(&with(
+            &[],
+            &["-store.type=zk", "-store.uri=zk://h1,h2:2182"],
+        ));
+        assert_eq!(c.store.kind, StoreKind::ZooKeeper);
+        assert_eq!(
+            c.store.uri,
+            "zk://h1:2181,h2:2182/storage-framework/storage-framework"
+        );
+        let e = one_error(&with(&[], &["-store.type=zookeeper", "-store.uri=/x"]));
+        assert_mentions(&e, &["-store.uri:", "zk://"]);
         let e = one_error(&with(&[], &["-store.type=etcd"]));
         assert_mentions(&e, &["-store.type:", "\"etcd\" is not a store type"]);
         let e = one_error(&with(&[], &["-store.uri=/var/lib/"]));

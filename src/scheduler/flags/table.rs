@@ -143,10 +143,23 @@ pub(super) static FLAGS: &[FlagDef] = &[
         "REX-Ray version within the branch"),
     flag!(G_REXRAY, "isolator.binary", "url", "",
         "URL of the Mesos DVDI isolator module to install"),
-    flag!(G_STORE, "store.type", "file", "file",
-        "Where the scheduler keeps its state (ZooKeeper: not yet supported)"),
+    flag!(G_STORE, "store.type", "file|zk", "file",
+        "Where the scheduler keeps its state: a journal file, or ZooKeeper (issue 12)"),
     flag!(G_STORE, "store.uri", "path", "$MESOS_SANDBOX/storage-scheduler-state.json, else ./storage-scheduler-state.json",
-        "Location of the state"),
+        "Location of the state: a file path, or zk://host:port,.../path (default path /storage-framework/<framework.name>)"),
+    // issue 12: framework adoption and store helpers.
+    flag!(G_STORE, "framework.id", "id", "",
+        "With nothing stored: adopt this running framework instead of registering a new one"),
+    flag!(G_STORE, "framework.new", bool, "false",
+        "With nothing stored: register a new framework even if one of the same name and role is active"),
+    flag!(G_STORE, "store.dump", bool, "false",
+        "Print the stored state as JSON (secrets masked) and exit"),
+    flag!(G_STORE, "store.delete", bool, "false",
+        "Delete the stored state and exit (needs -yes)"),
+    flag!(G_STORE, "yes", bool, "false",
+        "Confirms -store.delete"),
+    flag!(G_STORE, "store.import", "path", "",
+        "Copy a state file into the ZooKeeper store given by -store.type=zk/-store.uri and exit"),
 ];
 
 /// Flags that are checked but that this build does not act on yet (the gateway and node

@@ -26,6 +26,7 @@ OPTIONS:
   --mdm IP,IP,IP          primary, secondary and tie-breaker MDM addresses the gateway reports
                           (default 127.0.0.1,127.0.0.2,127.0.0.3)
   --ready-file PATH       once everything listens, write its addresses there as JSON
+  --zk URL                the master's `zk` flag in GET /flags (e.g. zk://127.0.0.1:2181/mesos)
   --host-profile P[,P...] host stand-ins: each agent gets a fake root of profile P (ubuntu14,
                           rhel7, centos7, ubuntu16; a list gives one per agent) and its
                           executors run the stand-in commands (storage-host-standin, looked
@@ -47,6 +48,7 @@ struct Options {
     empty_gateway: bool,
     mdm: [String; 3],
     ready_file: Option<PathBuf>,
+    zk: Option<String>,
     host_profiles: Vec<host::HostProfile>,
 }
 
@@ -63,6 +65,7 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
         empty_gateway: false,
         mdm: ["127.0.0.1".into(), "127.0.0.2".into(), "127.0.0.3".into()],
         ready_file: None,
+        zk: None,
         host_profiles: Vec::new(),
     };
     let mut it = args.iter();
@@ -121,6 +124,13 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
                 o.mdm = [ips[0].into(), ips[1].into(), ips[2].into()];
             }
             "--ready-file" => o.ready_file = Some(value("a path")?.into()),
+            "--zk" => {
+                let v = value("a zk:// URL")?;
+                if !v.starts_with("zk://") {
+                    return Err(format!("--zk: {v:?} is not a zk:// URL"));
+                }
+                o.zk = Some(v);
+            }
             "--host-profile" => {
                 o.host_profiles = value("a profile")?
                     .split(',')
@@ -192,6 +202,7 @@ fn run(o: Options) -> Result<(), String> {
         heartbeat_interval: Duration::from_secs_f64(o.heartbeat),
         work_dir: work_dir.join("mesos"),
         host_standins,
+        zk: o.zk.clone(),
         ..Default::default()
     })?);
     let mut gw_cfg = gateway::GatewayConfig::new(

@@ -76,6 +76,37 @@ impl MasterFront {
                     Err(_) => gone(),
                 }
             }
+            // Mesos's /master/frameworks: the frameworks part of the state (issue 12's guard
+            // against a second framework of the same name and role reads it).
+            "/frameworks" => {
+                if leader != self.index {
+                    return self.redirect(leader, &format!("/master{path}"), &req.query);
+                }
+                if let Some(r) = only_get(&req) {
+                    return r.into();
+                }
+                let (tx, rx) = crossbeam_channel::bounded(1);
+                if self.tx.send(Cmd::MasterState(tx)).is_err() {
+                    return gone();
+                }
+                match rx.recv() {
+                    Ok(Ok(body)) => {
+                        let state: Value =
+                            serde_json::from_slice(body.as_ref()).unwrap_or_default();
+                        Response::json(
+                            200,
+                            &serde_json::json!({
+                                "frameworks": state["frameworks"],
+                                "completed_frameworks": state["completed_frameworks"],
+                                "unregistered_frameworks": [],
+                            }),
+                        )
+                        .into()
+                    }
+                    Ok(Err(e)) => Response::text(500, e).into(),
+                    Err(_) => gone(),
+                }
+            }
             "/flags" => match only_get(&req) {
                 Some(r) => r.into(),
                 None => Response::json(200, &self.flags).into(),

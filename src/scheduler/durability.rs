@@ -1,0 +1,230 @@
+//! Where the state lives and whether it may start a framework (issue 12).
+//!
+//! - With no store flag, the master's `zk` flag (`GET /master/flags`) names the ensemble the
+//!   usual Mesos deployment already runs: the state goes there, under
+//!   `/storage-framework/<framework name>`, so a relaunched scheduler finds it from any host.
+//!   Without one the file store stays, and the status page and `/health` say that the state
+//!   dies with the sandbox.
+//! - With no stored framework id, an active framework of the same name and role at the master
+//!   means our state was lost (or another scheduler runs): registering a second one would put
+//!   a second executor on every agent, so we refuse unless told (`-framework.id`, `-framework.new`).
+//! - The store helpers (`-store.dump`, `-store.delete`, `-store.import`).
+//!
+//! The decisions are pure functions of the masters' JSON; the I/O is kept to `resolve`,
+//! `guard` and `run_helper`.
+
+use super::flags::Config;
+use super::model::Persisted;
+use crate::mesos::client::{get_json, ClientConfig};
+use crate::store::{self, JournalStore, StateStore, StoreHelper, StoreKind, StoreSettings};
+use serde_json::Value;
+
+/// The ZooKeeper URI for our state from a master's `/flags` answer, if it has a `zk` flag.
+pub fn zk_from_master_flags(flags: &Value, framework_name: &str) -> Option<String> {
+    let zk = flags.pointer("/flags/zk")?.as_str()?;
+    let (hosts, _) = store::zk::parse_uri(zk, "/").ok()?;
+    Some(format!(
+        "zk://{}/storage-framework/{framework_name}",
+        hosts.join(",")
+    ))
+}
+
+/// The id of a live framework named `name` in `role`, from `/master/frameworks`. Live means
+/// listed under `frameworks` (not `completed_frameworks`): a framework whose scheduler is gone
+/// shows `"active": false` there until its failover timeout ends, and its executors still run,
+/// which is exactly the case of a relaunched scheduler that lost its state.
+pub fn active_twin(frameworks: &Value, name: &str, role: &str) -> Option<String> {
+    frameworks
+        .get("frameworks")?
+        .as_array()?
+        .iter()
+        .filter(|f| f["name"].as_str() == Some(name))
+        .filter(|f| {
+            f["role"].as_str() == Some(role)
+                || f["roles"]
+                    .as_array()
+                    .is_some_and(|r| r.iter().any(|x| x.as_str() == Some(role)))
+        })
+        .find_map(|f| f["id"].as_str().map(str::to_owned))
+}
+
+fn master_json(config: &Config, client: &ClientConfig, path: &str) -> Result<Value, String> {
+    let mut errors = Vec::new();
+    for m in &config.masters {
+        let base = if m.contains("://") {
+            m.clone()
+        } else {
+            format!("http://{m}")
+        };
+        match get_json(&format!("{base}{path}"), client) {
+            Ok(v) => return Ok(v),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    Err(errors.join("; "))
+}
+
+/// The store to use: the flags' when given, else the master's ZooKeeper, else the file
+/// (noted as volatile).
+pub fn resolve(config: &Config, client: &ClientConfig) -> StoreSettings {
+    let mut settings = config.store.clone();
+    if settings.explicit {
+        return settings;
+    }
+    match master_json(config, client, "/master/flags") {
+        Ok(flags) => {
+            if let Some(uri) = zk_from_master_flags(&flags, &config.framework.name) {
+                log::info!("no store flag: keeping state in the master's ZooKeeper, {uri}");
+                settings.kind = StoreKind::ZooKeeper;
+                settings.uri = uri;
+                return settings;
+            }
+        }
+        Err(e) => log::warn!("cannot read the master's flags ({e}); keeping the file store"),
+    }
+    let note = format!(
+        "state is kept in {} only: it dies with the sandbox when the scheduler is relaunched \
+         (give -store.uri on durable storage, or run the master with --zk)",
+        settings.uri
+    );
+    log::warn!("{note}");
+    store::set_volatile_note(note);
+    settings
+}
+
+/// With no stored framework id: adopt `-framework.id`, or refuse beside an active twin.
+pub fn guard(config: &Config, client: &ClientConfig, state: &mut Persisted) -> Result<(), String> {
+    if state.model.framework_id.is_some() {
+        return Ok(());
+    }
+    if let Some(id) = &config.store.adopt_id {
+        log::info!("adopting framework {id} (-framework.id)");
+        state.model.framework_id = Some(id.clone());
+        return Ok(());
+    }
+    if config.store.force_new {
+        return Ok(());
+    }
+    let f = &config.framework;
+    match master_json(config, client, "/master/frameworks") {
+        Ok(frameworks) => match active_twin(&frameworks, &f.name, &f.role) {
+            Some(id) => Err(format!(
+                "no framework id is stored, but framework {id} ({:?}, role {:?}) is registered at the master: \
+                 registering a second one would start a second executor on every agent. \
+                 Adopt it with -framework.id={id}, or register anew with -framework.new",
+                f.name, f.role
+            )),
+            None => Ok(()),
+        },
+        Err(e) => {
+            log::warn!("cannot list the master's frameworks ({e}); registering without that check");
+            Ok(())
+        }
+    }
+}
+
+/// Runs a store helper; returns the exit code.
+pub fn run_helper(settings: &StoreSettings, helper: &StoreHelper) -> i32 {
+    let open = |s: &StoreSettings| store::open(s).map(StateStore::new);
+    let mut target = match open(settings) {
+        Ok(s) => s,
+        Err(e) => {
+            log::error!("cannot open the state store: {e}");
+            return super::EXIT_FAILURE;
+        }
+    };
+    let result = match helper {
+        StoreHelper::Dump => target.load().map(|state| {
+            let text =
+                serde_json::to_string_pretty(&store::state::dump_json(&state)).unwrap_or_default();
+            println!("{text}");
+        }),
+        StoreHelper::Delete { yes: false } => {
+            log::error!(
+                "-store.delete removes every record in {}; add -yes to confirm",
+                target.describe()
+            );
+            return 2;
+        }
+        StoreHelper::Delete { yes: true } => target.backend_mut().destroy().map(|()| {
+            log::info!("deleted the state in {}", target.describe());
+        }),
+        StoreHelper::Import(path) => {
+            if settings.kind != StoreKind::ZooKeeper {
+                log::error!("-store.import copies a state file into ZooKeeper: give -store.type=zk and -store.uri=zk://...");
+                return 2;
+            }
+            let source = JournalStore::new(path).map(|j| StateStore::new(Box::new(j)));
+            (|| {
+                let state = source?.load()?;
+                let existing = target.load()?;
+                if existing.model.framework_id.is_some() || !existing.model.nodes.is_empty() {
+                    return Err(store::StoreError::Unsupported {
+                        what: format!(
+                            "{} already holds state (framework {}); delete it first with -store.delete -yes",
+                            target.describe(),
+                            existing.model.framework_id.as_deref().unwrap_or("none")
+                        ),
+                    });
+                }
+                target.replace(&state)?;
+                log::info!(
+                    "imported {} ({} nodes, framework {}) into {}",
+                    path.display(),
+                    state.model.nodes.len(),
+                    state.model.framework_id.as_deref().unwrap_or("none"),
+                    target.describe()
+                );
+                Ok(())
+            })()
+        }
+    };
+    match result {
+        Ok(()) => super::EXIT_OK,
+        Err(e) => {
+            log::error!("{e}");
+            super::EXIT_FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn master_zk_flag_names_our_path() {
+        let flags =
+            json!({"flags": {"zk": "zk://10.0.0.1:2181,10.0.0.2:2181/mesos", "quorum": "2"}});
+        assert_eq!(
+            zk_from_master_flags(&flags, "storage").as_deref(),
+            Some("zk://10.0.0.1:2181,10.0.0.2:2181/storage-framework/storage")
+        );
+        assert_eq!(zk_from_master_flags(&json!({"flags": {}}), "s"), None);
+        assert_eq!(
+            zk_from_master_flags(&json!({"flags": {"zk": "nonsense"}}), "s"),
+            None
+        );
+    }
+
+    #[test]
+    fn active_twin_matches_name_role_and_activity() {
+        let fw = json!({"frameworks": [
+            {"id": "other-role", "name": "storage", "role": "x", "active": true},
+            {"id": "other-name", "name": "marathon", "role": "*", "active": true},
+            {"id": "twin", "name": "storage", "roles": ["*"], "active": true}
+        ], "completed_frameworks": [{"id": "done", "name": "storage", "role": "*"}]});
+        assert_eq!(active_twin(&fw, "storage", "*").as_deref(), Some("twin"));
+        // Disconnected, failing over: still live, its executors still run.
+        let failing_over = json!({"frameworks": [
+            {"id": "away", "name": "storage", "role": "*", "active": false}
+        ]});
+        assert_eq!(
+            active_twin(&failing_over, "storage", "*").as_deref(),
+            Some("away")
+        );
+        assert_eq!(active_twin(&fw, "storage", "y"), None);
+        assert_eq!(active_twin(&json!({}), "storage", "*"), None);
+    }
+}

@@ -1,0 +1,472 @@
+//! The file store: an append-only journal of record batches, compacted now and then.
+//!
+//! Why a journal and not one file per node: a launch must reach the disk as one unit (the
+//! node record and the launch sequence in the root), and a batch of a launch wave touches
+//! thousands of nodes. One appended line per batch is atomic on reload (a line either checks
+//! out or is the torn tail) and costs one fsync; per-node files would cost a
+//! write-fsync-rename-fsync per node and give no atomicity across them.
+//!
+//! Format (text, so an operator can read it):
+//!
+//! ```text
+//! storage-framework-journal 2
+//! <16 hex digits: FNV-1a of the JSON> {"put":{"root":{...},"node/a1":{...}},"del":["node/a2"]}
+//! ...
+//! ```
+//!
+//! A line that is the last one and lacks its newline or its checksum is a write cut short by a
+//! crash: it is dropped with a log line (its batch was never reported saved, so nothing that
+//! depended on it left the scheduler). Any other bad line stops the load with an error naming
+//! the file and line. When the journal has grown to twice its compacted size, the next save
+//! rewrites it as one batch of every record through [`FileStore`] (write temp, fsync, rename,
+//! fsync the directory). A file in the single-document format of earlier builds is read as
+//! [`Loaded::Legacy`] and rewritten as a journal on the first save.
+
+use super::{Change, FileStore, Loaded, RecordStore, Store, StoreError};
+use crate::hash::content_hash;
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+const HEADER: &[u8] = b"storage-framework-journal 2\n";
+/// Below this size the journal is never compacted (a small cluster's journal stays small).
+const COMPACT_MIN_BYTES: u64 = 1 << 20;
+
+pub struct JournalStore {
+    file: FileStore,
+    append: Option<File>,
+    /// Length of the journal's good part (what a load accepted, plus our appends).
+    len: u64,
+    /// Length right after the last rewrite: the journal is compacted at twice that.
+    compacted_len: u64,
+    /// The file must be rewritten before the next append (earlier format, a failed append
+    /// that could not be undone).
+    rewrite: bool,
+    /// A torn last line to cut off before the first append.
+    truncate_to: Option<u64>,
+    written: u64,
+}
+
+#[derive(serde::Deserialize)]
+struct Batch {
+    #[serde(default)]
+    put: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    del: Vec<String>,
+}
+
+impl JournalStore {
+    pub fn new(path: impl AsRef<Path>) -> Result<JournalStore, StoreError> {
+        Ok(JournalStore {
+            file: FileStore::new(path)?,
+            append: None,
+            len: 0,
+            compacted_len: 0,
+            rewrite: false,
+            truncate_to: None,
+            written: 0,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.file.path()
+    }
+
+    fn path_buf(&self) -> PathBuf {
+        self.file.path().to_path_buf()
+    }
+
+    fn corrupt(&self, detail: String) -> StoreError {
+        StoreError::Corrupt {
+            origin: Some(self.describe()),
+            detail,
+        }
+    }
+
+    fn io(&self, action: &'static str) -> impl FnOnce(io::Error) -> StoreError {
+        let path = self.path_buf();
+        move |source| StoreError::Io {
+            action,
+            path,
+            source,
+        }
+    }
+
+    fn read_journal(&mut self, file: File) -> Result<BTreeMap<String, Vec<u8>>, StoreError> {
+        let mut reader = BufReader::new(file);
+        let mut records = BTreeMap::new();
+        let mut line = Vec::new();
+        let mut good = HEADER.len() as u64;
+        reader
+            .read_until(b'\n', &mut line)
+            .map_err(self.io("read"))?;
+        let mut number = 1;
+        let mut torn: Option<String> = None;
+        loop {
+            line.clear();
+            let n = reader
+                .read_until(b'\n', &mut line)
+                .map_err(self.io("read"))?;
+            if n == 0 {
+                break;
+            }
+            number += 1;
+            if let Some(why) = torn.take() {
+                return Err(self.corrupt(format!("line {} is damaged ({why})", number - 1)));
+            }
+            match parse_line(&line) {
+                Ok(batch) => {
+                    for (k, v) in batch.put {
+                        records.insert(k, v.to_string().into_bytes());
+                    }
+                    for k in batch.del {
+                        records.remove(&k);
+                    }
+                    good += n as u64;
+                }
+                Err(why) => torn = Some(why),
+            }
+        }
+        if let Some(why) = torn {
+            log::warn!(
+                "{}: dropped its last record, cut short by a crash ({why}); it was never reported saved",
+                self.describe()
+            );
+            self.truncate_to = Some(good);
+        }
+        self.len = good;
+        self.compacted_len = good;
+        Ok(records)
+    }
+
+    fn open_append(&mut self) -> Result<&mut File, StoreError> {
+        if self.append.is_none() {
+            let f = OpenOptions::new()
+                .append(true)
+                .open(self.file.path())
+                .map_err(self.io("open for appending"))?;
+            if let Some(len) = self.truncate_to {
+                f.set_len(len)
+                    .and_then(|()| f.sync_data())
+                    .map_err(self.io("cut the torn last record off"))?;
+                self.truncate_to = None;
+            }
+            self.len = f.metadata().map_err(self.io("stat"))?.len();
+            self.append = Some(f);
+        }
+        Ok(self.append.as_mut().expect("opened above"))
+    }
+}
+
+/// `<hash> <json>\n` -> the batch, or why the line is not one.
+fn parse_line(line: &[u8]) -> Result<Batch, String> {
+    let Some(body) = line.strip_suffix(b"\n") else {
+        return Err("no end of line".into());
+    };
+    if body.len() < 17 || body[16] != b' ' {
+        return Err("no checksum".into());
+    }
+    let (sum, json) = (&body[..16], &body[17..]);
+    let sum = std::str::from_utf8(sum)
+        .ok()
+        .and_then(|s| u64::from_str_radix(s, 16).ok())
+        .ok_or("checksum is not hexadecimal")?;
+    if sum != content_hash(json) {
+        return Err("checksum mismatch".into());
+    }
+    serde_json::from_slice(json).map_err(|e| format!("not a batch: {e}"))
+}
+
+fn encode_line(out: &mut Vec<u8>, puts: &[(&str, &[u8])], dels: &[&str]) {
+    let mut json = Vec::with_capacity(puts.iter().map(|(k, v)| k.len() + v.len() + 4).sum());
+    json.extend_from_slice(b"{\"put\":{");
+    for (i, (k, v)) in puts.iter().enumerate() {
+        if i > 0 {
+            json.push(b',');
+        }
+        // A string serializes without error.
+        let _ = serde_json::to_writer(&mut json, k);
+        json.push(b':');
+        json.extend_from_slice(v);
+    }
+    json.extend_from_slice(b"},\"del\":");
+    let _ = serde_json::to_writer(&mut json, dels);
+    json.push(b'}');
+    out.extend_from_slice(format!("{:016x} ", content_hash(&json)).as_bytes());
+    out.extend_from_slice(&json);
+    out.push(b'\n');
+}
+
+impl RecordStore for JournalStore {
+    fn load_all(&mut self) -> Result<Loaded, StoreError> {
+        self.append = None;
+        self.truncate_to = None;
+        self.file.remove_stray_temp();
+        let mut file = match File::open(self.file.path()) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded::Empty),
+            Err(e) => return Err(self.io("read")(e)),
+        };
+        let mut head = vec![0; HEADER.len()];
+        let n = read_up_to(&mut file, &mut head).map_err(self.io("read"))?;
+        if head[..n] != *HEADER {
+            // Not a journal: the single-document format of earlier builds, or damage that
+            // its decoder names (empty, truncated, not JSON, another format or version).
+            let bytes = fs::read(self.file.path()).map_err(self.io("read"))?;
+            self.rewrite = true;
+            return Ok(Loaded::Legacy(bytes));
+        }
+        let file = File::open(self.file.path()).map_err(self.io("read"))?;
+        Ok(Loaded::Records(self.read_journal(file)?))
+    }
+
+    fn apply(&mut self, batch: &[Change]) -> Result<(), StoreError> {
+        if self.rewrite {
+            return Err(StoreError::Unsupported {
+                what: format!("{} must be rewritten whole first", self.describe()),
+            });
+        }
+        if !self.file.path().exists() {
+            self.replace_all(&[])?;
+        }
+        let mut puts = Vec::new();
+        let mut dels = Vec::new();
+        for c in batch {
+            match c {
+                Change::Put(k, v) => puts.push((k.as_str(), v.as_slice())),
+                Change::Delete(k) => dels.push(k.as_str()),
+            }
+        }
+        let mut line = Vec::new();
+        encode_line(&mut line, &puts, &dels);
+        let len = self.len;
+        let path = self.path_buf();
+        let file = self.open_append()?;
+        let result = file.write_all(&line).and_then(|()| file.sync_data());
+        match result {
+            Ok(()) => {
+                // The first batch of an empty journal is everything there is: measure growth
+                // from there, or the first saves after it would compact at once.
+                let was_empty = self.len <= HEADER.len() as u64;
+                self.len += line.len() as u64;
+                self.written += line.len() as u64;
+                if was_empty {
+                    self.compacted_len = self.len;
+                }
+                Ok(())
+            }
+            Err(source) => {
+                // Cut the partial line off so the next append does not follow garbage; if that
+                // fails too, rewrite the whole file next time.
+                if file.set_len(len).and_then(|()| file.sync_data()).is_err() {
+                    self.rewrite = true;
+                    self.append = None;
+                }
+                Err(StoreError::Io {
+                    action: "append to",
+                    path,
+                    source,
+                })
+            }
+        }
+    }
+
+    fn replace_all(&mut self, records: &[(String, Vec<u8>)]) -> Result<(), StoreError> {
+        let mut bytes = HEADER.to_vec();
+        if !records.is_empty() {
+            let puts: Vec<(&str, &[u8])> = records
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_slice()))
+                .collect();
+            encode_line(&mut bytes, &puts, &[]);
+        }
+        self.append = None;
+        self.file.save(&bytes)?;
+        self.written += bytes.len() as u64;
+        self.len = bytes.len() as u64;
+        self.compacted_len = self.len;
+        self.rewrite = false;
+        self.truncate_to = None;
+        Ok(())
+    }
+
+    fn wants_rewrite(&self) -> bool {
+        self.rewrite || (self.len > COMPACT_MIN_BYTES && self.len > 2 * self.compacted_len)
+    }
+
+    fn destroy(&mut self) -> Result<(), StoreError> {
+        self.append = None;
+        match fs::remove_file(self.file.path()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(self.io("remove")(e)),
+        }
+    }
+
+    fn bytes_written(&self) -> u64 {
+        self.written
+    }
+
+    fn describe(&self) -> String {
+        self.file.describe()
+    }
+}
+
+fn read_up_to(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+    use std::io::Read;
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{encode_versioned, node_key, StateStore};
+    use super::*;
+    use crate::scheduler::model::{Node, Persisted, Persona, STATE_VERSION};
+
+    fn temp_path(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "storage-journal-test-{}-{name}",
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("temp dir");
+        dir.join("state.json")
+    }
+
+    fn state(nodes: &[&str]) -> Persisted {
+        let mut p = Persisted::default();
+        p.model.framework_id = Some("fw-j".into());
+        for n in nodes {
+            p.model
+                .nodes
+                .insert((*n).into(), Node::new(n, n, Persona::Data, 1));
+        }
+        p
+    }
+
+    #[test]
+    fn journal_passes_the_shared_suite() {
+        let path = temp_path("suite");
+        super::super::suite::run(&mut || Box::new(JournalStore::new(&path).expect("path")));
+        let _ = fs::remove_dir_all(path.parent().unwrap());
+    }
+
+    #[test]
+    fn torn_last_record_is_dropped_and_cut_off() {
+        let path = temp_path("torn");
+        let mut s = StateStore::new(Box::new(JournalStore::new(&path).unwrap()));
+        s.load().unwrap();
+        let mut st = state(&["a1", "a2"]);
+        s.save(&st).unwrap();
+        st.model.launch_seq = 7;
+        s.save(&st).unwrap();
+        let good = fs::read(&path).unwrap();
+        // A crash half-way through the next append.
+        st.model.launch_seq = 8;
+        s.save(&st).unwrap();
+        let full = fs::read(&path).unwrap();
+        fs::write(&path, &full[..good.len() + (full.len() - good.len()) / 2]).unwrap();
+        let mut again = StateStore::new(Box::new(JournalStore::new(&path).unwrap()));
+        assert_eq!(again.load().unwrap().model.launch_seq, 7);
+        st.model.launch_seq = 9;
+        again.save(&st).unwrap();
+        // The torn part is gone, not buried under the new record.
+        let back = StateStore::new(Box::new(JournalStore::new(&path).unwrap()))
+            .load()
+            .unwrap();
+        assert_eq!(back.model.launch_seq, 9);
+        assert_eq!(back.model.nodes.len(), 2);
+        assert!(fs::read(&path).unwrap().starts_with(&good));
+    }
+
+    #[test]
+    fn damage_before_the_last_record_stops_the_load_naming_the_file() {
+        let path = temp_path("damaged");
+        let mut s = StateStore::new(Box::new(JournalStore::new(&path).unwrap()));
+        s.load().unwrap();
+        let mut st = state(&["a1"]);
+        s.save(&st).unwrap();
+        st.model.launch_seq = 3;
+        s.save(&st).unwrap();
+        let mut bytes = fs::read(&path).unwrap();
+        // Flip a byte inside the first batch (line 2).
+        let at = HEADER.len() + 30;
+        bytes[at] ^= 0x20;
+        fs::write(&path, &bytes).unwrap();
+        let err = StateStore::new(Box::new(JournalStore::new(&path).unwrap()))
+            .load()
+            .expect_err("damaged");
+        let text = err.to_string();
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(text.contains("line 2"), "{text}");
+        assert_eq!(fs::read(&path).unwrap(), bytes, "left untouched");
+    }
+
+    #[test]
+    fn earlier_single_document_file_is_migrated() {
+        let path = temp_path("legacy");
+        let mut old = state(&["a1", "a2"]);
+        old.model.launch_seq = 12;
+        old.executor_secrets.insert("e1".into(), "s1".into());
+        fs::write(&path, encode_versioned(STATE_VERSION, &old)).unwrap();
+        let mut s = StateStore::new(Box::new(JournalStore::new(&path).unwrap()));
+        let loaded = s.load().unwrap();
+        assert_eq!(loaded.model, old.model);
+        assert_eq!(loaded.executor_secrets, old.executor_secrets);
+        s.save(&loaded).unwrap();
+        assert!(fs::read(&path).unwrap().starts_with(HEADER));
+        let back = StateStore::new(Box::new(JournalStore::new(&path).unwrap()))
+            .load()
+            .unwrap();
+        assert_eq!(back.model, old.model);
+        assert_eq!(back.executor_secrets, old.executor_secrets);
+    }
+
+    #[test]
+    fn one_node_update_appends_about_one_record() {
+        let path = temp_path("small");
+        let names: Vec<String> = (0..200).map(|i| format!("agent-{i}")).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut st = state(&refs);
+        let mut s = StateStore::new(Box::new(JournalStore::new(&path).unwrap()));
+        s.load().unwrap();
+        s.save(&st).unwrap();
+        let before = fs::metadata(&path).unwrap().len();
+        st.model.nodes.get_mut("agent-7").unwrap().failures = 1;
+        assert_eq!(s.save(&st).unwrap(), 1);
+        let grew = fs::metadata(&path).unwrap().len() - before;
+        let one = serde_json::to_vec(&st.model.nodes["agent-7"])
+            .unwrap()
+            .len() as u64;
+        assert!(grew < one + 100, "grew {grew} for a record of {one}");
+        let _ = node_key("x");
+    }
+
+    #[test]
+    fn grown_journal_is_compacted() {
+        let path = temp_path("compact");
+        let mut st = state(&["a1"]);
+        st.model.nodes.get_mut("a1").unwrap().devices = vec!["d".repeat(100_000)];
+        let mut s = StateStore::new(Box::new(JournalStore::new(&path).unwrap()));
+        s.load().unwrap();
+        for i in 0..40 {
+            st.model.nodes.get_mut("a1").unwrap().failures = i;
+            s.save(&st).unwrap();
+        }
+        // 40 versions of a 100 KB record would be 4 MB uncompacted.
+        let len = fs::metadata(&path).unwrap().len();
+        assert!(len < 3 * COMPACT_MIN_BYTES, "{len}");
+        let back = StateStore::new(Box::new(JournalStore::new(&path).unwrap()))
+            .load()
+            .unwrap();
+        assert_eq!(back.model, st.model);
+    }
+}
