@@ -157,13 +157,22 @@ pub fn start_with(config: RestConfig, options: ServerOptions) -> Result<RestHand
 /// that generation: encoded at most once per generation, off the dispatcher thread.
 #[derive(Default)]
 struct StateCache {
-    current: Mutex<Option<(u64, Arc<JsonCache>)>>,
+    // Read-mostly: every request of one generation only reads.
+    current: std::sync::RwLock<Option<(u64, Arc<JsonCache>)>>,
 }
 
 impl StateCache {
     /// The cache for `generation`; a newer generation replaces an older one.
     fn for_generation(&self, generation: u64) -> Arc<JsonCache> {
-        let mut slot = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        {
+            let slot = self.current.read().unwrap_or_else(|e| e.into_inner());
+            if let Some((g, c)) = slot.as_ref() {
+                if *g == generation {
+                    return c.clone();
+                }
+            }
+        }
+        let mut slot = self.current.write().unwrap_or_else(|e| e.into_inner());
         match slot.as_ref() {
             Some((g, c)) if *g == generation => c.clone(),
             // A request that got an older view than another one did: serve it uncached.

@@ -64,6 +64,7 @@ impl Dispatcher {
         node.gone_since_ms = None;
         node.updated_ms = now;
         self.state.model.nodes.insert(new.to_owned(), node);
+        self.offer_mode.uncovered(new, now);
         self.dirty = true;
         self.touch_view();
     }

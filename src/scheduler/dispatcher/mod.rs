@@ -417,6 +417,16 @@ impl Dispatcher {
             agents.into_iter().map(|a| (a.id.clone(), a)).collect();
         self.follow_hosts(known.values().map(|a| (a.id.as_str(), a.hostname.as_str())));
         self.retire_gone_nodes(&known);
+        // An agent seen for the first time (not at the first report: the subscription's
+        // own REVIVE covers those) needs offers, also from agents the master filters.
+        if let Some(before) = &self.known_agents {
+            if known
+                .keys()
+                .any(|id| !before.contains_key(id) && !self.state.model.nodes.contains_key(id))
+            {
+                self.offer_mode.new_agent();
+            }
+        }
         let new: Vec<&KnownAgent> = known
             .values()
             .filter(|a| !self.state.model.nodes.contains_key(&a.id))

@@ -8,7 +8,6 @@
 //! the wanted mode.
 
 use super::*;
-use std::collections::BTreeSet;
 
 /// At most one REVIVE per this long for nodes that newly need a launch.
 const REVIVE_EVERY_MS: u64 = 5_000;
@@ -27,8 +26,10 @@ pub(super) struct OfferMode {
     confirmed: Option<Mode>,
     /// Sent, outcome not yet reported.
     in_flight: Option<Mode>,
-    /// Agents that needed a launch at the last look (`None`: no baseline yet).
-    needing: Option<BTreeSet<String>>,
+    /// Nodes that lost their launch -> when they may be relaunched: each owes a REVIVE
+    /// then. (Tracked where coverage is lost rather than by comparing every agent's need
+    /// after each batch, which would cost a pass over 10,000 agents per batch.)
+    uncovered: BTreeMap<String, u64>,
     /// A node newly needs a launch: a REVIVE is owed even if offers are not suppressed.
     revive_owed: bool,
     last_revive_ms: Option<u64>,
@@ -45,8 +46,19 @@ impl OfferMode {
     pub(super) fn subscribed(&mut self) {
         *self = OfferMode {
             last_revive_ms: self.last_revive_ms,
+            uncovered: std::mem::take(&mut self.uncovered),
             ..OfferMode::default()
         };
+    }
+
+    /// `agent`'s node lost its launch; it may be relaunched from `due_ms`.
+    pub(super) fn uncovered(&mut self, agent: &str, due_ms: u64) {
+        self.uncovered.insert(agent.to_owned(), due_ms);
+    }
+
+    /// The agent watcher saw an agent without a node for the first time.
+    pub(super) fn new_agent(&mut self) {
+        self.revive_owed = true;
     }
 
     /// When the dispatcher must look again (a rate-limited REVIVE, a retry).
@@ -55,26 +67,26 @@ impl OfferMode {
             .revive_owed
             .then(|| self.last_revive_ms.map(|t| t + REVIVE_EVERY_MS))
             .flatten();
-        [revive, self.retry_at_ms].into_iter().flatten().min()
+        let uncovered = self.uncovered.values().min().copied();
+        [revive, self.retry_at_ms, uncovered]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }
 
 impl Dispatcher {
-    /// Agents that need a launch now (not covered, not in backoff); `None` until the agent
-    /// watcher has reported.
-    fn needing_agents(&self, now: u64) -> Option<BTreeSet<String>> {
-        let known = self.known_agents.as_ref()?;
+    /// Whether some agent needs a launch now (not covered, not in backoff). Until the agent
+    /// watcher has reported, that cannot be known: yes.
+    fn needs_offers(&self, now: u64) -> bool {
+        let Some(known) = &self.known_agents else {
+            return true;
+        };
         let model = &self.state.model;
-        Some(
-            known
-                .keys()
-                .filter(|id| match model.nodes.get(*id) {
-                    None => true,
-                    Some(n) => !n.covered() && n.retry_after_ms.is_none_or(|t| t <= now),
-                })
-                .cloned()
-                .collect(),
-        )
+        known.keys().any(|id| match model.nodes.get(id) {
+            None => true,
+            Some(n) => !n.covered() && n.retry_after_ms.is_none_or(|t| t <= now),
+        })
     }
 
     /// The earliest deadline still ahead: a relaunch, the offer mode, reconciliation.
@@ -108,20 +120,32 @@ impl Dispatcher {
             return;
         }
         let now = self.clock.now_ms();
-        let needing = self.needing_agents(now);
-        let want = match &needing {
-            Some(n) if n.is_empty() => Mode::Suppressed,
-            _ => Mode::Revived,
+        let want = if self.needs_offers(now) {
+            Mode::Revived
+        } else {
+            Mode::Suppressed
         };
-        let mode = &mut self.offer_mode;
-        if let (Some(before), Some(now_needing)) = (&mode.needing, &needing) {
-            if now_needing.iter().any(|a| !before.contains(a)) {
-                mode.revive_owed = true;
+        // Nodes whose relaunch is due and that still need it owe a REVIVE.
+        let due: Vec<String> = self
+            .offer_mode
+            .uncovered
+            .iter()
+            .filter(|(_, t)| **t <= now)
+            .map(|(a, _)| a.clone())
+            .collect();
+        for agent in due {
+            self.offer_mode.uncovered.remove(&agent);
+            let needs = self
+                .state
+                .model
+                .nodes
+                .get(&agent)
+                .is_some_and(|n| !n.covered() && n.retry_after_ms.is_none_or(|t| t <= now));
+            if needs {
+                self.offer_mode.revive_owed = true;
             }
         }
-        if needing.is_some() {
-            mode.needing = needing;
-        }
+        let mode = &mut self.offer_mode;
         if want == Mode::Suppressed {
             mode.revive_owed = false;
         }

@@ -164,6 +164,8 @@ impl Dispatcher {
             node.failures += 1;
             let delay = relaunch_delay(node.failures);
             node.retry_after_ms = Some(now + delay.as_millis() as u64);
+            self.offer_mode
+                .uncovered(&agent, now + delay.as_millis() as u64);
             node.phase = Phase::Failed;
             node.last_error = Some(format!(
                 "launch stuck in TASK_STAGING for {} s; killed",

@@ -37,6 +37,8 @@ impl Dispatcher {
                             node.failures = if stable { 1 } else { node.failures + 1 };
                             let delay = relaunch_delay(node.failures);
                             node.retry_after_ms = Some(now + delay.as_millis() as u64);
+                            self.offer_mode
+                                .uncovered(&node.agent_id, now + delay.as_millis() as u64);
                             warn!(
                                 "agent {host}: task {task_id} ended {} ({why}); relaunch in {} s (failure {})",
                                 state,
