@@ -14,7 +14,8 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("hash", &[][..]),
         ("secret", &[][..]),
         ("mesos", &[][..]),
-        ("store", &[][..]),
+        // The store keeps keyed records and knows nothing of the model it holds.
+        ("store", &["hash"][..]),
         ("gateway", &["mesos", "backoff", "secret"][..]),
         (
             "scheduler",
@@ -24,7 +25,8 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ),
         (
             "rest",
-            &["scheduler", "mesos", "clock", "hash", "secret"][..],
+            // `store`: only the "state dies with the sandbox" note for /health and the page.
+            &["scheduler", "store", "mesos", "clock", "hash", "secret"][..],
         ),
     ])
 }
@@ -79,6 +81,12 @@ fn arrows() -> BTreeSet<(String, String)> {
             continue;
         }
         let text = std::fs::read_to_string(&f).unwrap();
+        // Unit tests may build fixtures from higher layers (a store's tests save a real
+        // model); the layers bind the code that ships.
+        let text = match text.find("#[cfg(test)]\nmod tests") {
+            Some(i) => text[..i].to_string(),
+            None => text,
+        };
         for used in uses(&text) {
             if used != module {
                 out.insert((module.clone(), used));

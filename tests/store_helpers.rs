@@ -9,7 +9,8 @@ mod zookeeper;
 use std::path::Path;
 use std::process::{Command, Output};
 use storage_framework::scheduler::model::{Node, Persisted, Persona};
-use storage_framework::store::{JournalStore, StateStore};
+use storage_framework::scheduler::state_store::StateStore;
+use storage_framework::store::JournalStore;
 
 fn run(store_flags: &[String], extra: &[&str]) -> Output {
     let args: Vec<String> = cluster::scheduler_args("127.0.0.1:1", 1, Path::new("x"), "pw")

@@ -33,7 +33,7 @@ const ROOT: &str = r#"{"format":"storage-framework-state","version":2}"#;
 fn zookeeper_store_passes_the_shared_suite() {
     let dir = tempdir("suite");
     let zk = ZooKeeper::start(&dir);
-    storage_framework::store::suite::run(&mut || Box::new(store(&zk, "/sf/suite")));
+    storage_framework::scheduler::store_suite::run(&mut || Box::new(store(&zk, "/sf/suite")));
 }
 
 #[test]

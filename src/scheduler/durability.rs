@@ -16,7 +16,8 @@
 use super::flags::Config;
 use super::model::Persisted;
 use crate::mesos::client::{get_json, ClientConfig};
-use crate::store::{self, JournalStore, StateStore, StoreHelper, StoreKind, StoreSettings};
+use crate::scheduler::state_store::{self, StateStore};
+use crate::store::{self, JournalStore, StoreHelper, StoreKind, StoreSettings};
 use serde_json::Value;
 
 /// The ZooKeeper URI for our state from a master's `/flags` answer, if it has a `zk` flag.
@@ -136,7 +137,7 @@ pub fn run_helper(settings: &StoreSettings, helper: &StoreHelper) -> i32 {
     let result = match helper {
         StoreHelper::Dump => target.load().map(|state| {
             let text =
-                serde_json::to_string_pretty(&store::state::dump_json(&state)).unwrap_or_default();
+                serde_json::to_string_pretty(&state_store::dump_json(&state)).unwrap_or_default();
             println!("{text}");
         }),
         StoreHelper::Delete { yes: false } => {

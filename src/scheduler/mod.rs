@@ -20,14 +20,17 @@ pub mod model;
 pub mod node_plan;
 pub mod placement;
 pub mod sender;
+pub mod state_store;
 pub mod stop;
 pub mod storage;
+#[doc(hidden)]
+pub mod store_suite;
 pub mod subscription;
 
 use crate::mesos::client::{ClientConfig, SchedulerClient};
 use crate::mesos::scheduler::{call, Call};
 use crate::mesos::types::{framework_info, FrameworkID, FrameworkInfo};
-use crate::store::StateStore;
+use crate::scheduler::state_store::StateStore;
 use dispatcher::{Dispatcher, Exit};
 use exchange::Input;
 use flags::Config;

@@ -327,9 +327,10 @@ fn read_up_to(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{encode_versioned, node_key, StateStore};
+    use super::super::{encode_versioned, node_key};
     use super::*;
     use crate::scheduler::model::{Node, Persisted, Persona, STATE_VERSION};
+    use crate::scheduler::state_store::StateStore;
 
     fn temp_path(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!(
@@ -355,7 +356,9 @@ mod tests {
     #[test]
     fn journal_passes_the_shared_suite() {
         let path = temp_path("suite");
-        super::super::suite::run(&mut || Box::new(JournalStore::new(&path).expect("path")));
+        crate::scheduler::store_suite::run(&mut || {
+            Box::new(JournalStore::new(&path).expect("path"))
+        });
         let _ = fs::remove_dir_all(path.parent().unwrap());
     }
 

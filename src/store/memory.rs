@@ -100,6 +100,6 @@ mod tests {
     #[test]
     fn memory_store_passes_the_shared_suite() {
         let shared = super::MemoryStore::new();
-        super::super::suite::run(&mut || Box::new(shared.clone()));
+        crate::scheduler::store_suite::run(&mut || Box::new(shared.clone()));
     }
 }

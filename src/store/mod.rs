@@ -3,9 +3,10 @@
 //! Why records: rewriting the whole model per save costs megabytes at 10,000 agents and does
 //! not fit ZooKeeper (about 1 MB per znode). So the state is a small root record (framework
 //! id, launch sequence, globals) plus one record per cluster node (with its executor secret),
-//! and a save writes only the records that changed ([`StateStore`] finds them by content hash).
+//! and a save writes only the records that changed (the scheduler's `StateStore`,
+//! `scheduler/state_store.rs`, maps its model onto records and finds changes by content hash).
 //!
-//! A [`RecordStore`] only keeps keyed JSON documents; [`state`] maps the model onto them. The
+//! A [`RecordStore`] only keeps keyed JSON documents and knows nothing of the model. The
 //! single-document envelope of [`encode_versioned`] / [`decode_versioned`]
 //! (`{"format": "storage-framework-state", "version": N, "state": ...}`) is the format of
 //! earlier builds: it is still read (and migrated), and is refused with a clear error when it
@@ -15,16 +16,12 @@ pub mod file;
 pub mod journal;
 pub mod memory;
 mod settings;
-pub mod state;
-#[doc(hidden)]
-pub mod suite;
 pub mod zk;
 
 pub use file::FileStore;
 pub use journal::JournalStore;
 pub use memory::MemoryStore;
 pub use settings::{set_volatile_note, volatile_note, StoreHelper, StoreKind, StoreSettings};
-pub use state::StateStore;
 
 use std::collections::BTreeMap;
 

@@ -3,7 +3,8 @@
 
 use storage_framework::mesos::types::TaskState;
 use storage_framework::scheduler::model::{Node, Persisted, Persona, TaskRecord};
-use storage_framework::store::{JournalStore, StateStore};
+use storage_framework::scheduler::state_store::StateStore;
+use storage_framework::store::JournalStore;
 
 const NODES: usize = 10_000;
 const UPDATES: u64 = 1_000;

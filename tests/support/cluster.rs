@@ -177,7 +177,8 @@ pub fn stage_packages(dir: &Path) -> (Vec<String>, std::sync::Arc<tiny_http::Ser
 
 /// The state a scheduler saved in its file store, read with the scheduler's own loader.
 pub fn stored_state(path: &Path) -> storage_framework::scheduler::model::Persisted {
-    use storage_framework::store::{JournalStore, StateStore};
+    use storage_framework::scheduler::state_store::StateStore;
+    use storage_framework::store::JournalStore;
     let journal = JournalStore::new(path).expect("store path");
     StateStore::new(Box::new(journal))
         .load()

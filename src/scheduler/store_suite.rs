@@ -4,9 +4,10 @@
 //! for a restarted scheduler, so everything checked after it was durable. The suite starts by
 //! destroying what is there, so a location may be reused.
 
-use super::{Change, Loaded, RecordStore, StateStore};
 use crate::mesos::types::TaskState;
 use crate::scheduler::model::{Node, Persisted, Persona, TaskRecord};
+use crate::scheduler::state_store::StateStore;
+use crate::store::{Change, Loaded, RecordStore};
 use std::collections::BTreeMap;
 
 fn records(store: &mut dyn RecordStore) -> BTreeMap<String, Vec<u8>> {

@@ -7,11 +7,11 @@
 //! the model (one `u64` per record), and cannot forget a change: the write-ahead rule holds
 //! by construction.
 
-use super::{
-    decode_versioned, node_key, Change, Loaded, RecordStore, StoreError, FORMAT, ROOT_KEY,
-};
 use crate::hash::content_hash;
 use crate::scheduler::model::{ClusterModel, Node, Persisted, STATE_VERSION};
+use crate::store::{
+    decode_versioned, node_key, Change, Loaded, RecordStore, StoreError, FORMAT, ROOT_KEY,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
