@@ -19,7 +19,8 @@
 #   --ready-file PATH    once every node runs, write JSON there: the scheduler URL and the dev
 #                        cluster's addresses (master, launcher, gateway, control, agents)
 #   --work-dir DIR       where the cluster, the served binaries and the logs live (default: a
-#                        new directory under the temp dir; kept when the demo fails)
+#                        new directory under the temp dir, removed unless the demo fails; a
+#                        directory named here is always kept)
 #   --bin-dir DIR        use the binaries already built in DIR instead of running cargo build
 #   -h, --help           this text
 set -euo pipefail
@@ -62,8 +63,9 @@ for b in storage-scheduler storage-executor storage-devcluster storage-host-stan
 done
 
 # ---- everything started from here on is stopped by cleanup -------------------------------
+own_work=0
 if [ -z "$work" ]; then
-  work="$(mktemp -d "${TMPDIR:-/tmp}/storage-demo.XXXXXX")"
+  work="$(mktemp -d "${TMPDIR:-/tmp}/storage-demo.XXXXXX")" own_work=1
 else
   mkdir -p "$work"
 fi
@@ -81,7 +83,7 @@ cleanup() {
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
-  if [ "$keep" = 0 ]; then
+  if [ "$keep" = 0 ] && [ "$own_work" = 1 ]; then
     rm -rf "$work"
   else
     log "logs kept in $work (devcluster.log; the scheduler's stderr is in its launcher sandbox)"
@@ -132,10 +134,30 @@ pids+=("$!")
 wait_file "$work/www.port" "$!" fileserver
 custom_url="http://127.0.0.1:$(cat "$work/www.port")"
 
+# The storage packages, named as the vendor names them, served next to the binaries: the
+# host stand-ins accept these names (tests/support/cluster.rs stages the same set), and the
+# executor downloads and installs them as on a real host.
+package_flags=()
+while read -r flag file; do
+  printf 'stand-in package %s\n' "$file" > "$work/www/$file"
+  package_flags+=(--flag "-storage.$flag=$custom_url/$file")
+done <<'PKGS'
+ubuntu14.mdm EMC-ScaleIO-mdm-2.0-10000.2072.Ubuntu.14.04.x86_64.deb
+ubuntu14.sds EMC-ScaleIO-sds-2.0-10000.2072.Ubuntu.14.04.x86_64.deb
+ubuntu14.sdc EMC-ScaleIO-sdc-2.0-10000.2072.Ubuntu.14.04.x86_64.deb
+ubuntu14.lia EMC-ScaleIO-lia-2.0-10000.2072.Ubuntu.14.04.x86_64.deb
+ubuntu14.gw emc-scaleio-gateway_2.0-10000.2072_amd64.deb
+rhel7.mdm EMC-ScaleIO-mdm-2.0-10000.2072.el7.x86_64.rpm
+rhel7.sds EMC-ScaleIO-sds-2.0-10000.2072.el7.x86_64.rpm
+rhel7.sdc EMC-ScaleIO-sdc-2.0-10000.2072.el7.x86_64.rpm
+rhel7.lia EMC-ScaleIO-lia-2.0-10000.2072.el7.x86_64.rpm
+rhel7.gw EMC-ScaleIO-gateway-2.0-10000.2072.x86_64.rpm
+PKGS
+
 # ---- deploy, as an operator would ---------------------------------------------------------
 deploy_args=(--custom "$custom_url" --launcher "$launcher" --master "$master"
              --pd default --pool default --gateway 127.0.0.1
-             --flag "-storage.lbgateway=$gateway")
+             --flag "-storage.lbgateway=$gateway" "${package_flags[@]}")
 if [ "$experimental" = 1 ]; then
   deploy_args+=(--experimental)
 else

@@ -49,7 +49,10 @@ def verdict(nodes, agents, stop_on_failure):
     counts = phase_counts(nodes)
     if len(nodes) >= agents and counts.get("running", 0) == len(nodes):
         return "ready"
-    failed = [n for n in nodes.values() if n.get("phase") == "failed"]
+    # The scheduler relaunches a failed node after a backoff, and one executor exit is what a
+    # host reboot (Ubuntu's kernel for the SDC) looks like: a node has failed for good only
+    # once it failed again after its relaunch.
+    failed = [n for n in nodes.values() if n.get("phase") == "failed" and n.get("failures", 0) >= 2]
     if failed and stop_on_failure:
         reasons = "; ".join(f"{n.get('hostname', '?')}: {n.get('last_error') or 'no reason given'}"
                             for n in sorted(failed, key=lambda n: n.get("hostname", "")))

@@ -18,7 +18,8 @@ OPTIONS:
                           executors are emulated without processes: a scheduler at scale (default 0)
   --attributes FILE       JSON agent attributes: {\"agent-1\": {\"storage-persona\": \"primary\"}, ...}
   --heartbeat SECS        master heartbeat interval of scheduler streams (default 15)
-  --work-dir DIR          sandboxes and state (default: a new directory under the temp dir)
+  --work-dir DIR          sandboxes and state, kept after the stop (default: a new directory
+                          under the temp dir, whose sandboxes are removed)
   --launcher-port PORT    Marathon-compatible launcher port (default 0: ephemeral)
   --control-port PORT     fault-injection API port (default 0: ephemeral)
   --gateway-password PW   storage gateway admin password (default Scaleio123)
@@ -183,6 +184,9 @@ fn host_standins(
 }
 
 fn run(o: Options) -> Result<(), String> {
+    // A work dir the user named keeps its sandboxes and host roots after the stop: that is
+    // where demo.sh and its tests look for what happened.
+    let keep_work_dir = o.work_dir.is_some();
     let work_dir = o.work_dir.unwrap_or_else(|| {
         std::env::temp_dir().join(format!("storage-devcluster-{}", std::process::id()))
     });
@@ -201,6 +205,7 @@ fn run(o: Options) -> Result<(), String> {
         attributes_file: o.attributes,
         heartbeat_interval: Duration::from_secs_f64(o.heartbeat),
         work_dir: work_dir.join("mesos"),
+        keep_work_dir,
         host_standins,
         zk: o.zk.clone(),
         ..Default::default()

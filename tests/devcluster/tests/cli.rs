@@ -1,5 +1,5 @@
 //! The `storage-devcluster` command: help, addresses on startup, the ready file, and a clean
-//! stop on SIGTERM.
+//! stop on SIGTERM that keeps a named work dir's sandboxes.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -84,6 +84,11 @@ fn ready_file_then_clean_stop_on_sigterm() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(exit.success(), "{exit}");
+    // The work dir was named: the agents' sandboxes outlive the stop, for inspection.
+    assert!(
+        dir.join("work/mesos").is_dir(),
+        "agent sandboxes removed from a named --work-dir"
+    );
     let mut out = String::new();
     std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
     assert!(
