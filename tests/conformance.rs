@@ -670,6 +670,8 @@ fn what_the_real_binaries_send_matches_official_proto() {
         heartbeat_interval: Duration::from_secs(1),
         work_dir: dir.join("mesos"),
         wire_tap: Some(tap.clone()),
+        // The executors prepare fake hosts, never the machine running the tests.
+        host_standins: Some(cluster::host_standins(None)),
         ..Default::default()
     })
     .expect("dev cluster");
@@ -754,7 +756,8 @@ fn what_the_real_binaries_send_matches_official_proto() {
         "failover_timeout:",
         "type: ACCEPT",
         "type: LAUNCH",
-        "name: \"STORAGE_EXECUTOR_SECRET\"",
+        // The executor secret travels in TaskInfo.data, never in the environment.
+        "data: ",
         "labels {",
         "shutdown_grace_period {",
         "type: ACKNOWLEDGE",
@@ -766,6 +769,10 @@ fn what_the_real_binaries_send_matches_official_proto() {
             "the scheduler never sent {needle:?}:\n{scheduler_text}"
         );
     }
+    assert!(
+        !scheduler_text.contains("STORAGE_EXECUTOR_SECRET"),
+        "the executor secret is in an environment the master's state endpoints show"
+    );
     assert!(
         scheduler_text.matches("type: LAUNCH").count() >= 4,
         "three launches and a relaunch"

@@ -342,14 +342,9 @@ fn mixed_hosts_reach_running_and_failures_name_their_cause() {
     // No secret in /api/state, nor in the master's or agents' state endpoints.
     let state = rig.state_text().unwrap();
     assert!(!state.contains(PASSWORD));
-    let store: Value =
-        serde_json::from_slice(&std::fs::read(rig.dir.join("state.json")).unwrap()).unwrap();
-    let secrets: Vec<String> = store["state"]["executor_secrets"]
-        .as_object()
-        .or_else(|| store["executor_secrets"].as_object())
-        .expect("executor secrets in the store")
-        .values()
-        .map(|v| v.as_str().unwrap().to_string())
+    let secrets: Vec<String> = cluster::stored_state(&rig.dir.join("state.json"))
+        .executor_secrets
+        .into_values()
         .collect();
     assert!(!secrets.is_empty());
     let master_state = get(&format!("http://{}/master/state", rig.m.addr()));

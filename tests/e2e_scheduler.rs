@@ -477,6 +477,7 @@ fn launches_on_resources_reserved_for_the_role() {
         agents: AGENTS,
         heartbeat_interval: Duration::from_secs(1),
         work_dir: dir.join("mesos"),
+        host_standins: Some(cluster::host_standins(None)),
         agent_resources: master::AgentResources {
             cpus: 0.2,
             mem: 128.0,

@@ -48,6 +48,9 @@ impl Rig {
             agents: AGENTS,
             heartbeat_interval: Duration::from_secs(1),
             work_dir: dir.join("mesos"),
+            // Real executors on fake hosts. Without package URLs they stop in `packages`
+            // and wait, so the device reports this test makes are the only ones.
+            host_standins: Some(cluster::host_standins(None)),
             ..Default::default()
         })
         .unwrap_or_else(|e| panic!("dev cluster: {e}"));
@@ -127,15 +130,15 @@ impl Rig {
             "an executor on every agent, saved with its secret",
             Duration::from_secs(60),
             || {
-                let saved: Value =
-                    serde_json::from_str(&std::fs::read_to_string(&self.store).ok()?).ok()?;
-                let secrets = saved.pointer("/state/executor_secrets")?.as_object()?;
-                let nodes = saved.pointer("/state/model/nodes")?.as_object()?;
+                if !self.store.exists() {
+                    return None;
+                }
+                let saved = cluster::stored_state(&self.store);
                 let mut out = BTreeMap::new();
-                for (agent, node) in nodes {
-                    let exec = node.pointer("/task/executor_id")?.as_str()?;
-                    let secret = secrets.get(exec)?.as_str()?;
-                    out.insert(exec.to_string(), (agent.clone(), secret.to_string()));
+                for (agent, node) in &saved.model.nodes {
+                    let exec = &node.task.as_ref()?.executor_id;
+                    let secret = saved.executor_secrets.get(exec)?;
+                    out.insert(exec.clone(), (agent.clone(), secret.clone()));
                 }
                 (out.len() == AGENTS).then_some(out)
             },

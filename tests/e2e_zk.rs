@@ -35,6 +35,8 @@ fn cluster(dir: &Path, zk: Option<String>) -> MasterHandle {
         work_dir: dir.join("mesos"),
         status_update_retry: Duration::from_secs(1),
         zk,
+        // The executors prepare fake hosts, never the machine running the tests.
+        host_standins: Some(cluster::host_standins(None)),
         ..Default::default()
     })
     .expect("dev cluster")
