@@ -21,7 +21,12 @@
 #   --work-dir DIR       where the cluster, the served binaries and the logs live (default: a
 #                        new directory under the temp dir, removed unless the demo fails; a
 #                        directory named here is always kept)
-#   --bin-dir DIR        use the binaries already built in DIR instead of running cargo build
+#   --bin-dir DIR        the dev cluster's binaries (storage-devcluster, storage-host-standin)
+#                        already built in DIR, instead of running cargo build
+#   --release-dir DIR    the storage-scheduler and storage-executor to deploy, already built
+#                        in DIR (static release builds), instead of scripts/build-release.sh.
+#                        The launcher holds the scheduler to the app's 32 MB, as Marathon on
+#                        Mesos does, so a debug build (about 60 MB) is killed there.
 #   -h, --help           this text
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -30,6 +35,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 die() { echo "demo.sh: $*" >&2; exit 2; }
 
 agents=5 experimental=0 exit_when_ready=0 timeout=180 ready_file="" work="" bin_dir=""
+release_dir=""
 need() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value (see --help)"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -40,6 +46,7 @@ while [ $# -gt 0 ]; do
     --ready-file) need "$@"; ready_file="$2"; shift 2 ;;
     --work-dir) need "$@"; work="$2"; shift 2 ;;
     --bin-dir) need "$@"; bin_dir="$2"; shift 2 ;;
+    --release-dir) need "$@"; release_dir="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -53,13 +60,21 @@ log() { printf 'demo.sh: %s\n' "$*" >&2; }
 
 # ---- build -------------------------------------------------------------------------------
 if [ -z "$bin_dir" ]; then
-  log "building (cargo build)"
-  # --bins, not --bin: a target filter applies to every package named.
-  (cd "$here" && cargo build --quiet --bins -p storage-framework -p storage-executor -p storage-devcluster)
+  log "building the dev cluster (cargo build)"
+  (cd "$here" && cargo build --quiet --bins -p storage-devcluster)
   bin_dir="$here/target/debug"
 fi
-for b in storage-scheduler storage-executor storage-devcluster storage-host-standin; do
-  [ -x "$bin_dir/$b" ] || die "$bin_dir/$b missing (cargo build --workspace)"
+for b in storage-devcluster storage-host-standin; do
+  [ -x "$bin_dir/$b" ] || die "$bin_dir/$b missing (cargo build -p storage-devcluster)"
+done
+# What an operator deploys: the static release builds.
+if [ -z "$release_dir" ]; then
+  log "building the release binaries (scripts/build-release.sh)"
+  "$here/scripts/build-release.sh" >/dev/null
+  release_dir="$here/dist/last-build"
+fi
+for b in storage-scheduler storage-executor; do
+  [ -x "$release_dir/$b" ] || die "$release_dir/$b missing (scripts/build-release.sh)"
 done
 
 # ---- everything started from here on is stopped by cleanup -------------------------------
@@ -120,7 +135,7 @@ gateway="$(json "$work/devcluster.json" 'd["gateway"].split("://")[-1]')"
 
 # The binaries, served from a local directory: a custom build ({custom_binary_url}).
 mkdir -p "$work/www"
-cp "$bin_dir/storage-scheduler" "$bin_dir/storage-executor" "$work/www/"
+cp "$release_dir/storage-scheduler" "$release_dir/storage-executor" "$work/www/"
 python3 - "$work/www" "$work/www.port" > "$work/fileserver.log" 2>&1 <<'PY' &
 import functools, http.server, os, sys
 handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])

@@ -75,6 +75,10 @@ fn demo(work: &Path, extra: &[&str]) -> Command {
     let mut c = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/demo.sh"));
     c.arg("--bin-dir")
         .arg(bin_dir())
+        // The static release builds, as deployed: a debug scheduler outgrows the app's 32 MB
+        // and the launcher kills it, as Marathon on Mesos would.
+        .arg("--release-dir")
+        .arg(cluster::release_artifact("storage-scheduler").parent().unwrap())
         .arg("--work-dir")
         .arg(work.join("run"))
         .args(extra);
