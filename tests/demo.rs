@@ -78,7 +78,11 @@ fn demo(work: &Path, extra: &[&str]) -> Command {
         // The static release builds, as deployed: a debug scheduler outgrows the app's 32 MB
         // and the launcher kills it, as Marathon on Mesos would.
         .arg("--release-dir")
-        .arg(cluster::release_artifact("storage-scheduler").parent().unwrap())
+        .arg(
+            cluster::release_artifact("storage-scheduler")
+                .parent()
+                .unwrap(),
+        )
         .arg("--work-dir")
         .arg(work.join("run"))
         .args(extra);
