@@ -50,4 +50,10 @@ scripts/build-release.sh
 log "cargo test (unit, protoc conformance, robustness, dev cluster, end to end)"
 # The end-to-end tests run the executor binary beside the scheduler's.
 cargo build --quiet -p storage-executor -p storage-devcluster   # demo.sh and e2e tests run them
-cargo test --workspace
+# Every test's sandboxes, dev clusters and copied binaries land under one directory: removed
+# when the whole suite passed, kept (and named) for diagnosis when it did not.
+TEST_TMP=$(mktemp -d "${TMPDIR:-/tmp}/storage-test.XXXXXX")
+trap 'log "test files kept in $TEST_TMP"' ERR
+TMPDIR="$TEST_TMP" cargo test --workspace
+trap - ERR
+rm -rf "$TEST_TMP"
