@@ -575,4 +575,15 @@ fn an_executor_killed_mid_install_resumes_without_reinstalling() {
             i.argv
         );
     }
+    // Nor the stored state (`-store.dump`).
+    rig.stop_scheduler();
+    let dump = Command::new(scheduler_bin())
+        .args(&rig.args)
+        .arg("-store.dump")
+        .output()
+        .expect("storage-scheduler -store.dump");
+    let out = String::from_utf8_lossy(&dump.stdout);
+    assert!(dump.status.success() && out.contains("agent-1"), "{out}");
+    let both = format!("{out}{}", String::from_utf8_lossy(&dump.stderr));
+    assert!(!both.contains(VOLUME_PASSWORD) && !both.contains(PASSWORD));
 }
