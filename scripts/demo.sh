@@ -168,6 +168,16 @@ rhel7.sdc EMC-ScaleIO-sdc-2.0-10000.2072.el7.x86_64.rpm
 rhel7.lia EMC-ScaleIO-lia-2.0-10000.2072.el7.x86_64.rpm
 rhel7.gw EMC-ScaleIO-gateway-2.0-10000.2072.x86_64.rpm
 PKGS
+# The volume driver's packages (REX-Ray, dvdcli), from URLs too: Bintray is gone.
+while read -r flag file; do
+  printf 'stand-in package %s\n' "$file" > "$work/www/$file"
+  package_flags+=(--flag "-rexray.$flag=$custom_url/$file")
+done <<'PKGS'
+ubuntu14.rexray rexray_0.11.4-1_amd64.deb
+ubuntu14.dvdcli dvdcli_0.2.1-1_amd64.deb
+rhel7.rexray rexray-0.11.4-1.x86_64.rpm
+rhel7.dvdcli dvdcli-0.2.1-1.x86_64.rpm
+PKGS
 
 # ---- deploy, as an operator would ---------------------------------------------------------
 deploy_args=(--custom "$custom_url" --launcher "$launcher" --master "$master"

@@ -23,6 +23,7 @@ use std::time::Duration;
 /// A reboot means an agent restart and a relaunch after the scheduler's 5 s backoff.
 const SETTLE: Duration = Duration::from_secs(120);
 const PASSWORD: &str = "Scaleio123";
+const VOLUME_PASSWORD: &str = "Vol-Pw-4711";
 
 struct Rig {
     m: Arc<MasterHandle>,
@@ -321,12 +322,56 @@ fn mixed_hosts_reach_running_and_failures_name_their_cause() {
             text.contains("endpoint: \"https://127.0.0.1/api\""),
             "{text}"
         );
+        // issue 10, volume driver: REX-Ray from its URL (checked against its digest), once,
+        // ordered after scini; no isolator asked for, so no dvdcli. No -rexray.username: no
+        // credentials, and a warning on the node naming the flags.
+        assert_eq!(installs_of(&h, "rexray"), 1, "agent-{n}");
+        assert_eq!(installs_of(&h, "dvdcli"), 0, "agent-{n}");
+        assert!(h.installed("rexray").is_some(), "agent-{n}");
+        assert!(
+            !text.contains("password") && !text.contains("userName"),
+            "{text}"
+        );
+        if n == 1 {
+            let script = std::fs::read_to_string(rig.root(n).join("etc/init.d/rexray")).unwrap();
+            assert!(script.contains("$syslog scini\n"), "{script}");
+        } else {
+            let dropin = rig
+                .root(n)
+                .join("etc/systemd/system/rexray.service.d/after-scini.conf");
+            let text = std::fs::read_to_string(&dropin).unwrap();
+            assert!(text.contains("After=scini.service"), "{text}");
+            assert_eq!(runs(&h, &["systemctl", "daemon-reload"]), 1, "agent-{n}");
+        }
+        let warning = rig.node(n).unwrap()["warning"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        assert!(
+            warning.contains("-rexray.username") && warning.contains("-rexray.password"),
+            "agent-{n}: {warning:?}"
+        );
         let node = rig.node(n).unwrap();
         assert_eq!(
             node["devices"],
             serde_json::json!(["/dev/xvdb", "/dev/xvdc"])
         );
     }
+
+    let page = get(&format!("http://127.0.0.1:{}/", rig.port));
+    assert!(
+        page.contains("class=\"warning\"") && page.contains("-rexray.username"),
+        "the status page shows the volume driver's warning"
+    );
+    let log = rig.log();
+    assert_eq!(
+        log.lines()
+            .filter(|l| l.contains("WARN")
+                && l.contains("-rexray.username and -rexray.password are not given"))
+            .count(),
+        1,
+        "one start-up warning line:\n{log}"
+    );
 
     // An unsupported OS and a failing install: failed nodes whose message names the cause.
     let os = rig.wait_error(4, &["TASK_FAILED", "environment", "Ubuntu 16.04"]);
@@ -381,6 +426,27 @@ fn mixed_hosts_reach_running_and_failures_name_their_cause() {
 #[test]
 fn an_executor_killed_mid_install_resumes_without_reinstalling() {
     let mut rig = Rig::start("resume", &[HostProfile::Rhel7], |_| {});
+    // issue 10, volume driver: the isolator (from the package server, with its digest) and
+    // REX-Ray's scoped gateway user.
+    let packages = rig.dir.join("packages");
+    let module = "libmesos_dvdi_isolator-1.0.1.so";
+    std::fs::write(packages.join(module), "stand-in isolator module\n").unwrap();
+    let server = rig
+        .args
+        .iter()
+        .find_map(|a| a.strip_prefix("-storage.rhel7.sds="))
+        .and_then(|u| u.rsplit_once('/'))
+        .map(|(base, _)| base.to_string())
+        .unwrap();
+    rig.args.extend([
+        format!("-isolator.binary={server}/{module}"),
+        format!(
+            "-isolator.sha256={}",
+            cluster::sha256_of(&packages.join(module))
+        ),
+        "-rexray.username=rexray-vol".to_string(),
+        format!("-rexray.password={VOLUME_PASSWORD}"),
+    ]);
     // Without the SDC's URL the node installs the SDS, then waits at `packages`.
     let full = rig.args.clone();
     rig.args.retain(|a| !a.starts_with("-storage.rhel7.sdc="));
@@ -408,7 +474,39 @@ fn an_executor_killed_mid_install_resumes_without_reinstalling() {
         .then_some(())
     });
 
-    // The operator adds the URL; the waiting executor carries on to `running`.
+    // The operator adds the URL but not dvdcli's, which the isolator needs: the node installs
+    // REX-Ray, then waits at `volume-driver` naming the flag.
+    rig.stop_scheduler();
+    rig.args = full
+        .iter()
+        .filter(|a| !a.starts_with("-rexray.rhel7.dvdcli"))
+        .cloned()
+        .collect();
+    rig.spawn();
+    let e = rig.wait_error(1, &["volume-driver", "-rexray.rhel7.dvdcli"]);
+    assert!(!e.contains("TASK_FAILED"), "{e}");
+    assert_eq!(installs_of(&rig.host(1), "rexray"), 1);
+
+    // Killed there: the relaunched executor resumes at `volume-driver` and installs nothing
+    // again (the stand-ins' command log).
+    let executor = rig.node(1).unwrap()["task"]["executor_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    rig.m.kill_executor(0, &executor).unwrap();
+    wait_for("a relaunch waiting at volume-driver", SETTLE, || {
+        let n = rig.node(1)?;
+        (n["task"]["executor_id"] != executor.as_str()
+            && n["task"]["state"] == "TASK_RUNNING"
+            && n["phase"] == "volume-driver"
+            && n["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("-rexray.rhel7.dvdcli")))
+        .then_some(())
+    });
+
+    // With dvdcli's URL: dvdcli and the isolator, one reboot for the agent to load it, then
+    // `running`.
     rig.stop_scheduler();
     rig.args = full;
     rig.spawn();
@@ -421,4 +519,71 @@ fn an_executor_killed_mid_install_resumes_without_reinstalling() {
         1,
         "prerequisites again"
     );
+    assert_eq!(installs_of(&h, "rexray"), 1, "REX-Ray installed again");
+    assert_eq!(installs_of(&h, "dvdcli"), 1);
+    assert_eq!(runs(&h, &["systemctl", "daemon-reload"]), 1);
+    assert_eq!(h.boots, 1, "one reboot, for the isolator");
+    let root = rig.root(1);
+    let isolation = std::fs::read_to_string(root.join("etc/mesos-slave/isolation")).unwrap();
+    assert!(
+        isolation.starts_with("com_emccode_mesos_DockerVolumeDriverIsolator,"),
+        "{isolation}"
+    );
+    let mode = std::fs::metadata(root.join(&format!("usr/lib/{module}")))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o644);
+    let served = cluster::served(&packages);
+    for file in [
+        "rexray-0.11.4-1.x86_64.rpm",
+        "dvdcli-0.2.1-1.x86_64.rpm",
+        module,
+    ] {
+        assert_eq!(
+            served.iter().filter(|s| s.as_str() == file).count(),
+            1,
+            "{file} downloaded once: {served:?}"
+        );
+    }
+
+    // The scoped user reaches REX-Ray's configuration (root only), and no output shows its
+    // password; the node carries no warning.
+    let cfg = std::fs::read_to_string(root.join("etc/rexray/config.yml")).unwrap();
+    assert!(cfg.contains("userName: \"rexray-vol\""), "{cfg}");
+    assert!(cfg.contains(&format!("password: \"{VOLUME_PASSWORD}\"")));
+    assert!(rig.node(1).unwrap().get("warning").is_none());
+    let state = rig.state_text().unwrap();
+    let page = get(&format!("http://127.0.0.1:{}/", rig.port));
+    let logs = format!(
+        "{}{}",
+        rig.log(),
+        executor_logs(&rig.dir.join("mesos"), "storage-executor")
+    );
+    for (what, text) in [("state", &state), ("page", &page), ("logs", &logs)] {
+        assert!(
+            !text.contains(VOLUME_PASSWORD),
+            "{what} shows the volume password"
+        );
+        assert!(!text.contains(PASSWORD), "{what} shows the admin password");
+    }
+    for i in &h.history {
+        assert!(
+            !i.argv.iter().any(|a| a.contains(VOLUME_PASSWORD)),
+            "{:?}",
+            i.argv
+        );
+    }
+    // Nor the stored state (`-store.dump`).
+    rig.stop_scheduler();
+    let dump = Command::new(scheduler_bin())
+        .args(&rig.args)
+        .arg("-store.dump")
+        .output()
+        .expect("storage-scheduler -store.dump");
+    let out = String::from_utf8_lossy(&dump.stdout);
+    assert!(dump.status.success() && out.contains("agent-1"), "{out}");
+    let both = format!("{out}{}", String::from_utf8_lossy(&dump.stderr));
+    assert!(!both.contains(VOLUME_PASSWORD) && !both.contains(PASSWORD));
 }

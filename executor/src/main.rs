@@ -9,6 +9,7 @@ mod host;
 mod logging;
 mod node;
 mod payload;
+mod sha256;
 mod updates;
 mod uuid;
 

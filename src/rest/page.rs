@@ -128,6 +128,7 @@ code.att{background:var(--ok-bg);color:var(--ok)}
 .stale{color:var(--warn);font-weight:600}
 .when,th{white-space:nowrap}
 .error{color:var(--bad);font-weight:500;white-space:pre-wrap;overflow-wrap:anywhere;max-width:440px;border-left:3px solid var(--bad);padding-left:8px}
+.warning{color:var(--warn);white-space:pre-wrap;overflow-wrap:anywhere;max-width:440px;border-left:3px solid var(--warn);padding-left:8px}
 .none{color:#9ca3af}
 .empty{padding:28px;text-align:center;color:var(--muted);background:var(--card);border:1px dashed var(--line);border-radius:10px}
 footer{margin-top:16px;color:var(--muted);font-size:12px}
@@ -452,11 +453,14 @@ fn row(out: &mut String, n: &Node, now_ms: u64) {
         );
     }
     out.push_str("</td>");
-    match &n.last_error {
-        Some(e) => {
+    match (&n.last_error, &n.warning) {
+        (Some(e), _) => {
             let _ = write!(out, "<td><div class=\"error\">{}</div></td>", esc(e));
         }
-        None => out.push_str("<td><span class=\"none\">—</span></td>"),
+        (None, Some(w)) => {
+            let _ = write!(out, "<td><div class=\"warning\">{}</div></td>", esc(w));
+        }
+        (None, None) => out.push_str("<td><span class=\"none\">—</span></td>"),
     }
     out.push_str("</tr>");
 }
@@ -487,6 +491,26 @@ mod tests {
         let mut html = String::new();
         pools(&mut html, &model);
         assert!(!html.contains("above threshold"), "{html}");
+    }
+
+    /// Issue 10: a node's non-fatal warning shows in its row, an error takes precedence.
+    #[test]
+    fn a_warning_shows_in_the_row_unless_an_error_does() {
+        let mut n = Node::new("a1", "h1", crate::scheduler::model::Persona::Data, 0);
+        n.warning = Some("REX-Ray <no> credentials".into());
+        let mut html = String::new();
+        row(&mut html, &n, 0);
+        assert!(
+            html.contains("<div class=\"warning\">REX-Ray &lt;no&gt; credentials</div>"),
+            "{html}"
+        );
+        n.last_error = Some("boom".into());
+        let mut html = String::new();
+        row(&mut html, &n, 0);
+        assert!(
+            html.contains("boom") && !html.contains("credentials"),
+            "{html}"
+        );
     }
 
     #[test]

@@ -75,6 +75,8 @@ pub struct PhaseReport {
     pub phase: Phase,
     pub message: Option<String>,
     pub error: Option<String>,
+    /// Non-fatal: shown with the node until a report without it.
+    pub warning: Option<String>,
 }
 
 /// The answer to one request.
@@ -148,6 +150,8 @@ struct PhaseBody {
     message: Option<String>,
     #[serde(default)]
     error: Option<String>,
+    #[serde(default)]
+    warning: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -197,6 +201,7 @@ impl ExecutorCall {
             phase,
             message: clean_text(b.message),
             error: clean_text(b.error),
+            warning: clean_text(b.warning),
         }))
     }
 

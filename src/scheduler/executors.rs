@@ -69,11 +69,15 @@ struct Plan<'a> {
     secrets: Option<PlanSecrets<'a>>,
 }
 
-/// Secrets handed to an executor. Only MDM nodes get any; they exist only while a plan is
-/// being serialized for its executor.
+/// Secrets handed to an executor; they exist only while a plan is being serialized for its
+/// executor. Only MDM nodes get the gateway (admin) password; every node gets the volume
+/// driver's scoped user's password.
 #[derive(Serialize)]
 struct PlanSecrets<'a> {
-    gateway_password: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gateway_password: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rexray_password: Option<&'a str>,
 }
 
 struct Parked {
@@ -208,6 +212,15 @@ impl ExecutorApi {
                     node.progress = Some(report.phase);
                 }
                 node.last_error = report.error;
+                if report.warning.is_some() && node.warning != report.warning {
+                    warn!(
+                        "{}: {} reported warning {:?}",
+                        node.hostname,
+                        report.phase,
+                        report.warning.as_deref().unwrap_or_default()
+                    );
+                }
+                node.warning = report.warning;
                 node.last_contact_ms = Some(now_ms);
                 node.updated_ms = now_ms;
                 self.acks.push(reply);
@@ -387,8 +400,9 @@ impl ExecutorApi {
             .mdm_gateway_password
             .as_ref()
             .filter(|_| node.persona.is_mdm());
+        let rexray_password = self.install.volume_driver.password.as_ref();
         let mut version = content_hash(&hashed);
-        if password.is_some() {
+        if password.is_some() || rexray_password.is_some() {
             // The secret's value stays out of the version; its presence and generation count.
             version = content_hash(
                 &[version.to_le_bytes(), self.secrets_generation.to_le_bytes()].concat(),
@@ -398,8 +412,9 @@ impl ExecutorApi {
         let plan = Plan {
             version,
             body: &body,
-            secrets: password.map(|p| PlanSecrets {
-                gateway_password: p.expose(),
+            secrets: (password.is_some() || rexray_password.is_some()).then(|| PlanSecrets {
+                gateway_password: password.map(Secret::expose),
+                rexray_password: rexray_password.map(Secret::expose),
             }),
         };
         let json = serde_json::to_vec(&plan).map_err(encode_error)?;
@@ -583,6 +598,68 @@ mod tests {
         let json: serde_json::Value = serde_json::from_slice(&mdm.json).unwrap();
         assert_eq!(json["secrets"]["gateway_password"], "Gw-pass");
         assert!(!format!("{mdm:?}").contains("Gw-pass"));
+    }
+
+    /// Issue 10: every node gets the volume driver's scoped user; the admin password only
+    /// MDM nodes. Neither is in the hashed plan body, the model or a Debug line.
+    #[test]
+    fn every_plan_carries_the_volume_driver_user_and_only_mdm_plans_the_admin() {
+        let mut api = ExecutorApi::new();
+        api.set_mdm_gateway_password(Some(Secret::new("Adm1n-pw")));
+        api.set_install_settings(InstallSettings {
+            volume_driver: crate::scheduler::volume_driver::VolumeDriverPlan {
+                username: Some("rexray".into()),
+                password: Some(Secret::new("Vol-pw1")),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        let mut s = state();
+        let (r, rx) = plan_req(None, 0, SECRET);
+        api.handle(&mut s, r, 1);
+        let data = plan_of(rx.try_recv().unwrap());
+        let json: serde_json::Value = serde_json::from_slice(&data.json).unwrap();
+        assert_eq!(json["secrets"]["rexray_password"], "Vol-pw1");
+        assert_eq!(json["install"]["volume_driver"]["username"], "rexray");
+        assert!(json["secrets"].get("gateway_password").is_none());
+        assert!(!String::from_utf8_lossy(&data.json).contains("Adm1n-pw"));
+
+        s.model.nodes.get_mut("a1").unwrap().persona = Persona::Primary;
+        let (r, rx) = plan_req(None, 0, SECRET);
+        api.handle(&mut s, r, 1);
+        let mdm = plan_of(rx.try_recv().unwrap());
+        let json: serde_json::Value = serde_json::from_slice(&mdm.json).unwrap();
+        assert_eq!(json["secrets"]["gateway_password"], "Adm1n-pw");
+        assert_eq!(json["secrets"]["rexray_password"], "Vol-pw1");
+        let stored = serde_json::to_string(&s).unwrap();
+        let shown = format!("{mdm:?} {api:?} {stored}");
+        assert!(
+            !shown.contains("Vol-pw1") && !shown.contains("Adm1n-pw"),
+            "{shown}"
+        );
+    }
+
+    /// A phase report's warning (REX-Ray without credentials) stays with the node, shows in
+    /// its serialized state, and goes with the next report that has none.
+    #[test]
+    fn phase_warnings_are_kept_with_the_node() {
+        let mut api = ExecutorApi::new();
+        let mut s = state();
+        let call = ExecutorCall::phase_from_json(
+            br#"{"phase":"volume-driver","warning":"no -rexray.username"}"#,
+        )
+        .unwrap();
+        let (r, _rx) = req(call, SECRET);
+        api.handle(&mut s, r, 5);
+        let n = &s.model.nodes["a1"];
+        assert_eq!(n.warning.as_deref(), Some("no -rexray.username"));
+        assert_eq!(n.last_error, None, "a warning is not an error");
+        let json = serde_json::to_value(n).unwrap();
+        assert_eq!(json["warning"], "no -rexray.username");
+        let call = ExecutorCall::phase_from_json(br#"{"phase":"running"}"#).unwrap();
+        let (r, _rx) = req(call, SECRET);
+        api.handle(&mut s, r, 6);
+        assert_eq!(s.model.nodes["a1"].warning, None);
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod storage;
 #[doc(hidden)]
 pub mod store_suite;
 pub mod subscription;
+pub mod volume_driver;
 
 use crate::mesos::client::{ClientConfig, SchedulerClient};
 use crate::mesos::scheduler::{call, Call};
@@ -122,6 +123,9 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
     // issue 12: a helper on an explicitly given store needs no master.
     if let (Some(helper), true) = (&config.store.helper, config.store.explicit) {
         return durability::run_helper(&config.store, helper);
+    }
+    for w in config.rexray.warnings() {
+        warn!("{w}");
     }
     let version = match check_master_version(&config) {
         Ok(v) => v,

@@ -187,6 +187,10 @@ pub struct Node {
     pub storage_intent: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// A non-fatal problem the executor reported with its last phase (issue 10: REX-Ray
+    /// configured without gateway credentials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
     /// Last sign of life from the executor or a status update (ms since the epoch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_contact_ms: Option<u64>,
@@ -224,6 +228,7 @@ impl Node {
             sds_id: None,
             storage_intent: None,
             last_error: None,
+            warning: None,
             last_contact_ms: None,
             failures: 0,
             retry_after_ms: None,

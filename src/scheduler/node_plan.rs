@@ -53,8 +53,8 @@ pub struct InstallSettings {
     pub storage_pool: String,
     /// `-debug`: never reboot.
     pub debug: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub isolator_url: Option<String>,
+    /// REX-Ray, dvdcli and the isolator (issue 10, volume driver).
+    pub volume_driver: crate::scheduler::volume_driver::VolumeDriverPlan,
     /// Host name or address of the scheduler (`-rest.address`): its node reboots last.
     #[serde(skip)]
     pub scheduler_host: String,
@@ -85,7 +85,7 @@ impl InstallSettings {
             protection_domain: s.protection_domain.clone(),
             storage_pool: s.storage_pool.clone(),
             debug: c.debug,
-            isolator_url: c.rexray.isolator_binary.clone(),
+            volume_driver: crate::scheduler::volume_driver::VolumeDriverPlan::from_config(c),
             scheduler_host: c.rest_address.clone(),
         }
     }

@@ -123,7 +123,8 @@ pub fn host_standins(control_url: Option<String>) -> devcluster::host::HostStand
 
 /// Package files of both platforms in `dir`, named as the vendor names them, served over
 /// HTTP from loopback (the server lives as long as the returned handle), and the scheduler
-/// flags that hand them out.
+/// flags that hand them out. Every file served is appended to `dir/served.log`, one name a
+/// line ([`served`]). The volume driver's packages come with their SHA-256.
 pub fn stage_packages(dir: &Path) -> (Vec<String>, std::sync::Arc<tiny_http::Server>) {
     std::fs::create_dir_all(dir).expect("package dir");
     let server = std::sync::Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("file server"));
@@ -135,6 +136,16 @@ pub fn stage_packages(dir: &Path) -> (Vec<String>, std::sync::Arc<tiny_http::Ser
             let file = (!name.contains('/') && !name.contains(".."))
                 .then(|| std::fs::File::open(root.join(&name)).ok())
                 .flatten();
+            if file.is_some() {
+                use std::io::Write;
+                let log = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(root.join("served.log"));
+                if let Ok(mut log) = log {
+                    let _ = writeln!(log, "{name}");
+                }
+            }
             let _ = match file {
                 Some(f) => req.respond(tiny_http::Response::from_file(f)),
                 None => req.respond(tiny_http::Response::empty(404)),
@@ -172,7 +183,42 @@ pub fn stage_packages(dir: &Path) -> (Vec<String>, std::sync::Arc<tiny_http::Ser
         std::fs::write(dir.join(file), format!("stand-in package {file}\n")).expect("package file");
         flags.push(format!("-storage.{flag}=http://{addr}/{file}"));
     }
+    // issue 10, volume driver: REX-Ray and dvdcli, checked against their digests.
+    for (flag, file) in [
+        ("ubuntu14.rexray", "rexray_0.11.4-1_amd64.deb"),
+        ("ubuntu14.dvdcli", "dvdcli_0.2.1-1_amd64.deb"),
+        ("rhel7.rexray", "rexray-0.11.4-1.x86_64.rpm"),
+        ("rhel7.dvdcli", "dvdcli-0.2.1-1.x86_64.rpm"),
+    ] {
+        let path = dir.join(file);
+        std::fs::write(&path, format!("stand-in package {file}\n")).expect("package file");
+        flags.push(format!("-rexray.{flag}=http://{addr}/{file}"));
+        flags.push(format!("-rexray.{flag}.sha256={}", sha256_of(&path)));
+    }
     (flags, server)
+}
+
+/// Names of the files the package server of [`stage_packages`] served from `dir`, in order.
+pub fn served(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("served.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The SHA-256 of a file, by coreutils' `sha256sum` (not by our own code under test).
+pub fn sha256_of(path: &Path) -> String {
+    let out = std::process::Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .expect("sha256sum runs");
+    assert!(out.status.success(), "sha256sum {}", path.display());
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .expect("a digest")
+        .to_string()
 }
 
 /// The state a scheduler saved in its file store, read with the scheduler's own loader.

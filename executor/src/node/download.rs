@@ -49,6 +49,24 @@ pub fn fetch(url: &str, dir: &Path) -> Result<PathBuf, String> {
     Ok(dest)
 }
 
+/// [`fetch`], then checks the file against `sha256` (hex) when one is given; a mismatch
+/// removes the file and names it with both digests.
+pub fn fetch_verified(url: &str, sha256: Option<&str>, dir: &Path) -> Result<PathBuf, String> {
+    let path = fetch(url, dir)?;
+    if let Some(want) = sha256 {
+        let got = crate::sha256::file_hex(&path)?;
+        if !got.eq_ignore_ascii_case(want) {
+            let _ = fs::remove_file(&path);
+            return Err(format!(
+                "{}: SHA-256 mismatch: downloaded {got}, expected {} (from {url})",
+                path.file_name().unwrap_or_default().to_string_lossy(),
+                want.to_ascii_lowercase()
+            ));
+        }
+    }
+    Ok(path)
+}
+
 fn http_get(url: &str, dest: &Path) -> Result<u64, String> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -126,6 +144,20 @@ mod tests {
         assert!(e.contains("no TLS"), "{e}");
         let e = fetch("ftp://example.invalid/x.deb", &out).unwrap_err();
         assert!(e.contains("not an http"), "{e}");
+        // Checked against a digest: a match passes, a mismatch names the file and both.
+        let url = format!("file://{}", src.display());
+        let right = crate::sha256::hex(b"package");
+        fetch_verified(&url, Some(&right.to_uppercase()), &out).unwrap();
+        let wrong = "0".repeat(64);
+        let e = fetch_verified(&url, Some(&wrong), &out).unwrap_err();
+        assert!(
+            e.contains("src-pkg_1.0_amd64.deb") && e.contains(&right) && e.contains(&wrong),
+            "{e}"
+        );
+        assert!(
+            !out.join("src-pkg_1.0_amd64.deb").exists(),
+            "a bad download is removed"
+        );
         let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -7,6 +7,7 @@ pub mod download;
 pub mod machine;
 pub mod plan;
 pub mod volume;
+pub mod volume_driver;
 
 use crate::host::commands::{check, Cmd};
 use crate::host::devices;
@@ -86,7 +87,7 @@ impl Node {
             }
         );
         loop {
-            let report = serde_json::json!({ "phase": phase.as_str() });
+            let report = volume_driver::phase_report(&self.plan, phase);
             if let Err(e) = self.api.report("phase", &report) {
                 return Outcome::Refused(e.to_string());
             }
@@ -422,52 +423,5 @@ impl Node {
             |p| p.storage_ready,
         )?;
         Ok(Findings::default())
-    }
-
-    fn volume_driver(&mut self) -> StepResult {
-        let install = &self.plan.install;
-        let gateway = install
-            .gateway
-            .clone()
-            .ok_or("the plan names no gateway for the volume driver")?;
-        let (pd, pool) = self.plan.consuming_pool();
-        let text = volume::rexray_config(&volume::RexRay {
-            gateway: &gateway,
-            system_name: &install.system_name,
-            system_id: install.system_id.as_deref(),
-            protection_domain: &pd,
-            storage_pool: &pool,
-            password: self.plan.password(),
-        });
-        let written =
-            volume::write_if_changed(&self.facts.path(volume::REXRAY_CONFIG), &text, 0o600)?;
-        log::info!(
-            "node {}: REX-Ray configuration {}",
-            self.plan.hostname,
-            if written {
-                "written"
-            } else {
-                "already in place"
-            }
-        );
-        let mut findings = Findings::default();
-        if let Some(url) = install.isolator_url.clone() {
-            let file = download::file_name(&url)
-                .ok_or_else(|| format!("{url}: the URL names no module file"))?;
-            let module = format!("/usr/lib/{file}");
-            if volume::isolator_in_place(&self.facts, &module) {
-                log::info!("node {}: isolator already in place", self.plan.hostname);
-            } else {
-                let path = download::fetch(&url, &self.sandbox.join("isolator"))?;
-                volume::install_isolator(&self.facts, &path, &module)?;
-                log::info!(
-                    "node {}: isolator installed; the agent loads it after a restart",
-                    self.plan.hostname
-                );
-                self.isolator_installed = true;
-                findings.needs_reboot = true;
-            }
-        }
-        Ok(findings)
     }
 }

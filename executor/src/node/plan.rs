@@ -49,6 +49,17 @@ impl Plan {
             .filter(|p| !p.is_empty())
     }
 
+    /// REX-Ray's gateway user and password, when the scheduler was given both.
+    pub fn rexray_user(&self) -> Option<(&str, &str)> {
+        let user = self.install.volume_driver.username.as_deref()?;
+        let password = self
+            .secrets
+            .as_ref()
+            .map(|s| s.rexray_password.as_str())
+            .filter(|p| !p.is_empty())?;
+        Some((user, password))
+    }
+
     /// Devices the agent's attributes name (every domain and pool), in order, no repeats.
     pub fn listed_devices(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
@@ -133,7 +144,32 @@ pub struct Install {
     #[serde(default)]
     pub debug: bool,
     #[serde(default)]
-    pub isolator_url: Option<String>,
+    pub volume_driver: VolumeDriver,
+}
+
+/// Where REX-Ray, dvdcli and the isolator come from, and REX-Ray's gateway user.
+#[derive(Deserialize, Default, Clone, Debug)]
+pub struct VolumeDriver {
+    /// By platform key (`ubuntu14`, `rhel7`).
+    #[serde(default)]
+    pub packages: BTreeMap<String, DriverPackages>,
+    #[serde(default)]
+    pub isolator: Option<Download>,
+    #[serde(default)]
+    pub username: Option<String>,
+}
+
+#[derive(Deserialize, Default, Clone, Debug)]
+pub struct DriverPackages {
+    pub rexray: Option<Download>,
+    pub dvdcli: Option<Download>,
+}
+
+#[derive(Deserialize, Default, Clone, Debug)]
+pub struct Download {
+    pub url: String,
+    #[serde(default)]
+    pub sha256: Option<String>,
 }
 
 #[derive(Deserialize, Default, Clone, Debug)]
@@ -149,6 +185,9 @@ pub struct Packages {
 pub struct Secrets {
     #[serde(default)]
     pub gateway_password: String,
+    /// The volume driver's scoped gateway user's password (every node).
+    #[serde(default)]
+    pub rexray_password: String,
 }
 
 #[cfg(test)]

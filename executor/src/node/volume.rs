@@ -23,8 +23,8 @@ pub struct RexRay<'a> {
     pub system_id: Option<&'a str>,
     pub protection_domain: &'a str,
     pub storage_pool: &'a str,
-    /// Only MDM nodes' plans carry it.
-    pub password: Option<&'a str>,
+    /// The scoped volume-driver gateway user and password; `None` writes no credentials.
+    pub credentials: Option<(&'a str, &'a str)>,
 }
 
 /// A YAML double-quoted scalar.
@@ -49,8 +49,8 @@ pub fn rexray_config(r: &RexRay) -> String {
         Some(id) => format!("  systemID: {}\n", yaml_str(id)),
         None => format!("  systemName: {}\n", yaml_str(r.system_name)),
     };
-    let credentials = match r.password {
-        Some(p) => format!("  userName: \"admin\"\n  password: {}\n", yaml_str(p)),
+    let credentials = match r.credentials {
+        Some((u, p)) => format!("  userName: {}\n  password: {}\n", yaml_str(u), yaml_str(p)),
         None => String::new(),
     };
     format!(
@@ -68,6 +68,55 @@ pub fn rexray_config(r: &RexRay) -> String {
         yaml_str(r.protection_domain),
         yaml_str(r.storage_pool),
     )
+}
+
+/// REX-Ray's SysV init script (Ubuntu 14.04) and its systemd drop-in (RHEL 7), which make it
+/// start after the SDC's `scini` module (host-steps section 7).
+pub const REXRAY_INIT_SCRIPT: &str = "/etc/init.d/rexray";
+pub const REXRAY_UNIT_DIRS: [&str; 3] = [
+    "/etc/systemd/system",
+    "/usr/lib/systemd/system",
+    "/lib/systemd/system",
+];
+pub const REXRAY_SCINI_DROPIN: &str = "/etc/systemd/system/rexray.service.d/after-scini.conf";
+pub const REXRAY_SCINI_DROPIN_TEXT: &str =
+    "# Written by storage-executor: REX-Ray needs the SDC's scini module.\n[Unit]\nAfter=scini.service\n";
+
+/// The init script with `scini` in its LSB header's `Required-Start`, or `None` when it is
+/// there already. A script without an LSB header is an error (nothing to order by).
+pub fn init_script_after_scini(script: &str) -> Result<Option<String>, String> {
+    let lines: Vec<&str> = script.lines().collect();
+    let begin = lines
+        .iter()
+        .position(|l| l.trim() == "### BEGIN INIT INFO")
+        .ok_or("it has no LSB header (### BEGIN INIT INFO)")?;
+    let end = lines[begin..]
+        .iter()
+        .position(|l| l.trim() == "### END INIT INFO")
+        .map(|i| begin + i)
+        .ok_or("its LSB header has no ### END INIT INFO")?;
+    let mut out: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    let field = (begin + 1..end).find(|&i| {
+        lines[i]
+            .trim_start_matches('#')
+            .trim_start()
+            .starts_with("Required-Start:")
+    });
+    match field {
+        Some(i) => {
+            let (_, values) = lines[i].split_once(':').unwrap_or((lines[i], ""));
+            if values.split_whitespace().any(|v| v == "scini") {
+                return Ok(None);
+            }
+            out[i] = format!("{} scini", lines[i].trim_end());
+        }
+        None => out.insert(end, "# Required-Start:    scini".to_string()),
+    }
+    let mut text = out.join("\n");
+    if script.ends_with('\n') {
+        text.push('\n');
+    }
+    Ok(Some(text))
 }
 
 /// Writes `text` to `path` with `mode` unless it already holds exactly that; true when
@@ -201,12 +250,40 @@ mod tests {
             system_id: None,
             protection_domain: "pd",
             storage_pool: "pool",
-            password: Some("p\"w"),
+            credentials: Some(("rexray", "p\"w")),
         });
         assert!(c.contains("endpoint: \"https://10.0.0.1/api\""), "{c}");
         assert!(c.contains("systemName: \"sys: x\""), "{c}");
         assert!(c.contains("password: \"p\\\"w\""), "{c}");
+        assert!(c.contains("userName: \"rexray\""), "{c}");
+        assert!(!c.contains("admin"), "{c}");
         assert_eq!(c.matches("libstorage:").count(), 3, "one map per module");
+    }
+
+    #[test]
+    fn init_script_gains_scini_once() {
+        let script = "#!/bin/sh\n### BEGIN INIT INFO\n# Provides:          rexray\n\
+                      # Required-Start:    $remote_fs $syslog\n# Default-Start:     2 3 4 5\n\
+                      ### END INIT INFO\nexec rexray start\n";
+        let edited = init_script_after_scini(script).unwrap().unwrap();
+        assert!(
+            edited.contains("# Required-Start:    $remote_fs $syslog scini\n"),
+            "{edited}"
+        );
+        assert!(edited.ends_with("exec rexray start\n"));
+        assert_eq!(init_script_after_scini(&edited).unwrap(), None);
+
+        let bare = "#!/bin/sh\n### BEGIN INIT INFO\n# Provides: rexray\n### END INIT INFO\n";
+        let edited = init_script_after_scini(bare).unwrap().unwrap();
+        assert!(
+            edited.contains("# Required-Start:    scini\n### END INIT INFO"),
+            "{edited}"
+        );
+        // `sciniX` is not `scini`.
+        let near = script.replace("$syslog", "sciniX");
+        assert!(init_script_after_scini(&near).unwrap().is_some());
+        let e = init_script_after_scini("#!/bin/sh\nexec rexray\n").unwrap_err();
+        assert!(e.contains("LSB header"), "{e}");
     }
 
     #[test]

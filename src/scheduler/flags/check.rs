@@ -16,21 +16,21 @@ pub(super) struct Check<'a> {
 }
 
 impl Check<'_> {
-    fn label(&self, name: &'static str) -> String {
+    pub(super) fn label(&self, name: &'static str) -> String {
         match self.given.get(name) {
             Some(g) => g.written.clone(),
             None => format!("-{name}"),
         }
     }
 
-    fn fail(&mut self, name: &'static str, problem: impl std::fmt::Display) {
+    pub(super) fn fail(&mut self, name: &'static str, problem: impl std::fmt::Display) {
         let label = self.label(name);
         self.errors.push(format!("{label}: {problem}"));
     }
 
     /// The raw value when given and not a placeholder. Empty counts as not given (Go's
     /// "empty string" default), except for required flags, where it is its own error.
-    fn raw(&mut self, name: &'static str) -> Option<String> {
+    pub(super) fn raw(&mut self, name: &'static str) -> Option<String> {
         debug_assert!(FLAGS.iter().any(|f| f.name == name), "{name} not in FLAGS");
         let value = self.given.get(name)?.value.clone();
         if let Some(p) = find_placeholder(&value) {
@@ -153,7 +153,7 @@ impl Check<'_> {
         }
     }
 
-    fn url(&mut self, name: &'static str) -> Option<String> {
+    pub(super) fn url(&mut self, name: &'static str) -> Option<String> {
         let v = self.raw(name)?;
         let lower = v.to_ascii_lowercase();
         let ok = ["http://", "https://"]
@@ -229,11 +229,7 @@ impl Check<'_> {
         };
 
         let storage = self.storage(experimental);
-        let rexray = RexRay {
-            branch: self.text("rexray.branch", "stable"),
-            version: self.text("rexray.version", "latest"),
-            isolator_binary: self.url("isolator.binary"),
-        };
+        let rexray = self.volume_driver();
         let store = self.store();
 
         Config {
@@ -433,66 +429,83 @@ impl Check<'_> {
         }
     }
 
-    /// Like [`Check::required`], but no message ever contains the value.
     /// The gateway password from `-storage.password`, else `-storage.password.file`, else
     /// `STORAGE_PASSWORD`. Neither the value nor the file's content is ever echoed.
     fn password(&mut self) -> Secret {
-        const NAME: &str = "storage.password";
-        const FILE: &str = "storage.password.file";
-        const ENV: &str = "STORAGE_PASSWORD";
-        let value = match (self.given.get(NAME), self.given.get(FILE)) {
+        let names = SecretFlag {
+            name: "storage.password",
+            file: "storage.password.file",
+            env: "STORAGE_PASSWORD",
+            what: "the gateway password",
+        };
+        self.secret(&names, true).unwrap_or_default()
+    }
+
+    /// A secret from `-<name>`, else `-<file>`, else the environment variable: `None` when
+    /// none is given (an error only when `required`) or on an error. Like
+    /// [`Check::required`], but no message ever contains the value.
+    pub(super) fn secret(&mut self, f: &SecretFlag, required: bool) -> Option<Secret> {
+        let SecretFlag {
+            name,
+            file,
+            env,
+            what,
+        } = *f;
+        let value = match (self.given.get(name), self.given.get(file)) {
             (Some(_), Some(_)) => {
-                let other = self.label(FILE);
+                let other = self.label(file);
                 self.fail(
-                    NAME,
+                    name,
                     format!("give the password once: {other} is given too"),
                 );
-                return Secret::default();
+                return None;
             }
             (Some(g), None) => g.value.clone(),
             (None, Some(g)) => {
                 let path = g.value.trim().to_owned();
                 return match read_password_file(&path) {
-                    Ok(p) => Secret::new(p),
+                    Ok(p) => Some(Secret::new(p)),
                     Err(e) => {
-                        self.fail(FILE, e);
-                        Secret::default()
+                        self.fail(file, e);
+                        None
                     }
                 };
             }
-            (None, None) => {
-                match (self.env)(ENV) {
-                    Some(v) if !v.is_empty() => return Secret::new(v),
-                    Some(_) => {
-                        self.errors
-                            .push(format!("{ENV}: the environment variable is empty"));
-                        return Secret::default();
-                    }
-                    None => {
-                        if !self.broken.contains(NAME) && !self.broken.contains(FILE) {
-                            self.fail(
-                            NAME,
-                            format!("required flag is missing (or give -{FILE}=<path>, or set {ENV})"),
-                        );
-                        }
-                        return Secret::default();
-                    }
+            (None, None) => match (self.env)(env) {
+                Some(v) if !v.is_empty() => return Some(Secret::new(v)),
+                Some(_) => {
+                    self.errors
+                        .push(format!("{env}: the environment variable is empty"));
+                    return None;
                 }
-            }
+                None => {
+                    if required && !self.broken.contains(name) && !self.broken.contains(file) {
+                        self.fail(
+                            name,
+                            format!(
+                                "required flag is missing (or give -{file}=<path>, or set {env})"
+                            ),
+                        );
+                    }
+                    return None;
+                }
+            },
         };
         if is_whole_placeholder(&value) {
             self.fail(
-                NAME,
-                "the value is still the placeholder from the example; replace it with the gateway password",
+                name,
+                format!(
+                    "the value is still the placeholder from the example; replace it with {what}"
+                ),
             );
-            return Secret::default();
+            return None;
         }
         // Not trimmed: spaces may be part of a password.
         if value.is_empty() {
-            self.fail(NAME, "must not be empty");
-            return Secret::default();
+            self.fail(name, "must not be empty");
+            return None;
         }
-        Secret::new(value)
+        Some(Secret::new(value))
     }
 
     fn mdms(&mut self, experimental: bool) -> Option<Mdms> {
@@ -720,6 +733,15 @@ fn parse_duration(v: &str) -> Option<Duration> {
         return None;
     }
     Duration::try_from_secs_f64(n * scale).ok()
+}
+
+/// The three ways a secret may be given, and what it is (for messages).
+#[derive(Clone, Copy)]
+pub(super) struct SecretFlag {
+    pub(super) name: &'static str,
+    pub(super) file: &'static str,
+    pub(super) env: &'static str,
+    pub(super) what: &'static str,
 }
 
 /// Longest password file accepted: a password, not a document.

@@ -122,13 +122,72 @@ pub struct PackageUrls {
     pub gw: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct RexRay {
+    /// Ignored (Bintray is gone); kept so that earlier app definitions still parse.
     pub branch: String,
     pub version: String,
     /// URL of the DVDI isolator module.
     pub isolator_binary: Option<String>,
+    /// issue 10: the volume driver's packages, the isolator's digest, and its gateway user.
+    pub isolator_sha256: Option<String>,
+    pub packages: VolumeDriverPackages,
+    pub user: Option<VolumeDriverUser>,
 }
+
+/// REX-Ray and dvdcli package downloads per platform.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VolumeDriverPackages {
+    pub ubuntu14: DriverPackages,
+    /// RHEL 7 and CentOS 7 use the same packages.
+    pub rhel7: DriverPackages,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DriverPackages {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rexray: Option<Download>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dvdcli: Option<Download>,
+}
+
+/// A file to download, with the SHA-256 (lower-case hex) it must have when one is given.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Download {
+    pub url: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+/// The scoped gateway user REX-Ray logs in as on every node (never the admin).
+#[derive(Debug, Clone)]
+pub struct VolumeDriverUser {
+    pub username: String,
+    pub password: Secret,
+}
+
+impl RexRay {
+    /// Start-up warnings about the volume driver's flags, one line each.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.branch != "stable" || self.version != "latest" {
+            out.push(
+                "-rexray.branch and -rexray.version are ignored (REX-Ray came from Bintray, \
+                 which is gone); give -rexray.<ubuntu14|rhel7>.rexray package URLs instead"
+                    .to_owned(),
+            );
+        }
+        if self.user.is_none() {
+            out.push(VOLUME_DRIVER_NO_USER.to_owned());
+        }
+        out
+    }
+}
+
+/// Said at start and shown on every node when REX-Ray gets no gateway credentials.
+pub const VOLUME_DRIVER_NO_USER: &str = "-rexray.username and -rexray.password are not given: \
+     REX-Ray's configuration is written without gateway credentials, so volume operations \
+     will fail until they are given";
 
 impl Config {
     /// One log line of the effective settings; no secrets.
@@ -187,6 +246,7 @@ impl Config {
 mod check;
 mod parse;
 mod table;
+mod volume;
 
 pub use parse::parse;
 pub use table::{help_text, version_line};
@@ -322,13 +382,12 @@ mod tests {
         assert_eq!(c.storage.api_version, "2.0");
         assert_eq!(c.storage.packages, Packages::default());
         assert_eq!(
-            c.rexray,
-            RexRay {
-                branch: "stable".into(),
-                version: "latest".into(),
-                isolator_binary: None
-            }
+            (c.rexray.branch.as_str(), c.rexray.version.as_str()),
+            ("stable", "latest")
         );
+        assert_eq!(c.rexray.isolator_binary, None);
+        assert_eq!(c.rexray.packages, VolumeDriverPackages::default());
+        assert!(c.rexray.user.is_none());
         assert_eq!(
             c.store,
             StoreSettings {

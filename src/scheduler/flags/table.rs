@@ -138,11 +138,37 @@ pub(super) static FLAGS: &[FlagDef] = &[
     flag!(G_EXECUTOR, "executor.altpath", "path", "",
         "Executor binary to serve instead of the storage-executor next to the scheduler"),
     flag!(G_REXRAY, "rexray.branch", "branch", "stable",
-        "REX-Ray release branch"),
+        "Ignored, accepted so that earlier app definitions still start: it chose a REX-Ray release on Bintray, which is gone. Give the package URLs below instead"),
     flag!(G_REXRAY, "rexray.version", "version", "latest",
-        "REX-Ray version within the branch"),
+        "Ignored, like -rexray.branch"),
+    // issue 10: the volume driver's packages from URLs (Bintray is gone), each with an
+    // optional SHA-256 the executor checks the download against.
+    flag!(G_REXRAY, "rexray.ubuntu14.rexray", "url", "",
+        "REX-Ray package (.deb) for Ubuntu 14.04"),
+    flag!(G_REXRAY, "rexray.ubuntu14.rexray.sha256", "hex", "",
+        "SHA-256 of the REX-Ray package for Ubuntu 14.04 (64 hex digits; checked after download)"),
+    flag!(G_REXRAY, "rexray.ubuntu14.dvdcli", "url", "",
+        "dvdcli package (.deb) for Ubuntu 14.04 (installed with the isolator)"),
+    flag!(G_REXRAY, "rexray.ubuntu14.dvdcli.sha256", "hex", "",
+        "SHA-256 of the dvdcli package for Ubuntu 14.04"),
+    flag!(G_REXRAY, "rexray.rhel7.rexray", "url", "",
+        "REX-Ray package (.rpm) for RHEL/CentOS 7"),
+    flag!(G_REXRAY, "rexray.rhel7.rexray.sha256", "hex", "",
+        "SHA-256 of the REX-Ray package for RHEL/CentOS 7"),
+    flag!(G_REXRAY, "rexray.rhel7.dvdcli", "url", "",
+        "dvdcli package (.rpm) for RHEL/CentOS 7 (installed with the isolator)"),
+    flag!(G_REXRAY, "rexray.rhel7.dvdcli.sha256", "hex", "",
+        "SHA-256 of the dvdcli package for RHEL/CentOS 7"),
+    flag!(G_REXRAY, "rexray.username", "user", "",
+        "Gateway user REX-Ray logs in as on every node: a user scoped to volume work, not the admin (whose password goes only to MDM nodes). Give it with -rexray.password; without both, REX-Ray's configuration has no credentials and every node shows a warning"),
+    flag!(G_REXRAY, "rexray.password", "password", "",
+        "Password of -rexray.username. From one of: -rexray.password, -rexray.password.file, or the environment variable REXRAY_PASSWORD (first given wins, in that order; giving both flags is an error)"),
+    flag!(G_REXRAY, "rexray.password.file", "path", "",
+        "File holding the -rexray.username password (one trailing newline is ignored)"),
     flag!(G_REXRAY, "isolator.binary", "url", "",
         "URL of the Mesos DVDI isolator module to install"),
+    flag!(G_REXRAY, "isolator.sha256", "hex", "",
+        "SHA-256 of the isolator module"),
     flag!(G_STORE, "store.type", "file|zk", "file",
         "Where the scheduler keeps its state: a journal file, or ZooKeeper (issue 12)"),
     flag!(G_STORE, "store.uri", "path", "$MESOS_SANDBOX/storage-scheduler-state.json, else ./storage-scheduler-state.json",
@@ -176,9 +202,6 @@ pub(super) const NOT_USED_YET: &[&str] = &[
     "storage.rhel7.sdc",
     "storage.rhel7.lia",
     "storage.rhel7.gw",
-    "rexray.branch",
-    "rexray.version",
-    "isolator.binary",
 ];
 
 /// Canonical definition for a name as written (without dashes), resolving the aliases.
@@ -189,6 +212,10 @@ pub(super) fn lookup(name: &str) -> Option<&'static FlagDef> {
     };
     let name = match name.strip_prefix("storage.centos7.") {
         Some(rest) => format!("storage.rhel7.{rest}"),
+        None => name,
+    };
+    let name = match name.strip_prefix("rexray.centos7.") {
+        Some(rest) => format!("rexray.rhel7.{rest}"),
         None => name,
     };
     FLAGS.iter().find(|f| f.name == name)

@@ -8,3 +8,4 @@ pub mod host;
 pub mod isolation;
 pub mod launcher;
 pub mod master;
+pub mod volume_driver;

@@ -780,7 +780,7 @@ fn deb_configure(name: &str, state: &mut HostState, ctx: &mut Ctx, action: &str)
     ctx.io.out(format!("Setting up {name} ({version}) ..."));
     let result = match Component::of_package(name) {
         Some(c) => postinst(c, state, ctx),
-        None => Ok(()),
+        None => devcluster::volume_driver::postinst(name, state.profile, ctx.root),
     };
     let status = match &result {
         Ok(()) => "install ok installed",
@@ -1366,6 +1366,14 @@ fn rpm_install(
         ));
     }
     state.packages.insert(name.clone(), new);
+    let driver = devcluster::volume_driver::postinst(&name, state.profile, ctx.root);
+    if let Err(e) = driver {
+        ctx.io.err(e);
+        ctx.io.err(format!(
+            "warning: %post({new_nevra}) scriptlet failed, exit status 1"
+        ));
+        return false;
+    }
     if let Some(c) = component {
         if let Err(e) = postinst(c, state, ctx) {
             ctx.io.err(e);

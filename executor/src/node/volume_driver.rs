@@ -1,0 +1,413 @@
+//! The `volume-driver` phase (host-steps.md sections 7 and 8): REX-Ray installed from the
+//! plan's package URL and ordered after the SDC's `scini` module, its configuration written,
+//! and, when the plan names an isolator, dvdcli and the DVDI isolator module installed. Every
+//! step checks the host first and does nothing that is already done, so a resumed executor
+//! reinstalls nothing.
+//!
+//! Downloads are checked against the SHA-256 the operator gave ([`download::fetch_verified`]);
+//! packages are judged installed by the package database, as the storage packages are.
+
+use super::machine::{Findings, Phase};
+use super::plan::{Download, Plan};
+use super::{download, volume, Node, StepResult, NEEDS_CONFIGURATION};
+use crate::host::commands::{check, Cmd};
+use crate::host::facts::{Facts, Platform};
+use crate::host::packages;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+/// Shown with the node (its phase reports' `warning`) when REX-Ray gets no credentials.
+pub const NO_CREDENTIALS: &str = "REX-Ray is configured without gateway credentials: give \
+     the scheduler -rexray.username and -rexray.password (or -rexray.password.file)";
+
+/// A package of the volume driver: its installed name and the flag that gives its URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriverPackage {
+    Rexray,
+    Dvdcli,
+}
+
+impl DriverPackage {
+    /// Installed-package name on both platforms (host-steps section 3).
+    pub fn name(self) -> &'static str {
+        match self {
+            DriverPackage::Rexray => "rexray",
+            DriverPackage::Dvdcli => "dvdcli",
+        }
+    }
+}
+
+/// The phase report: from `volume-driver` on, it carries [`NO_CREDENTIALS`] when the plan
+/// gives REX-Ray no user (derived from the plan, so a resumed executor reports it too).
+pub fn phase_report(plan: &Plan, phase: Phase) -> serde_json::Value {
+    let mut report = serde_json::json!({ "phase": phase.as_str() });
+    if phase >= Phase::VolumeDriver && plan.rexray_user().is_none() {
+        report["warning"] = NO_CREDENTIALS.into();
+    }
+    report
+}
+
+impl Node {
+    pub(super) fn volume_driver(&mut self) -> StepResult {
+        let platform = self.platform()?;
+        self.install_driver_package(platform, DriverPackage::Rexray)?;
+        order_after_scini(&self.facts, platform, &self.plan.hostname)?;
+        self.write_rexray_config()?;
+        let mut findings = Findings::default();
+        if let Some(isolator) = self.plan.install.volume_driver.isolator.clone() {
+            // The isolator runs dvdcli for every volume: without it, the module is useless.
+            self.install_driver_package(platform, DriverPackage::Dvdcli)?;
+            let dir = self.sandbox.join("isolator");
+            if install_isolator(&self.facts, &isolator, &dir, &self.plan.hostname)? {
+                self.isolator_installed = true;
+                findings.needs_reboot = true;
+            }
+        }
+        Ok(findings)
+    }
+
+    fn write_rexray_config(&mut self) -> Result<(), String> {
+        let install = &self.plan.install;
+        let gateway = install
+            .gateway
+            .clone()
+            .ok_or("the plan names no gateway for the volume driver")?;
+        let (pd, pool) = self.plan.consuming_pool();
+        let text = volume::rexray_config(&volume::RexRay {
+            gateway: &gateway,
+            system_name: &install.system_name,
+            system_id: install.system_id.as_deref(),
+            protection_domain: &pd,
+            storage_pool: &pool,
+            credentials: self.plan.rexray_user(),
+        });
+        let written =
+            volume::write_if_changed(&self.facts.path(volume::REXRAY_CONFIG), &text, 0o600)?;
+        log::info!(
+            "node {}: REX-Ray configuration {}{}",
+            self.plan.hostname,
+            if written {
+                "written"
+            } else {
+                "already in place"
+            },
+            if self.plan.rexray_user().is_none() {
+                " (without credentials: no -rexray.username/-rexray.password)"
+            } else {
+                ""
+            }
+        );
+        Ok(())
+    }
+
+    fn install_driver_package(
+        &mut self,
+        platform: Platform,
+        p: DriverPackage,
+    ) -> Result<(), String> {
+        let download = driver_download(&self.plan, platform, p)?;
+        let dir = self.sandbox.join("volume-driver");
+        install_package_file(platform, p.name(), &download, &dir, &self.plan.hostname).map(|_| ())
+    }
+}
+
+/// Where the plan says package `p` comes from on `platform`. Without a URL the node waits for
+/// a plan that has one, naming the flag (as for the storage packages).
+pub fn driver_download(
+    plan: &Plan,
+    platform: Platform,
+    p: DriverPackage,
+) -> Result<Download, String> {
+    let (key, name) = (platform.key(), p.name());
+    plan.install
+        .volume_driver
+        .packages
+        .get(key)
+        .and_then(|d| match p {
+            DriverPackage::Rexray => d.rexray.clone(),
+            DriverPackage::Dvdcli => d.dvdcli.clone(),
+        })
+        .ok_or_else(|| {
+            format!(
+                "{NEEDS_CONFIGURATION}no {name} package URL for {key}: set -rexray.{key}.{name}"
+            )
+        })
+}
+
+/// Installs the isolator module from `isolator` (into `dir` first) unless it is in place,
+/// with the wanted digest when one is given; true when installed now.
+pub fn install_isolator(
+    facts: &Facts,
+    isolator: &Download,
+    dir: &Path,
+    host: &str,
+) -> Result<bool, String> {
+    let file = download::file_name(&isolator.url)
+        .ok_or_else(|| format!("{}: the URL names no module file", isolator.url))?;
+    let module = format!("/usr/lib/{file}");
+    let digest_ok = isolator.sha256.as_deref().is_none_or(|want| {
+        crate::sha256::file_hex(&facts.path(&module))
+            .is_ok_and(|got| got.eq_ignore_ascii_case(want))
+    });
+    if volume::isolator_in_place(facts, &module) && digest_ok {
+        log::info!("node {host}: isolator already in place");
+        return Ok(false);
+    }
+    let path = download::fetch_verified(&isolator.url, isolator.sha256.as_deref(), dir)?;
+    volume::install_isolator(facts, &path, &module)?;
+    log::info!(
+        "node {host}: isolator installed as {module}; the agent loads it only after a restart, \
+         so this node reboots in reboot-final (with -debug=true: restart the agent by hand)"
+    );
+    Ok(true)
+}
+
+/// The version package `name`'s file carries (`rexray_0.11.4-1_amd64.deb` -> `0.11.4-1`).
+pub fn wanted_version(name: &str, d: &Download) -> Result<String, String> {
+    let file = download::file_name(&d.url)
+        .ok_or_else(|| format!("{}: the URL names no package file", d.url))?;
+    packages::version_in_file_name(&file, name).ok_or_else(|| {
+        format!(
+            "{}: the file name carries no version of package {name}",
+            d.url
+        )
+    })
+}
+
+/// Installs package `name` from `d` (`dpkg -i` / `rpm -Uvh`, exit status checked) unless the
+/// package database shows it at the version its file name carries; true when installed now.
+pub fn install_package_file(
+    platform: Platform,
+    name: &str,
+    d: &Download,
+    dir: &Path,
+    host: &str,
+) -> Result<bool, String> {
+    let wanted = wanted_version(name, d)?;
+    let installed = packages::installed_version(platform, name).map_err(|e| e.to_string())?;
+    if installed
+        .as_deref()
+        .is_some_and(|v| packages::same_version(v, &wanted))
+    {
+        log::info!("node {host}: {name} {wanted} already installed");
+        return Ok(false);
+    }
+    let path = download::fetch_verified(&d.url, d.sha256.as_deref(), dir)?;
+    log::info!(
+        "node {host}: installing {name} {wanted}{}",
+        installed
+            .map(|v| format!(" (replacing {v})"))
+            .unwrap_or_default()
+    );
+    packages::install_file(platform, &path.to_string_lossy(), Cmd::default())
+        .map_err(|e| e.to_string())?;
+    match packages::installed_version(platform, name).map_err(|e| e.to_string())? {
+        Some(v) if packages::same_version(&v, &wanted) => Ok(true),
+        other => Err(format!(
+            "installing {name} {wanted} exited 0, but the package database then shows {}",
+            other.unwrap_or_else(|| "it not installed".into())
+        )),
+    }
+}
+
+/// Makes REX-Ray start after the SDC's `scini` module (host-steps section 7): `scini` in the
+/// init script's `Required-Start` (Ubuntu 14.04), or a systemd drop-in with
+/// `After=scini.service` followed by `systemctl daemon-reload` (RHEL 7). Nothing when in place.
+pub fn order_after_scini(facts: &Facts, platform: Platform, host: &str) -> Result<(), String> {
+    match platform {
+        Platform::Ubuntu1404 => {
+            let path = facts.path(volume::REXRAY_INIT_SCRIPT);
+            let script = fs::read_to_string(&path).map_err(|e| {
+                format!(
+                    "{}: {e} (the rexray package should have installed it)",
+                    volume::REXRAY_INIT_SCRIPT
+                )
+            })?;
+            let edited = volume::init_script_after_scini(&script)
+                .map_err(|e| format!("{}: {e}", volume::REXRAY_INIT_SCRIPT))?;
+            if let Some(text) = edited {
+                let mode = fs::metadata(&path)
+                    .map(|m| m.permissions().mode() & 0o777)
+                    .unwrap_or(0o755);
+                volume::write_if_changed(&path, &text, mode)?;
+                log::info!("node {host}: REX-Ray's init script now requires scini");
+            }
+        }
+        Platform::Rhel7 => {
+            let unit = volume::REXRAY_UNIT_DIRS
+                .iter()
+                .any(|d| facts.path(&format!("{d}/rexray.service")).is_file());
+            if !unit {
+                return Err(format!(
+                    "no rexray.service in {} (the rexray package should have installed it)",
+                    volume::REXRAY_UNIT_DIRS.join(", ")
+                ));
+            }
+            let dropin = facts.path(volume::REXRAY_SCINI_DROPIN);
+            if volume::write_if_changed(&dropin, volume::REXRAY_SCINI_DROPIN_TEXT, 0o644)? {
+                check(&Cmd::new("systemctl", &["daemon-reload"])).map_err(|e| e.to_string())?;
+                log::info!("node {host}: REX-Ray's unit now starts after scini.service");
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(json: &str) -> Plan {
+        serde_json::from_str(json).unwrap()
+    }
+
+    fn tmp(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("executor-vd-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn package_urls_come_from_the_plan_or_the_node_waits_naming_the_flag() {
+        let p = plan(
+            r#"{"version":1,"install":{"volume_driver":{"packages":{
+                "rhel7":{"rexray":{"url":"http://r/rexray-0.11.4-1.x86_64.rpm","sha256":"ab"}}}}}}"#,
+        );
+        let d = driver_download(&p, Platform::Rhel7, DriverPackage::Rexray).unwrap();
+        assert_eq!(d.sha256.as_deref(), Some("ab"));
+        assert_eq!(wanted_version("rexray", &d).unwrap(), "0.11.4-1");
+        for (platform, pkg, flag) in [
+            (
+                Platform::Rhel7,
+                DriverPackage::Dvdcli,
+                "-rexray.rhel7.dvdcli",
+            ),
+            (
+                Platform::Ubuntu1404,
+                DriverPackage::Rexray,
+                "-rexray.ubuntu14.rexray",
+            ),
+        ] {
+            let e = driver_download(&p, platform, pkg).unwrap_err();
+            assert!(
+                e.starts_with(NEEDS_CONFIGURATION) && e.contains(flag),
+                "{e}"
+            );
+        }
+        let deb = Download {
+            url: "http://r/dvdcli_0.2.1-1_amd64.deb".into(),
+            sha256: None,
+        };
+        assert_eq!(wanted_version("dvdcli", &deb).unwrap(), "0.2.1-1");
+        let bad = Download {
+            url: "http://r/rexray.deb".into(),
+            sha256: None,
+        };
+        let e = wanted_version("rexray", &bad).unwrap_err();
+        assert!(e.contains("no version of package rexray"), "{e}");
+    }
+
+    #[test]
+    fn ubuntu_init_script_is_ordered_after_scini_once() {
+        let d = tmp("sysv");
+        let facts = Facts::new(&d);
+        let e = order_after_scini(&facts, Platform::Ubuntu1404, "h").unwrap_err();
+        assert!(e.contains("/etc/init.d/rexray"), "{e}");
+        let script = d.join("etc/init.d/rexray");
+        fs::create_dir_all(script.parent().unwrap()).unwrap();
+        fs::write(
+            &script,
+            "#!/bin/sh\n### BEGIN INIT INFO\n# Required-Start: $syslog\n### END INIT INFO\n",
+        )
+        .unwrap();
+        fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+        order_after_scini(&facts, Platform::Ubuntu1404, "h").unwrap();
+        let text = fs::read_to_string(&script).unwrap();
+        assert!(text.contains("# Required-Start: $syslog scini\n"), "{text}");
+        let mode = fs::metadata(&script).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o755, "the script stays executable");
+        order_after_scini(&facts, Platform::Ubuntu1404, "h").unwrap();
+        assert_eq!(fs::read_to_string(&script).unwrap(), text);
+        let _ = fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn rhel_needs_the_unit_and_skips_a_drop_in_in_place() {
+        let d = tmp("unit");
+        let facts = Facts::new(&d);
+        let e = order_after_scini(&facts, Platform::Rhel7, "h").unwrap_err();
+        assert!(e.contains("no rexray.service"), "{e}");
+        fs::create_dir_all(d.join("usr/lib/systemd/system")).unwrap();
+        fs::write(d.join("usr/lib/systemd/system/rexray.service"), "[Unit]\n").unwrap();
+        // The drop-in in place: nothing to write, so no `systemctl daemon-reload` either (this
+        // machine's systemctl is never run by a unit test).
+        let dropin = facts.path(volume::REXRAY_SCINI_DROPIN);
+        volume::write_if_changed(&dropin, volume::REXRAY_SCINI_DROPIN_TEXT, 0o644).unwrap();
+        order_after_scini(&facts, Platform::Rhel7, "h").unwrap();
+        assert!(volume::REXRAY_SCINI_DROPIN_TEXT.contains("After=scini.service"));
+        let _ = fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn isolator_is_verified_installed_once_and_replaced_when_its_digest_differs() {
+        let d = tmp("iso");
+        let facts = Facts::new(d.join("root"));
+        let src = d.join("libmesos_dvdi_isolator-1.0.1.so");
+        fs::write(&src, b"module v1").unwrap();
+        let good = crate::sha256::hex(b"module v1");
+        let mut iso = Download {
+            url: format!("file://{}", src.display()),
+            sha256: Some(good.clone()),
+        };
+        let dl = d.join("dl");
+        assert!(install_isolator(&facts, &iso, &dl, "h").unwrap());
+        assert!(
+            !install_isolator(&facts, &iso, &dl, "h").unwrap(),
+            "in place"
+        );
+        // A new module under the same name, with its digest: replaced.
+        fs::write(&src, b"module v2").unwrap();
+        iso.sha256 = Some(crate::sha256::hex(b"module v2"));
+        assert!(install_isolator(&facts, &iso, &dl, "h").unwrap());
+        let installed = facts.path("/usr/lib/libmesos_dvdi_isolator-1.0.1.so");
+        assert_eq!(fs::read(&installed).unwrap(), b"module v2");
+        // A download that is not what the digest says fails, naming the file and both.
+        iso.sha256 = Some(good.clone());
+        let e = install_isolator(&facts, &iso, &dl, "h").unwrap_err();
+        assert!(
+            e.contains("libmesos_dvdi_isolator-1.0.1.so") && e.contains(&good),
+            "{e}"
+        );
+        assert!(e.contains(&crate::sha256::hex(b"module v2")), "{e}");
+        let _ = fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn missing_credentials_warn_from_volume_driver_on() {
+        let bare = plan(r#"{"version":1}"#);
+        assert!(phase_report(&bare, Phase::Packages)
+            .get("warning")
+            .is_none());
+        for p in [Phase::VolumeDriver, Phase::RebootFinal, Phase::Running] {
+            let r = phase_report(&bare, p);
+            let w = r["warning"].as_str().unwrap();
+            assert!(
+                w.contains("-rexray.username") && w.contains("-rexray.password"),
+                "{w}"
+            );
+        }
+        let with_user = plan(
+            r#"{"version":1,"install":{"volume_driver":{"username":"rexray"}},
+                "secrets":{"rexray_password":"Vol-pw1"}}"#,
+        );
+        assert_eq!(with_user.rexray_user(), Some(("rexray", "Vol-pw1")));
+        let r = phase_report(&with_user, Phase::Running);
+        assert!(r.get("warning").is_none());
+        assert!(!r.to_string().contains("Vol-pw1"));
+        // A user without its password (or the reverse) is no user.
+        let half = plan(r#"{"version":1,"secrets":{"rexray_password":"x"}}"#);
+        assert_eq!(half.rexray_user(), None);
+    }
+}

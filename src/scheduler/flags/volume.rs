@@ -1,0 +1,247 @@
+//! The `Volume driver` flag group (issue 10): REX-Ray and dvdcli package URLs per platform
+//! with their optional SHA-256, the isolator module, and the scoped gateway user REX-Ray logs
+//! in as. The user's password is read like the gateway password (flag, file, environment).
+
+use super::check::{Check, SecretFlag};
+use super::*;
+
+const REXRAY_PASSWORD: SecretFlag = SecretFlag {
+    name: "rexray.password",
+    file: "rexray.password.file",
+    env: "REXRAY_PASSWORD",
+    what: "the volume driver user's password",
+};
+
+impl Check<'_> {
+    pub(super) fn volume_driver(&mut self) -> RexRay {
+        let packages = VolumeDriverPackages {
+            ubuntu14: DriverPackages {
+                rexray: self.download("rexray.ubuntu14.rexray", "rexray.ubuntu14.rexray.sha256"),
+                dvdcli: self.download("rexray.ubuntu14.dvdcli", "rexray.ubuntu14.dvdcli.sha256"),
+            },
+            rhel7: DriverPackages {
+                rexray: self.download("rexray.rhel7.rexray", "rexray.rhel7.rexray.sha256"),
+                dvdcli: self.download("rexray.rhel7.dvdcli", "rexray.rhel7.dvdcli.sha256"),
+            },
+        };
+        let isolator = self.download("isolator.binary", "isolator.sha256");
+        let username = self.raw("rexray.username");
+        if let Some(u) = &username {
+            if u.chars().any(|c| c.is_control()) {
+                self.fail("rexray.username", "must not hold control characters");
+            }
+        }
+        let password = self.secret(&REXRAY_PASSWORD, false);
+        let user = match (username, password) {
+            (Some(username), Some(password)) => Some(VolumeDriverUser { username, password }),
+            (None, None) => None,
+            (Some(_), None) => {
+                let has_error = self.errors.iter().any(|e| e.contains("rexray.password"));
+                if !has_error {
+                    self.fail(
+                        "rexray.username",
+                        "given without its password (-rexray.password, -rexray.password.file or REXRAY_PASSWORD)",
+                    );
+                }
+                None
+            }
+            (None, Some(_)) => {
+                self.fail(
+                    "rexray.password",
+                    "a password without -rexray.username: give the user too",
+                );
+                None
+            }
+        };
+        RexRay {
+            branch: self.raw("rexray.branch").unwrap_or_else(|| "stable".into()),
+            version: self
+                .raw("rexray.version")
+                .unwrap_or_else(|| "latest".into()),
+            isolator_binary: isolator.as_ref().map(|d| d.url.clone()),
+            isolator_sha256: isolator.and_then(|d| d.sha256),
+            packages,
+            user,
+        }
+    }
+
+    /// A URL flag and the flag of its digest; a digest without its URL is an error.
+    fn download(&mut self, url: &'static str, sha: &'static str) -> Option<Download> {
+        let location = self.url(url);
+        let digest = self.raw(sha).and_then(|v| {
+            let hex = v.to_ascii_lowercase();
+            if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                Some(hex)
+            } else {
+                self.fail(sha, format!("{v:?} is not a SHA-256 (64 hex digits)"));
+                None
+            }
+        });
+        if digest.is_some() && location.is_none() && !self.given.contains_key(url) {
+            self.fail(sha, format!("given without -{url}"));
+        }
+        location.map(|url| Download {
+            url,
+            sha256: digest,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHA: &str = "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08";
+
+    fn args(extra: &[&str]) -> Vec<String> {
+        let mut a: Vec<String> = [
+            "-uri=10.0.0.1:5050",
+            "-rest.port=31000",
+            "-storage.password=Adm1n-pw",
+            "-storage.protectiondomain=pd",
+            "-storage.storagepool=sp",
+            "-storage.preconfig.primary=10.0.0.1",
+            "-storage.preconfig.secondary=10.0.0.2",
+            "-storage.preconfig.tiebreaker=10.0.0.3",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    }
+
+    fn parse_env(extra: &[&str], env: &[(&str, &str)]) -> Result<Config, Vec<String>> {
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let lookup = move |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        match parse(&args(extra), &lookup) {
+            Ok(Parsed::Run(c)) => Ok(*c),
+            Ok(_) => panic!("not a run"),
+            Err(e) => Err(e),
+        }
+    }
+
+    #[test]
+    fn package_urls_and_digests_per_platform() {
+        let c = parse_env(
+            &[
+                "-rexray.ubuntu14.rexray=http://r/rexray_0.11.4-1_amd64.deb",
+                &format!("-rexray.ubuntu14.rexray.sha256={SHA}"),
+                "-rexray.centos7.dvdcli=http://r/dvdcli-0.2.1-1.x86_64.rpm",
+                "-isolator.binary=http://r/libmesos_dvdi_isolator-1.0.1.so",
+                &format!("-isolator.sha256={SHA}"),
+            ],
+            &[],
+        )
+        .unwrap();
+        let u = c.rexray.packages.ubuntu14.rexray.unwrap();
+        assert_eq!(u.url, "http://r/rexray_0.11.4-1_amd64.deb");
+        assert_eq!(u.sha256.as_deref(), Some(SHA.to_ascii_lowercase().as_str()));
+        let d = c.rexray.packages.rhel7.dvdcli.unwrap();
+        assert_eq!(
+            (d.url.as_str(), d.sha256),
+            ("http://r/dvdcli-0.2.1-1.x86_64.rpm", None)
+        );
+        assert!(c.rexray.packages.rhel7.rexray.is_none());
+        assert_eq!(
+            c.rexray.isolator_sha256.as_deref(),
+            Some(SHA.to_ascii_lowercase().as_str())
+        );
+    }
+
+    #[test]
+    fn bad_digests_and_orphans_are_named() {
+        let e = parse_env(&["-rexray.rhel7.rexray.sha256=abc"], &[]).unwrap_err();
+        assert!(
+            e.iter()
+                .any(|l| l.contains("-rexray.rhel7.rexray.sha256") && l.contains("64 hex")),
+            "{e:?}"
+        );
+        let e = parse_env(&[&format!("-isolator.sha256={SHA}")], &[]).unwrap_err();
+        assert!(
+            e.iter()
+                .any(|l| l.contains("given without -isolator.binary")),
+            "{e:?}"
+        );
+        let e = parse_env(&["-rexray.ubuntu14.dvdcli=ftp://x/d.deb"], &[]).unwrap_err();
+        assert!(
+            e.iter().any(|l| l.contains("-rexray.ubuntu14.dvdcli")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn scoped_user_from_flag_file_or_environment() {
+        let c = parse_env(
+            &["-rexray.username=rexray", "-rexray.password=Vol-pw1"],
+            &[],
+        )
+        .unwrap();
+        let u = c.rexray.user.as_ref().unwrap();
+        assert_eq!(
+            (u.username.as_str(), u.password.expose()),
+            ("rexray", "Vol-pw1")
+        );
+        assert!(c.rexray.warnings().is_empty());
+        assert!(!format!("{c:?}").contains("Vol-pw1"));
+        assert!(!c.summary().contains("Vol-pw1"));
+
+        let c = parse_env(
+            &["-rexray.username=rexray"],
+            &[("REXRAY_PASSWORD", "Env-pw1")],
+        )
+        .unwrap();
+        assert_eq!(c.rexray.user.unwrap().password.expose(), "Env-pw1");
+
+        let dir = std::env::temp_dir().join(format!("rexray-pw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("pw");
+        std::fs::write(&file, "File-pw1\n").unwrap();
+        let flag = format!("-rexray.password.file={}", file.display());
+        let c = parse_env(&["-rexray.username=rexray", &flag], &[]).unwrap();
+        assert_eq!(c.rexray.user.unwrap().password.expose(), "File-pw1");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn half_a_user_is_an_error_and_none_a_warning() {
+        let e = parse_env(&["-rexray.username=rexray"], &[]).unwrap_err();
+        assert!(
+            e.iter()
+                .any(|l| l.contains("-rexray.username") && l.contains("without its password")),
+            "{e:?}"
+        );
+        let e = parse_env(&["-rexray.password=Vol-pw1"], &[]).unwrap_err();
+        assert!(
+            e.iter().any(|l| l.contains("without -rexray.username")),
+            "{e:?}"
+        );
+        assert!(!e.iter().any(|l| l.contains("Vol-pw1")), "{e:?}");
+
+        let c = parse_env(&[], &[]).unwrap();
+        assert!(c.rexray.user.is_none());
+        let w = c.rexray.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("-rexray.username") && w[0].contains("-rexray.password"));
+    }
+
+    #[test]
+    fn branch_and_version_are_accepted_and_ignored_with_one_warning() {
+        let c = parse_env(
+            &[
+                "-rexray.branch=unstable",
+                "-rexray.version=0.6.3",
+                "-rexray.username=u",
+                "-rexray.password=p",
+            ],
+            &[],
+        )
+        .unwrap();
+        let w = c.rexray.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("ignored"), "{w:?}");
+    }
+}
