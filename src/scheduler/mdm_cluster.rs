@@ -85,10 +85,13 @@ pub struct ScliStep {
     pub args: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stdin: Vec<StdinPassword>,
-    /// Skip the step when this holds before it; after it exits 0 this must hold (polled
-    /// with a deadline). `None`: always run (a login).
+    /// Skip the step when this holds before it. `None`: always run (a login).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub check: Option<Check>,
+    /// The step brings `check` about: after it exits 0, `check` must hold (polled with a
+    /// deadline). False for the factory login, which `check` only makes unnecessary.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub verify: bool,
 }
 
 fn step(name: &str, args: &[&str], stdin: &[StdinPassword], check: Option<Check>) -> ScliStep {
@@ -96,6 +99,7 @@ fn step(name: &str, args: &[&str], stdin: &[StdinPassword], check: Option<Check>
         name: name.to_string(),
         args: args.iter().map(|a| a.to_string()).collect(),
         stdin: stdin.to_vec(),
+        verify: check.is_some(),
         check,
     }
 }
@@ -105,6 +109,13 @@ fn step(name: &str, args: &[&str], stdin: &[StdinPassword], check: Option<Check>
 pub fn creation_steps(pri: &str, sec: &str, tb: &str, system_name: &str) -> Vec<ScliStep> {
     use StdinPassword::{Admin, Factory};
     let [m1, m2, t] = MDM_NAMES;
+    let mut factory_login = step(
+        "log in with the factory password",
+        &["--login", "--username", "admin"],
+        &[Factory],
+        Some(Check::PasswordSet),
+    );
+    factory_login.verify = false;
     vec![
         step(
             "create the MDM cluster",
@@ -122,12 +133,7 @@ pub fn creation_steps(pri: &str, sec: &str, tb: &str, system_name: &str) -> Vec<
             &[],
             Some(Check::ClusterExists),
         ),
-        step(
-            "log in with the factory password",
-            &["--login", "--username", "admin"],
-            &[Factory],
-            Some(Check::PasswordSet),
-        ),
+        factory_login,
         step(
             "set the admin password",
             &["--set_password"],
@@ -342,6 +348,7 @@ mod tests {
             })
         );
         assert_eq!(s[3].check, None, "a login is always repeated");
+        assert!(!s[1].verify && s[2].verify && s[7].verify);
         let json = serde_json::to_value(&s[2]).unwrap();
         assert_eq!(json["stdin"], serde_json::json!(["factory", "admin"]));
         assert_eq!(json["check"], serde_json::json!({"kind": "password_set"}));
