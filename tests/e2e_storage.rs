@@ -8,13 +8,16 @@
 #[path = "support/cluster.rs"]
 mod cluster;
 
-use cluster::{free_port, scheduler_args, scheduler_bin, wait_for};
+use cluster::{free_port, scheduler_args, scheduler_bin, stage_packages, wait_for};
+use devcluster::control;
 use devcluster::gateway::{self, GatewayConfig, GatewayHandle};
+use devcluster::host::{self, FakeRoot, HostState};
 use devcluster::master::{self, MasterHandle};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 use storage_framework::gateway::client::{GatewayClient, GatewayConfig as ClientConfig};
 use storage_framework::secret::Secret;
@@ -25,12 +28,17 @@ const DEVICES: [&str; 3] = ["/dev/sdb", "/dev/sdc", "/dev/sdd"];
 
 struct Rig {
     dir: PathBuf,
-    master: MasterHandle,
-    gw: GatewayHandle,
+    master: Arc<MasterHandle>,
+    gw: Arc<GatewayHandle>,
     port: u16,
     store: PathBuf,
     child: Option<Child>,
     experimental: bool,
+    /// Experimental mode: the control API the host stand-ins reach the gateway through, the
+    /// package server and its flags (the executors do the whole install).
+    _control: Option<control::ControlHandle>,
+    _packages: Option<Arc<tiny_http::Server>>,
+    package_flags: Vec<String>,
 }
 
 impl Rig {
@@ -39,26 +47,43 @@ impl Rig {
     }
 
     /// `preconfigured: false` is `storage-devcluster --empty-gateway`: no system until the
-    /// MDM cluster is built.
+    /// MDM cluster is built. Then the executors do the whole install on host stand-ins that
+    /// reach the gateway through the control API (the primary's `scli` creates the system,
+    /// SDCs register); pre-configured, they get no package URLs and wait in `packages`, so
+    /// the device reports this test makes are the only ones.
     fn with_gateway(name: &str, preconfigured: bool) -> Rig {
         let dir = std::env::temp_dir().join(format!("e2e-storage-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("dir");
-        let master = master::start(master::MasterConfig {
-            agents: AGENTS,
-            heartbeat_interval: Duration::from_secs(1),
-            work_dir: dir.join("mesos"),
-            // Real executors on fake hosts. Without package URLs they stop in `packages`
-            // and wait, so the device reports this test makes are the only ones.
-            host_standins: Some(cluster::host_standins(None)),
-            ..Default::default()
-        })
-        .unwrap_or_else(|e| panic!("dev cluster: {e}"));
+        let listener = (!preconfigured).then(|| control::bind(0).expect("control"));
+        let master = Arc::new(
+            master::start(master::MasterConfig {
+                agents: AGENTS,
+                heartbeat_interval: Duration::from_secs(1),
+                work_dir: dir.join("mesos"),
+                host_standins: Some(cluster::host_standins(listener.as_ref().map(|l| l.url()))),
+                ..Default::default()
+            })
+            .unwrap_or_else(|e| panic!("dev cluster: {e}")),
+        );
         let mut config = GatewayConfig::new(PASSWORD, cluster::dev_mdms());
         if !preconfigured {
             config.preconfigured = None;
         }
-        let gw = gateway::start(config).unwrap_or_else(|e| panic!("gateway: {e}"));
+        let gw = Arc::new(gateway::start(config).unwrap_or_else(|e| panic!("gateway: {e}")));
+        let control = listener.map(|l| {
+            l.serve(control::Targets {
+                master: master.clone(),
+                gateway: Some(gw.clone()),
+            })
+            .expect("control API")
+        });
+        let (package_flags, packages) = if preconfigured {
+            (Vec::new(), None)
+        } else {
+            let (flags, server) = stage_packages(&dir.join("packages"));
+            (flags, Some(server))
+        };
         Rig {
             store: dir.join("state.json"),
             dir,
@@ -67,6 +92,9 @@ impl Rig {
             port: free_port(),
             child: None,
             experimental: !preconfigured,
+            _control: control,
+            _packages: packages,
+            package_flags,
         }
     }
 
@@ -88,6 +116,7 @@ impl Rig {
             });
             args.push("-experimental=true".to_string());
         }
+        args.extend(self.package_flags.iter().cloned());
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -241,6 +270,10 @@ impl Rig {
 
     /// One SDS per agent at its address, each device once.
     fn assert_exactly_once(&self) {
+        self.assert_exactly_once_of(&DEVICES);
+    }
+
+    fn assert_exactly_once_of(&self, wanted: &[&str]) {
         let view = self.gateway_view();
         assert_eq!(view.len(), AGENTS, "{view:?}");
         let agents = self.master.agents().expect("agents");
@@ -251,16 +284,22 @@ impl Rig {
             assert_eq!(ips, &vec![a.ip.to_string()]);
             let mut sorted = devices.clone();
             sorted.sort();
-            assert_eq!(sorted, DEVICES.to_vec(), "{}", a.hostname);
+            assert_eq!(sorted, wanted.to_vec(), "{}", a.hostname);
         }
         let total = self.gw.snapshot()["devices"].as_array().map(Vec::len);
-        assert_eq!(total, Some(AGENTS * DEVICES.len()));
+        assert_eq!(total, Some(AGENTS * wanted.len()));
     }
 }
 
 impl Drop for Rig {
     fn drop(&mut self) {
         self.kill_scheduler();
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(self.dir.join("scheduler.log")).unwrap_or_default();
+            eprintln!("scheduler log ({}):\n{log}", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
@@ -410,82 +449,161 @@ fn injected_500s_delays_and_token_expiry_are_survived() {
     rig.assert_exactly_once();
 }
 
-/// Agent id -> persona, from /api/state.
-fn personas(rig: &Rig) -> BTreeMap<String, String> {
-    rig.state()
-        .and_then(|s| {
-            Some(
-                s.pointer("/model/nodes")?
-                    .as_object()?
-                    .iter()
-                    .map(|(a, n)| (a.clone(), n["persona"].as_str().unwrap_or("").to_string()))
-                    .collect(),
-            )
-        })
-        .unwrap_or_default()
-}
-
+/// Issue 9's last "Done when", with issue 10's executors doing the node side for real: on
+/// the empty gateway the primary's executor builds the MDM cluster with the stand-ins' `scli`
+/// (which creates the gateway's system), every MDM node installs LIA and the gateway, and
+/// the scheduler creates the domain and pool and attaches every node.
 #[test]
-fn experimental_mode_attaches_once_the_primary_has_built_the_cluster() {
+fn experimental_mode_builds_the_mdm_cluster_then_attaches_every_node() {
+    const FREE_DISKS: [&str; 2] = ["/dev/xvdb", "/dev/xvdc"];
     let mut rig = Rig::with_gateway("experimental", false);
     rig.start_scheduler();
-    let executors = rig.executors();
-    let personas = personas(&rig);
-    let primary = executors
-        .iter()
-        .find(|(_, (agent, _))| personas.get(agent).map(String::as_str) == Some("primary"))
-        .map(|(e, (_, s))| (e.clone(), s.clone()))
-        .unwrap_or_else(|| panic!("no primary among {personas:?}"));
-    assert_eq!(
-        personas.values().filter(|p| p.as_str() != "data").count(),
-        3,
-        "{personas:?}"
-    );
-    // The primary runs its cluster-init steps (issue 10's executor); every node reports its
-    // devices and waits in storage-attach.
-    assert_eq!(
-        rig.post(
-            &primary.0,
-            &primary.1,
-            "phase",
-            &json!({"phase": "cluster-init"})
-        ),
-        200
-    );
-    for (exec, (_, secret)) in &executors {
-        assert_eq!(
-            rig.post(exec, secret, "devices", &json!({ "devices": DEVICES })),
-            200
-        );
-        if *exec != primary.0 {
-            assert_eq!(
-                rig.post(exec, secret, "phase", &json!({"phase": "storage-attach"})),
-                200
+    let nodes = wait_for("every node running", Duration::from_secs(240), || {
+        let s = rig.state()?;
+        let nodes = s.pointer("/model/nodes")?.as_object()?.clone();
+        if let Some(f) = nodes.values().find(|n| n["phase"] == "failed") {
+            panic!("{} failed: {}", f["hostname"], f["last_error"]);
+        }
+        (nodes.len() == AGENTS && nodes.values().all(|n| n["phase"] == "running")).then_some(nodes)
+    });
+    let ip_of = |persona: &str| -> String {
+        let n = nodes
+            .values()
+            .find(|n| n["persona"] == persona)
+            .unwrap_or_else(|| panic!("no {persona}"));
+        n["ip"].as_str().unwrap().to_string()
+    };
+    let (pri, sec, tb) = (ip_of("primary"), ip_of("secondary"), ip_of("tiebreaker"));
+
+    // Through the gateway's own API: one system, a three-node MDM cluster of the trio.
+    let mut c = GatewayClient::new(ClientConfig::new(
+        &rig.gw.addr().to_string(),
+        Secret::new(PASSWORD),
+        "2.0",
+    ))
+    .expect("client");
+    let systems = c.list("/api/types/System/instances").expect("systems");
+    assert_eq!(systems.len(), 1, "{systems:?}");
+    let mdm = &systems[0]["mdmCluster"];
+    assert_eq!(mdm["clusterMode"], "ThreeNodes");
+    assert_eq!(mdm["master"]["ips"], json!([pri]));
+    assert_eq!(mdm["slaves"][0]["ips"], json!([sec]));
+    assert_eq!(mdm["tieBreakers"][0]["ips"], json!([tb]));
+    let pds = c
+        .list("/api/types/ProtectionDomain/instances")
+        .expect("pds");
+    assert_eq!(pds.len(), 1);
+    assert_eq!(pds[0]["name"], "default");
+    let pools = c.list("/api/types/StoragePool/instances").expect("pools");
+    assert_eq!(pools.len(), 1);
+    assert_eq!(pools[0]["name"], "default");
+    let sdcs = c.list("/api/types/Sdc/instances").expect("sdcs");
+    assert_eq!(sdcs.len(), AGENTS, "every node's SDC: {sdcs:?}");
+    assert!(sdcs.iter().all(|s| s["mdmConnectionState"] == "Connected"));
+    rig.assert_exactly_once_of(&FREE_DISKS);
+
+    // The hosts: the primary ran each creation step once; every MDM node has LIA with the
+    // cluster's installation id and a gateway pointed at the managers; no password on any
+    // command line.
+    let hosts: Vec<(String, HostState)> = (1..=AGENTS)
+        .map(|n| {
+            let root = FakeRoot::open(&host::agent_root(
+                &rig.dir.join("mesos").join(format!("agent-{n}")),
+            ))
+            .expect("host root");
+            let persona = nodes
+                .values()
+                .find(|v| v["hostname"] == format!("agent-{n}").as_str())
+                .map(|v| v["persona"].as_str().unwrap().to_string())
+                .unwrap();
+            (persona, root.state().expect("host state"))
+        })
+        .collect();
+    let primary = &hosts.iter().find(|(p, _)| p == "primary").unwrap().1;
+    let cluster = primary
+        .scli
+        .cluster
+        .clone()
+        .expect("the primary holds the MDM cluster");
+    assert_eq!(cluster.mode, "3_node");
+    assert_eq!(cluster.name.as_deref(), Some("scaleio"));
+    assert!(cluster.password_changed);
+    for verb in [
+        "--create_mdm_cluster",
+        "--set_password",
+        "--switch_cluster_mode",
+        "--rename_system",
+    ] {
+        let runs = primary
+            .history
+            .iter()
+            .filter(|i| i.argv.iter().any(|a| a == verb) && i.status == 0)
+            .count();
+        assert_eq!(runs, 1, "{verb}");
+    }
+    let properties = "opt/emc/scaleio/gateway/webapps/ROOT/WEB-INF/classes/gatewayUser.properties";
+    for (n, (persona, h)) in hosts.iter().enumerate() {
+        let root = host::agent_root(&rig.dir.join("mesos").join(format!("agent-{}", n + 1)));
+        for i in &h.history {
+            assert!(
+                !i.argv.iter().any(|a| a.contains(PASSWORD)),
+                "password on a command line: {:?}",
+                i.argv
             );
         }
+        let has = |p: &str| h.packages.keys().any(|k| k.eq_ignore_ascii_case(p));
+        if persona == "data" {
+            assert!(
+                !has("EMC-ScaleIO-lia") && !has("EMC-ScaleIO-gateway") && !has("EMC-ScaleIO-mdm")
+            );
+            continue;
+        }
+        assert!(
+            has("EMC-ScaleIO-lia") && has("EMC-ScaleIO-gateway"),
+            "{persona}"
+        );
+        assert!(h.lia_token_set && h.gateway_admin_password_set, "{persona}");
+        let id = std::fs::read_to_string(root.join("opt/emc/scaleio/lia/cfg/installation_id.txt"))
+            .expect("installation id");
+        assert_eq!(id.trim(), cluster.installation_id, "{persona}");
+        let props = std::fs::read_to_string(root.join(properties)).expect("properties");
+        assert!(
+            props.contains(&format!("mdm.ip.addresses={pri},{sec}\n")),
+            "{props}"
+        );
+        assert!(
+            props.contains("security.bypass_certificate_check=true\n"),
+            "{props}"
+        );
+        assert!(
+            props.contains("mdm.port=6611\n"),
+            "other lines kept: {props}"
+        );
+        assert!(
+            h.services["scaleio-gateway"].restarts >= 1,
+            "{persona}: restarted"
+        );
     }
-    assert_eq!(
-        rig.gw.snapshot()["requests"],
-        json!(0),
-        "no gateway call before the cluster exists"
-    );
-    // What the primary's `scli --rename_system` leads to; then it passes cluster-init.
-    rig.gw.create_system("scaleio").expect("system");
-    assert_eq!(
-        rig.post(
-            &primary.0,
-            &primary.1,
-            "phase",
-            &json!({"phase": "storage-attach"})
-        ),
-        200
-    );
-    rig.connect_sdcs();
-    rig.wait_all_ready(Duration::from_secs(90));
-    let snap = rig.gw.snapshot();
-    assert_eq!(snap["protectionDomains"].as_array().map(Vec::len), Some(1));
-    assert_eq!(snap["protectionDomains"][0]["name"], json!("default"));
-    assert_eq!(snap["storagePools"].as_array().map(Vec::len), Some(1));
-    assert_eq!(snap["storagePools"][0]["name"], json!("default"));
-    rig.assert_exactly_once();
+    let log = std::fs::read_to_string(rig.dir.join("scheduler.log")).unwrap_or_default();
+    assert!(!log.contains(PASSWORD), "password in the scheduler log");
+    // Every file the executors wrote to their sandboxes (stdout, stderr) and the hosts'
+    // command logs: no password.
+    let mut stack = vec![rig.dir.join("mesos")];
+    let mut read = 0;
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() && !p.is_symlink() {
+                stack.push(p);
+            } else if p
+                .file_name()
+                .is_some_and(|f| f == "stderr" || f == "stdout")
+            {
+                read += 1;
+                let text = std::fs::read_to_string(&p).unwrap_or_default();
+                assert!(!text.contains(PASSWORD), "password in {}", p.display());
+            }
+        }
+    }
+    assert!(read >= AGENTS, "executor logs read: {read}");
 }

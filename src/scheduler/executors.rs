@@ -18,6 +18,7 @@ use crate::hash::content_hash;
 use crate::scheduler::exchange::{
     ApiError, ExecutorCall, ExecutorReply, ExecutorRequest, PlanReply, ReplyTo,
 };
+use crate::scheduler::mdm_cluster;
 use crate::scheduler::model::{Layout, Persisted, Persona, Phase};
 use crate::scheduler::node_plan::{self, InstallSettings};
 use crate::secret::Secret;
@@ -58,6 +59,12 @@ struct PlanBody<'a> {
     runs_scheduler: bool,
     /// The scheduler's node: do not reboot yet, others are still on their way.
     reboot_wait: bool,
+    /// Experimental mode: the SDC waits for the trio's addresses (`install.mdm_ips`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    experimental: bool,
+    /// Experimental mode, MDM nodes: the cluster build (`mdm_cluster`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster_init: Option<mdm_cluster::ClusterInit>,
 }
 
 #[derive(Serialize)]
@@ -373,6 +380,20 @@ impl ExecutorApi {
             .nodes
             .get(agent)
             .ok_or_else(|| gone_executor(executor_id))?;
+        let experimental = self.install.experimental;
+        let with_trio;
+        let mut install = &self.install;
+        let mut cluster_init = None;
+        if experimental {
+            let nodes = state.model.nodes.values();
+            if install.mdm_ips.is_empty() {
+                let mut i = self.install.clone();
+                i.mdm_ips = mdm_cluster::Trio::of(nodes.clone()).managers();
+                with_trio = i;
+                install = &with_trio;
+            }
+            cluster_init = mdm_cluster::plan(node, nodes, &self.install.system_name);
+        }
         let body = PlanBody {
             executor_id,
             agent_id: &node.agent_id,
@@ -384,7 +405,7 @@ impl ExecutorApi {
             attached: &node.attached,
             storage_ready: node.storage_ready,
             framework_id: state.model.framework_id.as_deref(),
-            install: &self.install,
+            install,
             resume: node.progress,
             runs_scheduler: self.install.runs_scheduler(node),
             reboot_wait: node_plan::reboot_wait(
@@ -392,6 +413,8 @@ impl ExecutorApi {
                 self.install.runs_scheduler(node),
                 state.model.nodes.values(),
             ),
+            experimental,
+            cluster_init,
         };
         let encode_error =
             |e: serde_json::Error| ApiError::new(500, "cannot encode plan", e.to_string());
@@ -721,6 +744,49 @@ mod tests {
             .ends_with(".rpm"));
         assert_eq!(json["runs_scheduler"], false);
         assert_eq!(json["reboot_wait"], false);
+    }
+
+    #[test]
+    fn experimental_plans_carry_the_trio_and_only_mdm_plans_the_cluster_build() {
+        let mut api = ExecutorApi::new();
+        api.set_install_settings(InstallSettings {
+            experimental: true,
+            system_name: "sys".into(),
+            ..Default::default()
+        });
+        api.set_mdm_gateway_password(Some(Secret::new("Gw-pass")));
+        let mut s = state();
+        let plan_json = |api: &mut ExecutorApi, s: &mut Persisted| {
+            let (r, rx) = plan_req(None, 0, SECRET);
+            api.handle(s, r, 1);
+            serde_json::from_slice::<serde_json::Value>(&plan_of(rx.try_recv().unwrap()).json)
+                .unwrap()
+        };
+        // No trio placed yet: the SDC has no addresses to take, and is told to wait.
+        let json = plan_json(&mut api, &mut s);
+        assert_eq!(json["experimental"], true);
+        assert_eq!(json["install"]["mdm_ips"], serde_json::json!([]));
+        assert!(json.get("cluster_init").is_none());
+        for (agent, persona, ip) in [
+            ("a2", Persona::Primary, "10.0.0.1"),
+            ("a3", Persona::Secondary, "10.0.0.2"),
+        ] {
+            let mut n = Node::new(agent, agent, persona, 1);
+            n.ip = Some(ip.into());
+            s.model.nodes.insert(agent.into(), n);
+        }
+        let json = plan_json(&mut api, &mut s);
+        assert_eq!(
+            json["install"]["mdm_ips"],
+            serde_json::json!(["10.0.0.1", "10.0.0.2"])
+        );
+        assert!(json.get("cluster_init").is_none() && json.get("secrets").is_none());
+        s.model.nodes.get_mut("a1").unwrap().persona = Persona::Tiebreaker;
+        let json = plan_json(&mut api, &mut s);
+        assert_eq!(json["cluster_init"]["role"], "tiebreaker");
+        assert_eq!(json["cluster_init"]["cluster_created"], false);
+        assert_eq!(json["secrets"]["gateway_password"], "Gw-pass");
+        assert!(!json["cluster_init"].to_string().contains("Gw-pass"));
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod executors;
 pub mod faults;
 pub mod flags;
 pub mod launch;
+pub mod mdm_cluster;
 pub mod metrics;
 pub mod model;
 pub mod node_plan;

@@ -58,6 +58,10 @@ pub struct InstallSettings {
     /// Host name or address of the scheduler (`-rest.address`): its node reboots last.
     #[serde(skip)]
     pub scheduler_host: String,
+    /// Experimental mode: MDM nodes' plans carry the cluster build (`mdm_cluster`), and the
+    /// SDC's addresses are the trio's.
+    #[serde(skip)]
+    pub experimental: bool,
 }
 
 impl InstallSettings {
@@ -87,6 +91,7 @@ impl InstallSettings {
             debug: c.debug,
             volume_driver: crate::scheduler::volume_driver::VolumeDriverPlan::from_config(c),
             scheduler_host: c.rest_address.clone(),
+            experimental: c.experimental,
         }
     }
 

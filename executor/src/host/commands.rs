@@ -21,6 +21,9 @@ pub struct Cmd {
     pub env: Vec<(String, String)>,
     /// Variables whose values are secret: errors name them, never show the value.
     pub secret_env: Vec<(String, String)>,
+    /// Lines written to the child's standard input (passwords a tool reads there), never
+    /// shown: errors say only how many lines went in.
+    pub secret_stdin: Vec<String>,
 }
 
 impl Cmd {
@@ -42,12 +45,20 @@ impl Cmd {
         self
     }
 
+    pub fn secret_stdin(mut self, line: &str) -> Cmd {
+        self.secret_stdin.push(line.into());
+        self
+    }
+
     /// The command as a log-safe line: `MDM_IP=a,b TOKEN=<secret> dpkg -i file`.
     pub fn display(&self) -> String {
         let mut parts: Vec<String> = self.env.iter().map(|(n, v)| format!("{n}={v}")).collect();
         parts.extend(self.secret_env.iter().map(|(n, _)| format!("{n}=<secret>")));
         parts.push(self.program.clone());
         parts.extend(self.args.iter().cloned());
+        if !self.secret_stdin.is_empty() {
+            parts.push(format!("< <{} secret line(s)>", self.secret_stdin.len()));
+        }
         parts.join(" ")
     }
 }
@@ -90,13 +101,17 @@ impl fmt::Display for CommandError {
     }
 }
 
-/// Runs `cmd` to completion with no stdin. `Ok` whatever the exit status: callers that need
-/// success use [`check`].
+/// Runs `cmd` to completion, with no stdin unless it has `secret_stdin`. `Ok` whatever the
+/// exit status: callers that need success use [`check`].
 pub fn run(cmd: &Cmd) -> Result<Output, CommandError> {
     let mut command = Command::new(&cmd.program);
     command
         .args(&cmd.args)
-        .stdin(Stdio::null())
+        .stdin(if cmd.secret_stdin.is_empty() {
+            Stdio::null()
+        } else {
+            Stdio::piped()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     for (n, v) in cmd.env.iter().chain(&cmd.secret_env) {
@@ -110,6 +125,13 @@ pub fn run(cmd: &Cmd) -> Result<Output, CommandError> {
     let mut child = command
         .spawn()
         .map_err(|e| fail(format!("cannot start {}: {e}", cmd.program)))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        use std::io::Write;
+        // A few short lines fit the pipe's buffer: this write cannot block on the child. A
+        // child that exits without reading them is judged by its status, like any other.
+        let text: String = cmd.secret_stdin.iter().map(|l| format!("{l}\n")).collect();
+        let _ = stdin.write_all(text.as_bytes());
+    }
     // stderr is drained on its own thread so that neither pipe can fill and block the child.
     let mut err_pipe = child.stderr.take();
     let err_reader = std::thread::spawn(move || {
@@ -206,6 +228,24 @@ mod tests {
         let shown = format!("{e} {cmd:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(shown.contains("TOKEN=<secret>") && shown.contains("MDM_IP=10.0.0.1,10.0.0.2"));
+    }
+
+    #[test]
+    fn stdin_secrets_reach_the_child_but_never_the_error() {
+        let cmd = Cmd::new(
+            "sh",
+            &[
+                "-c",
+                "read a; read b; [ \"$a\" = one ] && [ \"${#b}\" = 5 ] && exit 5",
+            ],
+        )
+        .secret_stdin("one")
+        .secret_stdin("Two-2");
+        let e = check(&cmd).unwrap_err();
+        assert_eq!(e.status, Some(5), "the child read both lines");
+        let shown = format!("{e} {cmd:?}");
+        assert!(!shown.contains("Two-2"), "{shown}");
+        assert!(shown.contains("<2 secret line(s)>"), "{shown}");
     }
 
     #[test]

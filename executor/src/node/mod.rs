@@ -3,6 +3,7 @@
 //! ([`api`]) and handing the end (running, failed, replaced) to the executor's main loop.
 
 pub mod api;
+pub mod cluster;
 pub mod download;
 pub mod machine;
 pub mod plan;
@@ -179,7 +180,7 @@ impl Node {
             Phase::RebootPrerequisites => self.reboot_prerequisites(),
             Phase::Packages => self.packages(),
             Phase::Devices => self.devices(),
-            Phase::ClusterInit => Err("cluster-init is not implemented by this executor".into()),
+            Phase::ClusterInit => self.cluster_init(),
             Phase::StorageAttach => self.storage_attach(),
             Phase::VolumeDriver => self.volume_driver(),
             Phase::RebootFinal => self.reboot_final(),
@@ -300,14 +301,9 @@ impl Node {
 
     fn packages(&mut self) -> StepResult {
         let platform = self.platform()?;
+        // LIA and the gateway come in cluster-init, once the MDM cluster exists.
         let components: &[Component] = if self.plan.is_mdm() {
-            &[
-                Component::Mdm,
-                Component::Sds,
-                Component::Sdc,
-                Component::Lia,
-                Component::Gateway,
-            ]
+            &[Component::Mdm, Component::Sds, Component::Sdc]
         } else {
             &[Component::Sds, Component::Sdc]
         };
@@ -349,6 +345,13 @@ impl Node {
                 self.plan.hostname
             );
             return Ok(());
+        }
+        if c == Component::Sdc && self.plan.experimental {
+            // The SDC connects to the MDMs its MDM_IP names: the trio's, once placed.
+            self.wait_for_plan(
+                "the primary and secondary MDM addresses (install.mdm_ips)",
+                |p| !p.install.mdm_ips.is_empty(),
+            )?;
         }
         let path = download::fetch(&url, &self.sandbox.join("packages"))?;
         let mut cmd = Cmd::default();
@@ -414,7 +417,10 @@ impl Node {
         self.api
             .report("devices", &serde_json::json!({ "devices": found }))
             .map_err(|e| format!("device report refused: {e}"))?;
-        Ok(Findings::default())
+        Ok(Findings {
+            cluster_init: self.plan.experimental && self.plan.is_mdm(),
+            ..Findings::default()
+        })
     }
 
     fn storage_attach(&mut self) -> StepResult {

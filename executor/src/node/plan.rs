@@ -31,6 +31,12 @@ pub struct Plan {
     pub install: Install,
     #[serde(default)]
     pub secrets: Option<Secrets>,
+    /// Experimental mode: the SDC waits for the trio's addresses in `install.mdm_ips`.
+    #[serde(default)]
+    pub experimental: bool,
+    /// Experimental mode, MDM nodes: the cluster build (see [`crate::node::cluster`]).
+    #[serde(default)]
+    pub cluster_init: Option<ClusterInit>,
 }
 
 fn data_persona() -> String {
@@ -179,6 +185,51 @@ pub struct Packages {
     pub sdc: Option<String>,
     pub lia: Option<String>,
     pub gw: Option<String>,
+}
+
+/// An MDM node's part of the cluster build, as the scheduler computes it.
+#[derive(Deserialize, Default, Clone, Debug, PartialEq, Eq)]
+pub struct ClusterInit {
+    #[serde(default)]
+    pub role: String,
+    #[serde(default)]
+    pub primary_ip: Option<String>,
+    /// Primary and secondary, for the gateway's `mdm.ip.addresses`.
+    #[serde(default)]
+    pub mdm_ips: Vec<String>,
+    /// The primary's `scli` steps, in order (empty while it must wait, and for the others).
+    #[serde(default)]
+    pub steps: Vec<ScliStep>,
+    #[serde(default)]
+    pub waiting_for: Option<String>,
+    #[serde(default)]
+    pub cluster_created: bool,
+}
+
+#[derive(Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ScliStep {
+    pub name: String,
+    pub args: Vec<String>,
+    /// Which password goes on each line of standard input: `factory` or `admin`.
+    #[serde(default)]
+    pub stdin: Vec<String>,
+    /// Skip the step when this holds before it.
+    #[serde(default)]
+    pub check: Option<Check>,
+    /// After the step exits 0, `check` must hold (polled with a deadline).
+    #[serde(default)]
+    pub verify: bool,
+}
+
+/// The state that shows a step done (the scheduler's `mdm_cluster::Check`).
+#[derive(Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Check {
+    ClusterExists,
+    PasswordSet,
+    Member { ip: String },
+    Mode { mode: String },
+    Named { name: String },
 }
 
 #[derive(Deserialize, Clone)]

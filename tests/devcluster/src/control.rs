@@ -17,7 +17,7 @@
 //! | `POST /control/gateway/delay?ms=N` | slow gateway replies |
 //! | `POST /control/gateway/expire-tokens` | every gateway token becomes invalid |
 //! | `POST /control/gateway/sdc?agent=N&mdm=<MDM_IP>` | agent N's SDC package was installed with that `MDM_IP`: its SDC registers with the gateway when the list names this cluster's MDMs (a reboot of the agent disconnects it until the next registration) |
-//! | `POST /control/gateway/create-system?name=<name>` | the empty gateway (experimental mode) gets its system; the same name again is a no-op, another name a 409 |
+//! | `POST /control/gateway/create-system?name=<name>[&primary=IP&secondary=IP&tiebreaker=IP]` | the empty gateway (experimental mode) gets its system, reporting that MDM trio when given (SDCs installed earlier with its `MDM_IP` connect); the same name again is a no-op, another name a 409 |
 //! | `POST /control/agents/<n>/reboot` | agent `n`'s host boots its pending kernel (host stand-ins), then the agent restarts |
 //! | `GET /control/agents/<n>/host` | agent `n`'s host stand-in state (packages, services, kernel, MDM cluster, command history) |
 //!
@@ -111,8 +111,13 @@ fn agent_host(t: &Targets, index: usize) -> Option<FakeRoot> {
     FakeRoot::open(&host::agent_root(&dir)).ok()
 }
 
-/// Experimental mode: the MDM cluster now exists under `name`, so the gateway reports it.
-fn create_system(g: &GatewayHandle, name: &str) -> Result<Value, (u16, String)> {
+/// Experimental mode: the MDM cluster now exists under `name`, so the gateway reports it
+/// (with `mdm`, the trio that cluster has, when given).
+fn create_system(
+    g: &GatewayHandle,
+    name: &str,
+    mdm: Option<crate::gateway::MdmIps>,
+) -> Result<Value, (u16, String)> {
     let existing = g.snapshot();
     if let Some(system) = existing.get("system").filter(|s| !s.is_null()) {
         let id = system.get("id").cloned().unwrap_or(Value::Null);
@@ -125,7 +130,7 @@ fn create_system(g: &GatewayHandle, name: &str) -> Result<Value, (u16, String)> 
             format!("the gateway already has system {have:?}; it cannot be renamed to {name:?}"),
         ));
     }
-    let id = g.create_system(name).map_err(|e| (400, e))?;
+    let id = g.create_system_with(name, mdm).map_err(|e| (400, e))?;
     Ok(json!({"id": id, "name": name, "created": true}))
 }
 
@@ -270,7 +275,26 @@ fn act(t: &Targets, method: &Method, url: &str) -> Result<Value, (u16, String)> 
                 400,
                 format!("name {raw:?} is not a valid URL-encoded value"),
             ))?;
-            create_system(gateway()?, &name)
+            let trio: Vec<Option<String>> = ["primary", "secondary", "tiebreaker"]
+                .iter()
+                .map(|k| query(url, k).and_then(percent_decode))
+                .collect();
+            let mdm = match trio.as_slice() {
+                [Some(p), Some(s), Some(t)] => Some(crate::gateway::MdmIps {
+                    primary: p.clone(),
+                    secondary: s.clone(),
+                    tiebreaker: t.clone(),
+                }),
+                [None, None, None] => None,
+                _ => {
+                    return Err((
+                        400,
+                        "create-system takes all of primary, secondary and tiebreaker, or none"
+                            .to_string(),
+                    ))
+                }
+            };
+            create_system(gateway()?, &name, mdm)
         }
         (Method::Get | Method::Post, _) => Err((404, format!("no control endpoint {path}"))),
         _ => Err((405, format!("{method} not allowed on {path}"))),

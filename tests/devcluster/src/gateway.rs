@@ -252,8 +252,16 @@ impl GatewayHandle {
     /// Creates the system once the MDM cluster exists (experimental mode: what the primary's
     /// `scli --create_mdm_cluster` ... `--rename_system` leads to). Returns the system id.
     pub fn create_system(&self, name: &str) -> Result<String, String> {
+        self.create_system_with(name, None)
+    }
+
+    /// [`GatewayHandle::create_system`] for a cluster whose trio the stand-ins built: the
+    /// system reports `mdm` (the addresses of that cluster) instead of the configured ones.
+    /// SDCs installed before, with an `MDM_IP` naming its primary or secondary, connect now
+    /// (a real SDC keeps trying its MDMs until they answer).
+    pub fn create_system_with(&self, name: &str, mdm: Option<MdmIps>) -> Result<String, String> {
         let (reply, answer) = bounded(1);
-        self.send(Command::CreateSystem(name.to_string(), reply));
+        self.send(Command::CreateSystem(name.to_string(), mdm, reply));
         answer
             .recv_timeout(MODEL_REPLY_LIMIT)
             .map_err(|_| "gateway: the model thread is not running".to_string())?
@@ -362,7 +370,7 @@ enum Command {
     ClearFaults,
     SetDelay(Duration),
     ExpireTokens,
-    CreateSystem(String, Sender<Result<String, String>>),
+    CreateSystem(String, Option<MdmIps>, Sender<Result<String, String>>),
     SdcInstalled(String, String, Sender<Result<String, String>>),
     SdcConnected(String, bool),
     Snapshot(Sender<Value>),
@@ -500,8 +508,15 @@ fn run_model(mut model: Model, inbox: Receiver<Command>) {
             Command::ClearFaults => model.faults = Faults::default(),
             Command::SetDelay(delay) => model.faults.delay = delay,
             Command::ExpireTokens => model.tokens.clear(),
-            Command::CreateSystem(name, reply) => {
-                let _ = reply.send(model.create_system(&name));
+            Command::CreateSystem(name, mdm, reply) => {
+                if let (Some(m), None) = (mdm, &model.system) {
+                    model.mdm = m;
+                }
+                let created = model.create_system(&name);
+                if created.is_ok() {
+                    model.connect_waiting_sdcs();
+                }
+                let _ = reply.send(created);
             }
             Command::SdcInstalled(ip, mdm_ip, reply) => {
                 let _ = reply.send(model.sdc_installed(&ip, &mdm_ip));
@@ -1040,6 +1055,8 @@ struct Model {
     sdss: Vec<Sds>,
     devices: Vec<Device>,
     sdcs: Vec<Sdc>,
+    /// SDCs installed before the cluster existed: (host address, their `MDM_IP`).
+    waiting_sdcs: Vec<(String, String)>,
     tokens: HashMap<String, Token>,
     faults: Faults,
     ids_issued: u32,
@@ -1065,6 +1082,7 @@ impl Model {
             sdss: Vec::new(),
             devices: Vec::new(),
             sdcs: Vec::new(),
+            waiting_sdcs: Vec::new(),
             tokens: HashMap::new(),
             faults: Faults::default(),
             ids_issued: 0,
@@ -1389,7 +1407,12 @@ impl Model {
             return Err(format!("SDC host address {ip:?} is not an IPv4 address"));
         }
         if self.system.is_none() {
-            return Err("no MDM cluster yet: the SDC cannot connect".to_string());
+            self.waiting_sdcs.retain(|(i, _)| i != ip);
+            self.waiting_sdcs.push((ip.to_string(), mdm_ip.to_string()));
+            return Err(
+                "no MDM cluster yet: the SDC cannot connect (it will once the cluster exists)"
+                    .to_string(),
+            );
         }
         let ours = mdm_ip
             .split(',')
@@ -1421,6 +1444,14 @@ impl Model {
             connected: true,
         });
         Ok(id)
+    }
+
+    fn connect_waiting_sdcs(&mut self) {
+        for (ip, mdm_ip) in std::mem::take(&mut self.waiting_sdcs) {
+            if let Err(e) = self.sdc_installed(&ip, &mdm_ip) {
+                log::info!("gateway: the SDC on {ip} stays unconnected: {e}");
+            }
+        }
     }
 
     fn set_sdc_connected(&mut self, ip: &str, connected: bool) {

@@ -597,6 +597,10 @@ pub struct ScliState {
     pub cluster: Option<MdmCluster>,
     /// The user logged in through `scli --login`, until `--logout` or a reboot.
     pub session: Option<String>,
+    /// Hosts whose `scli --mdm_ip <this MDM> --login` succeeded (their own sessions with
+    /// this MDM), by host name.
+    #[serde(default)]
+    pub remote_sessions: Vec<String>,
 }
 
 /// One stand-in run: its argv (argv[0] being the command name) and its exit status.
@@ -868,6 +872,7 @@ impl FakeRoot {
             }
             s.boots += 1;
             s.scli.session = None;
+            s.scli.remote_sessions.clear();
             let names: Vec<String> = s.services.keys().cloned().collect();
             for name in names {
                 let pid = s.take_pid();

@@ -142,6 +142,12 @@ fn run(cmd: &str, args: &[String]) -> i32 {
         env: &env,
         io: Io::default(),
     };
+    if cmd == "scli" {
+        if let Some(status) = remote_scli(&root, args, &argv, &mut ctx) {
+            flush(&ctx.io);
+            return status;
+        }
+    }
     let outcome = root.update(|state| {
         let outcome = if available(cmd, state) {
             dispatch(cmd, args, state, &mut ctx)
@@ -2007,7 +2013,58 @@ fn complex_enough(p: &str) -> bool {
     p.chars().count() >= 6 && classes.iter().filter(|c| **c).count() >= 3
 }
 
+/// `scli --mdm_ip <IP>` where IP is not this host's MDM cluster but another agent's master
+/// MDM: the command acts on that host's cluster, as scli talks to a remote MDM over the
+/// network; the session is this host's own (a login from here first). `None`: not remote.
+/// The run is logged in this host's history, and the other host's is left alone.
+fn remote_scli(root: &FakeRoot, args: &[String], argv: &[String], ctx: &mut Ctx) -> Option<i32> {
+    let ip = args
+        .iter()
+        .position(|a| a == "--mdm_ip")
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+        .or_else(|| args.iter().find_map(|a| a.strip_prefix("--mdm_ip=")))?
+        .to_string();
+    let own = root.state().ok()?;
+    let serves = |s: &HostState| {
+        s.scli
+            .cluster
+            .as_ref()
+            .is_some_and(|c| c.master.ips.contains(&ip) || c.master.management_ips.contains(&ip))
+    };
+    if serves(&own) || !available("scli", &own) {
+        return None;
+    }
+    // Siblings: <work>/agent-N/host/root, this one being <work>/agent-K/host/root.
+    let work = root.path().parent()?.parent()?.parent()?;
+    let target = std::fs::read_dir(work)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| host::agent_root(&e.path()))
+        .filter(|p| p != root.path() && p.is_dir())
+        .filter_map(|p| FakeRoot::open(&p).ok())
+        .find(|r| r.state().is_ok_and(|s| serves(&s)))?;
+    let status = target
+        .update(|state| scli_as(args, state, ctx, Some(&own.hostname)))
+        .unwrap_or_else(|e| {
+            ctx.io.err(format!("scli: devcluster stand-in: {e}"));
+            2
+        });
+    let _ = root.update(|s| {
+        s.history.push(Invocation {
+            argv: argv.to_vec(),
+            status,
+        })
+    });
+    Some(status)
+}
+
 fn scli(args: &[String], state: &mut HostState, ctx: &mut Ctx) -> i32 {
+    scli_as(args, state, ctx, None)
+}
+
+/// `scli` acting on `state`'s MDM, for this host (`caller` `None`) or for another host.
+fn scli_as(args: &[String], state: &mut HostState, ctx: &mut Ctx, caller: Option<&str>) -> i32 {
     let mut command = None;
     let mut flags = Vec::new();
     let mut opts: std::collections::BTreeMap<String, String> = Default::default();
@@ -2060,7 +2117,10 @@ fn scli(args: &[String], state: &mut HostState, ctx: &mut Ctx) -> i32 {
             return 1;
         }
     }
-    let logged_in = state.scli.session.is_some();
+    let logged_in = match caller {
+        None => state.scli.session.is_some(),
+        Some(c) => state.scli.remote_sessions.iter().any(|h| h == c),
+    };
     let needs_login = !matches!(
         command.as_str(),
         "create_mdm_cluster" | "login" | "logout" | "query_cluster"
@@ -2146,14 +2206,23 @@ fn scli(args: &[String], state: &mut HostState, ctx: &mut Ctx) -> i32 {
                 return mdm_failed(&mut ctx.io, "Invalid username or password");
             }
             let id = c.id.clone();
-            state.scli.session = Some(user);
+            match caller {
+                None => state.scli.session = Some(user),
+                Some(c) if !state.scli.remote_sessions.iter().any(|h| h == c) => {
+                    state.scli.remote_sessions.push(c.to_string())
+                }
+                Some(_) => {}
+            }
             ctx.io.out(format!(
                 "Logged in. User role is SuperUser. System ID is {id}"
             ));
             0
         }
         "logout" => {
-            state.scli.session = None;
+            match caller {
+                None => state.scli.session = None,
+                Some(c) => state.scli.remote_sessions.retain(|h| h != c),
+            }
             ctx.io.out("Logged out.");
             0
         }
@@ -2346,10 +2415,17 @@ fn scli(args: &[String], state: &mut HostState, ctx: &mut Ctx) -> i32 {
                 return mdm_failed(&mut ctx.io, "Invalid name");
             }
             if ctx.env.control.is_some() {
+                let trio = state
+                    .scli
+                    .cluster
+                    .as_ref()
+                    .and_then(three_node_trio)
+                    .map(|[p, s, t]| format!("&primary={p}&secondary={s}&tiebreaker={t}"))
+                    .unwrap_or_default();
                 match control_post(
                     ctx.env,
                     &format!(
-                        "/control/gateway/create-system?name={}",
+                        "/control/gateway/create-system?name={}{trio}",
                         percent_encode(&name)
                     ),
                 ) {
@@ -2399,6 +2475,28 @@ fn scli(args: &[String], state: &mut HostState, ctx: &mut Ctx) -> i32 {
         }
         _ => 1,
     }
+}
+
+/// The first address of the master, the slave and the tie-breaker of a three-node cluster:
+/// what the gateway reports as its MDMs.
+fn three_node_trio(c: &MdmCluster) -> Option<[String; 3]> {
+    if c.mode != "3_node" {
+        return None;
+    }
+    let by_name = |names: &[String]| {
+        let name = names.first()?;
+        c.standby
+            .iter()
+            .find(|m| &m.name == name)?
+            .ips
+            .first()
+            .cloned()
+    };
+    Some([
+        c.master.ips.first()?.clone(),
+        by_name(&c.slaves)?,
+        by_name(&c.tiebreakers)?,
+    ])
 }
 
 fn query_cluster(c: &MdmCluster, io: &mut Io) {
