@@ -39,6 +39,7 @@ struct Rig {
     _control: Option<control::ControlHandle>,
     _packages: Option<Arc<tiny_http::Server>>,
     package_flags: Vec<String>,
+    password: &'static str,
 }
 
 impl Rig {
@@ -52,6 +53,10 @@ impl Rig {
     /// SDCs register); pre-configured, they get no package URLs and wait in `packages`, so
     /// the device reports this test makes are the only ones.
     fn with_gateway(name: &str, preconfigured: bool) -> Rig {
+        Rig::with_password(name, preconfigured, PASSWORD)
+    }
+
+    fn with_password(name: &str, preconfigured: bool, password: &'static str) -> Rig {
         let dir = std::env::temp_dir().join(format!("e2e-storage-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("dir");
@@ -66,7 +71,7 @@ impl Rig {
             })
             .unwrap_or_else(|e| panic!("dev cluster: {e}")),
         );
-        let mut config = GatewayConfig::new(PASSWORD, cluster::dev_mdms());
+        let mut config = GatewayConfig::new(password, cluster::dev_mdms());
         if !preconfigured {
             config.preconfigured = None;
         }
@@ -95,6 +100,7 @@ impl Rig {
             _control: control,
             _packages: packages,
             package_flags,
+            password,
         }
     }
 
@@ -103,7 +109,7 @@ impl Rig {
             &self.master.addr().to_string(),
             self.port,
             &self.store,
-            PASSWORD,
+            self.password,
         );
         args.retain(|a| !a.starts_with("-storage.preconfig.gateway="));
         args.push(format!("-storage.preconfig.gateway={}", self.gw.addr()));
@@ -606,4 +612,45 @@ fn experimental_mode_builds_the_mdm_cluster_then_attaches_every_node() {
         }
     }
     assert!(read >= AGENTS, "executor logs read: {read}");
+}
+
+/// A failing `scli` step ends the primary's task TASK_FAILED, and the node's error in
+/// `/api/state` names the phase, the step, its command, exit status and output: here the
+/// MDM refuses an admin password too weak for it (a real 2.0 MDM's rule, which the
+/// scheduler's flags do not enforce). The password itself shows nowhere.
+#[test]
+fn a_failing_scli_step_fails_the_primary_naming_the_step() {
+    const WEAK: &str = "weakpw";
+    let mut rig = Rig::with_password("scli-fails", false, WEAK);
+    rig.start_scheduler();
+    let mut last = String::new();
+    let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_for(
+            "the primary failing in cluster-init",
+            Duration::from_secs(120),
+            || {
+                let s = rig.state()?;
+                let nodes = s.pointer("/model/nodes")?.as_object()?.clone();
+                let p = nodes.values().find(|n| n["persona"] == "primary")?;
+                last = p["last_error"].as_str()?.to_string();
+                [
+                    "TASK_FAILED",
+                    "cluster-init",
+                    "\"set the admin password\"",
+                    "`scli --set_password < <2 secret line(s)>`",
+                    "exited with status 1",
+                    "at least 6 characters",
+                ]
+                .iter()
+                .all(|w| last.contains(w))
+                .then(|| last.clone())
+            },
+        )
+    }));
+    let error = found.unwrap_or_else(|_| panic!("last error of the primary: {last}"));
+    assert!(!error.contains(WEAK), "{error}");
+    // Nothing was attached: the gateway never got a system, the data nodes wait.
+    assert!(rig.gw.snapshot()["system"].is_null());
+    let text = rig.state().unwrap().to_string();
+    assert!(!text.contains(WEAK));
 }

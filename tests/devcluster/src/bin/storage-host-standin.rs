@@ -2102,8 +2102,13 @@ fn scli_as(args: &[String], state: &mut HostState, ctx: &mut Ctx, caller: Option
             .err(format!("Error: Failed to connect to MDM {ip}:6611"));
         return 1;
     }
-    if let (Some(ip), Some(c)) = (opts.get("mdm_ip"), &state.scli.cluster) {
-        if !c.master.ips.contains(ip) && !c.master.management_ips.contains(ip) {
+    if let Some(ip) = opts.get("mdm_ip") {
+        // No cluster here and none elsewhere at that address (`remote_scli` found none).
+        let reachable = match &state.scli.cluster {
+            Some(c) => c.master.ips.contains(ip) || c.master.management_ips.contains(ip),
+            None => command == "create_mdm_cluster",
+        };
+        if !reachable {
             ctx.io
                 .err(format!("Error: Failed to connect to MDM {ip}:6611"));
             return 1;
