@@ -617,11 +617,14 @@ fn experimental_mode_builds_the_mdm_cluster_then_attaches_every_node() {
 /// A failing `scli` step ends the primary's task TASK_FAILED, and the node's error in
 /// `/api/state` names the phase, the step, its command, exit status and output: here the
 /// MDM refuses an admin password too weak for it (a real 2.0 MDM's rule, which the
-/// scheduler's flags do not enforce). The password itself shows nowhere.
+/// scheduler's flags do not enforce). The password itself shows nowhere. Then the operator
+/// restarts the scheduler with a good password: the relaunched primary resumes the build,
+/// skipping what was done (the cluster is not created twice), and every node runs.
 #[test]
-fn a_failing_scli_step_fails_the_primary_naming_the_step() {
+fn a_failing_scli_step_fails_the_primary_naming_it_and_a_fixed_password_resumes() {
     const WEAK: &str = "weakpw";
-    let mut rig = Rig::with_password("scli-fails", false, WEAK);
+    let mut rig = Rig::with_password("scli-fails", false, PASSWORD);
+    rig.password = WEAK;
     rig.start_scheduler();
     let mut last = String::new();
     let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -651,6 +654,37 @@ fn a_failing_scli_step_fails_the_primary_naming_the_step() {
     assert!(!error.contains(WEAK), "{error}");
     // Nothing was attached: the gateway never got a system, the data nodes wait.
     assert!(rig.gw.snapshot()["system"].is_null());
-    let text = rig.state().unwrap().to_string();
-    assert!(!text.contains(WEAK));
+    assert!(!rig.state().unwrap().to_string().contains(WEAK));
+
+    rig.kill_scheduler();
+    rig.password = PASSWORD;
+    rig.start_scheduler();
+    let nodes = wait_for("every node running", Duration::from_secs(180), || {
+        let s = rig.state()?;
+        let nodes = s.pointer("/model/nodes")?.as_object()?.clone();
+        (nodes.len() == AGENTS && nodes.values().all(|n| n["phase"] == "running")).then_some(nodes)
+    });
+    let n = nodes
+        .values()
+        .find(|n| n["persona"] == "primary")
+        .and_then(|n| n["hostname"].as_str())
+        .unwrap()
+        .to_string();
+    let primary = FakeRoot::open(&host::agent_root(&rig.dir.join("mesos").join(&n)))
+        .unwrap()
+        .state()
+        .unwrap();
+    let runs = |verb: &str, status: i32| {
+        primary
+            .history
+            .iter()
+            .filter(|i| i.argv.iter().any(|a| a == verb) && i.status == status)
+            .count()
+    };
+    assert_eq!(runs("--create_mdm_cluster", 0), 1);
+    assert_eq!(runs("--create_mdm_cluster", 1), 0, "never tried again");
+    assert!(runs("--set_password", 1) >= 1);
+    assert_eq!(runs("--set_password", 0), 1);
+    assert_eq!(runs("--switch_cluster_mode", 0), 1);
+    assert_eq!(rig.gw.snapshot()["system"]["name"], "scaleio");
 }
