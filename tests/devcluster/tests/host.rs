@@ -562,6 +562,27 @@ fn install_mdm(h: &Host, manager: bool) {
     );
 }
 
+/// A new cluster whose master MDM is the dev cluster's first agent address.
+const CREATE_ON_127_0_0_2: [&str; 6] = [
+    "scli",
+    "--create_mdm_cluster",
+    "--master_mdm_ip",
+    "127.0.0.2",
+    "--accept_license",
+    "--approve_certificate",
+];
+
+const SWITCH_TO_3_NODE: [&str; 8] = [
+    "scli",
+    "--switch_cluster_mode",
+    "--cluster_mode",
+    "3_node",
+    "--add_slave_mdm_name",
+    "mdm2",
+    "--add_tb_name",
+    "tb",
+];
+
 fn scli_fails(h: &Host, argv: &[&str], stderr: &str) {
     let r = h.run(argv);
     assert_ne!(r.status, 0, "{argv:?} should fail: {r:?}");
@@ -713,20 +734,7 @@ fn the_scli_cluster_flow_runs_in_order_and_refuses_what_the_mdm_refuses() {
         "{r:?}"
     );
     scli_fails(&h, &standby_mgr, "same IP address already exists");
-    scli_fails(
-        &h,
-        &[
-            "scli",
-            "--switch_cluster_mode",
-            "--cluster_mode",
-            "3_node",
-            "--add_slave_mdm_name",
-            "mdm2",
-            "--add_tb_name",
-            "tb",
-        ],
-        "Could not find the standby MDM tb",
-    );
+    scli_fails(&h, &SWITCH_TO_3_NODE, "Could not find the standby MDM tb");
     h.ok(&[
         "scli",
         "--add_standby_mdm",
@@ -751,16 +759,7 @@ fn the_scli_cluster_flow_runs_in_order_and_refuses_what_the_mdm_refuses() {
         ],
         "was not installed as a manager",
     );
-    let switch = [
-        "scli",
-        "--switch_cluster_mode",
-        "--cluster_mode",
-        "3_node",
-        "--add_slave_mdm_name",
-        "mdm2",
-        "--add_tb_name",
-        "tb",
-    ];
+    let switch = SWITCH_TO_3_NODE;
     assert_eq!(
         h.ok(&switch).out,
         "Successfully switched the cluster mode.\n"
@@ -1163,14 +1162,7 @@ fn renaming_the_new_mdm_cluster_creates_the_gateway_system() {
     };
     assert!(c.gateway.snapshot()["system"].is_null());
     install_mdm(&h, true);
-    h.ok(&[
-        "scli",
-        "--create_mdm_cluster",
-        "--master_mdm_ip",
-        "127.0.0.2",
-        "--accept_license",
-        "--approve_certificate",
-    ]);
+    h.ok(&CREATE_ON_127_0_0_2);
     h.ok(&[
         "scli",
         "--login",
@@ -1252,14 +1244,7 @@ fn scli_reaches_the_master_from_another_host_and_the_trio_becomes_the_gateways()
     let sdc = other.package(SDC_DEB);
     let r = other.ok_env(&["dpkg", "-i", &sdc], &[("MDM_IP", "127.0.0.2,127.0.0.3")]);
     assert!(r.err.contains("did not connect"), "{r:?}");
-    pri.ok(&[
-        "scli",
-        "--create_mdm_cluster",
-        "--master_mdm_ip",
-        "127.0.0.2",
-        "--accept_license",
-        "--approve_certificate",
-    ]);
+    pri.ok(&CREATE_ON_127_0_0_2);
     let query_all = ["scli", "--mdm_ip", "127.0.0.2", "--query_all"];
     scli_fails(&other, &query_all, "Please login first");
     let login = [
@@ -1329,16 +1314,7 @@ fn scli_reaches_the_master_from_another_host_and_the_trio_becomes_the_gateways()
             name,
         ]);
     }
-    pri.ok(&[
-        "scli",
-        "--switch_cluster_mode",
-        "--cluster_mode",
-        "3_node",
-        "--add_slave_mdm_name",
-        "mdm2",
-        "--add_tb_name",
-        "tb",
-    ]);
+    pri.ok(&SWITCH_TO_3_NODE);
     assert!(c.gateway.snapshot()["system"].is_null());
     pri.ok(&[
         "scli",
