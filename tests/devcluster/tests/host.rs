@@ -1233,9 +1233,10 @@ fn agent_host(c: &Cluster, cluster_dir: &Path, n: usize, dir: TempDir) -> Host {
 #[test]
 fn scli_reaches_the_master_from_another_host_and_the_trio_becomes_the_gateways() {
     let dir = temp_dir("gw-trio");
-    let c = cluster_with_ubuntu_hosts(&dir, 2);
+    let c = cluster_with_ubuntu_hosts(&dir, 3);
     let pri = agent_host(&c, &dir, 1, temp_dir("gw-trio-1"));
     let other = agent_host(&c, &dir, 2, temp_dir("gw-trio-2"));
+    let tb = agent_host(&c, &dir, 3, temp_dir("gw-trio-3"));
     install_mdm(&pri, true);
     install_mdm(&other, true);
     // The SDC comes first, as in the executor's packages phase: no cluster to talk to yet.
@@ -1302,8 +1303,8 @@ fn scli_reaches_the_master_from_another_host_and_the_trio_becomes_the_gateways()
         "--password",
         "admin",
     ]);
-    for (ip, role, name) in [("127.0.0.3", "manager", "mdm2"), ("127.0.0.4", "tb", "tb")] {
-        pri.ok(&[
+    let add = |ip: &str, role: &str, name: &str| {
+        pri.run(&[
             "scli",
             "--add_standby_mdm",
             "--new_mdm_ip",
@@ -1312,8 +1313,23 @@ fn scli_reaches_the_master_from_another_host_and_the_trio_becomes_the_gateways()
             role,
             "--new_mdm_name",
             name,
-        ]);
-    }
+        ])
+    };
+    // The master talks to the MDM it adds: it must run there, installed for that role.
+    let r = add("127.0.0.4", "tb", "tb");
+    assert!(
+        r.err
+            .contains("Could not communicate with the new MDM 127.0.0.4"),
+        "{r:?}"
+    );
+    install_mdm(&tb, false);
+    let r = add("127.0.0.4", "manager", "tb");
+    assert!(
+        r.err.contains("installed as a tie-breaker, not a manager"),
+        "{r:?}"
+    );
+    assert_eq!(add("127.0.0.3", "manager", "mdm2").status, 0);
+    assert_eq!(add("127.0.0.4", "tb", "tb").status, 0);
     pri.ok(&SWITCH_TO_3_NODE);
     assert!(c.gateway.snapshot()["system"].is_null());
     pri.ok(&[
