@@ -39,6 +39,7 @@ struct Rig {
     _control: Option<control::ControlHandle>,
     _packages: Option<Arc<tiny_http::Server>>,
     package_flags: Vec<String>,
+    password: &'static str,
 }
 
 impl Rig {
@@ -52,6 +53,10 @@ impl Rig {
     /// SDCs register); pre-configured, they get no package URLs and wait in `packages`, so
     /// the device reports this test makes are the only ones.
     fn with_gateway(name: &str, preconfigured: bool) -> Rig {
+        Rig::with_password(name, preconfigured, PASSWORD)
+    }
+
+    fn with_password(name: &str, preconfigured: bool, password: &'static str) -> Rig {
         let dir = std::env::temp_dir().join(format!("e2e-storage-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("dir");
@@ -66,7 +71,7 @@ impl Rig {
             })
             .unwrap_or_else(|e| panic!("dev cluster: {e}")),
         );
-        let mut config = GatewayConfig::new(PASSWORD, cluster::dev_mdms());
+        let mut config = GatewayConfig::new(password, cluster::dev_mdms());
         if !preconfigured {
             config.preconfigured = None;
         }
@@ -95,6 +100,7 @@ impl Rig {
             _control: control,
             _packages: packages,
             package_flags,
+            password,
         }
     }
 
@@ -103,7 +109,7 @@ impl Rig {
             &self.master.addr().to_string(),
             self.port,
             &self.store,
-            PASSWORD,
+            self.password,
         );
         args.retain(|a| !a.starts_with("-storage.preconfig.gateway="));
         args.push(format!("-storage.preconfig.gateway={}", self.gw.addr()));
@@ -297,6 +303,19 @@ impl Drop for Rig {
         if std::thread::panicking() {
             let log = std::fs::read_to_string(self.dir.join("scheduler.log")).unwrap_or_default();
             eprintln!("scheduler log ({}):\n{log}", self.dir.display());
+            // The executors' logs go with the dev cluster's work dir: show them now.
+            let mut stack = vec![self.dir.join("mesos")];
+            while let Some(d) = stack.pop() {
+                for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                    let p = e.path();
+                    if p.is_dir() && !p.is_symlink() {
+                        stack.push(p);
+                    } else if p.file_name().is_some_and(|f| f == "stderr") {
+                        let text = std::fs::read_to_string(&p).unwrap_or_default();
+                        eprintln!("== {}\n{text}", p.display());
+                    }
+                }
+            }
         } else {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
@@ -461,7 +480,14 @@ fn experimental_mode_builds_the_mdm_cluster_then_attaches_every_node() {
     let nodes = wait_for("every node running", Duration::from_secs(240), || {
         let s = rig.state()?;
         let nodes = s.pointer("/model/nodes")?.as_object()?.clone();
-        if let Some(f) = nodes.values().find(|n| n["phase"] == "failed") {
+        // A phase that fails is a defect here. An executor that never started is relaunched
+        // (the dev cluster's fetcher can race another launch's fork: "Text file busy").
+        if let Some(f) = nodes.values().find(|n| {
+            n["phase"] == "failed"
+                && !n["last_error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("Executor terminated"))
+        }) {
             panic!("{} failed: {}", f["hostname"], f["last_error"]);
         }
         (nodes.len() == AGENTS && nodes.values().all(|n| n["phase"] == "running")).then_some(nodes)
@@ -606,4 +632,79 @@ fn experimental_mode_builds_the_mdm_cluster_then_attaches_every_node() {
         }
     }
     assert!(read >= AGENTS, "executor logs read: {read}");
+}
+
+/// A failing `scli` step ends the primary's task TASK_FAILED, and the node's error in
+/// `/api/state` names the phase, the step, its command, exit status and output: here the
+/// MDM refuses an admin password too weak for it (a real 2.0 MDM's rule, which the
+/// scheduler's flags do not enforce). The password itself shows nowhere. Then the operator
+/// restarts the scheduler with a good password: the relaunched primary resumes the build,
+/// skipping what was done (the cluster is not created twice), and every node runs.
+#[test]
+fn a_failing_scli_step_fails_the_primary_naming_it_and_a_fixed_password_resumes() {
+    const WEAK: &str = "weakpw";
+    let mut rig = Rig::with_password("scli-fails", false, PASSWORD);
+    rig.password = WEAK;
+    rig.start_scheduler();
+    let mut last = String::new();
+    let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_for(
+            "the primary failing in cluster-init",
+            Duration::from_secs(120),
+            || {
+                let s = rig.state()?;
+                let nodes = s.pointer("/model/nodes")?.as_object()?.clone();
+                let p = nodes.values().find(|n| n["persona"] == "primary")?;
+                last = p["last_error"].as_str()?.to_string();
+                [
+                    "TASK_FAILED",
+                    "cluster-init",
+                    "\"set the admin password\"",
+                    "`scli --set_password < <2 secret line(s)>`",
+                    "exited with status 1",
+                    "at least 6 characters",
+                ]
+                .iter()
+                .all(|w| last.contains(w))
+                .then(|| last.clone())
+            },
+        )
+    }));
+    let error = found.unwrap_or_else(|_| panic!("last error of the primary: {last}"));
+    assert!(!error.contains(WEAK), "{error}");
+    // Nothing was attached: the gateway never got a system, the data nodes wait.
+    assert!(rig.gw.snapshot()["system"].is_null());
+    assert!(!rig.state().unwrap().to_string().contains(WEAK));
+
+    rig.kill_scheduler();
+    rig.password = PASSWORD;
+    rig.start_scheduler();
+    let nodes = wait_for("every node running", Duration::from_secs(180), || {
+        let s = rig.state()?;
+        let nodes = s.pointer("/model/nodes")?.as_object()?.clone();
+        (nodes.len() == AGENTS && nodes.values().all(|n| n["phase"] == "running")).then_some(nodes)
+    });
+    let n = nodes
+        .values()
+        .find(|n| n["persona"] == "primary")
+        .and_then(|n| n["hostname"].as_str())
+        .unwrap()
+        .to_string();
+    let primary = FakeRoot::open(&host::agent_root(&rig.dir.join("mesos").join(&n)))
+        .unwrap()
+        .state()
+        .unwrap();
+    let runs = |verb: &str, status: i32| {
+        primary
+            .history
+            .iter()
+            .filter(|i| i.argv.iter().any(|a| a == verb) && i.status == status)
+            .count()
+    };
+    assert_eq!(runs("--create_mdm_cluster", 0), 1);
+    assert_eq!(runs("--create_mdm_cluster", 1), 0, "never tried again");
+    assert!(runs("--set_password", 1) >= 1);
+    assert_eq!(runs("--set_password", 0), 1);
+    assert_eq!(runs("--switch_cluster_mode", 0), 1);
+    assert_eq!(rig.gw.snapshot()["system"]["name"], "scaleio");
 }

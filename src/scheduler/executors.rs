@@ -159,7 +159,8 @@ impl ExecutorApi {
         };
         match call {
             ExecutorCall::Plan { version, wait_ms } => {
-                let plan = match self.plan(state, &executor_id, &agent) {
+                let trio = self.trio(state);
+                let plan = match self.plan(state, &executor_id, &agent, trio.as_ref()) {
                     Ok(p) => p,
                     Err(e) => {
                         let _ = reply.send(ExecutorReply::Failed(e));
@@ -288,6 +289,8 @@ impl ExecutorApi {
             return;
         }
         let mut done: Vec<(String, Option<ExecutorReply>)> = Vec::new();
+        // Once per batch, not per plan: it scans every node.
+        let trio = self.trio(state);
         for (id, p) in &self.parked {
             if p.deadline_ms <= now {
                 // The REST worker has given up by now and answered "unchanged" itself.
@@ -303,7 +306,7 @@ impl ExecutorApi {
                 done.push((id.clone(), Some(ExecutorReply::Failed(gone_executor(id)))));
                 continue;
             }
-            match self.plan(state, id, &p.agent) {
+            match self.plan(state, id, &p.agent, trio.as_ref()) {
                 Ok(plan) if plan.version != p.version => {
                     done.push((id.clone(), Some(ExecutorReply::Plan(plan))))
                 }
@@ -369,11 +372,19 @@ impl ExecutorApi {
         Ok(agent)
     }
 
+    /// Experimental mode: the MDM trio's addresses, which every plan carries.
+    fn trio(&self, state: &Persisted) -> Option<mdm_cluster::Trio> {
+        self.install
+            .experimental
+            .then(|| mdm_cluster::Trio::of(state.model.nodes.values()))
+    }
+
     fn plan(
         &self,
         state: &Persisted,
         executor_id: &str,
         agent: &str,
+        trio: Option<&mdm_cluster::Trio>,
     ) -> Result<PlanReply, ApiError> {
         let node = state
             .model
@@ -384,15 +395,17 @@ impl ExecutorApi {
         let with_trio;
         let mut install = &self.install;
         let mut cluster_init = None;
-        if experimental {
-            let nodes = state.model.nodes.values();
+        if let Some(trio) = trio.filter(|_| experimental) {
             if install.mdm_ips.is_empty() {
                 let mut i = self.install.clone();
-                i.mdm_ips = mdm_cluster::Trio::of(nodes.clone()).managers();
+                i.mdm_ips = trio.managers();
                 with_trio = i;
                 install = &with_trio;
             }
-            cluster_init = mdm_cluster::plan(node, nodes, &self.install.system_name);
+            if node.persona.is_mdm() {
+                cluster_init =
+                    mdm_cluster::plan(node, state.model.nodes.values(), &self.install.system_name);
+            }
         }
         let body = PlanBody {
             executor_id,

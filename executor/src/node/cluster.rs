@@ -266,19 +266,26 @@ pub fn restart_gateway(r: &mut dyn Runner, platform: Platform) -> Result<(), Str
     Ok(())
 }
 
+/// Whether the plan lets this MDM node do its part now: the primary once it holds its
+/// steps (the standbys run their MDM), the others once the primary has built the cluster.
+pub fn may_go_on(plan: &super::plan::Plan) -> bool {
+    plan.cluster_init.as_ref().is_some_and(|c| {
+        if c.role == "primary" {
+            !c.steps.is_empty()
+        } else {
+            c.cluster_created
+        }
+    })
+}
+
 impl Node {
     /// `cluster-init` (MDM nodes, experimental mode).
     pub(super) fn cluster_init(&mut self) -> StepResult {
         let platform = self.platform()?;
-        self.wait_for_plan("its part of the MDM cluster build (cluster_init)", |p| {
-            p.cluster_init.as_ref().is_some_and(|c| {
-                if c.role == "primary" {
-                    !c.steps.is_empty()
-                } else {
-                    c.cluster_created
-                }
-            })
-        })?;
+        self.wait_for_plan(
+            "its turn in the MDM cluster build (cluster_init.waiting_for)",
+            may_go_on,
+        )?;
         let ci: ClusterInit = self.plan.cluster_init.clone().unwrap_or_default();
         let password = self
             .plan
@@ -638,6 +645,26 @@ mod tests {
             .any(|l| l == "--mdm_ip 10.0.0.1 --login --username admin"));
         let e = read_installation_id(&mut s, "10.0.0.1", "wrong").unwrap_err();
         assert!(e.contains("logging in") && !e.contains("wrong"), "{e}");
+    }
+
+    #[test]
+    fn the_primary_goes_on_with_its_steps_the_others_once_the_cluster_exists() {
+        let plan = |ci: &str| -> super::super::plan::Plan {
+            serde_json::from_str(&format!(r#"{{"version":1,"persona":"secondary"{ci}}}"#)).unwrap()
+        };
+        assert!(!may_go_on(&plan("")), "no cluster build in the plan: wait");
+        assert!(!may_go_on(&plan(
+            r#","cluster_init":{"role":"primary","steps":[]}"#
+        )));
+        assert!(may_go_on(&plan(
+            r#","cluster_init":{"role":"primary","steps":[{"name":"n","args":[]}]}"#
+        )));
+        assert!(!may_go_on(&plan(
+            r#","cluster_init":{"role":"secondary","cluster_created":false}"#
+        )));
+        assert!(may_go_on(&plan(
+            r#","cluster_init":{"role":"tiebreaker","cluster_created":true}"#
+        )));
     }
 
     #[test]

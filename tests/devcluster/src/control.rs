@@ -19,6 +19,7 @@
 //! | `POST /control/gateway/sdc?agent=N&mdm=<MDM_IP>` | agent N's SDC package was installed with that `MDM_IP`: its SDC registers with the gateway when the list names this cluster's MDMs (a reboot of the agent disconnects it until the next registration) |
 //! | `POST /control/gateway/create-system?name=<name>[&primary=IP&secondary=IP&tiebreaker=IP]` | the empty gateway (experimental mode) gets its system, reporting that MDM trio when given (SDCs installed earlier with its `MDM_IP` connect); the same name again is a no-op, another name a 409 |
 //! | `POST /control/agents/<n>/reboot` | agent `n`'s host boots its pending kernel (host stand-ins), then the agent restarts |
+//! | `GET /control/hosts/<ip>` | the host stand-in state of the agent with that address (404 when none): how a stand-in `scli` finds the MDM it adds |
 //! | `GET /control/agents/<n>/host` | agent `n`'s host stand-in state (packages, services, kernel, MDM cluster, command history) |
 //!
 //! The host stand-ins (`crate::host`) use the gateway and reboot endpoints; they find this API
@@ -182,6 +183,16 @@ fn act(t: &Targets, method: &Method, url: &str) -> Result<Value, (u16, String)> 
                 .ok_or((400, "drop-next-call needs ?type=<call type>".to_string()))?;
             t.master.drop_next_call(kind).map_err(|e| (400, e))?;
             Ok(json!({"dropping_next": kind}))
+        }
+        (Method::Get, ["control", "hosts", ip]) => {
+            let agents = t.master.agents().map_err(bad)?;
+            let index = agents
+                .iter()
+                .position(|a| a.ip.to_string() == *ip)
+                .ok_or((404, format!("no agent has address {ip}")))?;
+            let root = agent_host(t, index)
+                .ok_or((404, format!("agent {} has no host stand-ins", index + 1)))?;
+            serde_json::to_value(root.state().map_err(bad)?).map_err(|e| bad(e.to_string()))
         }
         (Method::Get, ["control", "agents", n, "host"]) => {
             let index = agent_index(n)?;

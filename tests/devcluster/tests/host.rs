@@ -11,7 +11,6 @@ use devcluster::host::{
     ROOT_ENV,
 };
 use master_support::*;
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -563,6 +562,27 @@ fn install_mdm(h: &Host, manager: bool) {
     );
 }
 
+/// A new cluster whose master MDM is the dev cluster's first agent address.
+const CREATE_ON_127_0_0_2: [&str; 6] = [
+    "scli",
+    "--create_mdm_cluster",
+    "--master_mdm_ip",
+    "127.0.0.2",
+    "--accept_license",
+    "--approve_certificate",
+];
+
+const SWITCH_TO_3_NODE: [&str; 8] = [
+    "scli",
+    "--switch_cluster_mode",
+    "--cluster_mode",
+    "3_node",
+    "--add_slave_mdm_name",
+    "mdm2",
+    "--add_tb_name",
+    "tb",
+];
+
 fn scli_fails(h: &Host, argv: &[&str], stderr: &str) {
     let r = h.run(argv);
     assert_ne!(r.status, 0, "{argv:?} should fail: {r:?}");
@@ -714,20 +734,7 @@ fn the_scli_cluster_flow_runs_in_order_and_refuses_what_the_mdm_refuses() {
         "{r:?}"
     );
     scli_fails(&h, &standby_mgr, "same IP address already exists");
-    scli_fails(
-        &h,
-        &[
-            "scli",
-            "--switch_cluster_mode",
-            "--cluster_mode",
-            "3_node",
-            "--add_slave_mdm_name",
-            "mdm2",
-            "--add_tb_name",
-            "tb",
-        ],
-        "Could not find the standby MDM tb",
-    );
+    scli_fails(&h, &SWITCH_TO_3_NODE, "Could not find the standby MDM tb");
     h.ok(&[
         "scli",
         "--add_standby_mdm",
@@ -752,16 +759,7 @@ fn the_scli_cluster_flow_runs_in_order_and_refuses_what_the_mdm_refuses() {
         ],
         "was not installed as a manager",
     );
-    let switch = [
-        "scli",
-        "--switch_cluster_mode",
-        "--cluster_mode",
-        "3_node",
-        "--add_slave_mdm_name",
-        "mdm2",
-        "--add_tb_name",
-        "tb",
-    ];
+    let switch = SWITCH_TO_3_NODE;
     assert_eq!(
         h.ok(&switch).out,
         "Successfully switched the cluster mode.\n"
@@ -1005,10 +1003,14 @@ struct Cluster {
 }
 
 fn cluster_with_hosts(dir: &Path) -> Cluster {
+    cluster_with_ubuntu_hosts(dir, 1)
+}
+
+fn cluster_with_ubuntu_hosts(dir: &Path, agents: usize) -> Cluster {
     let listener = control::bind(0).unwrap();
     let mut standins = HostStandins::new(PathBuf::from(STANDIN), Some(listener.url()));
-    standins.per_agent = BTreeMap::from([(1, HostProfile::Ubuntu1404)]);
-    let master = Arc::new(cluster(1, |cfg| {
+    standins.per_agent = (1..=agents).map(|n| (n, HostProfile::Ubuntu1404)).collect();
+    let master = Arc::new(cluster(agents, |cfg| {
         cfg.work_dir = dir.join("work");
         cfg.host_standins = Some(standins);
     }));
@@ -1160,14 +1162,7 @@ fn renaming_the_new_mdm_cluster_creates_the_gateway_system() {
     };
     assert!(c.gateway.snapshot()["system"].is_null());
     install_mdm(&h, true);
-    h.ok(&[
-        "scli",
-        "--create_mdm_cluster",
-        "--master_mdm_ip",
-        "127.0.0.2",
-        "--accept_license",
-        "--approve_certificate",
-    ]);
+    h.ok(&CREATE_ON_127_0_0_2);
     h.ok(&[
         "scli",
         "--login",
@@ -1218,6 +1213,143 @@ fn renaming_the_new_mdm_cluster_creates_the_gateway_system() {
     let r = h.run(&["reboot"]);
     assert_eq!(r.status, 1, "{r:?}");
     assert!(c.master.agents().unwrap()[0].up);
+}
+
+/// Agent `n`'s host of the cluster working under `cluster_dir`; `dir` holds its packages.
+fn agent_host(c: &Cluster, cluster_dir: &Path, n: usize, dir: TempDir) -> Host {
+    let agent_dir = cluster_dir.join("work").join(format!("agent-{n}"));
+    Host {
+        root: host::agent_root(&agent_dir),
+        bin: host::agent_bin(&agent_dir),
+        dir,
+        control: Some(c.control.url()),
+    }
+}
+
+/// Experimental mode on two hosts: another MDM host's `scli --mdm_ip <master>` acts on the
+/// master's cluster with its own session; the three-node cluster's name creates the
+/// gateway's system with that trio; an SDC installed before the cluster connects once it
+/// exists.
+#[test]
+fn scli_reaches_the_master_from_another_host_and_the_trio_becomes_the_gateways() {
+    let dir = temp_dir("gw-trio");
+    let c = cluster_with_ubuntu_hosts(&dir, 3);
+    let pri = agent_host(&c, &dir, 1, temp_dir("gw-trio-1"));
+    let other = agent_host(&c, &dir, 2, temp_dir("gw-trio-2"));
+    let tb = agent_host(&c, &dir, 3, temp_dir("gw-trio-3"));
+    install_mdm(&pri, true);
+    install_mdm(&other, true);
+    // The SDC comes first, as in the executor's packages phase: no cluster to talk to yet.
+    other.ok(&["apt-get", "-y", "install", "linux-image-4.4.0-38-generic"]);
+    other.fake().boot().unwrap();
+    let sdc = other.package(SDC_DEB);
+    let r = other.ok_env(&["dpkg", "-i", &sdc], &[("MDM_IP", "127.0.0.2,127.0.0.3")]);
+    assert!(r.err.contains("did not connect"), "{r:?}");
+    pri.ok(&CREATE_ON_127_0_0_2);
+    let query_all = ["scli", "--mdm_ip", "127.0.0.2", "--query_all"];
+    scli_fails(&other, &query_all, "Please login first");
+    let login = [
+        "scli",
+        "--mdm_ip",
+        "127.0.0.2",
+        "--login",
+        "--username",
+        "admin",
+    ];
+    let wrong = other.run_full(&login, &[], Some("nope\n"));
+    assert!(
+        wrong.err.contains("Invalid username or password"),
+        "{wrong:?}"
+    );
+    let elsewhere = other.run_full(
+        &[
+            "scli",
+            "--mdm_ip",
+            "127.0.0.9",
+            "--login",
+            "--username",
+            "admin",
+        ],
+        &[],
+        Some("admin\n"),
+    );
+    assert!(
+        elsewhere.err.contains("Failed to connect to MDM 127.0.0.9"),
+        "{elsewhere:?}"
+    );
+    assert_eq!(other.run_full(&login, &[], Some("admin\n")).status, 0);
+    let cluster = pri.state().scli.cluster.unwrap();
+    assert!(other
+        .ok(&query_all)
+        .out
+        .contains(&format!("Installation ID: {}", cluster.installation_id)));
+    scli_fails(&pri, &["scli", "--query_all"], "Please login first");
+    // Each run is in the caller's command log only.
+    let logged = |h: &Host, verb: &str| {
+        h.state()
+            .history
+            .iter()
+            .filter(|i| i.argv.iter().any(|a| a == verb))
+            .count()
+    };
+    assert_eq!(logged(&other, "--query_all"), 2);
+    assert_eq!(logged(&pri, "--query_all"), 1);
+
+    pri.ok(&[
+        "scli",
+        "--login",
+        "--username",
+        "admin",
+        "--password",
+        "admin",
+    ]);
+    let add = |ip: &str, role: &str, name: &str| {
+        pri.run(&[
+            "scli",
+            "--add_standby_mdm",
+            "--new_mdm_ip",
+            ip,
+            "--mdm_role",
+            role,
+            "--new_mdm_name",
+            name,
+        ])
+    };
+    // The master talks to the MDM it adds: it must run there, installed for that role.
+    let r = add("127.0.0.4", "tb", "tb");
+    assert!(
+        r.err
+            .contains("Could not communicate with the new MDM 127.0.0.4"),
+        "{r:?}"
+    );
+    install_mdm(&tb, false);
+    let r = add("127.0.0.4", "manager", "tb");
+    assert!(
+        r.err.contains("installed as a tie-breaker, not a manager"),
+        "{r:?}"
+    );
+    assert_eq!(add("127.0.0.3", "manager", "mdm2").status, 0);
+    assert_eq!(add("127.0.0.4", "tb", "tb").status, 0);
+    pri.ok(&SWITCH_TO_3_NODE);
+    assert!(c.gateway.snapshot()["system"].is_null());
+    pri.ok(&[
+        "scli",
+        "--mdm_ip",
+        "127.0.0.2",
+        "--rename_system",
+        "--new_name",
+        "trio1",
+    ]);
+    let snap = c.gateway.snapshot();
+    assert_eq!(snap["system"]["name"], "trio1");
+    assert_eq!(
+        snap["system"]["mdm"],
+        serde_json::json!({"primary": "127.0.0.2", "secondary": "127.0.0.3", "tiebreaker": "127.0.0.4"})
+    );
+    let ip = c.master.agents().unwrap()[1].ip.to_string();
+    assert_eq!(snap["sdc"].as_array().map(Vec::len), Some(1), "{snap}");
+    assert_eq!(snap["sdc"][0]["ip"], serde_json::json!(ip));
+    assert_eq!(snap["sdc"][0]["connected"], serde_json::json!(true));
 }
 
 /// Issue 9: an SDC installed with `MDM_IP` naming this cluster's MDMs registers with the

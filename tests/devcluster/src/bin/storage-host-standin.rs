@@ -1913,6 +1913,54 @@ fn control_post(env: &Env, path: &str) -> Result<(u16, serde_json::Value), Strin
     Ok((status, body))
 }
 
+/// GETs from the control API.
+fn control_get(env: &Env, path: &str) -> Result<(u16, serde_json::Value), String> {
+    let base = env.control.as_deref().ok_or_else(|| {
+        format!("{CONTROL_ENV} is not set: this host is not connected to a devcluster")
+    })?;
+    let url = format!("{}{path}", base.trim_end_matches('/'));
+    let mut resp = http()
+        .get(&url)
+        .call()
+        .map_err(|e| format!("devcluster control API at {base} unreachable: {e}"))?;
+    let status = resp.status().as_u16();
+    let text = resp.body_mut().read_to_string().unwrap_or_default();
+    let body = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+    Ok((status, body))
+}
+
+/// Whether the MDM to be added at `ip` runs, installed for `role`: a real master talks to it.
+/// Only on a devcluster (the control API finds the host by address); `Err` is scli's message.
+fn new_mdm_ready(env: &Env, ip: &str, role: MdmRole) -> Result<(), String> {
+    if env.control.is_none() {
+        return Ok(());
+    }
+    let unreachable = || format!("Could not communicate with the new MDM {ip}");
+    let (status, body) = control_get(env, &format!("/control/hosts/{ip}"))?;
+    if status == 404 {
+        return Err(unreachable());
+    }
+    if status != 200 {
+        return Err(format!("devcluster control API answered {status}: {body}"));
+    }
+    let host: HostState = serde_json::from_value(body)
+        .map_err(|e| format!("devcluster control API: host state unreadable: {e}"))?;
+    if !host.service_running("mdm") {
+        return Err(unreachable());
+    }
+    if host.mdm_role != Some(role) {
+        return Err(format!(
+            "The new MDM {ip} was installed as a {}",
+            if role == MdmRole::Manager {
+                "tie-breaker, not a manager"
+            } else {
+                "manager, not a tie-breaker"
+            }
+        ));
+    }
+    Ok(())
+}
+
 fn power(root: &FakeRoot, env: &Env, after: After) -> Result<(), String> {
     let state = root.state()?;
     let agent = state.agent.ok_or_else(|| {
@@ -2110,8 +2158,13 @@ fn scli_as(args: &[String], state: &mut HostState, ctx: &mut Ctx, caller: Option
             .err(format!("Error: Failed to connect to MDM {ip}:6611"));
         return 1;
     }
-    if let (Some(ip), Some(c)) = (opts.get("mdm_ip"), &state.scli.cluster) {
-        if !c.master.ips.contains(ip) && !c.master.management_ips.contains(ip) {
+    if let Some(ip) = opts.get("mdm_ip") {
+        // No cluster here and none elsewhere at that address (`remote_scli` found none).
+        let reachable = match &state.scli.cluster {
+            Some(c) => c.master.ips.contains(ip) || c.master.management_ips.contains(ip),
+            None => command == "create_mdm_cluster",
+        };
+        if !reachable {
             ctx.io
                 .err(format!("Error: Failed to connect to MDM {ip}:6611"));
             return 1;
@@ -2300,6 +2353,12 @@ fn scli_as(args: &[String], state: &mut HostState, ctx: &mut Ctx, caller: Option
                 if !name.is_empty() && m.name == name {
                     return mdm_failed(&mut ctx.io, "An MDM with the same name already exists");
                 }
+            }
+            if let Err(e) = ips
+                .first()
+                .map_or(Ok(()), |ip| new_mdm_ready(ctx.env, ip, role))
+            {
+                return mdm_failed(&mut ctx.io, &e);
             }
             c.standby.push(Mdm {
                 name,
