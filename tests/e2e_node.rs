@@ -335,6 +335,7 @@ fn mixed_hosts_reach_running_and_failures_name_their_cause() {
         if n == 1 {
             let script = std::fs::read_to_string(rig.root(n).join("etc/init.d/rexray")).unwrap();
             assert!(script.contains("$syslog scini\n"), "{script}");
+            assert_eq!(runs(&h, &["service", "rexray", "restart"]), 1, "agent-{n}");
         } else {
             let dropin = rig
                 .root(n)
@@ -342,7 +343,13 @@ fn mixed_hosts_reach_running_and_failures_name_their_cause() {
             let text = std::fs::read_to_string(&dropin).unwrap();
             assert!(text.contains("After=scini.service"), "{text}");
             assert_eq!(runs(&h, &["systemctl", "daemon-reload"]), 1, "agent-{n}");
+            assert_eq!(
+                runs(&h, &["systemctl", "restart", "rexray"]),
+                1,
+                "agent-{n}"
+            );
         }
+        assert!(h.services["rexray"].running, "agent-{n}: REX-Ray runs");
         let warning = rig.node(n).unwrap()["warning"]
             .as_str()
             .unwrap_or("")
@@ -522,6 +529,12 @@ fn an_executor_killed_mid_install_resumes_without_reinstalling() {
     assert_eq!(installs_of(&h, "rexray"), 1, "REX-Ray installed again");
     assert_eq!(installs_of(&h, "dvdcli"), 1);
     assert_eq!(runs(&h, &["systemctl", "daemon-reload"]), 1);
+    // Started once after its install and config; the resumed executor found it running (and
+    // after the reboot it came back, enabled).
+    assert_eq!(runs(&h, &["systemctl", "restart", "rexray"]), 1);
+    assert_eq!(runs(&h, &["systemctl", "start", "rexray"]), 0);
+    assert!(runs(&h, &["systemctl", "is-active", "rexray"]) >= 1);
+    assert!(h.services["rexray"].running && h.services["rexray"].enabled);
     assert_eq!(h.boots, 1, "one reboot, for the isolator");
     let root = rig.root(1);
     let isolation = std::fs::read_to_string(root.join("etc/mesos-slave/isolation")).unwrap();

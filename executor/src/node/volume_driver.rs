@@ -51,9 +51,14 @@ pub fn phase_report(plan: &Plan, phase: Phase) -> serde_json::Value {
 impl Node {
     pub(super) fn volume_driver(&mut self) -> StepResult {
         let platform = self.platform()?;
-        self.install_driver_package(platform, DriverPackage::Rexray)?;
-        order_after_scini(&self.facts, platform, &self.plan.hostname)?;
-        self.write_rexray_config()?;
+        let installed = self.install_driver_package(platform, DriverPackage::Rexray)?;
+        let ordered = order_after_scini(&self.facts, platform, &self.plan.hostname)?;
+        let configured = self.write_rexray_config()?;
+        ensure_rexray_runs(
+            platform,
+            installed || ordered || configured,
+            &self.plan.hostname,
+        )?;
         let mut findings = Findings::default();
         if let Some(isolator) = self.plan.install.volume_driver.isolator.clone() {
             // The isolator runs dvdcli for every volume: without it, the module is useless.
@@ -67,7 +72,8 @@ impl Node {
         Ok(findings)
     }
 
-    fn write_rexray_config(&mut self) -> Result<(), String> {
+    /// True when the file was written now.
+    fn write_rexray_config(&mut self) -> Result<bool, String> {
         let install = &self.plan.install;
         let gateway = install
             .gateway
@@ -98,17 +104,18 @@ impl Node {
                 ""
             }
         );
-        Ok(())
+        Ok(written)
     }
 
+    /// True when installed now.
     fn install_driver_package(
         &mut self,
         platform: Platform,
         p: DriverPackage,
-    ) -> Result<(), String> {
+    ) -> Result<bool, String> {
         let download = driver_download(&self.plan, platform, p)?;
         let dir = self.sandbox.join("volume-driver");
-        install_package_file(platform, p.name(), &download, &dir, &self.plan.hostname).map(|_| ())
+        install_package_file(platform, p.name(), &download, &dir, &self.plan.hostname)
     }
 }
 
@@ -213,8 +220,9 @@ pub fn install_package_file(
 
 /// Makes REX-Ray start after the SDC's `scini` module (host-steps section 7): `scini` in the
 /// init script's `Required-Start` (Ubuntu 14.04), or a systemd drop-in with
-/// `After=scini.service` followed by `systemctl daemon-reload` (RHEL 7). Nothing when in place.
-pub fn order_after_scini(facts: &Facts, platform: Platform, host: &str) -> Result<(), String> {
+/// `After=scini.service` followed by `systemctl daemon-reload` (RHEL 7). Nothing when in place;
+/// true when changed now.
+pub fn order_after_scini(facts: &Facts, platform: Platform, host: &str) -> Result<bool, String> {
     match platform {
         Platform::Ubuntu1404 => {
             let path = facts.path(volume::REXRAY_INIT_SCRIPT);
@@ -226,13 +234,15 @@ pub fn order_after_scini(facts: &Facts, platform: Platform, host: &str) -> Resul
             })?;
             let edited = volume::init_script_after_scini(&script)
                 .map_err(|e| format!("{}: {e}", volume::REXRAY_INIT_SCRIPT))?;
-            if let Some(text) = edited {
-                let mode = fs::metadata(&path)
-                    .map(|m| m.permissions().mode() & 0o777)
-                    .unwrap_or(0o755);
-                volume::write_if_changed(&path, &text, mode)?;
-                log::info!("node {host}: REX-Ray's init script now requires scini");
-            }
+            let Some(text) = edited else {
+                return Ok(false);
+            };
+            let mode = fs::metadata(&path)
+                .map(|m| m.permissions().mode() & 0o777)
+                .unwrap_or(0o755);
+            volume::write_if_changed(&path, &text, mode)?;
+            log::info!("node {host}: REX-Ray's init script now requires scini");
+            Ok(true)
         }
         Platform::Rhel7 => {
             let unit = volume::REXRAY_UNIT_DIRS
@@ -245,10 +255,55 @@ pub fn order_after_scini(facts: &Facts, platform: Platform, host: &str) -> Resul
                 ));
             }
             let dropin = facts.path(volume::REXRAY_SCINI_DROPIN);
-            if volume::write_if_changed(&dropin, volume::REXRAY_SCINI_DROPIN_TEXT, 0o644)? {
-                check(&Cmd::new("systemctl", &["daemon-reload"])).map_err(|e| e.to_string())?;
-                log::info!("node {host}: REX-Ray's unit now starts after scini.service");
+            if !volume::write_if_changed(&dropin, volume::REXRAY_SCINI_DROPIN_TEXT, 0o644)? {
+                return Ok(false);
             }
+            check(&Cmd::new("systemctl", &["daemon-reload"])).map_err(|e| e.to_string())?;
+            log::info!("node {host}: REX-Ray's unit now starts after scini.service");
+            Ok(true)
+        }
+    }
+}
+
+/// REX-Ray running with what was just installed or written: restarted when `changed`, else
+/// started only when its state query (`service rexray status`, `systemctl is-active rexray`)
+/// says it is not running, so that a resumed executor starts one that a crash left stopped.
+/// On RHEL 7 it is also enabled at boot.
+pub fn ensure_rexray_runs(platform: Platform, changed: bool, host: &str) -> Result<(), String> {
+    let cmd = |verb: &str| match platform {
+        Platform::Ubuntu1404 => Cmd::new("service", &["rexray", verb]),
+        Platform::Rhel7 => Cmd::new("systemctl", &[verb, "rexray"]),
+    };
+    let checked = |verb: &str| check(&cmd(verb)).map(|_| ()).map_err(|e| e.to_string());
+    let status = |verb: &str| {
+        crate::host::commands::run(&cmd(verb))
+            .map(|o| o.status)
+            .map_err(|e| e.to_string())
+    };
+    if platform == Platform::Rhel7 && status("is-enabled")? != 0 {
+        checked("enable")?;
+    }
+    if changed {
+        checked("restart")?;
+        log::info!("node {host}: REX-Ray restarted");
+        return Ok(());
+    }
+    let query = match platform {
+        Platform::Ubuntu1404 => "status",
+        Platform::Rhel7 => "is-active",
+    };
+    // LSB scripts and systemd both answer 3 for "not running"; anything else is an error.
+    match status(query)? {
+        0 => log::info!("node {host}: REX-Ray already running"),
+        3 => {
+            checked("start")?;
+            log::info!("node {host}: REX-Ray started");
+        }
+        s => {
+            return Err(format!(
+                "`{}` exited with status {s}: REX-Ray's state is unknown",
+                cmd(query).display()
+            ))
         }
     }
     Ok(())
@@ -323,12 +378,12 @@ mod tests {
         )
         .unwrap();
         fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
-        order_after_scini(&facts, Platform::Ubuntu1404, "h").unwrap();
+        assert!(order_after_scini(&facts, Platform::Ubuntu1404, "h").unwrap());
         let text = fs::read_to_string(&script).unwrap();
         assert!(text.contains("# Required-Start: $syslog scini\n"), "{text}");
         let mode = fs::metadata(&script).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o755, "the script stays executable");
-        order_after_scini(&facts, Platform::Ubuntu1404, "h").unwrap();
+        assert!(!order_after_scini(&facts, Platform::Ubuntu1404, "h").unwrap());
         assert_eq!(fs::read_to_string(&script).unwrap(), text);
         let _ = fs::remove_dir_all(d);
     }
@@ -345,7 +400,7 @@ mod tests {
         // machine's systemctl is never run by a unit test).
         let dropin = facts.path(volume::REXRAY_SCINI_DROPIN);
         volume::write_if_changed(&dropin, volume::REXRAY_SCINI_DROPIN_TEXT, 0o644).unwrap();
-        order_after_scini(&facts, Platform::Rhel7, "h").unwrap();
+        assert!(!order_after_scini(&facts, Platform::Rhel7, "h").unwrap());
         assert!(volume::REXRAY_SCINI_DROPIN_TEXT.contains("After=scini.service"));
         let _ = fs::remove_dir_all(d);
     }

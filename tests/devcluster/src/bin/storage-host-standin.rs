@@ -786,7 +786,7 @@ fn deb_configure(name: &str, state: &mut HostState, ctx: &mut Ctx, action: &str)
     ctx.io.out(format!("Setting up {name} ({version}) ..."));
     let result = match Component::of_package(name) {
         Some(c) => postinst(c, state, ctx),
-        None => devcluster::volume_driver::postinst(name, state.profile, ctx.root),
+        None => devcluster::volume_driver::postinst(name, state, ctx.root),
     };
     let status = match &result {
         Ok(()) => "install ok installed",
@@ -1372,7 +1372,7 @@ fn rpm_install(
         ));
     }
     state.packages.insert(name.clone(), new);
-    let driver = devcluster::volume_driver::postinst(&name, state.profile, ctx.root);
+    let driver = devcluster::volume_driver::postinst(&name, state, ctx.root);
     if let Err(e) = driver {
         ctx.io.err(e);
         ctx.io.err(format!(
