@@ -2196,16 +2196,13 @@ fn fetch_one(agent: &ureq::Agent, artifact: &Artifact, sandbox: &Path) -> Result
     }
     if uri.starts_with("http://") || uri.starts_with("https://") {
         let response = agent.get(uri).call().map_err(|e| e.to_string())?;
-        let mut body = response.into_body().into_reader();
-        let mut file = File::create(&target)
-            .map_err(|e| format!("cannot create {}: {e}", target.display()))?;
-        io::copy(&mut body, &mut file).map_err(|e| format!("download interrupted: {e}"))?;
+        crate::fetched::write_from(&mut response.into_body().into_reader(), &target)?;
     } else {
         let local = uri.strip_prefix("file://").unwrap_or(uri);
         if !local.starts_with('/') {
             return Err("unsupported URI scheme (http, https, file and absolute paths are)".into());
         }
-        fs::copy(local, &target).map_err(|e| format!("cannot copy {local}: {e}"))?;
+        crate::fetched::copy_from(Path::new(local), &target)?;
     }
     if artifact.executable {
         fs::set_permissions(&target, fs::Permissions::from_mode(0o755))

@@ -7,7 +7,7 @@
 use super::state::{Cmd, ProcessEvent};
 use crossbeam_channel::Sender;
 use std::fs;
-use std::io;
+
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Component, Path, PathBuf};
@@ -157,15 +157,12 @@ pub fn fetch(http: &ureq::Agent, uri: &command_info::Uri, dir: &Path) -> Result<
         if status != 200 {
             return Err(format!("HTTP {status}"));
         }
-        let mut reader = response.into_body().into_reader();
-        let mut file = fs::File::create(&dest)
-            .map_err(|e| format!("cannot create {}: {e}", dest.display()))?;
-        io::copy(&mut reader, &mut file).map_err(|e| format!("download failed: {e}"))?;
+        crate::fetched::write_from(&mut response.into_body().into_reader(), &dest)?;
     } else if let Some(path) = url
         .strip_prefix("file://")
         .or(url.starts_with('/').then_some(url))
     {
-        fs::copy(path, &dest).map_err(|e| format!("cannot copy {path}: {e}"))?;
+        crate::fetched::copy_from(Path::new(path), &dest)?;
     } else if url.starts_with("https://") {
         return Err("https is not supported by the devcluster fetcher".into());
     } else {
