@@ -114,6 +114,8 @@ impl Rig {
         args.retain(|a| !a.starts_with("-storage.preconfig.gateway="));
         args.push(format!("-storage.preconfig.gateway={}", self.gw.addr()));
         args.push("-storage.capacity.interval=1".to_string());
+        // Nodes this test drives on to `volume-driver` install REX-Ray from its URL.
+        args.extend(cluster::shared_volume_driver_flags());
         if self.experimental {
             args.retain(|a| {
                 !["primary", "secondary", "tiebreaker"]
@@ -168,7 +170,8 @@ impl Rig {
                 if !self.store.exists() {
                     return None;
                 }
-                let saved = cluster::stored_state(&self.store);
+                // Polled: the store may exist before its first batch is written.
+                let saved = cluster::try_stored_state(&self.store).ok()?;
                 let mut out = BTreeMap::new();
                 for (agent, node) in &saved.model.nodes {
                     let exec = &node.task.as_ref()?.executor_id;

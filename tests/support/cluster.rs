@@ -198,6 +198,27 @@ pub fn stage_packages(dir: &Path) -> (Vec<String>, std::sync::Arc<tiny_http::Ser
     (flags, server)
 }
 
+/// Only the volume driver's flags of [`stage_packages`] (REX-Ray and dvdcli for both
+/// platforms, with digests), served for the life of the test process: for tests that stage no
+/// storage packages but drive nodes on to `volume-driver`, where a missing URL waits.
+pub fn shared_volume_driver_flags() -> Vec<String> {
+    static FLAGS: OnceLock<Vec<String>> = OnceLock::new();
+    FLAGS
+        .get_or_init(|| {
+            // One directory for every test process (same files, same content), so that runs
+            // leave no directories behind.
+            let dir = std::env::temp_dir().join("storage-framework-volume-driver-packages");
+            let (flags, server) = stage_packages(&dir);
+            // The server serves as long as the process lives.
+            std::mem::forget(server);
+            flags
+                .into_iter()
+                .filter(|f| f.starts_with("-rexray."))
+                .collect()
+        })
+        .clone()
+}
+
 /// Names of the files the package server of [`stage_packages`] served from `dir`, in order.
 pub fn served(dir: &Path) -> Vec<String> {
     std::fs::read_to_string(dir.join("served.log"))
@@ -223,10 +244,18 @@ pub fn sha256_of(path: &Path) -> String {
 
 /// The state a scheduler saved in its file store, read with the scheduler's own loader.
 pub fn stored_state(path: &Path) -> storage_framework::scheduler::model::Persisted {
+    try_stored_state(path).unwrap_or_else(|e| panic!("stored state: {e}"))
+}
+
+/// [`stored_state`] for a poll: a store the scheduler has created but not yet written its
+/// first batch to is an error here, not a panic.
+pub fn try_stored_state(
+    path: &Path,
+) -> Result<storage_framework::scheduler::model::Persisted, String> {
     use storage_framework::scheduler::state_store::StateStore;
     use storage_framework::store::JournalStore;
-    let journal = JournalStore::new(path).expect("store path");
+    let journal = JournalStore::new(path).map_err(|e| e.to_string())?;
     StateStore::new(Box::new(journal))
         .load()
-        .unwrap_or_else(|e| panic!("stored state: {e}"))
+        .map_err(|e| e.to_string())
 }

@@ -1,6 +1,7 @@
 //! The `volume-driver` phase (host-steps.md sections 7 and 8): REX-Ray installed from the
 //! plan's package URL and ordered after the SDC's `scini` module, its configuration written,
-//! and, when the plan names an isolator, dvdcli and the DVDI isolator module installed. Every
+//! REX-Ray (re)started, and, when the plan names an isolator, dvdcli and the DVDI isolator
+//! module installed. Every
 //! step checks the host first and does nothing that is already done, so a resumed executor
 //! reinstalls nothing.
 //!
