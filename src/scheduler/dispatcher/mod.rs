@@ -28,6 +28,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod announce;
 mod hosts;
 mod offer_mode;
 mod offers;
@@ -410,6 +411,7 @@ impl Dispatcher {
         self.touch_view();
 
         self.reconcile_all();
+        self.announce_address();
     }
 
     fn on_agents(&mut self, agents: Vec<KnownAgent>) {
@@ -1230,5 +1232,33 @@ mod tests {
         r.event(offers(&["a1"]));
         let (second, _) = launched_task(&r.calls()).remove(0);
         assert_ne!(second, task);
+    }
+
+    /// Executors follow the scheduler: every SUBSCRIBED tells each live launch's executor
+    /// the scheduler's address with a framework MESSAGE.
+    #[test]
+    fn every_subscription_announces_the_address_to_live_executors() {
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        let first = r.calls();
+        assert!(!has(&first, call::Type::Message), "no executor yet");
+        r.event(offers(&["a1", "a2"]));
+        let launched = launched_task(&r.calls());
+        r.event(update(&launched[1].0, "a2", TaskState::Failed, true));
+        r.calls();
+        // Re-subscription (e.g. after a failover): only a1's executor is live.
+        r.event(subscribed("fw-1"));
+        let messages: Vec<call::Message> =
+            r.calls().into_iter().filter_map(|c| c.message).collect();
+        assert_eq!(messages.len(), 1, "{messages:?}");
+        let m = &messages[0];
+        assert_eq!(m.agent_id.value, "a1");
+        let node = &r.d.model().nodes["a1"];
+        assert_eq!(m.executor_id.value, node.task.as_ref().unwrap().executor_id);
+        let data: serde_json::Value = serde_json::from_slice(&m.data.0).unwrap();
+        assert_eq!(
+            data,
+            serde_json::json!({"scheduler_url": "http://sched:8080"})
+        );
     }
 }
