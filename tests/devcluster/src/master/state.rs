@@ -1877,6 +1877,16 @@ impl Cluster {
         else {
             return;
         };
+        // As the agent's `schedulerMessage`: only a registered, running executor gets it;
+        // for one that registers or terminates the message is dropped (best effort).
+        if e.state != ExecState::Running {
+            log::warn!(
+                "dropping framework message for executor {} in state {}",
+                m.executor_id.value,
+                e.state.name()
+            );
+            return;
+        }
         if let Some(conn) = &e.conn {
             let ev = executor::Event {
                 r#type: Some(executor::event::Type::Message),
