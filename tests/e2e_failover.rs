@@ -1,19 +1,24 @@
-//! End to end, executors outlive a scheduler that is away and follow it to a new address:
-//! the real scheduler and executors on the dev cluster (host stand-ins, its own gateway).
+//! End to end, faults the framework lives through: the real scheduler and executors on the
+//! dev cluster (host stand-ins, its own gateway).
 //!
+//! Executors outlive a scheduler that is away and follow it to a new address.
 //! The first scheduler runs without package URLs, so every node waits at `packages` for a
 //! new plan. It is killed; once every executor logs that the scheduler is unreachable, a
 //! second scheduler starts from the same state on another REST port, this time with package
 //! URLs (an operator redeploying with the fix). Its SUBSCRIBED sends each executor a
 //! framework MESSAGE with the new address; the executors follow it and walk to `running`,
 //! and no task ended and no second executor started meanwhile (the master's launch record).
+//!
+//! Nodes follow hosts: a host that reboots and whose agent comes back under a new id
+//! (control API `new-id`) keeps its node (persona, layout, devices, attachments) under the
+//! new id, and gets exactly one new executor.
 
 #[path = "support/cluster.rs"]
 mod cluster;
 
 use cluster::{free_port, host_standins, scheduler_args, scheduler_bin, stage_packages, wait_for};
 use devcluster::control;
-use devcluster::master::{self, LaunchEvent, MasterHandle};
+use devcluster::master::{self, max_concurrent_executors, LaunchEvent, MasterHandle};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -84,60 +89,111 @@ fn events(m: &MasterHandle, kind: LaunchEvent) -> usize {
     record.iter().filter(|r| r.event == kind).count()
 }
 
+struct Rig {
+    m: Arc<MasterHandle>,
+    control: control::ControlHandle,
+    dir: PathBuf,
+    gateway_flag: String,
+}
+
+impl Rig {
+    fn start(name: &str) -> Rig {
+        let dir = std::env::temp_dir().join(format!("e2e-failover-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let listener = control::bind(0).unwrap();
+        let m = Arc::new(
+            master::start(master::MasterConfig {
+                agents: AGENTS,
+                heartbeat_interval: Duration::from_secs(1),
+                work_dir: dir.join("mesos"),
+                status_update_retry: Duration::from_secs(1),
+                host_standins: Some(host_standins(Some(listener.url()))),
+                ..Default::default()
+            })
+            .expect("dev cluster"),
+        );
+        // SDC stand-ins register with this gateway through the control API (storage-attach).
+        let gateway = Arc::new(
+            devcluster::gateway::start(devcluster::gateway::GatewayConfig::new(
+                PASSWORD,
+                cluster::dev_mdms(),
+            ))
+            .expect("dev gateway"),
+        );
+        let gateway_flag = format!("-storage.preconfig.gateway={}", gateway.addr());
+        let control = listener
+            .serve(control::Targets {
+                master: m.clone(),
+                gateway: Some(gateway),
+            })
+            .unwrap();
+        Rig {
+            m,
+            control,
+            dir,
+            gateway_flag,
+        }
+    }
+
+    /// The scheduler's flags with REST port `port`, the state in the rig's file store.
+    fn args(&self, port: u16) -> Vec<String> {
+        let store = self.dir.join("state.json");
+        scheduler_args(&self.m.addr().to_string(), port, &store, PASSWORD)
+            .into_iter()
+            .map(|a| {
+                if a.starts_with("-storage.preconfig.gateway=") {
+                    self.gateway_flag.clone()
+                } else {
+                    a
+                }
+            })
+            .collect()
+    }
+
+    fn work(&self) -> PathBuf {
+        self.dir.join("mesos")
+    }
+
+    fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join(name)).unwrap_or_default()
+    }
+
+    /// Every executor's log, then a panic with `what`.
+    fn fail(&self, what: &str) -> ! {
+        for (p, t) in executor_logs(&self.work()) {
+            eprintln!("== {}\n{t}", p.display());
+        }
+        panic!("{what}");
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// `wait_for`, and on time out every executor's log before the panic.
+fn settle<T>(rig: &Rig, what: &str, f: impl FnMut() -> Option<T>) -> T {
+    let f = std::panic::AssertUnwindSafe(f);
+    match std::panic::catch_unwind(move || {
+        let mut f = f;
+        wait_for(what, SETTLE, &mut *f)
+    }) {
+        Ok(v) => v,
+        Err(_) => rig.fail(&format!("timed out waiting for {what}")),
+    }
+}
+
 #[test]
 fn executors_outlive_an_absent_scheduler_and_follow_it_to_a_new_port() {
-    let dir = std::env::temp_dir().join(format!("e2e-failover-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let listener = control::bind(0).unwrap();
-    let work = dir.join("mesos");
-    let m = Arc::new(
-        master::start(master::MasterConfig {
-            agents: AGENTS,
-            heartbeat_interval: Duration::from_secs(1),
-            work_dir: work.clone(),
-            status_update_retry: Duration::from_secs(1),
-            host_standins: Some(host_standins(Some(listener.url()))),
-            ..Default::default()
-        })
-        .expect("dev cluster"),
-    );
-    // SDC stand-ins register with this gateway through the control API (storage-attach).
-    let gateway = Arc::new(
-        devcluster::gateway::start(devcluster::gateway::GatewayConfig::new(
-            PASSWORD,
-            cluster::dev_mdms(),
-        ))
-        .expect("dev gateway"),
-    );
-    let gateway_flag = format!("-storage.preconfig.gateway={}", gateway.addr());
-    let _control = listener
-        .serve(control::Targets {
-            master: m.clone(),
-            gateway: Some(gateway),
-        })
-        .unwrap();
-    let args = |port: u16| -> Vec<String> {
-        scheduler_args(
-            &m.addr().to_string(),
-            port,
-            &dir.join("state.json"),
-            PASSWORD,
-        )
-        .into_iter()
-        .map(|a| {
-            if a.starts_with("-storage.preconfig.gateway=") {
-                gateway_flag.clone()
-            } else {
-                a
-            }
-        })
-        .collect()
-    };
-
+    let rig = Rig::start("away");
     let first_port = free_port();
-    let first = spawn(&args(first_port), &dir.join("first.log"));
-    wait_for("every node waiting for package URLs", SETTLE, || {
+    let first = spawn(&rig.args(first_port), &rig.dir.join("first.log"));
+    settle(&rig, "every node waiting for package URLs", || {
         let n = nodes(first_port);
         let waiting = n.iter().filter(|v| {
             v["phase"] == "packages"
@@ -148,11 +204,11 @@ fn executors_outlive_an_absent_scheduler_and_follow_it_to_a_new_port() {
         (waiting.count() == AGENTS).then_some(())
     });
     drop(first); // SIGKILL
-    wait_for(
+    settle(
+        &rig,
         "every executor to find the scheduler unreachable",
-        SETTLE,
         || {
-            let logs = executor_logs(&work);
+            let logs = executor_logs(&rig.work());
             let away = logs.iter().filter(|(_, t)| t.contains("unreachable"));
             (logs.len() == AGENTS && away.count() == AGENTS).then_some(())
         },
@@ -160,28 +216,17 @@ fn executors_outlive_an_absent_scheduler_and_follow_it_to_a_new_port() {
 
     let second_port = free_port();
     assert_ne!(first_port, second_port);
-    let (package_flags, _packages) = stage_packages(&dir.join("packages"));
-    let mut second_args = args(second_port);
+    let (package_flags, _packages) = stage_packages(&rig.dir.join("packages"));
+    let mut second_args = rig.args(second_port);
     second_args.extend(package_flags);
-    let second = spawn(&second_args, &dir.join("second.log"));
-    let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        wait_for("every node running via the new address", SETTLE, || {
-            let n = nodes(second_port);
-            let running = n.iter().filter(|v| v["phase"] == "running");
-            (running.count() == AGENTS).then_some(())
-        })
-    }))
-    .is_err();
-    let logs = executor_logs(&work);
-    let second_log = std::fs::read_to_string(dir.join("second.log")).unwrap_or_default();
-    if failed {
-        for (p, t) in &logs {
-            eprintln!("== {}\n{t}", p.display());
-        }
-        panic!("nodes did not reach running via port {second_port}:\n{second_log}");
-    }
+    let second = spawn(&second_args, &rig.dir.join("second.log"));
+    settle(&rig, "every node running via the new address", || {
+        let n = nodes(second_port);
+        let running = n.iter().filter(|v| v["phase"] == "running");
+        (running.count() == AGENTS).then_some(())
+    });
     let new_url = format!("http://127.0.0.1:{second_port}");
-    for (p, t) in &logs {
+    for (p, t) in executor_logs(&rig.work()) {
         assert!(
             t.contains(&format!("the scheduler is at {new_url}")),
             "{}:\n{t}",
@@ -189,14 +234,90 @@ fn executors_outlive_an_absent_scheduler_and_follow_it_to_a_new_port() {
         );
     }
     // No task ended, no executor ended, none started twice.
-    assert_eq!(events(&m, LaunchEvent::ExecutorStarted), AGENTS);
-    assert_eq!(events(&m, LaunchEvent::ExecutorTerminated), 0);
+    assert_eq!(events(&rig.m, LaunchEvent::ExecutorStarted), AGENTS);
+    assert_eq!(events(&rig.m, LaunchEvent::ExecutorTerminated), 0);
+    let second_log = rig.log("second.log");
     assert!(!second_log.contains("ended TASK_"), "{second_log}");
-    let snapshot = m.snapshot().unwrap().to_string();
+    let snapshot = rig.m.snapshot().unwrap().to_string();
     for bad in ["TASK_FAILED", "TASK_KILLED", "TASK_LOST", "TASK_FINISHED"] {
         assert!(!snapshot.contains(bad), "{bad} in the master's state");
     }
     drop(second);
-    drop(_control);
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The node of `hostname` in `nodes`.
+fn node_of(nodes: &[Value], hostname: &str) -> Option<Value> {
+    nodes.iter().find(|v| v["hostname"] == hostname).cloned()
+}
+
+#[test]
+fn a_host_back_under_a_new_agent_id_keeps_its_node_and_gets_one_executor() {
+    let rig = Rig::start("new-id");
+    let port = free_port();
+    let (package_flags, _packages) = stage_packages(&rig.dir.join("packages"));
+    let mut args = rig.args(port);
+    args.extend(package_flags);
+    let _sched = spawn(&args, &rig.dir.join("scheduler.log"));
+    let before = settle(&rig, "every node running with its devices attached", || {
+        let n = nodes(port);
+        let done = n.iter().filter(|v| {
+            v["phase"] == "running" && v["attached"].as_array().is_some_and(|a| !a.is_empty())
+        });
+        (done.count() == AGENTS).then(|| node_of(&n, "agent-2"))?
+    });
+    let old_id = before["agent_id"].as_str().unwrap().to_string();
+
+    let url = format!("{}/control/agents/2/new-id", rig.control.url());
+    let text = ureq::post(&url)
+        .send_empty()
+        .expect("new-id")
+        .into_body()
+        .read_to_string()
+        .unwrap();
+    let reply: Value = serde_json::from_str(&text).expect("a JSON reply");
+    let new_id = reply["id"].as_str().expect("the new id").to_string();
+    assert_ne!(new_id, old_id);
+
+    let after = settle(
+        &rig,
+        "agent-2's node running under its new agent id",
+        || {
+            let n = nodes(port);
+            node_of(&n, "agent-2")
+                .filter(|v| v["agent_id"] == new_id.as_str() && v["phase"] == "running")
+        },
+    );
+    let n = nodes(port);
+    assert_eq!(n.len(), AGENTS, "one node per host: {n:#?}");
+    assert!(!n.iter().any(|v| v["agent_id"] == old_id.as_str()));
+    for field in ["persona", "layout", "devices"] {
+        assert_eq!(after[field], before[field], "{field}");
+    }
+    let attached = |v: &Value| -> Vec<String> {
+        let list = v["attached"].as_array().cloned().unwrap_or_default();
+        list.iter()
+            .filter_map(|d| d.as_str().map(str::to_string))
+            .collect()
+    };
+    for d in attached(&before) {
+        assert!(
+            attached(&after).contains(&d),
+            "{d} no longer attached: {after:#}"
+        );
+    }
+    // Exactly one new executor, on agent-2 only, never two at once.
+    let record = rig.m.launch_log().unwrap();
+    let started = |host: &str| {
+        let of_host = record.iter().filter(|r| r.agent == host);
+        of_host
+            .filter(|r| r.event == LaunchEvent::ExecutorStarted)
+            .count()
+    };
+    assert_eq!(
+        [started("agent-1"), started("agent-2"), started("agent-3")],
+        [1, 2, 1],
+        "{record:#?}"
+    );
+    let most = max_concurrent_executors(&record, "storage-executor.");
+    assert!(most.values().all(|n| *n == 1), "{most:?}");
 }
