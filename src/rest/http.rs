@@ -262,6 +262,10 @@ pub fn reason(status: u16) -> &'static str {
 
 pub type Handler = dyn Fn(&Request) -> Response + Send + Sync;
 
+/// Sees each request after its head is read and before its body is (the body is empty
+/// here): an answer ends the request there, the body unread, and closes the connection.
+pub type Gate = dyn Fn(&Request) -> Option<Response> + Send + Sync;
+
 /// Counters for `/metrics`.
 #[derive(Debug, Default)]
 pub struct HttpStats {
@@ -276,6 +280,7 @@ pub struct HttpStats {
 
 struct Shared {
     handler: Arc<Handler>,
+    gate: Option<Arc<Gate>>,
     limits: Limits,
     stats: Arc<HttpStats>,
     stopping: AtomicBool,
@@ -300,9 +305,21 @@ impl Server {
         stats: Arc<HttpStats>,
         handler: Arc<Handler>,
     ) -> io::Result<Server> {
+        Server::start_gated(listener, limits, stats, handler, None)
+    }
+
+    /// [`start`](Self::start), with a [`Gate`] in front of the handler.
+    pub fn start_gated(
+        listener: TcpListener,
+        limits: Limits,
+        stats: Arc<HttpStats>,
+        handler: Arc<Handler>,
+        gate: Option<Arc<Gate>>,
+    ) -> io::Result<Server> {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             handler,
+            gate,
             limits: limits.clone(),
             stats,
             stopping: AtomicBool::new(false),
@@ -445,11 +462,13 @@ fn worker(rx: Receiver<TcpStream>, shared: Arc<Shared>) {
     }
 }
 
-/// Why a request could not be read: answered with this status and the connection closed.
+/// Why a request could not be read: answered with this status (or the gate's `answer`)
+/// and the connection closed.
 struct Refusal {
     status: u16,
     error: &'static str,
     detail: String,
+    answer: Option<Response>,
 }
 
 fn refuse(status: u16, error: &'static str, detail: impl Into<String>) -> Refusal {
@@ -457,6 +476,7 @@ fn refuse(status: u16, error: &'static str, detail: impl Into<String>) -> Refusa
         status,
         error,
         detail: detail.into(),
+        answer: None,
     }
 }
 
@@ -517,7 +537,9 @@ fn serve(stream: TcpStream, shared: &Shared, queue: &Receiver<TcpStream>) {
                 }
                 debug!("REST: refused a request: {} {}", r.status, r.detail);
                 count(shared, r.status);
-                let resp = Response::error(r.status, r.error, &r.detail);
+                let resp = r
+                    .answer
+                    .unwrap_or_else(|| Response::error(r.status, r.error, &r.detail));
                 let deadline = Instant::now() + shared.limits.write_timeout;
                 if write_response(&mut conn.stream, &resp, false, false, deadline).is_ok() {
                     linger(&mut conn.stream);
@@ -665,6 +687,22 @@ fn read_request(
     }
     let head = parse_head(&conn.buf[..head_len])?;
     let body_len = head.content_length;
+    let mut req = Request {
+        method: head.method,
+        path: head.path,
+        query: head.query,
+        headers: head.headers,
+        body: Vec::new(),
+        keep_alive: head.keep_alive,
+    };
+    if let Some(answer) = shared.gate.as_ref().and_then(|gate| gate(&req)) {
+        return Err(Refusal {
+            status: answer.status,
+            error: "refused before the body",
+            detail: format!("{} {}", req.method, req.path),
+            answer: Some(answer),
+        });
+    }
     if body_len > MAX_BODY {
         return Err(refuse(
             413,
@@ -683,16 +721,9 @@ fn read_request(
             Read1::TimedOut => return Err(timeout()),
         }
     }
-    let body = conn.buf[head_len..need].to_vec();
+    req.body = conn.buf[head_len..need].to_vec();
     conn.buf.drain(..need);
-    Ok(Some(Request {
-        method: head.method,
-        path: head.path,
-        query: head.query,
-        headers: head.headers,
-        body,
-        keep_alive: head.keep_alive,
-    }))
+    Ok(Some(req))
 }
 
 /// End of the head (after the blank line), searching from `from`. Bare LF line ends are

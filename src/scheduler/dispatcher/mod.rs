@@ -33,6 +33,7 @@ mod hosts;
 mod offer_mode;
 mod offers;
 mod reconcile;
+mod secrets;
 mod tasks;
 
 use offer_mode::{Mode, OfferMode};
@@ -85,6 +86,8 @@ pub struct Dispatcher {
     clock: Arc<dyn Clock>,
     /// Bumped whenever the view would show something new (see [`View::generation`]).
     generation: u64,
+    /// Where executor secret changes go to the REST side (see `secrets.rs`).
+    secret_feed: Option<Sender<crate::scheduler::exchange::SecretUpdate>>,
 }
 
 impl Dispatcher {
@@ -118,6 +121,7 @@ impl Dispatcher {
             storage: Default::default(),
             clock: clock::system(),
             generation: 0,
+            secret_feed: None,
         }
     }
 
