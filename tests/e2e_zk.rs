@@ -101,8 +101,15 @@ fn sigkilled_scheduler_restarted_elsewhere_finds_its_state_in_the_masters_zookee
     let m = cluster(&dir, Some(zk.uri("/mesos")));
     let log1 = dir.join("first.log");
     let first = spawn(&m, &dir.join("sandbox-1"), &log1, &[]);
-    wait_for("every agent running", SETTLE, || {
-        (running(&m) == AGENTS).then_some(())
+    // Running tasks, not just launches: a launch record is made before the agent fetches
+    // the executor from the scheduler, and a fetch from a killed scheduler fails the task.
+    wait_for("every task running", SETTLE, || {
+        let log = read(&log1);
+        let tasks = log
+            .lines()
+            .filter(|l| l.contains(": task storage.") && l.ends_with(" running"))
+            .count();
+        (running(&m) == AGENTS && tasks >= AGENTS).then_some(())
     });
     let fw = wait_for("framework id", SETTLE, || framework_id(&read(&log1)));
     assert!(
@@ -128,6 +135,8 @@ fn sigkilled_scheduler_restarted_elsewhere_finds_its_state_in_the_masters_zookee
     wait_for("reconciled", SETTLE, || {
         read(&log2).contains("running").then_some(())
     });
+    // No task ended while the scheduler was away.
+    assert!(!read(&log2).contains("ended TASK_"), "{}", read(&log2));
     let record = m.launch_log().unwrap();
     let most = master::max_concurrent_executors(&record, "storage-executor.");
     assert!(most.values().all(|n| *n == 1), "{most:?}");

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use storage_framework::rest::{self, RestConfig, RestHandle, ServerOptions};
+use storage_framework::scheduler::exchange::SecretUpdate;
 use storage_framework::scheduler::metrics::Metrics;
 use storage_framework::scheduler::model::{Persisted, Persona, Phase};
 use storage_framework::secret::Secret;
@@ -88,6 +89,16 @@ fn subscribed() -> Connection {
 
 fn start_full(state: Persisted, conn: Connection, opts: ServerOptions) -> Server {
     capture_logs();
+    // The REST side's early check knows the secrets of the state, as the scheduler's does.
+    let (secrets_tx, secrets) = crossbeam_channel::unbounded();
+    for (executor_id, secret) in &state.executor_secrets {
+        let executor_id = executor_id.clone();
+        let secret = Secret::new(secret.as_str());
+        let _ = secrets_tx.send(SecretUpdate::Known {
+            executor_id,
+            secret,
+        });
+    }
     let fake = Fake::start(state, conn);
     let metrics = Arc::new(Metrics::default());
     let binary = temp_dir().join("storage-executor");
@@ -97,6 +108,7 @@ fn start_full(state: Persisted, conn: Connection, opts: ServerOptions) -> Server
             executor_path: binary.clone(),
             inputs: fake.inputs.clone(),
             metrics: metrics.clone(),
+            secrets: Some(secrets),
         },
         opts,
     )
@@ -529,6 +541,53 @@ fn executor_calls_need_the_right_secret() {
     );
 }
 
+/// Item 10: the secret is compared before the body is read or parsed. A wrong secret with a
+/// body announced at the full 1 MiB and never sent is answered at once (reading the body
+/// would wait for it until the request timeout, 10 s), and a malformed body with a wrong
+/// secret gets 401, not a parse error.
+#[test]
+fn a_wrong_secret_is_refused_before_the_body_is_read() {
+    let s = start();
+    let path = format!("/api/v1/executors/{}/phase", fake::executor_id(H2));
+    let bearer = format!("Bearer {}", secret_of(H3));
+    let wrong = format!("Authorization: {bearer}");
+    let started = std::time::Instant::now();
+    let r = exchange(
+        s.addr,
+        format!("POST {path} HTTP/1.1\r\nHost: t\r\n{wrong}\r\nContent-Length: 1048576\r\n\r\n")
+            .as_bytes(),
+    );
+    assert_json_error(&r, 401, "unauthorized", "wrong secret");
+    assert!(r.header("www-authenticate").is_some());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let r = request(
+        s.addr,
+        "POST",
+        &path,
+        &[("Authorization", &bearer)],
+        b"{not json",
+    );
+    assert_json_error(&r, 401, "unauthorized", "wrong secret");
+    // An executor the scheduler does not know: 404, also before the body.
+    let r = exchange(
+        s.addr,
+        format!(
+            "POST /api/v1/executors/storage-executor.nowhere.7/phase HTTP/1.1\r\nHost: t\r\n{wrong}\r\nContent-Length: 1048576\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    assert_json_error(&r, 404, "unknown executor", "storage-executor.nowhere.7");
+    // The right secret: the body is read and parsed.
+    let r = call(s.addr, "POST", H2, "phase", b"{not json");
+    assert_json_error(&r, 400, "malformed JSON", "");
+    assert_still_serving(s.addr);
+}
+
 #[test]
 fn heartbeat_sets_last_contact() {
     let s = start();
@@ -889,18 +948,22 @@ fn unknown_paths_and_wrong_methods() {
 fn oversized_bodies_get_413_without_being_read() {
     let s = start();
     let path = format!("/api/v1/executors/{}/phase", fake::executor_id(H2));
+    // With the right secret: without it the call ends before its size matters.
+    let auth = format!("Authorization: Bearer {}", secret_of(H2));
     // Announced far beyond the limit: refused from the headers alone.
     let r = exchange(
         s.addr,
-        format!("POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: 1099511627776\r\n\r\n")
-            .as_bytes(),
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: t\r\n{auth}\r\nContent-Length: 1099511627776\r\n\r\n"
+        )
+        .as_bytes(),
     );
     assert_json_error(&r, 413, "request body too large", "at most 1048576");
     // With Expect: 100-continue the client is told before it sends anything.
     let r = exchange(
         s.addr,
         format!(
-            "POST {path} HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 2097152\r\n\r\n"
+            "POST {path} HTTP/1.1\r\nHost: t\r\n{auth}\r\nExpect: 100-continue\r\nContent-Length: 2097152\r\n\r\n"
         )
         .as_bytes(),
     );
@@ -909,7 +972,7 @@ fn oversized_bodies_get_413_without_being_read() {
     let mut conn = fake::connect(s.addr);
     let body = vec![b' '; 1024 * 1024 + 1];
     let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nHost: t\r\n{auth}\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
     let mut writer = conn.try_clone().unwrap();
@@ -1059,13 +1122,16 @@ fn slow_options() -> ServerOptions {
 fn stalled_bodies_are_cut_off_and_do_not_block_others() {
     let s = start_full(fake::five_nodes(), subscribed(), slow_options());
     let path = format!("/api/v1/executors/{}/phase", fake::executor_id(H2));
+    let auth = format!("Authorization: Bearer {}", secret_of(H2));
     // Two clients send headers and part of the body, then stall: both workers are held.
     let mut stalled = Vec::new();
     for _ in 0..2 {
         let mut c = fake::connect(s.addr);
         c.write_all(
-            format!("POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{{\"pha")
-                .as_bytes(),
+            format!(
+                "POST {path} HTTP/1.1\r\nHost: t\r\n{auth}\r\nContent-Length: 100\r\n\r\n{{\"pha"
+            )
+            .as_bytes(),
         )
         .unwrap();
         stalled.push(c);
@@ -1320,6 +1386,7 @@ fn a_stuck_or_gone_dispatcher_gives_503_not_a_hang() {
             executor_path: temp_dir().join("storage-executor"),
             inputs: tx,
             metrics: Arc::new(Metrics::default()),
+            secrets: None,
         },
         ServerOptions {
             dispatcher_timeout: Duration::from_millis(300),

@@ -172,6 +172,7 @@ fn status_page_renders_every_node_in_chromium() {
             executor_path: PathBuf::from("/nonexistent/storage-executor"),
             inputs: fake.inputs.clone(),
             metrics: Arc::new(Metrics::default()),
+            secrets: None,
         },
         ServerOptions {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),

@@ -12,7 +12,7 @@
 
 use crate::env::{Config, EnvError, AGENT_ENDPOINT};
 use crate::host::facts::Facts;
-use crate::node::{self, api::SchedulerApi, Outcome};
+use crate::node::{self, api, api::SchedulerApi, Outcome};
 use crate::payload::{self, TaskPayload};
 use crate::updates::{Ack, Book};
 use crate::uuid;
@@ -126,6 +126,11 @@ struct Executor {
     tx: Option<Sender<Incoming>>,
     /// A node worker was started (at most one per executor: one node per agent).
     node_started: bool,
+    /// The scheduler's address as it last announced it (framework MESSAGE): it wins over
+    /// the one the task was launched with, since a scheduler may come back elsewhere.
+    scheduler_url: Option<String>,
+    /// Where announced addresses go to the node worker's API client.
+    moves: Option<Sender<String>>,
 }
 
 impl Executor {
@@ -145,6 +150,8 @@ impl Executor {
             generation: 0,
             tx: None,
             node_started: false,
+            scheduler_url: None,
+            moves: None,
         }
     }
 
@@ -355,11 +362,10 @@ impl Executor {
                 Some(a) => self.on_acknowledged(&a.task_id.value, &a.uuid.0),
                 None => log::warn!("ACKNOWLEDGED event without its body; ignored"),
             },
-            Type::Message => {
-                // The payload is the scheduler's business and may be sensitive: size only.
-                let len = event.message.map_or(0, |m| m.data.0.len());
-                log::info!("MESSAGE from the scheduler, {len} bytes");
-            }
+            Type::Message => match event.message {
+                Some(m) => self.on_message(&m.data.0),
+                None => log::warn!("MESSAGE event without its body; ignored"),
+            },
             Type::Error => {
                 let message = event.error.map(|e| e.message.to_string());
                 log::error!(
@@ -393,6 +399,31 @@ impl Executor {
             s.framework_info.name.as_str()
         );
         self.agent_hostname = Some(s.agent_info.hostname.to_string());
+    }
+
+    /// The scheduler announces its REST address after every (re-)subscription, so that
+    /// executors follow it to another host or port. The data is logged by size only.
+    fn on_message(&mut self, data: &[u8]) {
+        let url = match api::announced_url(data) {
+            Ok(url) => url,
+            Err(e) => {
+                log::warn!(
+                    "MESSAGE from the scheduler ({} bytes) ignored: {e}",
+                    data.len()
+                );
+                return;
+            }
+        };
+        if self.scheduler_url.as_deref() == Some(url.as_str()) {
+            log::debug!("MESSAGE: the scheduler is still at {url}");
+            return;
+        }
+        log::info!("MESSAGE: the scheduler is at {url}");
+        if let Some(moves) = &self.moves {
+            // A finished worker has dropped its receiver; nothing is left to tell it.
+            let _ = moves.send(url.clone());
+        }
+        self.scheduler_url = Some(url);
     }
 
     fn on_launch(&mut self, task: TaskInfo) {
@@ -439,7 +470,10 @@ impl Executor {
         let Some(task) = self.book.task(task_id) else {
             return;
         };
-        let url = task.payload.settings.get(SCHEDULER_URL).cloned();
+        let url = self
+            .scheduler_url
+            .clone()
+            .or_else(|| task.payload.settings.get(SCHEDULER_URL).cloned());
         let secret = task.payload.data.as_deref().and_then(executor_secret);
         let (Some(url), Some(secret), Some(tx)) = (url, secret, self.tx.clone()) else {
             log::error!(
@@ -448,7 +482,9 @@ impl Executor {
             );
             return;
         };
-        let api = SchedulerApi::new(&url, &self.config.executor_id, &secret);
+        let (moves, moved) = mpsc::channel();
+        self.moves = Some(moves);
+        let api = SchedulerApi::new(&url, &self.config.executor_id, &secret, moved);
         let worker = node::Node::new(api, Facts::from_env(), self.config.sandbox.clone());
         let id = task_id.to_string();
         let spawned = thread::Builder::new().name("node".into()).spawn(move || {

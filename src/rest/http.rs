@@ -262,6 +262,10 @@ pub fn reason(status: u16) -> &'static str {
 
 pub type Handler = dyn Fn(&Request) -> Response + Send + Sync;
 
+/// Sees each request after its head is read and before its body is (the body is empty
+/// here): an answer ends the request there, the body unread, and closes the connection.
+pub type Gate = dyn Fn(&Request) -> Option<Response> + Send + Sync;
+
 /// Counters for `/metrics`.
 #[derive(Debug, Default)]
 pub struct HttpStats {
@@ -276,6 +280,7 @@ pub struct HttpStats {
 
 struct Shared {
     handler: Arc<Handler>,
+    gate: Option<Arc<Gate>>,
     limits: Limits,
     stats: Arc<HttpStats>,
     stopping: AtomicBool,
@@ -300,9 +305,21 @@ impl Server {
         stats: Arc<HttpStats>,
         handler: Arc<Handler>,
     ) -> io::Result<Server> {
+        Server::start_gated(listener, limits, stats, handler, None)
+    }
+
+    /// [`start`](Self::start), with a [`Gate`] in front of the handler.
+    pub fn start_gated(
+        listener: TcpListener,
+        limits: Limits,
+        stats: Arc<HttpStats>,
+        handler: Arc<Handler>,
+        gate: Option<Arc<Gate>>,
+    ) -> io::Result<Server> {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             handler,
+            gate,
             limits: limits.clone(),
             stats,
             stopping: AtomicBool::new(false),
@@ -445,11 +462,13 @@ fn worker(rx: Receiver<TcpStream>, shared: Arc<Shared>) {
     }
 }
 
-/// Why a request could not be read: answered with this status and the connection closed.
+/// Why a request could not be read: answered with this status (or the gate's `answer`)
+/// and the connection closed.
 struct Refusal {
     status: u16,
     error: &'static str,
     detail: String,
+    answer: Option<Response>,
 }
 
 fn refuse(status: u16, error: &'static str, detail: impl Into<String>) -> Refusal {
@@ -457,6 +476,7 @@ fn refuse(status: u16, error: &'static str, detail: impl Into<String>) -> Refusa
         status,
         error,
         detail: detail.into(),
+        answer: None,
     }
 }
 
@@ -517,7 +537,9 @@ fn serve(stream: TcpStream, shared: &Shared, queue: &Receiver<TcpStream>) {
                 }
                 debug!("REST: refused a request: {} {}", r.status, r.detail);
                 count(shared, r.status);
-                let resp = Response::error(r.status, r.error, &r.detail);
+                let resp = r
+                    .answer
+                    .unwrap_or_else(|| Response::error(r.status, r.error, &r.detail));
                 let deadline = Instant::now() + shared.limits.write_timeout;
                 if write_response(&mut conn.stream, &resp, false, false, deadline).is_ok() {
                     linger(&mut conn.stream);
@@ -599,72 +621,31 @@ fn read_request(
     queue: &Receiver<TcpStream>,
     first: bool,
 ) -> Result<Option<Request>, Refusal> {
-    let limits = &shared.limits;
-    let io_err = |e: io::Error| refuse(400, "bad request", format!("reading the request: {e}"));
-    // Wait for the first byte of the next request.
-    if conn.buf.is_empty() {
-        let idle = if first {
-            limits.request_timeout
-        } else {
-            limits.idle_timeout
-        };
-        let idle_deadline = Instant::now() + idle;
-        loop {
-            let slice = (Instant::now() + IDLE_SLICE).min(idle_deadline);
-            match conn.fill(slice) {
-                Ok(Read1::Data) if !conn.buf.is_empty() => break,
-                Ok(Read1::Data) => {}
-                Ok(Read1::Closed) | Err(_) => return Ok(None),
-                Ok(Read1::TimedOut) => {
-                    if Instant::now() >= idle_deadline
-                        || shared.stopping.load(Relaxed)
-                        || (!first && !queue.is_empty())
-                    {
-                        return Ok(None);
-                    }
-                }
-            }
-        }
+    if conn.buf.is_empty() && !await_request(conn, shared, queue, first) {
+        return Ok(None);
     }
-    let deadline = Instant::now() + limits.request_timeout;
-    let timeout = || {
-        refuse(
-            408,
-            "request timeout",
-            format!(
-                "the request was not received completely within {} s",
-                limits.request_timeout.as_secs_f64()
-            ),
-        )
+    let deadline = Instant::now() + shared.limits.request_timeout;
+    let Some(head_len) = read_head(conn, shared, deadline)? else {
+        return Ok(None);
     };
-    let mut scanned = 0;
-    let head_len = loop {
-        if let Some(end) = head_end(&conn.buf, scanned) {
-            break end;
-        }
-        scanned = conn.buf.len().saturating_sub(3);
-        if conn.buf.len() > MAX_HEAD {
-            return Err(refuse(
-                431,
-                "request head too large",
-                format!("request line and headers exceed {MAX_HEAD} bytes"),
-            ));
-        }
-        match conn.fill(deadline).map_err(io_err)? {
-            Read1::Data => {}
-            Read1::Closed => return Ok(None),
-            Read1::TimedOut => return Err(timeout()),
-        }
-    };
-    if head_len > MAX_HEAD {
-        return Err(refuse(
-            431,
-            "request head too large",
-            format!("request line and headers exceed {MAX_HEAD} bytes"),
-        ));
-    }
     let head = parse_head(&conn.buf[..head_len])?;
     let body_len = head.content_length;
+    let mut req = Request {
+        method: head.method,
+        path: head.path,
+        query: head.query,
+        headers: head.headers,
+        body: Vec::new(),
+        keep_alive: head.keep_alive,
+    };
+    if let Some(answer) = shared.gate.as_ref().and_then(|gate| gate(&req)) {
+        return Err(Refusal {
+            status: answer.status,
+            error: "refused before the body",
+            detail: format!("{} {}", req.method, req.path),
+            answer: Some(answer),
+        });
+    }
     if body_len > MAX_BODY {
         return Err(refuse(
             413,
@@ -676,23 +657,111 @@ fn read_request(
     if head.expect_continue && conn.buf.len() < need {
         let _ = conn.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
     }
-    while conn.buf.len() < need {
-        match conn.fill(deadline).map_err(io_err)? {
-            Read1::Data => {}
-            Read1::Closed => return Ok(None),
-            Read1::TimedOut => return Err(timeout()),
+    if !fill_to(conn, need, shared, deadline)? {
+        return Ok(None);
+    }
+    req.body = conn.buf[head_len..need].to_vec();
+    conn.buf.drain(..need);
+    Ok(Some(req))
+}
+
+/// Waits for the first byte of the next request; `false`: the connection is to end (closed,
+/// idle too long, the server stopping, or others waiting for this worker).
+fn await_request(
+    conn: &mut Conn,
+    shared: &Shared,
+    queue: &Receiver<TcpStream>,
+    first: bool,
+) -> bool {
+    let limits = &shared.limits;
+    let idle = if first {
+        limits.request_timeout
+    } else {
+        limits.idle_timeout
+    };
+    let idle_deadline = Instant::now() + idle;
+    loop {
+        let slice = (Instant::now() + IDLE_SLICE).min(idle_deadline);
+        match conn.fill(slice) {
+            Ok(Read1::Data) if !conn.buf.is_empty() => return true,
+            Ok(Read1::Data) => {}
+            Ok(Read1::Closed) | Err(_) => return false,
+            Ok(Read1::TimedOut) => {
+                if Instant::now() >= idle_deadline
+                    || shared.stopping.load(Relaxed)
+                    || (!first && !queue.is_empty())
+                {
+                    return false;
+                }
+            }
         }
     }
-    let body = conn.buf[head_len..need].to_vec();
-    conn.buf.drain(..need);
-    Ok(Some(Request {
-        method: head.method,
-        path: head.path,
-        query: head.query,
-        headers: head.headers,
-        body,
-        keep_alive: head.keep_alive,
-    }))
+}
+
+/// Reads until the head is complete; its length, or `None` when the client closed.
+fn read_head(
+    conn: &mut Conn,
+    shared: &Shared,
+    deadline: Instant,
+) -> Result<Option<usize>, Refusal> {
+    let too_large = || {
+        refuse(
+            431,
+            "request head too large",
+            format!("request line and headers exceed {MAX_HEAD} bytes"),
+        )
+    };
+    let mut scanned = 0;
+    let head_len = loop {
+        if let Some(end) = head_end(&conn.buf, scanned) {
+            break end;
+        }
+        scanned = conn.buf.len().saturating_sub(3);
+        if conn.buf.len() > MAX_HEAD {
+            return Err(too_large());
+        }
+        match conn.fill(deadline).map_err(read_error)? {
+            Read1::Data => {}
+            Read1::Closed => return Ok(None),
+            Read1::TimedOut => return Err(request_timeout(shared)),
+        }
+    };
+    if head_len > MAX_HEAD {
+        return Err(too_large());
+    }
+    Ok(Some(head_len))
+}
+
+/// Reads until `need` bytes are buffered; `false` when the client closed first.
+fn fill_to(
+    conn: &mut Conn,
+    need: usize,
+    shared: &Shared,
+    deadline: Instant,
+) -> Result<bool, Refusal> {
+    while conn.buf.len() < need {
+        match conn.fill(deadline).map_err(read_error)? {
+            Read1::Data => {}
+            Read1::Closed => return Ok(false),
+            Read1::TimedOut => return Err(request_timeout(shared)),
+        }
+    }
+    Ok(true)
+}
+
+fn read_error(e: io::Error) -> Refusal {
+    refuse(400, "bad request", format!("reading the request: {e}"))
+}
+
+fn request_timeout(shared: &Shared) -> Refusal {
+    refuse(
+        408,
+        "request timeout",
+        format!(
+            "the request was not received completely within {} s",
+            shared.limits.request_timeout.as_secs_f64()
+        ),
+    )
 }
 
 /// End of the head (after the blank line), searching from `from`. Bare LF line ends are
@@ -728,21 +797,56 @@ fn is_token(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
+fn bad_request(detail: String) -> Refusal {
+    refuse(400, "bad request", detail)
+}
+
 fn parse_head(raw: &[u8]) -> Result<Head, Refusal> {
-    let bad = |detail: String| refuse(400, "bad request", detail);
-    let text =
-        std::str::from_utf8(raw).map_err(|_| bad("the request head is not valid UTF-8".into()))?;
+    let text = std::str::from_utf8(raw)
+        .map_err(|_| bad_request("the request head is not valid UTF-8".into()))?;
     let mut lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
-    let line = lines.next().unwrap_or("");
+    let line = request_line(lines.next().unwrap_or(""))?;
+    let headers = header_lines(lines)?;
+    let (path, query) = line.target.split_once('?').unwrap_or((line.target, ""));
+    let connection = headers
+        .iter()
+        .filter(|(n, _)| n == "connection")
+        .map(|(_, v)| v.to_ascii_lowercase())
+        .collect::<Vec<_>>()
+        .join(",");
+    let keep_alive = if line.http10 {
+        connection.contains("keep-alive")
+    } else {
+        !connection.contains("close")
+    };
+    Ok(Head {
+        method: line.method.to_owned(),
+        path: path.to_owned(),
+        query: query.to_owned(),
+        content_length: content_length(&headers)?,
+        expect_continue: expect_continue(&headers)?,
+        headers,
+        keep_alive,
+    })
+}
+
+struct RequestLine<'a> {
+    method: &'a str,
+    target: &'a str,
+    http10: bool,
+}
+
+/// `METHOD /target HTTP/1.x`.
+fn request_line(line: &str) -> Result<RequestLine<'_>, Refusal> {
     let parts: Vec<&str> = line.split(' ').collect();
     let [method, target, version] = parts[..] else {
-        return Err(bad(format!(
+        return Err(bad_request(format!(
             "malformed request line {:?}",
             line.chars().take(200).collect::<String>()
         )));
     };
     if !is_token(method) {
-        return Err(bad(format!("malformed method {method:?}")));
+        return Err(bad_request(format!("malformed method {method:?}")));
     }
     let http10 = match version {
         "HTTP/1.1" => false,
@@ -754,30 +858,39 @@ fn parse_head(raw: &[u8]) -> Result<Head, Refusal> {
                 format!("{v} is not supported; use HTTP/1.1"),
             ))
         }
-        v => return Err(bad(format!("malformed HTTP version {v:?}"))),
+        v => return Err(bad_request(format!("malformed HTTP version {v:?}"))),
     };
     if !target.starts_with('/') || target.bytes().any(|b| b <= b' ' || b == 0x7f) {
-        return Err(bad(format!(
+        return Err(bad_request(format!(
             "request target {:?} is not an absolute path",
             target.chars().take(200).collect::<String>()
         )));
     }
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    Ok(RequestLine {
+        method,
+        target,
+        http10,
+    })
+}
+
+/// The header lines up to the blank one, names lowercased. Header lines are never echoed
+/// into errors (or the log): a mangled one may hold credentials.
+fn header_lines<'a>(
+    lines: impl Iterator<Item = &'a str>,
+) -> Result<Vec<(String, String)>, Refusal> {
     let mut headers = Vec::new();
-    // Header lines are never echoed into errors (or the log): a mangled one may hold
-    // credentials.
     for (i, l) in lines.enumerate() {
         if l.is_empty() {
             break;
         }
         if l.starts_with(' ') || l.starts_with('\t') {
-            return Err(bad("folded header lines are not accepted".into()));
+            return Err(bad_request("folded header lines are not accepted".into()));
         }
         let Some((name, value)) = l.split_once(':') else {
-            return Err(bad(format!("header line {} has no colon", i + 1)));
+            return Err(bad_request(format!("header line {} has no colon", i + 1)));
         };
         if !is_token(name) {
-            return Err(bad(format!(
+            return Err(bad_request(format!(
                 "header line {} has a malformed name (spaces or other characters not allowed in a header name)",
                 i + 1
             )));
@@ -791,6 +904,11 @@ fn parse_head(raw: &[u8]) -> Result<Head, Refusal> {
             ));
         }
     }
+    Ok(headers)
+}
+
+/// The body's length: `Content-Length` only (no chunked bodies), all copies agreeing.
+fn content_length(headers: &[(String, String)]) -> Result<usize, Refusal> {
     if headers.iter().any(|(n, _)| n == "transfer-encoding") {
         return Err(refuse(
             411,
@@ -804,45 +922,28 @@ fn parse_head(raw: &[u8]) -> Result<Head, Refusal> {
             .parse::<u64>()
             .ok()
             .filter(|_| v.bytes().all(|b| b.is_ascii_digit()))
-            .ok_or_else(|| bad(format!("malformed Content-Length {v:?}")))?;
+            .ok_or_else(|| bad_request(format!("malformed Content-Length {v:?}")))?;
         // Anything beyond the limit is refused the same way; saturate rather than overflow.
         let n = usize::try_from(n).unwrap_or(usize::MAX);
         if content_length.is_some_and(|c| c != n) {
-            return Err(bad("conflicting Content-Length headers".into()));
+            return Err(bad_request("conflicting Content-Length headers".into()));
         }
         content_length = Some(n);
     }
-    let expect_continue = match headers.iter().find(|(n, _)| n == "expect") {
-        None => false,
-        Some((_, v)) if v.eq_ignore_ascii_case("100-continue") => true,
-        Some((_, v)) => {
-            return Err(refuse(
-                417,
-                "expectation failed",
-                format!("Expect: {v:?} is not supported"),
-            ))
-        }
-    };
-    let connection = headers
-        .iter()
-        .filter(|(n, _)| n == "connection")
-        .map(|(_, v)| v.to_ascii_lowercase())
-        .collect::<Vec<_>>()
-        .join(",");
-    let keep_alive = if http10 {
-        connection.contains("keep-alive")
-    } else {
-        !connection.contains("close")
-    };
-    Ok(Head {
-        method: method.to_owned(),
-        path: path.to_owned(),
-        query: query.to_owned(),
-        headers,
-        content_length: content_length.unwrap_or(0),
-        expect_continue,
-        keep_alive,
-    })
+    Ok(content_length.unwrap_or(0))
+}
+
+/// `Expect: 100-continue` is the only expectation met.
+fn expect_continue(headers: &[(String, String)]) -> Result<bool, Refusal> {
+    match headers.iter().find(|(n, _)| n == "expect") {
+        None => Ok(false),
+        Some((_, v)) if v.eq_ignore_ascii_case("100-continue") => Ok(true),
+        Some((_, v)) => Err(refuse(
+            417,
+            "expectation failed",
+            format!("Expect: {v:?} is not supported"),
+        )),
+    }
 }
 
 fn write_response(

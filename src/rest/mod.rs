@@ -15,11 +15,13 @@
 //! | `POST /api/v1/executors/<id>/heartbeat` | no body needed |
 //!
 //! Executor calls carry `Authorization: Bearer <secret>` (the `executor_secret` of the task's `TaskInfo.data`): missing or wrong
-//! is 401, an executor that is not the current launch of a node is 404. Reports answer 200
+//! is 401, an executor that is not the current launch of a node is 404; both are answered
+//! before the request's body is read (`gate.rs`). Reports answer 200
 //! `{"recorded": true}`. Errors are JSON `{"error": ..., "detail": ...}` (the HTML page
 //! aside); bodies over 1 MiB get 413. When every long-poll slot is taken a plan wait gets 503
 //! with `Retry-After`.
 
+mod gate;
 pub mod http;
 mod page;
 mod prom;
@@ -113,7 +115,7 @@ pub fn start(config: RestConfig) -> Result<RestHandle, String> {
     start_with(config, ServerOptions::default())
 }
 
-pub fn start_with(config: RestConfig, options: ServerOptions) -> Result<RestHandle, String> {
+pub fn start_with(mut config: RestConfig, options: ServerOptions) -> Result<RestHandle, String> {
     let listener = TcpListener::bind((options.bind, config.port)).map_err(|e| {
         format!(
             "cannot listen on {}:{} (-rest.port): {e}",
@@ -125,6 +127,13 @@ pub fn start_with(config: RestConfig, options: ServerOptions) -> Result<RestHand
         .map_err(|e| format!("cannot read the REST server's address: {e}"))?;
     let stats = Arc::new(HttpStats::default());
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+    let gate = match config.secrets.take() {
+        Some(updates) => Some(
+            gate::start(updates)
+                .map_err(|e| format!("cannot start the REST secrets thread: {e}"))?,
+        ),
+        None => None,
+    };
     let router = Arc::new(Router {
         binary: ExecutorBinary::new(config.executor_path.clone()),
         config,
@@ -143,7 +152,7 @@ pub fn start_with(config: RestConfig, options: ServerOptions) -> Result<RestHand
         write_timeout: options.write_timeout,
     };
     let handler: Arc<http::Handler> = Arc::new(move |req: &Request| router.handle(req));
-    let server = http::Server::start(listener, limits, stats, handler)
+    let server = http::Server::start_gated(listener, limits, stats, handler, gate)
         .map_err(|e| format!("cannot start the REST server threads: {e}"))?;
     info!("REST server listening on {addr}");
     Ok(RestHandle {
@@ -583,19 +592,15 @@ impl Router {
             Ok(_) => return not_found(&req.path),
             Err(e) => return Response::error(400, "bad executor id", &e),
         };
-        let allowed = match action {
-            "plan" => GET,
-            "phase" | "devices" | "heartbeat" => POST,
-            _ => {
-                return Response::error(
-                    404,
-                    "not found",
-                    &format!(
+        let Some(allowed) = executor_methods(action) else {
+            return Response::error(
+                404,
+                "not found",
+                &format!(
                     "unknown executor endpoint {:?}; expected plan, phase, devices or heartbeat",
                     action.chars().take(100).collect::<String>()
                 ),
-                )
-            }
+            );
         };
         if !allowed.contains(&req.method.as_str()) {
             return method_not_allowed(&req.method, allowed);
@@ -709,6 +714,15 @@ impl Router {
         }
         let waits = self.waits.clone();
         Response::later(move |conn| waits.park(wait_id, conn, wait))
+    }
+}
+
+/// The methods of an executor endpoint; `None`: no such endpoint.
+fn executor_methods(action: &str) -> Option<&'static [&'static str]> {
+    match action {
+        "plan" => Some(GET),
+        "phase" | "devices" | "heartbeat" => Some(POST),
+        _ => None,
     }
 }
 

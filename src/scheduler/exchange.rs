@@ -6,7 +6,7 @@ use crate::mesos::scheduler::Event;
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::model::{ClusterModel, Phase};
 use crate::secret::Secret;
-use crossbeam_channel::Sender;
+use crossbeam_channel::{Receiver, Sender};
 use serde::Deserialize;
 use std::fmt;
 use std::path::PathBuf;
@@ -352,6 +352,18 @@ pub struct RestConfig {
     pub executor_path: PathBuf,
     pub inputs: Sender<Input>,
     pub metrics: Arc<Metrics>,
+    /// The dispatcher's executor secrets, as it grants and revokes them (the current ones
+    /// first): the REST side checks a caller's secret before it reads the request's body.
+    /// `None`: no early check; the dispatcher's own check is the only one.
+    pub secrets: Option<Receiver<SecretUpdate>>,
+}
+
+/// A change of the executor secrets the dispatcher accepts, published for the REST side's
+/// early check. The dispatcher stays the owner and checks every call itself too.
+#[derive(Debug)]
+pub enum SecretUpdate {
+    Known { executor_id: String, secret: Secret },
+    Forget { executor_id: String },
 }
 
 /// Starts the REST server; dropping what it returns stops the server.

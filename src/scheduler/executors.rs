@@ -16,10 +16,10 @@
 
 use crate::hash::content_hash;
 use crate::scheduler::exchange::{
-    ApiError, ExecutorCall, ExecutorReply, ExecutorRequest, PlanReply, ReplyTo,
+    ApiError, ExecutorCall, ExecutorReply, ExecutorRequest, PhaseReport, PlanReply, ReplyTo,
 };
 use crate::scheduler::mdm_cluster;
-use crate::scheduler::model::{Layout, Persisted, Persona, Phase};
+use crate::scheduler::model::{Layout, Node, Persisted, Persona, Phase};
 use crate::scheduler::node_plan::{self, InstallSettings};
 use crate::secret::Secret;
 use log::{debug, info, warn};
@@ -159,78 +159,19 @@ impl ExecutorApi {
         };
         match call {
             ExecutorCall::Plan { version, wait_ms } => {
-                let trio = self.trio(state);
-                let plan = match self.plan(state, &executor_id, &agent, trio.as_ref()) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        let _ = reply.send(ExecutorReply::Failed(e));
-                        return false;
-                    }
+                let wait = PlanWait {
+                    version,
+                    wait_ms,
+                    now_ms,
                 };
-                if wait_ms == 0 || version != Some(plan.version) {
-                    let _ = reply.send(ExecutorReply::Plan(plan));
-                    return false;
-                }
-                if self.parked.len() >= MAX_PARKED && !self.parked.contains_key(&executor_id) {
-                    let _ = reply.send(ExecutorReply::Failed(ApiError::new(
-                        503,
-                        "too many waiting executors",
-                        format!("{MAX_PARKED} plan requests are already waiting; retry later"),
-                    )));
-                    return false;
-                }
-                let parked = Parked {
-                    agent,
-                    version: plan.version,
-                    deadline_ms: now_ms.saturating_add(wait_ms),
-                    reply: reply.clone(),
-                };
-                // One wait per executor: an older one is from a client that gave up or
-                // retried; it gets the (unchanged) plan so its worker is freed.
-                if let Some(old) = self.parked.insert(executor_id, parked) {
-                    let _ = old.reply.send(ExecutorReply::Plan(plan));
-                }
-                let _ = reply.send(ExecutorReply::Parked);
+                self.on_plan(state, executor_id, agent, wait, reply);
                 false
             }
             ExecutorCall::Phase(report) => {
                 let Some(node) = state.model.nodes.get_mut(&agent) else {
                     return false;
                 };
-                if node.phase != report.phase {
-                    info!(
-                        "{}: phase {} -> {}{}",
-                        node.hostname,
-                        node.phase,
-                        report.phase,
-                        report
-                            .message
-                            .as_ref()
-                            .map(|m| format!(" ({m:?})"))
-                            .unwrap_or_default()
-                    );
-                }
-                if let Some(e) = &report.error {
-                    if node.last_error.as_ref() != Some(e) {
-                        warn!("{}: {} reported error {e:?}", node.hostname, report.phase);
-                    }
-                }
-                node.phase = report.phase;
-                if !matches!(report.phase, Phase::Failed) {
-                    node.progress = Some(report.phase);
-                }
-                node.last_error = report.error;
-                if report.warning.is_some() && node.warning != report.warning {
-                    warn!(
-                        "{}: {} reported warning {:?}",
-                        node.hostname,
-                        report.phase,
-                        report.warning.as_deref().unwrap_or_default()
-                    );
-                }
-                node.warning = report.warning;
-                node.last_contact_ms = Some(now_ms);
-                node.updated_ms = now_ms;
+                record_phase(node, report, now_ms);
                 self.acks.push(reply);
                 true
             }
@@ -238,20 +179,7 @@ impl ExecutorApi {
                 let Some(node) = state.model.nodes.get_mut(&agent) else {
                     return false;
                 };
-                if node.devices != devices {
-                    info!(
-                        "{}: devices {}",
-                        node.hostname,
-                        if devices.is_empty() {
-                            "none".to_owned()
-                        } else {
-                            devices.join(", ")
-                        }
-                    );
-                    node.devices = devices;
-                    node.updated_ms = now_ms;
-                }
-                node.last_contact_ms = Some(now_ms);
+                record_devices(node, devices, now_ms);
                 self.acks.push(reply);
                 true
             }
@@ -264,6 +192,49 @@ impl ExecutorApi {
                 false
             }
         }
+    }
+
+    /// The plan at once, or parked until it changes or the wait ends.
+    fn on_plan(
+        &mut self,
+        state: &Persisted,
+        executor_id: String,
+        agent: String,
+        wait: PlanWait,
+        reply: ReplyTo,
+    ) {
+        let trio = self.trio(state);
+        let plan = match self.plan(state, &executor_id, &agent, trio.as_ref()) {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = reply.send(ExecutorReply::Failed(e));
+                return;
+            }
+        };
+        if wait.wait_ms == 0 || wait.version != Some(plan.version) {
+            let _ = reply.send(ExecutorReply::Plan(plan));
+            return;
+        }
+        if self.parked.len() >= MAX_PARKED && !self.parked.contains_key(&executor_id) {
+            let _ = reply.send(ExecutorReply::Failed(ApiError::new(
+                503,
+                "too many waiting executors",
+                format!("{MAX_PARKED} plan requests are already waiting; retry later"),
+            )));
+            return;
+        }
+        let parked = Parked {
+            agent,
+            version: plan.version,
+            deadline_ms: wait.now_ms.saturating_add(wait.wait_ms),
+            reply: reply.clone(),
+        };
+        // One wait per executor: an older one is from a client that gave up or
+        // retried; it gets the (unchanged) plan so its worker is freed.
+        if let Some(old) = self.parked.insert(executor_id, parked) {
+            let _ = old.reply.send(ExecutorReply::Plan(plan));
+        }
+        let _ = reply.send(ExecutorReply::Parked);
     }
 
     /// The batch's state could not be saved: its reports are answered 503, never
@@ -473,6 +444,69 @@ fn gone_executor(executor_id: &str) -> ApiError {
         "unknown executor",
         format!("executor {executor_id:?} is not the current launch of any node"),
     )
+}
+
+/// A plan request's wait: the version the executor has, how long it may wait, from when.
+struct PlanWait {
+    version: Option<u64>,
+    wait_ms: u64,
+    now_ms: u64,
+}
+
+/// A phase report into its node (the log names changes and new errors only).
+fn record_phase(node: &mut Node, report: PhaseReport, now_ms: u64) {
+    if node.phase != report.phase {
+        info!(
+            "{}: phase {} -> {}{}",
+            node.hostname,
+            node.phase,
+            report.phase,
+            report
+                .message
+                .as_ref()
+                .map(|m| format!(" ({m:?})"))
+                .unwrap_or_default()
+        );
+    }
+    if let Some(e) = &report.error {
+        if node.last_error.as_ref() != Some(e) {
+            warn!("{}: {} reported error {e:?}", node.hostname, report.phase);
+        }
+    }
+    node.phase = report.phase;
+    if !matches!(report.phase, Phase::Failed) {
+        node.progress = Some(report.phase);
+    }
+    node.last_error = report.error;
+    if report.warning.is_some() && node.warning != report.warning {
+        warn!(
+            "{}: {} reported warning {:?}",
+            node.hostname,
+            report.phase,
+            report.warning.as_deref().unwrap_or_default()
+        );
+    }
+    node.warning = report.warning;
+    node.last_contact_ms = Some(now_ms);
+    node.updated_ms = now_ms;
+}
+
+/// A device report into its node.
+fn record_devices(node: &mut Node, devices: Vec<String>, now_ms: u64) {
+    if node.devices != devices {
+        info!(
+            "{}: devices {}",
+            node.hostname,
+            if devices.is_empty() {
+                "none".to_owned()
+            } else {
+                devices.join(", ")
+            }
+        );
+        node.devices = devices;
+        node.updated_ms = now_ms;
+    }
+    node.last_contact_ms = Some(now_ms);
 }
 
 #[cfg(test)]

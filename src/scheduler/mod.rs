@@ -176,11 +176,20 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
     let (out_tx, out_rx) = crossbeam_channel::unbounded();
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
 
+    // The secrets known now go first; the dispatcher publishes every later change.
+    let (secrets_tx, secrets_rx) = crossbeam_channel::unbounded();
+    for (executor_id, secret) in &state.executor_secrets {
+        let _ = secrets_tx.send(exchange::SecretUpdate::Known {
+            executor_id: executor_id.clone(),
+            secret: secret.as_str().into(),
+        });
+    }
     let rest = match start_rest(exchange::RestConfig {
         port: config.rest_port,
         executor_path: executor_path(&config),
         inputs: in_tx.clone(),
         metrics: metrics.clone(),
+        secrets: Some(secrets_rx),
     }) {
         Ok(r) => r,
         Err(e) => {
@@ -245,6 +254,7 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
 
     let (settings, ctx) = dispatcher_parts(&config, &state);
     let mut dispatcher = Dispatcher::new(state, store, settings, ctx, out_tx, metrics);
+    dispatcher.set_secret_feed(secrets_tx);
     dispatcher.set_install_settings(node_plan::InstallSettings::from_config(&config));
     // Issue 9: the gateway worker, fed by the dispatcher, answering as dispatcher inputs.
     if let Some(client) = gateway {

@@ -247,8 +247,47 @@ pub fn decide(
     settings: &Settings,
     now_ms: u64,
 ) -> Vec<Decision> {
+    let (mut decisions, candidates) = screen(model, offers, now_ms);
+    let personas = assign_personas(model, offers, &candidates, settings);
+    for (i, layout, _) in candidates {
+        let persona = personas.get(&i).copied().unwrap_or(Persona::Data);
+        decisions[i] = Some(match fit(&offers[i], settings, persona) {
+            Ok((task_resources, executor_resources)) => Decision::Launch {
+                persona,
+                layout,
+                task_resources,
+                executor_resources,
+            },
+            Err(reason) => Decision::Decline {
+                reason,
+                refuse_seconds: REFUSE_NO_ROOM_SECS,
+            },
+        });
+    }
+    decisions
+        .into_iter()
+        .map(|d| {
+            d.unwrap_or(Decision::Decline {
+                reason: "no decision".into(),
+                refuse_seconds: REFUSE_NO_ROOM_SECS,
+            })
+        })
+        .collect()
+}
+
+/// An offer that may get a launch: its index, the layout its attributes give, the persona
+/// they pin.
+type Candidate = (usize, Layout, Option<Persona>);
+
+/// Declines what cannot be a launch (covered agents, relaunch backoff, a second offer of
+/// one agent, unreadable attributes); the rest are candidates.
+fn screen(
+    model: &ClusterModel,
+    offers: &[Offer],
+    now_ms: u64,
+) -> (Vec<Option<Decision>>, Vec<Candidate>) {
     let mut decisions: Vec<Option<Decision>> = vec![None; offers.len()];
-    let mut candidates: Vec<(usize, Layout, Option<Persona>)> = Vec::new();
+    let mut candidates: Vec<Candidate> = Vec::new();
     // One launch per agent even if the batch holds two offers from it.
     let mut agents_in_batch = std::collections::BTreeSet::new();
 
@@ -296,9 +335,17 @@ pub fn decide(
             }
         }
     }
+    (decisions, candidates)
+}
 
-    // Personas: a node keeps the persona it had; pinned attributes next; in experimental
-    // mode the missing MDM roles go to the roomiest offers that can hold an MDM.
+/// Personas: a node keeps the persona it had; pinned attributes next; in experimental
+/// mode the missing MDM roles go to the roomiest offers that can hold an MDM.
+fn assign_personas(
+    model: &ClusterModel,
+    offers: &[Offer],
+    candidates: &[Candidate],
+    settings: &Settings,
+) -> BTreeMap<usize, Persona> {
     let mut personas: BTreeMap<usize, Persona> = BTreeMap::new();
     let mut taken: Vec<Persona> = model
         .nodes
@@ -306,7 +353,7 @@ pub fn decide(
         .filter(|n| n.persona.is_mdm())
         .map(|n| n.persona)
         .collect();
-    for (i, _, pinned) in &candidates {
+    for (i, _, pinned) in candidates {
         let known = model
             .nodes
             .get(offers[*i].agent_id.value.as_str())
@@ -331,56 +378,48 @@ pub fn decide(
         }
     }
     if settings.experimental {
-        let mut open: Vec<&(usize, Layout, Option<Persona>)> = candidates
+        let open: Vec<usize> = candidates
             .iter()
-            .filter(|(i, _, _)| !personas.contains_key(i))
+            .map(|(i, _, _)| *i)
+            .filter(|i| !personas.contains_key(i))
             .collect();
-        open.sort_by(|a, b| {
-            let (ca, ma) = room(&offers[a.0]);
-            let (cb, mb) = room(&offers[b.0]);
-            (cb, mb)
-                .partial_cmp(&(ca, ma))
-                .unwrap_or(std::cmp::Ordering::Equal)
-        });
-        for (i, _, _) in open {
-            let missing = [Persona::Primary, Persona::Secondary, Persona::Tiebreaker]
-                .into_iter()
-                .find(|p| !taken.contains(p));
-            let persona = match missing {
-                Some(p) if fit(&offers[*i], settings, p).is_ok() => {
-                    taken.push(p);
-                    p
-                }
-                _ => Persona::Data,
-            };
-            personas.insert(*i, persona);
+        for (i, persona) in missing_mdms(offers, open, &mut taken, settings) {
+            personas.insert(i, persona);
         }
     }
+    personas
+}
 
-    for (i, layout, _) in candidates {
-        let persona = personas.get(&i).copied().unwrap_or(Persona::Data);
-        decisions[i] = Some(match fit(&offers[i], settings, persona) {
-            Ok((task_resources, executor_resources)) => Decision::Launch {
-                persona,
-                layout,
-                task_resources,
-                executor_resources,
-            },
-            Err(reason) => Decision::Decline {
-                reason,
-                refuse_seconds: REFUSE_NO_ROOM_SECS,
-            },
-        });
+/// Experimental mode: the MDM roles not `taken` yet go to the roomiest of the `open` offers
+/// that can hold an MDM; every other open offer is a data node.
+fn missing_mdms(
+    offers: &[Offer],
+    mut open: Vec<usize>,
+    taken: &mut Vec<Persona>,
+    settings: &Settings,
+) -> Vec<(usize, Persona)> {
+    open.sort_by(|a, b| {
+        let (ca, ma) = room(&offers[*a]);
+        let (cb, mb) = room(&offers[*b]);
+        (cb, mb)
+            .partial_cmp(&(ca, ma))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let mut out = Vec::new();
+    for i in open {
+        let missing = [Persona::Primary, Persona::Secondary, Persona::Tiebreaker]
+            .into_iter()
+            .find(|p| !taken.contains(p));
+        let persona = match missing {
+            Some(p) if fit(&offers[i], settings, p).is_ok() => {
+                taken.push(p);
+                p
+            }
+            _ => Persona::Data,
+        };
+        out.push((i, persona));
     }
-    decisions
-        .into_iter()
-        .map(|d| {
-            d.unwrap_or(Decision::Decline {
-                reason: "no decision".into(),
-                refuse_seconds: REFUSE_NO_ROOM_SECS,
-            })
-        })
-        .collect()
+    out
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //!
 //! A launch wave is one ACCEPT per agent and one ACKNOWLEDGE per update, each a round trip;
 //! sent one after another they bound how fast 10,000 agents are covered. So the router
-//! thread spreads the per-agent calls (ACCEPT, ACKNOWLEDGE, KILL, SHUTDOWN) over a few lanes
+//! thread spreads the per-agent calls (ACCEPT, ACKNOWLEDGE, KILL, SHUTDOWN, MESSAGE) over a few lanes
 //! by agent, keeping each agent's calls in order, while every call whose order matters
 //! globally (DECLINE before a later REVIVE, SUPPRESS/REVIVE, RECONCILE, TEARDOWN) goes
 //! through lane 0 in the order the dispatcher sent it.
@@ -57,7 +57,8 @@ fn lane_of(call: &Call) -> usize {
                 .and_then(|k| k.agent_id.as_ref())
                 .map(|a| a.value.as_str())
         })
-        .or_else(|| call.shutdown.as_ref().map(|s| s.agent_id.value.as_str()));
+        .or_else(|| call.shutdown.as_ref().map(|s| s.agent_id.value.as_str()))
+        .or_else(|| call.message.as_ref().map(|m| m.agent_id.value.as_str()));
     match agent {
         // Any stable spread will do.
         Some(a) => 1 + (crate::hash::content_hash(a.as_bytes()) % AGENT_LANES as u64) as usize,

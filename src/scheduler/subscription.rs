@@ -34,6 +34,15 @@ pub struct Subscriber {
     pub clock: Arc<dyn Clock>,
 }
 
+/// The master to subscribe to next.
+struct Target {
+    /// Position in `-uri` of the last master tried from the list.
+    index: usize,
+    master: String,
+    /// Redirects followed in a row (a loop between confused masters must not spin).
+    redirects: u32,
+}
+
 /// Why a subscription's event stream ended.
 enum PumpEnd {
     /// The dispatcher is gone: the scheduler is stopping.
@@ -97,87 +106,108 @@ impl Subscriber {
         stop: Receiver<()>,
     ) {
         let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
-        let mut index = 0usize;
-        let mut master = self.masters.first().cloned().unwrap_or_default();
-        let mut redirects = 0u32;
+        let mut target = Target {
+            index: 0,
+            master: self.masters.first().cloned().unwrap_or_default(),
+            redirects: 0,
+        };
         loop {
             let mut cfg = self.client_config.clone();
             cfg.stream_idle_timeout = Some(idle_timeout(self.heartbeat_secs));
+            let master = target.master.clone();
             let outcome = SchedulerClient::new(&master, cfg).and_then(|mut client| {
                 info!("subscribing to master {master}");
                 let sub = client.subscribe(&self.subscribe_call())?;
                 Ok((client, sub))
             });
-            let delay = match outcome {
+            let again = match outcome {
                 Ok((client, sub)) => {
-                    redirects = 0;
-                    let _ = to_sender.send(Outgoing::Connected(Box::new(client)));
-                    if to_dispatcher
-                        .send(Input::Connected {
-                            master: master.clone(),
-                        })
-                        .is_err()
-                    {
-                        return;
-                    }
-                    let end = self.pump(sub.events, &to_dispatcher, &mut backoff);
-                    let _ = to_sender.send(Outgoing::Disconnected);
-                    match end {
-                        PumpEnd::Broken(reason) => {
-                            self.metrics
-                                .reconnects
-                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            if to_dispatcher.send(Input::Disconnected { reason }).is_err() {
-                                return;
-                            }
-                        }
-                        // After an ERROR the framework is gone or another instance took
-                        // over: subscribing again (with the id, or without one) would
-                        // register a second framework or steal it back.
-                        PumpEnd::Error | PumpEnd::DispatcherGone => return,
-                    }
-                    backoff.next_delay()
+                    target.redirects = 0;
+                    let links = (&to_dispatcher, &to_sender);
+                    self.serve(client, sub.events, &master, links, &mut backoff)
                 }
                 Err(ClientError::Redirect { leader, .. }) => {
-                    redirects += 1;
                     info!("master {master} is not the leader; following the redirect to {leader}");
-                    master = leader;
+                    target.redirects += 1;
+                    target.master = leader;
                     // A redirect loop between confused masters must not spin.
-                    if redirects <= 3 {
+                    if target.redirects <= 3 {
                         continue;
                     }
-                    backoff.next_delay()
+                    true
                 }
-                Err(e) => {
-                    match &e {
-                        ClientError::Rejected { .. } => error!("SUBSCRIBE refused: {e}"),
-                        _ => warn!("SUBSCRIBE failed: {e}"),
-                    }
-                    if let ClientError::Rejected { .. } = &e {
-                        if is_removal(&e.to_string()) {
-                            // The dispatcher decides what the removal means for the
-                            // stored id; this thread never subscribes again.
-                            let _ = to_dispatcher
-                                .send(Input::Event(Box::new(error_event(&e.to_string()))));
-                            return;
-                        }
-                    }
-                    // Try the next configured master on the next attempt.
-                    if self.masters.len() > 1 {
-                        index = (index + 1) % self.masters.len();
-                        master = self.masters[index].clone();
-                    }
-                    let _ = to_dispatcher.send(Input::Disconnected {
-                        reason: e.to_string(),
-                    });
-                    backoff.next_delay()
-                }
+                Err(e) => self.subscribe_failed(e, &mut target, &to_dispatcher),
             };
+            if !again {
+                return;
+            }
+            let delay = backoff.next_delay();
             debug!("next subscription attempt in {} ms", delay.as_millis());
             if super::stop::wait(&stop, delay) {
                 return;
             }
         }
+    }
+
+    /// Tells the call sender and the dispatcher of the new subscription and pumps its
+    /// events; `false` when this thread is done (ERROR, or the dispatcher gone).
+    fn serve(
+        &mut self,
+        client: SchedulerClient,
+        events: crate::mesos::client::EventStream,
+        master: &str,
+        (to_dispatcher, to_sender): (&Sender<Input>, &Sender<Outgoing>),
+        backoff: &mut Backoff,
+    ) -> bool {
+        let _ = to_sender.send(Outgoing::Connected(Box::new(client)));
+        let connected = Input::Connected {
+            master: master.to_owned(),
+        };
+        if to_dispatcher.send(connected).is_err() {
+            return false;
+        }
+        let end = self.pump(events, to_dispatcher, backoff);
+        let _ = to_sender.send(Outgoing::Disconnected);
+        match end {
+            PumpEnd::Broken(reason) => {
+                self.metrics
+                    .reconnects
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                to_dispatcher.send(Input::Disconnected { reason }).is_ok()
+            }
+            // After an ERROR the framework is gone or another instance took over:
+            // subscribing again (with the id, or without one) would register a second
+            // framework or steal it back.
+            PumpEnd::Error | PumpEnd::DispatcherGone => false,
+        }
+    }
+
+    /// A SUBSCRIBE that failed: the next attempt goes to the next master; `false` when the
+    /// master says the framework was removed (this thread never subscribes again).
+    fn subscribe_failed(
+        &self,
+        e: ClientError,
+        target: &mut Target,
+        to_dispatcher: &Sender<Input>,
+    ) -> bool {
+        if let ClientError::Rejected { .. } = &e {
+            error!("SUBSCRIBE refused: {e}");
+            if is_removal(&e.to_string()) {
+                // The dispatcher decides what the removal means for the stored id.
+                let _ = to_dispatcher.send(Input::Event(Box::new(error_event(&e.to_string()))));
+                return false;
+            }
+        } else {
+            warn!("SUBSCRIBE failed: {e}");
+        }
+        if self.masters.len() > 1 {
+            target.index = (target.index + 1) % self.masters.len();
+            target.master = self.masters[target.index].clone();
+        }
+        let _ = to_dispatcher.send(Input::Disconnected {
+            reason: e.to_string(),
+        });
+        true
     }
 
     /// Feeds events to the dispatcher until the stream ends.

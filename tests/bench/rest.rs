@@ -125,6 +125,7 @@ fn main() {
             executor_path: PathBuf::from("/nonexistent"),
             inputs: fake.inputs.clone(),
             metrics: Arc::new(Metrics::default()),
+            secrets: None,
         },
         ServerOptions {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),

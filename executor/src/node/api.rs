@@ -2,14 +2,24 @@
 //! and device reports. Every call carries the executor's secret as a bearer token; the
 //! secret appears in no log line or error.
 //!
-//! Reports are delivered reliably: [`SchedulerApi::report`] retries with backoff until the
-//! scheduler answers that it recorded the report. Only an answer that can never change (401:
-//! wrong secret, 404: this executor was replaced) ends the retries.
+//! Calls are retried ([`SchedulerApi::retry`]) with capped, jittered backoff for as long as
+//! the scheduler is away: an unreachable or failing scheduler is never a failure of the node,
+//! since Mesos keeps this executor running while its framework fails over (for up to the
+//! failover timeout, a week by default). Only an answer that can never change (401: wrong
+//! secret, 404: this executor was replaced) ends the retries. A long outage is logged once
+//! when it starts and once when it ends, not per attempt.
+//!
+//! A scheduler may come back on another host or port. It then tells its running executors
+//! its new address with a framework MESSAGE ([`announced_url`]); the executor's main loop
+//! forwards that address over a channel, and the client switches to it at its next call,
+//! cutting short any backoff wait.
 
 use super::plan::Plan;
 use std::fmt;
 use std::io::Read;
-use std::time::Duration;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+use storage_framework::backoff::Backoff;
 
 /// Longest wait of one plan long poll (the scheduler caps it at 60 s).
 pub const PLAN_WAIT: Duration = Duration::from_secs(50);
@@ -17,32 +27,83 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_BODY: u64 = 1 << 20;
 const RETRY_START: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(30);
+/// Far more than `{"scheduler_url":"http://<253-byte host>:65535"}` needs.
+const MAX_ANNOUNCEMENT: usize = 4096;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApiError {
     /// The scheduler will never accept this executor's calls (401, 404): stop.
     Refused(String),
-    /// Worth another try: transport trouble, 5xx, a body that did not parse.
+    /// No answer at all (connection refused, timeout): the scheduler is away.
+    Unreachable(String),
+    /// An answer worth another try: 5xx, 429, a body that did not parse.
     Transient(String),
 }
 
 impl fmt::Display for ApiError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ApiError::Refused(s) | ApiError::Transient(s) => f.write_str(s),
+            ApiError::Refused(s) | ApiError::Unreachable(s) | ApiError::Transient(s) => {
+                f.write_str(s)
+            }
         }
     }
 }
 
+/// How the scheduler answered lately, so that only a change of it is logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Link {
+    Up,
+    Unreachable,
+    Failing,
+}
+
+/// The link after `result` and the one log line the change deserves, if any.
+fn link_change(before: Link, result: &Result<(), ApiError>, root: &str) -> (Link, Option<String>) {
+    let after = match result {
+        Ok(()) | Err(ApiError::Refused(_)) => Link::Up,
+        Err(ApiError::Unreachable(_)) => Link::Unreachable,
+        Err(ApiError::Transient(_)) => Link::Failing,
+    };
+    if after == before {
+        return (after, None);
+    }
+    let line = match result {
+        Err(e @ ApiError::Unreachable(_)) => format!(
+            "scheduler at {root} unreachable ({e}); the task stays running, retrying with \
+             backoff up to {} s (next log line when this changes)",
+            RETRY_MAX.as_secs()
+        ),
+        Err(e) => format!(
+            "scheduler at {root} answers with errors ({e}); retrying with backoff up to {} s \
+             (next log line when this changes)",
+            RETRY_MAX.as_secs()
+        ),
+        Ok(()) => format!("scheduler at {root} answers again"),
+    };
+    (after, Some(line))
+}
+
 pub struct SchedulerApi {
-    base: String,
+    /// The scheduler's REST base URL (`http://host:port`).
+    root: String,
+    executor_id: String,
     secret: String,
     agent: ureq::Agent,
+    /// Newer base URLs the scheduler announced (framework MESSAGE), from the main loop.
+    moves: Receiver<String>,
+    link: Link,
 }
 
 impl SchedulerApi {
-    /// `scheduler_url` is `STORAGE_SCHEDULER_URL` (`http://host:port`).
-    pub fn new(scheduler_url: &str, executor_id: &str, secret: &str) -> SchedulerApi {
+    /// `scheduler_url` is `STORAGE_SCHEDULER_URL` (`http://host:port`), or the latest one
+    /// the scheduler announced; `moves` brings later announcements.
+    pub fn new(
+        scheduler_url: &str,
+        executor_id: &str,
+        secret: &str,
+        moves: Receiver<String>,
+    ) -> SchedulerApi {
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)
@@ -52,21 +113,25 @@ impl SchedulerApi {
             .build()
             .into();
         SchedulerApi {
-            base: format!(
-                "{}/api/v1/executors/{executor_id}",
-                scheduler_url.trim_end_matches('/')
-            ),
+            root: scheduler_url.trim_end_matches('/').to_string(),
+            executor_id: executor_id.to_string(),
             secret: secret.to_string(),
             agent,
+            moves,
+            link: Link::Up,
         }
     }
 
+    fn url(&self, tail: &str) -> String {
+        format!("{}/api/v1/executors/{}/{tail}", self.root, self.executor_id)
+    }
+
     /// The plan: at once without `version`, else when it differs from `version` or `wait`
-    /// ran out (`Ok(None)`: unchanged).
+    /// ran out (`Ok(None)`: unchanged). One attempt.
     pub fn plan(&self, version: Option<u64>, wait: Duration) -> Result<Option<Plan>, ApiError> {
         let url = match version {
-            Some(v) => format!("{}/plan?version={v}&wait={}", self.base, wait.as_secs()),
-            None => format!("{}/plan", self.base),
+            Some(v) => format!("{}?version={v}&wait={}", self.url("plan"), wait.as_secs()),
+            None => self.url("plan"),
         };
         let what = "GET plan";
         let response = self
@@ -74,7 +139,7 @@ impl SchedulerApi {
             .get(&url)
             .header("Authorization", &format!("Bearer {}", self.secret))
             .call()
-            .map_err(|e| ApiError::Transient(format!("{what}: {e}")))?;
+            .map_err(|e| ApiError::Unreachable(format!("{what}: {e}")))?;
         let status = response.status().as_u16();
         let body = read_body(response);
         match status {
@@ -91,11 +156,11 @@ impl SchedulerApi {
         let what = format!("POST {action}");
         let response = self
             .agent
-            .post(&format!("{}/{action}", self.base))
+            .post(&self.url(action))
             .header("Authorization", &format!("Bearer {}", self.secret))
             .header("Content-Type", "application/json")
             .send(body.to_string().as_bytes())
-            .map_err(|e| ApiError::Transient(format!("{what}: {e}")))?;
+            .map_err(|e| ApiError::Unreachable(format!("{what}: {e}")))?;
         let status = response.status().as_u16();
         let text = read_body(response);
         if status == 200 {
@@ -105,29 +170,93 @@ impl SchedulerApi {
         }
     }
 
-    /// Posts until the scheduler records it; backoff doubles from 200 ms to 30 s.
-    pub fn report(&self, action: &str, body: &serde_json::Value) -> Result<(), ApiError> {
-        retry(&format!("POST {action}"), || self.post(action, body))
+    /// Posts until the scheduler records it.
+    pub fn report(&mut self, action: &str, body: &serde_json::Value) -> Result<(), ApiError> {
+        self.retry(|api| api.post(action, body))
     }
-}
 
-/// Runs `f` until it succeeds or is refused.
-pub fn retry<T>(what: &str, mut f: impl FnMut() -> Result<T, ApiError>) -> Result<T, ApiError> {
-    let mut delay = RETRY_START;
-    loop {
-        match f() {
-            Ok(v) => return Ok(v),
-            Err(e @ ApiError::Refused(_)) => return Err(e),
-            Err(ApiError::Transient(why)) => {
-                log::warn!(
-                    "{what} failed ({why}); retrying in {} ms",
-                    delay.as_millis()
-                );
-                std::thread::sleep(delay);
-                delay = (delay * 2).min(RETRY_MAX);
+    /// Runs `f` until it succeeds or is refused, waiting between attempts with jittered
+    /// backoff doubling from 200 ms to 30 s. An announced new address ends the wait and
+    /// restarts the backoff: the next attempt goes there at once.
+    pub fn retry<T>(
+        &mut self,
+        mut f: impl FnMut(&Self) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
+        let mut backoff = Backoff::new(RETRY_START, RETRY_MAX);
+        loop {
+            if let Some(url) = latest(&self.moves) {
+                self.follow(url);
+            }
+            let result = f(self);
+            let outcome = result.as_ref().map(|_| ()).map_err(Clone::clone);
+            let (link, line) = link_change(self.link, &outcome, &self.root);
+            self.link = link;
+            match (&outcome, line) {
+                (Ok(()), Some(line)) => log::info!("{line}"),
+                (_, Some(line)) => log::warn!("{line}"),
+                (_, None) => {}
+            }
+            match outcome {
+                Ok(()) | Err(ApiError::Refused(_)) => return result,
+                Err(e) => log::debug!("{e}; attempt {}", backoff.attempts() + 1),
+            }
+            let delay = backoff.next_delay();
+            let until = Instant::now() + delay;
+            match self.moves.recv_timeout(delay) {
+                Ok(url) => {
+                    self.follow(latest(&self.moves).unwrap_or(url));
+                    backoff.reset();
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                // The main loop is gone; keep the pace without it.
+                Err(RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(until.saturating_duration_since(Instant::now()))
+                }
             }
         }
     }
+
+    /// Switches to the scheduler's announced address.
+    fn follow(&mut self, url: String) {
+        if url != self.root {
+            log::info!("following the scheduler from {} to {url}", self.root);
+            self.root = url;
+        }
+    }
+}
+
+/// The last of the queued announcements, if any.
+fn latest(moves: &Receiver<String>) -> Option<String> {
+    moves.try_iter().last()
+}
+
+/// The scheduler's REST base URL from a framework MESSAGE's data:
+/// `{"scheduler_url":"http://host:port"}`. Anything else is refused with the reason (never
+/// the data itself, which is not ours to log).
+pub fn announced_url(data: &[u8]) -> Result<String, String> {
+    if data.len() > MAX_ANNOUNCEMENT {
+        return Err(format!(
+            "{} bytes, more than the {MAX_ANNOUNCEMENT} an address needs",
+            data.len()
+        ));
+    }
+    let value: serde_json::Value =
+        serde_json::from_slice(data).map_err(|e| format!("not JSON: {e}"))?;
+    let url = value
+        .get("scheduler_url")
+        .and_then(|u| u.as_str())
+        .ok_or("no \"scheduler_url\" string in it")?;
+    let authority = url
+        .strip_prefix("http://")
+        .ok_or("\"scheduler_url\" is not an http:// URL")?;
+    let authority = authority.strip_suffix('/').unwrap_or(authority);
+    let host_port_chars = |c: char| c.is_ascii_alphanumeric() || ".-:[]_".contains(c);
+    if authority.is_empty() || !authority.chars().all(host_port_chars) {
+        return Err(
+            "\"scheduler_url\" must be http://host:port, with no path, query or user".into(),
+        );
+    }
+    Ok(format!("http://{authority}"))
 }
 
 fn read_body(response: ureq::http::Response<ureq::Body>) -> Vec<u8> {
@@ -153,21 +282,103 @@ fn classify(what: &str, status: u16, body: &[u8]) -> ApiError {
 mod tests {
     use super::*;
     use std::cell::Cell;
+    use std::sync::mpsc;
+
+    fn api(url: &str) -> (SchedulerApi, mpsc::Sender<String>) {
+        let (tx, rx) = mpsc::channel();
+        (SchedulerApi::new(url, "e1", "s3cret", rx), tx)
+    }
 
     #[test]
     fn retry_stops_on_success_or_refusal() {
+        let (mut api, _tx) = api("http://127.0.0.1:9");
         let n = Cell::new(0);
-        let r = retry("x", || {
+        let r = api.retry(|_| {
             n.set(n.get() + 1);
-            if n.get() < 3 {
-                Err(ApiError::Transient("down".into()))
-            } else {
-                Ok(7)
+            match n.get() {
+                1 => Err(ApiError::Unreachable("down".into())),
+                2 => Err(ApiError::Transient("503".into())),
+                _ => Ok(7),
             }
         });
         assert_eq!((r, n.get()), (Ok(7), 3));
-        let r: Result<(), _> = retry("x", || Err(ApiError::Refused("404".into())));
+        let r: Result<(), _> = api.retry(|_| Err(ApiError::Refused("404".into())));
         assert_eq!(r, Err(ApiError::Refused("404".into())));
+    }
+
+    #[test]
+    fn an_announced_address_ends_the_wait_and_takes_the_next_call() {
+        let (mut api, tx) = api("http://old:1/");
+        let mut calls: Vec<(String, Instant)> = Vec::new();
+        let r = api.retry(|a| {
+            calls.push((a.root.clone(), Instant::now()));
+            if a.root == "http://new:2" {
+                return Ok(());
+            }
+            if calls.len() == 3 {
+                tx.send("http://new:2".into()).unwrap();
+            }
+            Err(ApiError::Unreachable("connection refused".into()))
+        });
+        assert_eq!(r, Ok(()));
+        let roots: Vec<&str> = calls.iter().map(|(r, _)| r.as_str()).collect();
+        assert_eq!(
+            roots,
+            [
+                "http://old:1",
+                "http://old:1",
+                "http://old:1",
+                "http://new:2"
+            ]
+        );
+        // The third wait would be 400-800 ms; the announcement cut it short.
+        let gap = calls[3].1 - calls[2].1;
+        assert!(gap < Duration::from_millis(200), "{gap:?}");
+        assert!(api
+            .url("plan")
+            .starts_with("http://new:2/api/v1/executors/e1/"));
+    }
+
+    #[test]
+    fn an_outage_is_logged_when_it_starts_and_when_it_ends() {
+        let down = Err(ApiError::Unreachable("refused".into()));
+        let failing = Err(ApiError::Transient("503".into()));
+        let mut link = Link::Up;
+        let mut lines = Vec::new();
+        for r in [&down, &down, &down, &failing, &failing, &Ok(()), &Ok(())] {
+            let (l, line) = link_change(link, r, "http://s:1");
+            link = l;
+            lines.extend(line);
+        }
+        assert_eq!(lines.len(), 3, "{lines:#?}");
+        assert!(lines[0].contains("unreachable") && lines[0].contains("stays running"));
+        assert!(lines[1].contains("answers with errors"));
+        assert!(lines[2].contains("answers again"));
+    }
+
+    #[test]
+    fn announcements_are_checked() {
+        let ok = announced_url(br#"{"scheduler_url":"http://10.0.0.7:31005/"}"#);
+        assert_eq!(ok.as_deref(), Ok("http://10.0.0.7:31005"));
+        assert_eq!(
+            announced_url(br#"{"scheduler_url":"http://[::1]:8080"}"#).as_deref(),
+            Ok("http://[::1]:8080")
+        );
+        for (bad, why) in [
+            (&b"not json"[..], "not JSON"),
+            (br#"{"url":"http://a:1"}"#, "no \"scheduler_url\""),
+            (br#"{"scheduler_url":7}"#, "no \"scheduler_url\""),
+            (br#"{"scheduler_url":"https://a:1"}"#, "not an http://"),
+            (br#"{"scheduler_url":"http://"}"#, "host:port"),
+            (br#"{"scheduler_url":"http://a:1/api"}"#, "host:port"),
+            (br#"{"scheduler_url":"http://u:p@a:1"}"#, "host:port"),
+            (br#"{"scheduler_url":"http://a b:1"}"#, "host:port"),
+        ] {
+            let e = announced_url(bad).unwrap_err();
+            assert!(e.contains(why), "{e} for {}", String::from_utf8_lossy(bad));
+        }
+        let huge = vec![b' '; MAX_ANNOUNCEMENT + 1];
+        assert!(announced_url(&huge).unwrap_err().contains("bytes"));
     }
 
     #[test]

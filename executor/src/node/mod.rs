@@ -145,7 +145,7 @@ impl Node {
         } else {
             Duration::ZERO
         };
-        if let Some(p) = api::retry("GET plan", || self.api.plan(version, wait))? {
+        if let Some(p) = self.api.retry(|api| api.plan(version, wait))? {
             self.plan = p;
         }
         Ok(())

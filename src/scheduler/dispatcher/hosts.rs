@@ -52,7 +52,8 @@ impl Dispatcher {
             if task.is_active() {
                 // Its agent is gone, and the executor with it.
                 task.state = TaskState::Gone;
-                self.state.executor_secrets.remove(&task.executor_id);
+                let executor_id = task.executor_id.clone();
+                self.revoke_secret(&executor_id);
             }
         }
         node.agent_id = new.to_owned();
@@ -99,7 +100,8 @@ impl Dispatcher {
                 );
                 if let Some(t) = &node.task {
                     self.task_index.remove(&t.task_id);
-                    self.state.executor_secrets.remove(&t.executor_id);
+                    let executor_id = t.executor_id.clone();
+                    self.revoke_secret(&executor_id);
                 }
                 self.dirty = true;
                 self.touch_view();

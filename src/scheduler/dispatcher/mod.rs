@@ -28,10 +28,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod announce;
 mod hosts;
 mod offer_mode;
 mod offers;
 mod reconcile;
+mod secrets;
 mod tasks;
 
 use offer_mode::{Mode, OfferMode};
@@ -84,6 +86,8 @@ pub struct Dispatcher {
     clock: Arc<dyn Clock>,
     /// Bumped whenever the view would show something new (see [`View::generation`]).
     generation: u64,
+    /// Where executor secret changes go to the REST side (see `secrets.rs`).
+    secret_feed: Option<Sender<crate::scheduler::exchange::SecretUpdate>>,
 }
 
 impl Dispatcher {
@@ -117,6 +121,7 @@ impl Dispatcher {
             storage: Default::default(),
             clock: clock::system(),
             generation: 0,
+            secret_feed: None,
         }
     }
 
@@ -410,6 +415,7 @@ impl Dispatcher {
         self.touch_view();
 
         self.reconcile_all();
+        self.announce_address();
     }
 
     fn on_agents(&mut self, agents: Vec<KnownAgent>) {
@@ -1230,5 +1236,33 @@ mod tests {
         r.event(offers(&["a1"]));
         let (second, _) = launched_task(&r.calls()).remove(0);
         assert_ne!(second, task);
+    }
+
+    /// Executors follow the scheduler: every SUBSCRIBED tells each live launch's executor
+    /// the scheduler's address with a framework MESSAGE.
+    #[test]
+    fn every_subscription_announces_the_address_to_live_executors() {
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        let first = r.calls();
+        assert!(!has(&first, call::Type::Message), "no executor yet");
+        r.event(offers(&["a1", "a2"]));
+        let launched = launched_task(&r.calls());
+        r.event(update(&launched[1].0, "a2", TaskState::Failed, true));
+        r.calls();
+        // Re-subscription (e.g. after a failover): only a1's executor is live.
+        r.event(subscribed("fw-1"));
+        let messages: Vec<call::Message> =
+            r.calls().into_iter().filter_map(|c| c.message).collect();
+        assert_eq!(messages.len(), 1, "{messages:?}");
+        let m = &messages[0];
+        assert_eq!(m.agent_id.value, "a1");
+        let node = &r.d.model().nodes["a1"];
+        assert_eq!(m.executor_id.value, node.task.as_ref().unwrap().executor_id);
+        let data: serde_json::Value = serde_json::from_slice(&m.data.0).unwrap();
+        assert_eq!(
+            data,
+            serde_json::json!({"scheduler_url": "http://sched:8080"})
+        );
     }
 }

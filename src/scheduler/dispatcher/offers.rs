@@ -119,20 +119,24 @@ impl Dispatcher {
             "agent {} ({}): launching {persona} executor, task {task_id}",
             offer.hostname, agent
         );
-        self.state
-            .executor_secrets
-            .insert(executor_id.clone(), secret.expose().to_owned());
+        self.grant_secret(&executor_id, secret.expose());
+        // The secret of the launch this one replaces is of no use any more.
+        let replaced = self
+            .state
+            .model
+            .nodes
+            .get_mut(&agent)
+            .and_then(|n| n.task.take());
+        if let Some(old) = replaced {
+            self.revoke_secret(&old.executor_id);
+            self.task_index.remove(&old.task_id);
+        }
         let node = self
             .state
             .model
             .nodes
             .entry(agent.clone())
             .or_insert_with(|| Node::new(&agent, &offer.hostname, persona, now));
-        // The secret of the launch this one replaces is of no use any more.
-        if let Some(old) = node.task.take() {
-            self.state.executor_secrets.remove(&old.executor_id);
-            self.task_index.remove(&old.task_id);
-        }
         self.task_index.insert(task_id.clone(), agent.clone());
         node.hostname = offer.hostname.to_string();
         if let Some(ip) = offer.url.as_ref().and_then(|u| u.address.ip.as_ref()) {

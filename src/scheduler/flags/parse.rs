@@ -16,100 +16,17 @@ pub(super) struct Given {
 /// not depend on the real environment. `Err` holds one message per problem; the caller prints
 /// each on its own line and exits with status 2.
 pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Parsed, Vec<String>> {
-    let mut errors = Vec::new();
-    let mut given: HashMap<&'static str, Given> = HashMap::new();
-    // Flags already reported as malformed, so "missing" is not reported for them as well.
-    let mut broken: HashSet<&'static str> = HashSet::new();
-    let mut help = false;
-    let mut version = false;
-
-    let mut i = 0;
-    while i < args.len() {
-        let arg = args[i].as_str();
-        i += 1;
-        if arg == "--" {
-            for rest in &args[i..] {
-                errors.push(unexpected(rest));
-            }
-            break;
-        }
-        let body = match arg.strip_prefix("--").or_else(|| arg.strip_prefix('-')) {
-            Some(body) if !body.is_empty() && !body.starts_with('-') && !body.starts_with('=') => {
-                body
-            }
-            _ => {
-                errors.push(unexpected(arg));
-                continue;
-            }
-        };
-        let (name, inline) = match body.split_once('=') {
-            Some((n, v)) => (n, Some(v)),
-            None => (body, None),
-        };
-        if is_help(name) {
-            help = true;
-            continue;
-        }
-        if name == "version" {
-            version = true;
-            continue;
-        }
-        let Some(def) = lookup(name) else {
-            // The value is never echoed: a misspelt -storage.pasword would print the password.
-            errors.push(format!(
-                "-{name}: unknown flag (run with -help for the list)"
-            ));
-            if inline.is_none() && args.get(i).is_some_and(|next| !next.starts_with('-')) {
-                i += 1;
-            }
-            continue;
-        };
-        let value = match (def.kind, inline) {
-            (_, Some(v)) => v.to_owned(),
-            (Kind::Bool, None) => match args.get(i) {
-                // Go would leave a separate "false" as a stray argument; taking it is kinder.
-                Some(next) if parse_bool(next).is_some() => {
-                    i += 1;
-                    next.clone()
-                }
-                _ => "true".to_owned(),
-            },
-            (Kind::Value, None) => match args.get(i) {
-                Some(next) if !looks_like_known_flag(next) => {
-                    i += 1;
-                    next.clone()
-                }
-                _ => {
-                    errors.push(format!("-{name}: missing value (write -{name}=<value>)"));
-                    broken.insert(def.name);
-                    continue;
-                }
-            },
-        };
-        let written = format!("-{name}");
-        match given.get(def.name) {
-            Some(prev) if prev.value != value => errors.push(format!(
-                "-{}: given more than once with different values (as {} and {written})",
-                def.name, prev.written
-            )),
-            Some(_) => {}
-            None => {
-                given.insert(def.name, Given { written, value });
-            }
-        }
-    }
-
-    if help {
+    let scan = scan(args);
+    if scan.help {
         return Ok(Parsed::Help(help_text()));
     }
-    if version {
+    if scan.version {
         return Ok(Parsed::Version(version_line()));
     }
-
     let mut check = Check {
-        given,
-        broken,
-        errors,
+        given: scan.given,
+        broken: scan.broken,
+        errors: scan.errors,
         env,
     };
     let config = check.config();
@@ -117,6 +34,115 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
         Ok(Parsed::Run(Box::new(config)))
     } else {
         Err(check.errors)
+    }
+}
+
+/// What the arguments say, before their values are checked.
+#[derive(Default)]
+struct Scan {
+    given: HashMap<&'static str, Given>,
+    /// Flags already reported as malformed, so "missing" is not reported for them as well.
+    broken: HashSet<&'static str>,
+    errors: Vec<String>,
+    help: bool,
+    version: bool,
+}
+
+fn scan(args: &[String]) -> Scan {
+    let mut s = Scan::default();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        i += 1;
+        if arg == "--" {
+            for rest in &args[i..] {
+                s.errors.push(unexpected(rest));
+            }
+            break;
+        }
+        let Some((name, inline)) = flag_parts(arg) else {
+            s.errors.push(unexpected(arg));
+            continue;
+        };
+        if is_help(name) {
+            s.help = true;
+            continue;
+        }
+        if name == "version" {
+            s.version = true;
+            continue;
+        }
+        let Some(def) = lookup(name) else {
+            // The value is never echoed: a misspelt -storage.pasword would print the password.
+            s.errors.push(format!(
+                "-{name}: unknown flag (run with -help for the list)"
+            ));
+            if inline.is_none() && args.get(i).is_some_and(|next| !next.starts_with('-')) {
+                i += 1;
+            }
+            continue;
+        };
+        match flag_value(def.kind, name, inline, args.get(i)) {
+            Ok((value, took_next)) => {
+                i += usize::from(took_next);
+                s.record(def.name, format!("-{name}"), value);
+            }
+            Err(e) => {
+                s.errors.push(e);
+                s.broken.insert(def.name);
+            }
+        }
+    }
+    s
+}
+
+impl Scan {
+    /// A flag's value; the same flag again must say the same.
+    fn record(&mut self, flag: &'static str, written: String, value: String) {
+        match self.given.get(flag) {
+            Some(prev) if prev.value != value => self.errors.push(format!(
+                "-{flag}: given more than once with different values (as {} and {written})",
+                prev.written
+            )),
+            Some(_) => {}
+            None => {
+                self.given.insert(flag, Given { written, value });
+            }
+        }
+    }
+}
+
+/// `-name`, `--name`, `-name=value`: the name and the inline value; `None` for anything else.
+fn flag_parts(arg: &str) -> Option<(&str, Option<&str>)> {
+    let body = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-'))?;
+    if body.is_empty() || body.starts_with('-') || body.starts_with('=') {
+        return None;
+    }
+    Some(match body.split_once('=') {
+        Some((n, v)) => (n, Some(v)),
+        None => (body, None),
+    })
+}
+
+/// The value of flag `name`: inline, else the next argument where it can be one (then
+/// `.1` is true: the caller skips it).
+fn flag_value(
+    kind: Kind,
+    name: &str,
+    inline: Option<&str>,
+    next: Option<&String>,
+) -> Result<(String, bool), String> {
+    match (kind, inline) {
+        (_, Some(v)) => Ok((v.to_owned(), false)),
+        (Kind::Bool, None) => match next {
+            // Go would leave a separate "false" as a stray argument; taking it is kinder.
+            Some(next) if parse_bool(next).is_some() => Ok((next.clone(), true)),
+            _ => Ok(("true".to_owned(), false)),
+        },
+        (Kind::Value, None) => match next {
+            Some(next) if !looks_like_known_flag(next) => Ok((next.clone(), true)),
+            _ => Err(format!("-{name}: missing value (write -{name}=<value>)")),
+        },
     }
 }
 

@@ -20,6 +20,7 @@
 //! | `POST /control/gateway/create-system?name=<name>[&primary=IP&secondary=IP&tiebreaker=IP]` | the empty gateway (experimental mode) gets its system, reporting that MDM trio when given (SDCs installed earlier with its `MDM_IP` connect); the same name again is a no-op, another name a 409 |
 //! | `POST /control/agents/<n>/reboot` | agent `n`'s host boots its pending kernel (host stand-ins), then the agent restarts |
 //! | `GET /control/hosts/<ip>` | the host stand-in state of the agent with that address (404 when none): how a stand-in `scli` finds the MDM it adds |
+//! | `POST /control/agents/<n>/new-id` | agent `n`'s host reboots as above, and its agent comes back under a new id (its checkpointed state lost): the master ends the old agent's tasks (TASK_GONE) and reports it lost; the reply names the new id |
 //! | `GET /control/agents/<n>/host` | agent `n`'s host stand-in state (packages, services, kernel, MDM cluster, command history) |
 //!
 //! The host stand-ins (`crate::host`) use the gateway and reboot endpoints; they find this API
@@ -98,6 +99,24 @@ fn percent_decode(v: &str) -> Option<String> {
 }
 
 /// Agent `n` (1-based in URLs) as an index.
+/// Agent `index`'s host goes down and boots (its pending kernel, with host stand-ins); its
+/// agent stays down for the caller to bring back. Returns the kernel it booted, if any.
+fn reboot_host(t: &Targets, index: usize) -> Result<Option<Value>, (u16, String)> {
+    // The SDC loses its MDM connection while the host is down.
+    if let (Some(g), Ok(agents)) = (&t.gateway, t.master.agents()) {
+        if let Some(a) = agents.get(index) {
+            g.set_sdc_connected(&a.ip.to_string(), false);
+        }
+    }
+    // Every process of the host dies, executors included. The host comes back on its new
+    // kernel before the agent does, so that the next executor sees it.
+    t.master.stop_agent(index).map_err(|e| (400, e))?;
+    match agent_host(t, index) {
+        Some(root) => Ok(Some(json!(root.boot().map_err(|e| (500, e))?))),
+        None => Ok(None),
+    }
+}
+
 fn agent_index(n: &str) -> Result<usize, (u16, String)> {
     Ok(n.parse::<usize>()
         .ok()
@@ -211,20 +230,17 @@ fn act(t: &Targets, method: &Method, url: &str) -> Result<Value, (u16, String)> 
                 "start" => t.master.start_agent(index),
                 "restart" => t.master.restart_agent(index),
                 "reboot" => {
-                    // The SDC loses its MDM connection while the host is down.
-                    if let (Some(g), Ok(agents)) = (&t.gateway, t.master.agents()) {
-                        if let Some(a) = agents.get(index) {
-                            g.set_sdc_connected(&a.ip.to_string(), false);
-                        }
-                    }
-                    // The host comes back on its new kernel before the agent does, so that
-                    // the next executor sees it.
-                    // Every process of the host dies, executors included.
-                    t.master.stop_agent(index).map_err(|e| (400, e))?;
-                    if let Some(root) = agent_host(t, index) {
-                        reply["kernel"] = json!(root.boot().map_err(bad)?);
+                    if let Some(kernel) = reboot_host(t, index)? {
+                        reply["kernel"] = kernel;
                     }
                     t.master.start_agent(index)
+                }
+                "new-id" => {
+                    if let Some(kernel) = reboot_host(t, index)? {
+                        reply["kernel"] = kernel;
+                    }
+                    let id = t.master.restart_agent_with_new_id(index);
+                    id.map(|id| reply["id"] = json!(id))
                 }
                 "kill-executor" => {
                     let id = query(url, "id")

@@ -32,6 +32,7 @@ mod faults;
 mod http;
 mod ids;
 mod launches;
+mod new_id;
 mod process;
 mod resources;
 mod state;
@@ -466,6 +467,13 @@ impl MasterHandle {
     /// [`start_agent`](Self::start_agent).
     pub fn restart_agent(&self, index: usize) -> Result<(), String> {
         endpoints::control(&self.tx, |reply| Control::RestartAgent { index, reply })?
+    }
+
+    /// Reboots agent `index`'s host and brings its agent back under a new id, its
+    /// checkpointed state gone: the master ends the old agent's tasks and reports it lost.
+    /// Returns the new id.
+    pub fn restart_agent_with_new_id(&self, index: usize) -> Result<String, String> {
+        endpoints::control(&self.tx, |reply| Control::NewAgentId { index, reply })?
     }
 
     /// SIGKILLs an executor's process group; the agent reports it as a crash.

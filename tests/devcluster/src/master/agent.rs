@@ -1085,7 +1085,11 @@ impl Cluster {
         }
     }
 
-    fn take_down(&mut self, agent: usize, keep_checkpointed: bool) -> Result<(), String> {
+    pub(super) fn take_down(
+        &mut self,
+        agent: usize,
+        keep_checkpointed: bool,
+    ) -> Result<(), String> {
         let a = self
             .agents
             .get_mut(agent)

@@ -105,6 +105,11 @@ pub enum Control {
         index: usize,
         reply: Sender<Result<(), String>>,
     },
+    /// The host reboots and its agent registers under a new id (see `new_id.rs`).
+    NewAgentId {
+        index: usize,
+        reply: Sender<Result<String, String>>,
+    },
     KillExecutor {
         agent: usize,
         executor: String,
@@ -394,6 +399,8 @@ pub struct Cluster {
     /// written to.
     frozen_streams: Vec<Sender<StreamMsg>>,
     pub(super) faults: SchedulerFaults,
+    /// Agents that came back under a new id so far (see `new_id.rs`).
+    pub(super) renamed_agents: usize,
 }
 
 pub fn now_secs() -> f64 {
@@ -498,6 +505,7 @@ impl Cluster {
             launch_log: Default::default(),
             frozen_streams: Vec::new(),
             faults: SchedulerFaults::default(),
+            renamed_agents: 0,
         };
         let real = cluster.cfg.agents;
         for (i, attrs) in agent_attributes.into_iter().enumerate() {
@@ -712,6 +720,9 @@ impl Cluster {
             }
             Control::RestartAgent { index, reply } => {
                 let _ = reply.send(self.restart_agent(index));
+            }
+            Control::NewAgentId { index, reply } => {
+                let _ = reply.send(self.restart_with_new_id(index));
             }
             Control::KillExecutor {
                 agent,
@@ -1877,6 +1888,16 @@ impl Cluster {
         else {
             return;
         };
+        // As the agent's `schedulerMessage`: only a registered, running executor gets it;
+        // for one that registers or terminates the message is dropped (best effort).
+        if e.state != ExecState::Running {
+            log::warn!(
+                "dropping framework message for executor {} in state {}",
+                m.executor_id.value,
+                e.state.name()
+            );
+            return;
+        }
         if let Some(conn) = &e.conn {
             let ev = executor::Event {
                 r#type: Some(executor::event::Type::Message),

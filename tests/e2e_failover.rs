@@ -1,0 +1,328 @@
+//! End to end, faults the framework lives through: the real scheduler and executors on the
+//! dev cluster (host stand-ins, its own gateway).
+//!
+//! Executors outlive a scheduler that is away and follow it to a new address.
+//! The first scheduler runs without package URLs, so every node waits at `packages` for a
+//! new plan. It is killed; once every executor logs that the scheduler is unreachable, a
+//! second scheduler starts from the same state on another REST port, this time with package
+//! URLs (an operator redeploying with the fix). Its SUBSCRIBED sends each executor a
+//! framework MESSAGE with the new address; the executors follow it and walk to `running`,
+//! and no task ended and no second executor started meanwhile (the master's launch record).
+//!
+//! Nodes follow hosts: a host that reboots and whose agent comes back under a new id
+//! (control API `new-id`) keeps its node (persona, layout, devices, attachments) under the
+//! new id, and gets exactly one new executor.
+
+#[path = "support/cluster.rs"]
+mod cluster;
+
+use cluster::{free_port, host_standins, scheduler_args, scheduler_bin, stage_packages, wait_for};
+use devcluster::control;
+use devcluster::master::{self, max_concurrent_executors, LaunchEvent, LaunchRecord, MasterHandle};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+const AGENTS: usize = 3;
+const SETTLE: Duration = Duration::from_secs(120);
+const PASSWORD: &str = "Scaleio123";
+
+struct Sched(Child);
+
+impl Drop for Sched {
+    fn drop(&mut self) {
+        let _ = self.0.kill(); // SIGKILL
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(args: &[String], log: &Path) -> Sched {
+    let file = std::fs::File::create(log).expect("log");
+    Sched(
+        Command::new(scheduler_bin())
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start storage-scheduler"),
+    )
+}
+
+/// The nodes of `/api/state` of the scheduler on `port` (none while it does not answer).
+fn nodes(port: u16) -> Vec<Value> {
+    let text = ureq::get(&format!("http://127.0.0.1:{port}/api/state"))
+        .call()
+        .ok()
+        .and_then(|r| r.into_body().read_to_string().ok())
+        .unwrap_or_default();
+    let state: Value = serde_json::from_str(&text).unwrap_or_default();
+    state["model"]["nodes"]
+        .as_object()
+        .map(|m| m.values().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// Each executor's `stderr`, by sandbox path.
+fn executor_logs(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() && !p.is_symlink() {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|f| f == "stderr")
+                && p.to_string_lossy().contains("storage-executor")
+            {
+                let text = std::fs::read_to_string(&p).unwrap_or_default();
+                out.push((p, text));
+            }
+        }
+    }
+    out
+}
+
+/// Records of `kind` after record number `after` (the master's launch record).
+fn events_after(m: &MasterHandle, after: u64, kind: LaunchEvent) -> Vec<LaunchRecord> {
+    let record = m.launch_log().unwrap_or_default();
+    record
+        .into_iter()
+        .filter(|r| r.seq > after && r.event == kind)
+        .collect()
+}
+
+/// The number of the latest launch record.
+fn last_seq(m: &MasterHandle) -> u64 {
+    let record = m.launch_log().unwrap_or_default();
+    record.last().map_or(0, |r| r.seq)
+}
+
+struct Rig {
+    m: Arc<MasterHandle>,
+    control: control::ControlHandle,
+    dir: PathBuf,
+    gateway_flag: String,
+}
+
+impl Rig {
+    fn start(name: &str) -> Rig {
+        let dir = std::env::temp_dir().join(format!("e2e-failover-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let listener = control::bind(0).unwrap();
+        let m = Arc::new(
+            master::start(master::MasterConfig {
+                agents: AGENTS,
+                heartbeat_interval: Duration::from_secs(1),
+                work_dir: dir.join("mesos"),
+                status_update_retry: Duration::from_secs(1),
+                host_standins: Some(host_standins(Some(listener.url()))),
+                ..Default::default()
+            })
+            .expect("dev cluster"),
+        );
+        // SDC stand-ins register with this gateway through the control API (storage-attach).
+        let gateway = Arc::new(
+            devcluster::gateway::start(devcluster::gateway::GatewayConfig::new(
+                PASSWORD,
+                cluster::dev_mdms(),
+            ))
+            .expect("dev gateway"),
+        );
+        let gateway_flag = format!("-storage.preconfig.gateway={}", gateway.addr());
+        let control = listener
+            .serve(control::Targets {
+                master: m.clone(),
+                gateway: Some(gateway),
+            })
+            .unwrap();
+        Rig {
+            m,
+            control,
+            dir,
+            gateway_flag,
+        }
+    }
+
+    /// The scheduler's flags with REST port `port`, the state in the rig's file store.
+    fn args(&self, port: u16) -> Vec<String> {
+        let store = self.dir.join("state.json");
+        scheduler_args(&self.m.addr().to_string(), port, &store, PASSWORD)
+            .into_iter()
+            .map(|a| {
+                if a.starts_with("-storage.preconfig.gateway=") {
+                    self.gateway_flag.clone()
+                } else {
+                    a
+                }
+            })
+            .collect()
+    }
+
+    fn work(&self) -> PathBuf {
+        self.dir.join("mesos")
+    }
+
+    fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join(name)).unwrap_or_default()
+    }
+
+    /// Every executor's log, then a panic with `what`.
+    fn fail(&self, what: &str) -> ! {
+        for (p, t) in executor_logs(&self.work()) {
+            eprintln!("== {}\n{t}", p.display());
+        }
+        panic!("{what}");
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// `wait_for`, and on time out every executor's log before the panic.
+fn settle<T>(rig: &Rig, what: &str, f: impl FnMut() -> Option<T>) -> T {
+    let f = std::panic::AssertUnwindSafe(f);
+    match std::panic::catch_unwind(move || {
+        let mut f = f;
+        wait_for(what, SETTLE, &mut *f)
+    }) {
+        Ok(v) => v,
+        Err(_) => rig.fail(&format!("timed out waiting for {what}")),
+    }
+}
+
+#[test]
+fn executors_outlive_an_absent_scheduler_and_follow_it_to_a_new_port() {
+    let rig = Rig::start("away");
+    let first_port = free_port();
+    let first = spawn(&rig.args(first_port), &rig.dir.join("first.log"));
+    settle(&rig, "every node waiting for package URLs", || {
+        let n = nodes(first_port);
+        let waiting = n.iter().filter(|v| {
+            v["phase"] == "packages"
+                && v["last_error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("package URL"))
+        });
+        (waiting.count() == AGENTS).then_some(())
+    });
+    // What happens to executors from here on is the scheduler's absence's doing.
+    let mark = last_seq(&rig.m);
+    drop(first); // SIGKILL
+    settle(
+        &rig,
+        "every executor to find the scheduler unreachable",
+        || {
+            let logs = executor_logs(&rig.work());
+            let away = logs.iter().filter(|(_, t)| t.contains("unreachable"));
+            // (A sandbox of an executor that died at its start, before the mark, has no say.)
+            (away.count() == AGENTS).then_some(())
+        },
+    );
+
+    let second_port = free_port();
+    assert_ne!(first_port, second_port);
+    let (package_flags, _packages) = stage_packages(&rig.dir.join("packages"));
+    let mut second_args = rig.args(second_port);
+    second_args.extend(package_flags);
+    let second = spawn(&second_args, &rig.dir.join("second.log"));
+    settle(&rig, "every node running via the new address", || {
+        let n = nodes(second_port);
+        let running = n.iter().filter(|v| v["phase"] == "running");
+        (running.count() == AGENTS).then_some(())
+    });
+    let new_url = format!("http://127.0.0.1:{second_port}");
+    let logs = executor_logs(&rig.work());
+    let told = logs
+        .iter()
+        .filter(|(_, t)| t.contains(&format!("the scheduler is at {new_url}")));
+    assert_eq!(told.count(), AGENTS, "{logs:#?}");
+    // No task ended, no executor ended, none started since the scheduler went away.
+    for kind in [
+        LaunchEvent::ExecutorStarted,
+        LaunchEvent::ExecutorTerminated,
+    ] {
+        let seen = events_after(&rig.m, mark, kind);
+        assert!(seen.is_empty(), "{seen:#?}");
+    }
+    let second_log = rig.log("second.log");
+    assert!(!second_log.contains("ended TASK_"), "{second_log}");
+    drop(second);
+}
+
+/// The node of `hostname` in `nodes`.
+fn node_of(nodes: &[Value], hostname: &str) -> Option<Value> {
+    nodes.iter().find(|v| v["hostname"] == hostname).cloned()
+}
+
+#[test]
+fn a_host_back_under_a_new_agent_id_keeps_its_node_and_gets_one_executor() {
+    let rig = Rig::start("new-id");
+    let port = free_port();
+    let (package_flags, _packages) = stage_packages(&rig.dir.join("packages"));
+    let mut args = rig.args(port);
+    args.extend(package_flags);
+    let _sched = spawn(&args, &rig.dir.join("scheduler.log"));
+    let before = settle(&rig, "every node running with its devices attached", || {
+        let n = nodes(port);
+        let done = n.iter().filter(|v| {
+            v["phase"] == "running" && v["attached"].as_array().is_some_and(|a| !a.is_empty())
+        });
+        (done.count() == AGENTS).then(|| node_of(&n, "agent-2"))?
+    });
+    let old_id = before["agent_id"].as_str().unwrap().to_string();
+    let mark = last_seq(&rig.m);
+
+    let url = format!("{}/control/agents/2/new-id", rig.control.url());
+    let text = ureq::post(&url)
+        .send_empty()
+        .expect("new-id")
+        .into_body()
+        .read_to_string()
+        .unwrap();
+    let reply: Value = serde_json::from_str(&text).expect("a JSON reply");
+    let new_id = reply["id"].as_str().expect("the new id").to_string();
+    assert_ne!(new_id, old_id);
+
+    let after = settle(
+        &rig,
+        "agent-2's node running under its new agent id",
+        || {
+            let n = nodes(port);
+            node_of(&n, "agent-2")
+                .filter(|v| v["agent_id"] == new_id.as_str() && v["phase"] == "running")
+        },
+    );
+    let n = nodes(port);
+    assert_eq!(n.len(), AGENTS, "one node per host: {n:#?}");
+    assert!(!n.iter().any(|v| v["agent_id"] == old_id.as_str()));
+    for field in ["persona", "layout", "devices"] {
+        assert_eq!(after[field], before[field], "{field}");
+    }
+    let attached = |v: &Value| -> Vec<String> {
+        let list = v["attached"].as_array().cloned().unwrap_or_default();
+        list.iter()
+            .filter_map(|d| d.as_str().map(str::to_string))
+            .collect()
+    };
+    for d in attached(&before) {
+        assert!(
+            attached(&after).contains(&d),
+            "{d} no longer attached: {after:#}"
+        );
+    }
+    // Since the fault: exactly one new executor, on agent-2; never two at once anywhere.
+    let started = events_after(&rig.m, mark, LaunchEvent::ExecutorStarted);
+    let hosts: Vec<&str> = started.iter().map(|r| r.agent.as_str()).collect();
+    assert_eq!(hosts, ["agent-2"], "{started:#?}");
+    let record = rig.m.launch_log().unwrap();
+    let most = max_concurrent_executors(&record, "storage-executor.");
+    assert!(most.values().all(|n| *n == 1), "{most:?}");
+}
