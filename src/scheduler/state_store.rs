@@ -132,16 +132,18 @@ impl StateStore {
     }
 
     /// Replaces everything stored by `state` (compaction, teardown, import).
+    /// Records are handed to the store as they are made, not collected first (issue 12: a
+    /// compaction at 10,000 nodes held the state twice).
     pub fn replace(&mut self, state: &Persisted) -> Result<(), StoreError> {
-        let mut records = Vec::with_capacity(state.model.nodes.len() + 1);
-        for_each_record(state, &mut self.buf, |key, bytes| {
-            records.push((key.to_owned(), bytes.to_vec()));
-        });
-        self.backend.replace_all(&records)?;
-        self.saved = records
-            .iter()
-            .map(|(k, v)| (k.clone(), content_hash(v)))
-            .collect();
+        let mut saved = HashMap::with_capacity(state.model.nodes.len() + 1);
+        let buf = &mut self.buf;
+        self.backend.replace_all_with(&mut |put| {
+            for_each_record(state, buf, |key, bytes| {
+                saved.insert(key.to_owned(), content_hash(bytes));
+                put(key, bytes);
+            });
+        })?;
+        self.saved = saved;
         Ok(())
     }
 }

@@ -179,34 +179,63 @@ fn parse_line(line: &[u8]) -> Result<Batch, String> {
 }
 
 fn encode_line(out: &mut Vec<u8>, puts: &[(&str, &[u8])], dels: &[&str]) {
-    // The checksum leads the line but covers the JSON after it: leave room for it and write
-    // the JSON straight into `out`, so a batch (megabytes in a 10,000-node launch wave) is
-    // copied once, not twice (issue 12).
     let size: usize = puts
         .iter()
         .map(|(k, v)| k.len() + v.len() + 4)
         .sum::<usize>()
         + dels.iter().map(|d| d.len() + 3).sum::<usize>();
     out.reserve(size + 48);
-    let sum_at = out.len();
-    out.extend_from_slice(b"0000000000000000 ");
-    let json_at = out.len();
-    out.extend_from_slice(b"{\"put\":{");
-    for (i, (k, v)) in puts.iter().enumerate() {
-        if i > 0 {
+    let mut line = Line::default();
+    for (k, v) in puts {
+        line.put(out, k, v);
+    }
+    line.finish(out, dels);
+}
+
+/// One journal line written straight into its buffer, record by record. The checksum leads
+/// the line but covers the JSON after it: room is left for it and filled in at the end, so a
+/// batch (megabytes in a 10,000-node launch wave or a compaction) is copied once (issue 12).
+#[derive(Default)]
+struct Line {
+    /// Where the checksum and the JSON start, once the first record is in.
+    at: Option<(usize, usize)>,
+}
+
+impl Line {
+    fn start(out: &mut Vec<u8>) -> (usize, usize) {
+        let sum_at = out.len();
+        out.extend_from_slice(b"0000000000000000 ");
+        let json_at = out.len();
+        out.extend_from_slice(b"{\"put\":{");
+        (sum_at, json_at)
+    }
+
+    fn put(&mut self, out: &mut Vec<u8>, key: &str, value: &[u8]) {
+        if self.at.is_none() {
+            self.at = Some(Line::start(out));
+        } else {
             out.push(b',');
         }
         // A string serializes without error.
-        let _ = serde_json::to_writer(&mut *out, k);
+        let _ = serde_json::to_writer(&mut *out, key);
         out.push(b':');
-        out.extend_from_slice(v);
+        out.extend_from_slice(value);
     }
-    out.extend_from_slice(b"},\"del\":");
-    let _ = serde_json::to_writer(&mut *out, dels);
-    out.push(b'}');
-    let sum = format!("{:016x}", content_hash(&out[json_at..]));
-    out[sum_at..sum_at + 16].copy_from_slice(sum.as_bytes());
-    out.push(b'\n');
+
+    /// Ends the line; a line with no put is written only when it deletes something.
+    fn finish(self, out: &mut Vec<u8>, dels: &[&str]) {
+        let (sum_at, json_at) = match self.at {
+            Some(at) => at,
+            None if dels.is_empty() => return,
+            None => Line::start(out),
+        };
+        out.extend_from_slice(b"},\"del\":");
+        let _ = serde_json::to_writer(&mut *out, dels);
+        out.push(b'}');
+        let sum = format!("{:016x}", content_hash(&out[json_at..]));
+        out[sum_at..sum_at + 16].copy_from_slice(sum.as_bytes());
+        out.push(b'\n');
+    }
 }
 
 impl RecordStore for JournalStore {
@@ -284,14 +313,18 @@ impl RecordStore for JournalStore {
     }
 
     fn replace_all(&mut self, records: &[(String, Vec<u8>)]) -> Result<(), StoreError> {
+        self.replace_all_with(&mut |put| {
+            for (k, v) in records {
+                put(k, v);
+            }
+        })
+    }
+
+    fn replace_all_with(&mut self, each: &mut super::Records<'_>) -> Result<(), StoreError> {
         let mut bytes = HEADER.to_vec();
-        if !records.is_empty() {
-            let puts: Vec<(&str, &[u8])> = records
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_slice()))
-                .collect();
-            encode_line(&mut bytes, &puts, &[]);
-        }
+        let mut line = Line::default();
+        each(&mut |k, v| line.put(&mut bytes, k, v));
+        line.finish(&mut bytes, &[]);
         self.append = None;
         self.file.save(&bytes)?;
         self.written += bytes.len() as u64;
