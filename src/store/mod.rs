@@ -72,6 +72,23 @@ pub trait RecordStore: Send {
     /// Applies the whole batch or, after a crash or an error, none of it: the write-ahead rule
     /// saves a launch (node record and launch sequence) as one batch before its ACCEPT leaves.
     fn apply(&mut self, batch: &[Change]) -> Result<(), StoreError>;
+    /// [`RecordStore::apply`] with the puts made one at a time by `puts` and the deletes
+    /// asked for after them, so a store that writes a batch as it is made (the journal) never
+    /// holds its records twice; by default they are collected into one batch. Returns whether
+    /// anything was written (an empty batch writes nothing).
+    fn apply_with(
+        &mut self,
+        puts: &mut Records<'_>,
+        deletes: &mut dyn FnMut() -> Vec<String>,
+    ) -> Result<bool, StoreError> {
+        let mut batch = Vec::new();
+        puts(&mut |k, v| batch.push(Change::Put(k.to_owned(), v.to_vec())));
+        batch.extend(deletes().into_iter().map(Change::Delete));
+        if batch.is_empty() {
+            return Ok(false);
+        }
+        self.apply(&batch).map(|()| true)
+    }
     /// Replaces everything stored by `records` (compaction, migration, teardown, import).
     fn replace_all(&mut self, records: &[(String, Vec<u8>)]) -> Result<(), StoreError>;
     /// [`RecordStore::replace_all`] with records made one at a time: `each` calls its
