@@ -32,6 +32,13 @@ cargo build --quiet --release -p storage-executor -p storage-devcluster
 # _debug) at the shipped -loglevel=debug: cover 5 agents, idle CPU, 10,000 agents RUNNING.
 cargo bench --quiet --bench scheduler 2>/dev/null | grep '^bench'
 
+# scheduler_peak_rss_mb_10k (target <= 16 MB, goal 12), scheduler_peak_rss_mb_100 (target
+# <= 8 MB), scheduler_cpu_seconds_10k (target <= 10 s, goal 5): the musl scheduler from start
+# to every task TASK_RUNNING on 10,000 (and 100) synthetic agents, at -loglevel=info. Peak RSS
+# is the kernel's high-water mark, VmHWM of /proc/<pid>/status; CPU is utime + stime of
+# /proc/<pid>/stat. See tests/bench/memory.rs.
+cargo bench --quiet --bench memory 2>/dev/null | grep '^bench\|^# '
+
 # node_install_seconds (target <= 1 s), executor_peak_rss_mb (target <= 10 MB, goal 6): one
 # node's full install on a RHEL 7 host stand-in whose commands take no time.
 cargo bench --quiet --bench node 2>/dev/null | grep '^bench'

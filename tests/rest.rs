@@ -236,6 +236,93 @@ fn state_shows_every_node() {
     assert!(h.body.is_empty());
 }
 
+/// Issue 12 item 5: a large cluster's state comes in pages; a small one's keeps its shape.
+#[test]
+fn state_pages_large_clusters() {
+    let small = start();
+    let whole = get(small.addr, "/api/state").json();
+    assert!(whole.get("page").is_none(), "a small cluster is not paged");
+    let two = get(small.addr, "/api/state?limit=2&offset=1").json();
+    assert_eq!(two["model"]["nodes"].as_object().unwrap().len(), 2);
+    assert_eq!(two["page"]["total"], 5);
+    assert_eq!(two["page"]["offset"], 1);
+    assert_eq!(two["page"]["next"], "/api/state?offset=3&limit=2");
+    assert_eq!(two["counts"]["phase"]["failed"], 1);
+    assert_eq!(two["subscribed"], true, "the page keeps the view's fields");
+
+    let big = start_full(fake::many_nodes(1500), subscribed(), options());
+    let first = get(big.addr, "/api/state").json();
+    let page: Vec<String> = first["model"]["nodes"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(page.len(), 1000, "the default page holds 1,000 nodes");
+    assert_eq!(first["page"]["total"], 1500);
+    assert_eq!(first["page"]["limit"], 1000);
+    let next = first["page"]["next"].as_str().unwrap().to_owned();
+    let rest = get(big.addr, &next).json();
+    assert_eq!(rest["model"]["nodes"].as_object().unwrap().len(), 500);
+    assert!(
+        rest["page"].get("next").is_none(),
+        "the last page has no next"
+    );
+    assert_eq!(rest["counts"]["persona"]["data"], 1500);
+    // Two pages cover every node once.
+    let mut all: Vec<String> = page;
+    all.extend(rest["model"]["nodes"].as_object().unwrap().keys().cloned());
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 1500);
+    let past = get(big.addr, "/api/state?offset=9999").json();
+    assert!(past["model"]["nodes"].as_object().unwrap().is_empty());
+    assert_eq!(past["page"]["total"], 1500);
+
+    for (query, detail) in [
+        ("limit=0", "limit: 0 is not between 1 and 1000"),
+        ("limit=1001", "limit: 1001"),
+        ("offset=-3", "offset: \"-3\""),
+        ("offset=ten", "offset: \"ten\" is not a whole number"),
+    ] {
+        let r = get(big.addr, &format!("/api/state?{query}"));
+        assert_json_error(&r, 400, "bad query parameter", detail);
+    }
+}
+
+#[test]
+fn one_node_by_host() {
+    let s = start();
+    let r = get(s.addr, "/api/nodes/storage-01.dc1.example");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let n = r.json();
+    assert_eq!(n["hostname"], "storage-01.dc1.example");
+    assert_eq!(n["persona"], "primary");
+    assert_eq!(
+        n,
+        node_json(&get(s.addr, "/api/state").json(), "storage-01.dc1.example")
+    );
+    let r = get(s.addr, "/api/nodes/storage-09.dc1.example");
+    assert_json_error(&r, 404, "unknown node", "\"storage-09.dc1.example\"");
+    let r = get(s.addr, "/api/nodes/");
+    assert_eq!(r.status, 404);
+    let r = get(s.addr, "/api/nodes/bad%zz");
+    assert_eq!(r.status, 400);
+    let r = request(
+        s.addr,
+        "POST",
+        "/api/nodes/storage-01.dc1.example",
+        &[],
+        b"{}",
+    );
+    assert_eq!(r.status, 405);
+    // The page's filters are checked too.
+    let r = get(s.addr, "/ui?phase=dancing");
+    assert_json_error(&r, 400, "bad query parameter", "phase: \"dancing\"");
+    let r = get(s.addr, "/ui?limit=100000");
+    assert_json_error(&r, 400, "bad query parameter", "limit: 100000");
+}
+
 fn gunzip(body: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(body), &mut out)
@@ -287,7 +374,9 @@ fn large_responses_are_gzipped_for_clients_that_accept_it() {
     let page = request(s.addr, "GET", "/ui", &[("Accept-Encoding", "gzip")], b"");
     assert_eq!(page.header("content-encoding"), Some("gzip"));
     let html = String::from_utf8(gunzip(&page.body)).unwrap();
-    assert!(html.contains("agent-00199.dc1.example.com"));
+    // A failed node is on the first page (failed first); the page shows 100 of the 200.
+    assert!(html.contains("agent-00010.dc1.example.com"));
+    assert!(html.contains("Showing 1–100 of 200 nodes"), "{html}");
     let m = request(
         s.addr,
         "GET",

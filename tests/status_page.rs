@@ -255,6 +255,133 @@ fn status_page_renders_every_node_in_chromium() {
     drop(rest);
 }
 
+/// Issue 12 item 5: a large cluster's page shows counts per phase and persona, failed nodes
+/// first, then hosts in natural order (`node-2` before `node-11`), 100 rows a page with
+/// links to the next, and a filter box; its size stays bounded.
+#[test]
+fn status_page_pages_filters_and_orders_naturally_in_chromium() {
+    use storage_framework::scheduler::model::{Persisted, Persona};
+    let mut state = Persisted::default();
+    for i in 1..=250 {
+        let persona = match i {
+            1 => Persona::Primary,
+            2 => Persona::Secondary,
+            3 => Persona::Tiebreaker,
+            _ => Persona::Data,
+        };
+        let phase = match i {
+            77 => Phase::Failed,
+            150 => Phase::Lost,
+            _ => Phase::Running,
+        };
+        let mut n = fake::node(i, &format!("node-{i}"), persona, phase);
+        if i == 77 {
+            n.last_error = Some("packages: the SDS package did not install".into());
+        }
+        fake::add(&mut state, n);
+    }
+    let fake = Fake::start(
+        state,
+        Connection {
+            subscribed: true,
+            master: Some("10.0.0.5:5050".into()),
+            reason: None,
+        },
+    );
+    let rest = rest::start_with(
+        RestConfig {
+            port: 0,
+            executor_path: PathBuf::from("/nonexistent/storage-executor"),
+            inputs: fake.inputs.clone(),
+            metrics: Arc::new(Metrics::default()),
+            secrets: None,
+        },
+        ServerOptions {
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            ..ServerOptions::default()
+        },
+    )
+    .expect("REST server");
+    let base = format!("http://{}/ui", rest.local_addr());
+    let dom = |query: &str| {
+        run_chromium(
+            &profile_dir("paging"),
+            &["--dump-dom".into()],
+            &format!("{base}{query}"),
+        )
+    };
+    let hosts = |dom: &str| -> Vec<String> {
+        dom.split("<div class=\"host\">")
+            .skip(1)
+            .filter_map(|s| s.split('<').next())
+            .map(str::to_owned)
+            .collect()
+    };
+
+    let first = dom("");
+    let shown = hosts(&first);
+    assert_eq!(shown.len(), 100, "one page of 100 rows");
+    assert_eq!(
+        shown[..6],
+        ["node-77", "node-150", "node-1", "node-2", "node-3", "node-4"],
+        "failed, then lost, then natural order"
+    );
+    let pos = |h: &str| shown.iter().position(|s| s == h).unwrap();
+    assert!(pos("node-9") < pos("node-10") && pos("node-10") < pos("node-11"));
+    let text = visible_text(&first);
+    for needle in [
+        "nodes 250",
+        "running 248",
+        "failed 1",
+        "lost 1",
+        "primary 1",
+        "secondary 1",
+        "tiebreaker 1",
+        "data 247",
+        "Showing 1–100 of 250 nodes",
+        "Next ›",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing: {text}");
+    }
+    assert!(
+        first.contains("<input type=\"search\" name=\"q\""),
+        "filter box"
+    );
+    assert!(
+        first.contains("href=\"?offset=100\""),
+        "link to the next page"
+    );
+
+    let second = hosts(&dom("?offset=100"));
+    assert_eq!(second.len(), 100);
+    assert_eq!(shown.last().map(String::as_str), Some("node-99"));
+    assert_eq!(second[0], "node-100", "the page after node-99");
+    let last = hosts(&dom("?offset=200"));
+    assert_eq!(last.len(), 50);
+    assert_eq!(last.last().map(String::as_str), Some("node-250"));
+
+    let filtered = dom("?q=node-24");
+    let text = visible_text(&filtered);
+    assert_eq!(
+        hosts(&filtered),
+        [
+            "node-24", "node-240", "node-241", "node-242", "node-243", "node-244", "node-245",
+            "node-246", "node-247", "node-248", "node-249"
+        ]
+    );
+    assert!(
+        text.contains("Showing 1–11 of 11 matching nodes (250 in all)"),
+        "{text}"
+    );
+    assert!(
+        filtered.contains("value=\"node-24\""),
+        "the box keeps the filter"
+    );
+    assert_eq!(hosts(&dom("?phase=failed")), ["node-77"]);
+    assert_eq!(hosts(&dom("?persona=primary")), ["node-1"]);
+    drop(rest);
+}
+
 /// The page of a real scheduler on the dev cluster: every node shows, and no secret (the
 /// gateway password, any executor's secret from the state file) shows anywhere an operator
 /// or a tool can look: the page, `/api/state`, `/metrics`, the log at debug.

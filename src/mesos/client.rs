@@ -615,13 +615,40 @@ pub fn get_json(url: &str, config: &ClientConfig) -> Result<serde_json::Value, C
     get_json_with(&new_agent(config), url, MAX_JSON_BODY)
 }
 
-/// [`get_json`] with its own body cap, for endpoints whose size grows with the cluster.
-pub fn get_json_capped(
+/// `GET url` and deserialize the body as `T` while it is read (at most `max_bytes`): the
+/// body is never held whole, so a type that keeps only what it needs (unknown fields are
+/// skipped) costs what it keeps, not the size of the body. For answers that grow with the
+/// cluster (`/master/slaves` is megabytes at 10,000 agents).
+pub fn get_json_streamed<T: DeserializeOwned>(
     url: &str,
     config: &ClientConfig,
     max_bytes: u64,
-) -> Result<serde_json::Value, ClientError> {
-    get_json_with(&new_agent(config), url, max_bytes)
+) -> Result<T, ClientError> {
+    let endpoint = format!("GET {url}");
+    log::debug!("{endpoint}");
+    let response = new_agent(config)
+        .get(url)
+        .header("Accept", "application/json")
+        .call()
+        .map_err(|e| ClientError::Transport(format!("{endpoint}: {e}")))?;
+    if response.status().as_u16() != 200 {
+        return Err(classify(endpoint, response, "200 with a JSON body"));
+    }
+    let reader = response
+        .into_body()
+        .into_with_config()
+        .limit(max_bytes)
+        .reader();
+    serde_json::from_reader(std::io::BufReader::with_capacity(16 * 1024, reader)).map_err(|e| {
+        if e.is_io() {
+            ClientError::Transport(format!("{endpoint}: reading the body: {e}"))
+        } else {
+            ClientError::Protocol {
+                endpoint,
+                detail: format!("unexpected body: {e}"),
+            }
+        }
+    })
 }
 
 fn get_json_with(

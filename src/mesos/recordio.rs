@@ -148,6 +148,12 @@ impl<R: Read> Reader<R> {
             self.pos = 0;
         }
         let needed = self.end + want.max(1);
+        // A big record (an OFFERS event of 10,000 offers is megabytes) needs a big buffer
+        // once; give the room back as soon as what is left fits a normal one.
+        if self.pos == 0 && self.buf.len() > 4 * READ_CHUNK && needed <= READ_CHUNK {
+            self.buf.truncate(READ_CHUNK);
+            self.buf.shrink_to_fit();
+        }
         if needed > self.buf.len() {
             self.buf.resize(needed.max(READ_CHUNK), 0);
         }
@@ -247,4 +253,26 @@ fn check_prefix(prefix: &[u8]) -> Result<(), RecordIoError> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_room_of_a_big_record_is_given_back() {
+        let mut stream = Vec::new();
+        encode(&vec![b'x'; 20 * READ_CHUNK], &mut stream);
+        for _ in 0..3 {
+            encode(b"small", &mut stream);
+        }
+        let mut r = Reader::new(&stream[..]);
+        assert_eq!(r.next_record().unwrap().unwrap().len(), 20 * READ_CHUNK);
+        assert!(r.buf.len() >= 20 * READ_CHUNK);
+        assert_eq!(r.next_record().unwrap().unwrap(), b"small");
+        assert!(r.buf.len() <= READ_CHUNK, "{} bytes kept", r.buf.len());
+        assert_eq!(r.next_record().unwrap().unwrap(), b"small");
+        assert_eq!(r.next_record().unwrap().unwrap(), b"small");
+        assert!(r.next_record().unwrap().is_none());
+    }
 }

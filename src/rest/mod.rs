@@ -7,7 +7,8 @@
 //! | `GET /version` | `{"versionint": N, "versionstr": "x.y.z", "release": tag, "commit": sha}` |
 //! | `GET /health` | 200 when subscribed, else 503; JSON |
 //! | `GET /metrics` | Prometheus text format |
-//! | `GET /api/state` | the cluster model as JSON (no secrets: they live outside the model) |
+//! | `GET /api/state?offset=N&limit=N` | the cluster model as JSON (no secrets: they live outside the model); whole up to 1,000 nodes, else in pages (see `state.rs`) |
+//! | `GET /api/nodes/<host>` | one node, as in `/api/state` (404 naming the host when unknown) |
 //! | `GET /storage-executor` | the executor binary (ETag, `If-None-Match`, HEAD) |
 //! | `GET /api/v1/executors/<id>/plan?version=N&wait=S` | node plan; with `version` equal to the current one and `wait` > 0 (seconds, at most 60), waits up to `wait` for a change: 200 with the new plan, or 304 when still unchanged |
 //! | `POST /api/v1/executors/<id>/phase` | `{"phase": "packages", "message": "...", "error": "..."}` |
@@ -24,7 +25,9 @@
 mod gate;
 pub mod http;
 mod page;
+mod paging;
 mod prom;
+mod state;
 mod waits;
 
 use crate::clock::Clock;
@@ -205,18 +208,28 @@ pub struct JsonCache {
 
 impl JsonCache {
     pub fn get_or_encode<T: Serialize>(&self, value: &T) -> Result<Arc<Vec<u8>>, String> {
-        self.plain
-            .get_or_init(|| {
-                serde_json::to_vec(value)
-                    .map(Arc::new)
-                    .map_err(|e| e.to_string())
-            })
-            .clone()
+        self.get_or_make(|| serde_json::to_vec(value).map_err(|e| e.to_string()))
     }
 
     pub fn get_or_encode_gzip<T: Serialize>(&self, value: &T) -> Result<Arc<Vec<u8>>, String> {
+        self.get_or_make_gzip(|| serde_json::to_vec(value).map_err(|e| e.to_string()))
+    }
+
+    /// The JSON `make` makes, made at most once.
+    pub fn get_or_make(
+        &self,
+        make: impl FnOnce() -> Result<Vec<u8>, String>,
+    ) -> Result<Arc<Vec<u8>>, String> {
+        self.plain.get_or_init(|| make().map(Arc::new)).clone()
+    }
+
+    /// Its gzip form, made at most once (from the JSON, made if needed).
+    pub fn get_or_make_gzip(
+        &self,
+        make: impl FnOnce() -> Result<Vec<u8>, String>,
+    ) -> Result<Arc<Vec<u8>>, String> {
         self.gzip
-            .get_or_init(|| gzip(&self.get_or_encode(value)?).map(Arc::new))
+            .get_or_init(|| gzip(&self.get_or_make(make)?).map(Arc::new))
             .clone()
     }
 }
@@ -427,6 +440,15 @@ impl Router {
         if let Some(rest) = req.path.strip_prefix("/api/v1/executors/") {
             return self.executor_route(req, rest);
         }
+        if let Some(host) = req.path.strip_prefix("/api/nodes/") {
+            if !GET_HEAD.contains(&req.method.as_str()) {
+                return method_not_allowed(&req.method, GET_HEAD);
+            }
+            return match self.view() {
+                Ok(v) => compress(req, state::node(&v, host)),
+                Err(r) => r,
+            };
+        }
         let (allowed, route): (&[&str], Route) = match req.path.as_str() {
             "/" | "/ui" | "/ui/" => (GET_HEAD, Router::page),
             "/version" => (GET_HEAD, Router::version),
@@ -466,8 +488,15 @@ impl Router {
 
     fn page(&self, req: &Request) -> Response {
         let partial = req.query_param("partial").ok().flatten().is_some();
+        let query = match page::PageQuery::parse(|n| req.query_param(n)) {
+            Ok(q) => q,
+            Err(e) => return Response::error(400, "bad query parameter", &e),
+        };
         let (status, html) = match self.try_view() {
-            Ok(v) => (200, page::render(&v, self.options.clock.now_ms(), partial)),
+            Ok(v) => (
+                200,
+                page::render(&v, &query, self.options.clock.now_ms(), partial),
+            ),
             Err(w) => {
                 let (error, detail) = w.describe();
                 (503, page::render_unavailable(error, &detail, partial))
@@ -540,26 +569,7 @@ impl Router {
             Ok(v) => v,
             Err(r) => return r,
         };
-        let gzip = req.accepts_gzip();
-        let cache = self.state_json.for_generation(view.generation);
-        let encoded = if gzip {
-            cache.get_or_encode_gzip(&*view)
-        } else {
-            cache.get_or_encode(&*view)
-        };
-        match encoded {
-            Ok(body) => {
-                let resp = Response::new(200, "application/json", Body::Shared(body))
-                    .with_header("Cache-Control", "no-store")
-                    .with_header("Vary", "Accept-Encoding");
-                if gzip {
-                    resp.with_header("Content-Encoding", "gzip")
-                } else {
-                    resp
-                }
-            }
-            Err(e) => Response::error(500, "cannot encode the state", &e),
-        }
+        state::respond(&view, req, &self.state_json.for_generation(view.generation))
     }
 
     fn executor_binary(&self, req: &Request) -> Response {

@@ -9,9 +9,7 @@
 
 use crate::hash::content_hash;
 use crate::scheduler::model::{ClusterModel, Node, Persisted, STATE_VERSION};
-use crate::store::{
-    decode_versioned, node_key, Change, Loaded, RecordStore, StoreError, FORMAT, ROOT_KEY,
-};
+use crate::store::{decode_versioned, node_key, Loaded, RecordStore, StoreError, FORMAT, ROOT_KEY};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -89,59 +87,71 @@ impl StateStore {
         if self.backend.wants_rewrite() {
             return self.replace(state).map(|()| self.saved.len());
         }
-        let mut changes = Vec::new();
+        // The changed records go to the store as they are made (issue 12: a launch wave's
+        // 10,000 records were copied into a batch, then again into the journal's line).
         let mut hashes = Vec::new();
-        let saved = &self.saved;
-        for_each_record(state, &mut self.buf, |key, bytes| {
-            let h = content_hash(bytes);
-            if saved.get(key) != Some(&h) {
-                changes.push(Change::Put(key.to_owned(), bytes.to_vec()));
-                hashes.push((key.to_owned(), h));
-            }
-        });
-        // Records of nodes no longer in the model (teardown clears them all).
-        if self.saved.len() + changes.len() > state.model.nodes.len() + 1 {
-            for key in self.saved.keys() {
-                if let Some(agent) = key.strip_prefix("node/") {
-                    if !state.model.nodes.contains_key(agent) {
-                        changes.push(Change::Delete(key.clone()));
+        let mut deleted = Vec::new();
+        let puts = std::cell::Cell::new(0usize);
+        let (saved, buf) = (&self.saved, &mut self.buf);
+        let nodes = state.model.nodes.len();
+        let written = self.backend.apply_with(
+            &mut |put| {
+                for_each_record(state, buf, |key, bytes| {
+                    let h = content_hash(bytes);
+                    if saved.get(key) != Some(&h) {
+                        put(key, bytes);
+                        puts.set(puts.get() + 1);
+                        hashes.push((key.to_owned(), h));
                     }
+                });
+            },
+            // Records of nodes no longer in the model (teardown clears them all).
+            &mut || {
+                if saved.len() + puts.get() > nodes + 1 {
+                    deleted = saved
+                        .keys()
+                        .filter(|key| {
+                            key.strip_prefix("node/")
+                                .is_some_and(|agent| !state.model.nodes.contains_key(agent))
+                        })
+                        .cloned()
+                        .collect();
                 }
-            }
-        }
-        if changes.is_empty() {
-            return Ok(0);
-        }
-        if let Err(e) = self.backend.apply(&changes) {
-            if let StoreError::Fenced { why } = &e {
+                deleted.clone()
+            },
+        );
+        match written {
+            Ok(false) => return Ok(0),
+            Ok(true) => {}
+            Err(StoreError::Fenced { why }) => {
                 // Another scheduler leads now: nothing this one decided may leave. Exiting
                 // here, before the dispatcher releases a single call, is what guarantees it.
                 log::error!("{why}; exiting so that only one scheduler acts");
                 std::process::exit(1);
             }
-            return Err(e);
+            Err(e) => return Err(e),
         }
         let written = hashes.len();
-        for c in &changes {
-            if let Change::Delete(k) = c {
-                self.saved.remove(k);
-            }
+        for k in &deleted {
+            self.saved.remove(k);
         }
         self.saved.extend(hashes);
         Ok(written)
     }
 
     /// Replaces everything stored by `state` (compaction, teardown, import).
+    /// Records are handed to the store as they are made, not collected first (issue 12: a
+    /// compaction at 10,000 nodes held the state twice).
     pub fn replace(&mut self, state: &Persisted) -> Result<(), StoreError> {
-        let mut records = Vec::with_capacity(state.model.nodes.len() + 1);
-        for_each_record(state, &mut self.buf, |key, bytes| {
-            records.push((key.to_owned(), bytes.to_vec()));
-        });
-        self.backend.replace_all(&records)?;
-        self.saved = records
-            .iter()
-            .map(|(k, v)| (k.clone(), content_hash(v)))
-            .collect();
+        let mut saved = HashMap::with_capacity(state.model.nodes.len() + 1);
+        let buf = &mut self.buf;
+        self.backend.replace_all_with(&mut |put| {
+            for_each_record(state, buf, |key, bytes| {
+                saved.insert(key.to_owned(), content_hash(bytes));
+                put(key, bytes);
+            });
+        })?;
+        self.saved = saved;
         Ok(())
     }
 }

@@ -178,72 +178,62 @@ fn parse_line(line: &[u8]) -> Result<Batch, String> {
     serde_json::from_slice(json).map_err(|e| format!("not a batch: {e}"))
 }
 
-fn encode_line(out: &mut Vec<u8>, puts: &[(&str, &[u8])], dels: &[&str]) {
-    let mut json = Vec::with_capacity(puts.iter().map(|(k, v)| k.len() + v.len() + 4).sum());
-    json.extend_from_slice(b"{\"put\":{");
-    for (i, (k, v)) in puts.iter().enumerate() {
-        if i > 0 {
-            json.push(b',');
-        }
-        // A string serializes without error.
-        let _ = serde_json::to_writer(&mut json, k);
-        json.push(b':');
-        json.extend_from_slice(v);
-    }
-    json.extend_from_slice(b"},\"del\":");
-    let _ = serde_json::to_writer(&mut json, dels);
-    json.push(b'}');
-    out.extend_from_slice(format!("{:016x} ", content_hash(&json)).as_bytes());
-    out.extend_from_slice(&json);
-    out.push(b'\n');
+/// One journal line written straight into its buffer, record by record. The checksum leads
+/// the line but covers the JSON after it: room is left for it and filled in at the end, so a
+/// batch (megabytes in a 10,000-node launch wave or a compaction) is copied once (issue 12).
+#[derive(Default)]
+struct Line {
+    /// Where the checksum and the JSON start, once the first record is in.
+    at: Option<(usize, usize)>,
 }
 
-impl RecordStore for JournalStore {
-    fn load_all(&mut self) -> Result<Loaded, StoreError> {
-        self.append = None;
-        self.truncate_to = None;
-        self.file.remove_stray_temp();
-        let mut file = match File::open(self.file.path()) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded::Empty),
-            Err(e) => return Err(self.io("read")(e)),
-        };
-        let mut head = vec![0; HEADER.len()];
-        let n = read_up_to(&mut file, &mut head).map_err(self.io("read"))?;
-        if head[..n] != *HEADER {
-            // Not a journal: the single-document format of earlier builds, or damage that
-            // its decoder names (empty, truncated, not JSON, another format or version).
-            let bytes = fs::read(self.file.path()).map_err(self.io("read"))?;
-            self.rewrite = true;
-            return Ok(Loaded::Legacy(bytes));
-        }
-        let file = File::open(self.file.path()).map_err(self.io("read"))?;
-        Ok(Loaded::Records(self.read_journal(file)?))
+impl Line {
+    fn start(out: &mut Vec<u8>) -> (usize, usize) {
+        let sum_at = out.len();
+        out.extend_from_slice(b"0000000000000000 ");
+        let json_at = out.len();
+        out.extend_from_slice(b"{\"put\":{");
+        (sum_at, json_at)
     }
 
-    fn apply(&mut self, batch: &[Change]) -> Result<(), StoreError> {
-        if self.rewrite {
-            return Err(StoreError::Unsupported {
-                what: format!("{} must be rewritten whole first", self.describe()),
-            });
+    fn put(&mut self, out: &mut Vec<u8>, key: &str, value: &[u8]) {
+        if self.at.is_none() {
+            self.at = Some(Line::start(out));
+        } else {
+            out.push(b',');
         }
+        // A string serializes without error.
+        let _ = serde_json::to_writer(&mut *out, key);
+        out.push(b':');
+        out.extend_from_slice(value);
+    }
+
+    /// Ends the line; a line with no put is written only when it deletes something.
+    fn finish(self, out: &mut Vec<u8>, dels: &[&str]) {
+        let (sum_at, json_at) = match self.at {
+            Some(at) => at,
+            None if dels.is_empty() => return,
+            None => Line::start(out),
+        };
+        out.extend_from_slice(b"},\"del\":");
+        let _ = serde_json::to_writer(&mut *out, dels);
+        out.push(b'}');
+        let sum = format!("{:016x}", content_hash(&out[json_at..]));
+        out[sum_at..sum_at + 16].copy_from_slice(sum.as_bytes());
+        out.push(b'\n');
+    }
+}
+
+impl JournalStore {
+    /// Appends one batch's line and syncs it; a failed write is cut off again.
+    fn append_line(&mut self, line: &[u8]) -> Result<(), StoreError> {
         if !self.file.path().exists() {
             self.replace_all(&[])?;
         }
-        let mut puts = Vec::new();
-        let mut dels = Vec::new();
-        for c in batch {
-            match c {
-                Change::Put(k, v) => puts.push((k.as_str(), v.as_slice())),
-                Change::Delete(k) => dels.push(k.as_str()),
-            }
-        }
-        let mut line = Vec::new();
-        encode_line(&mut line, &puts, &dels);
         let len = self.len;
         let path = self.path_buf();
         let file = self.open_append()?;
-        let result = file.write_all(&line).and_then(|()| file.sync_data());
+        let result = file.write_all(line).and_then(|()| file.sync_data());
         match result {
             Ok(()) => {
                 // The first batch of an empty journal is everything there is: measure growth
@@ -271,16 +261,89 @@ impl RecordStore for JournalStore {
             }
         }
     }
+}
 
-    fn replace_all(&mut self, records: &[(String, Vec<u8>)]) -> Result<(), StoreError> {
-        let mut bytes = HEADER.to_vec();
-        if !records.is_empty() {
-            let puts: Vec<(&str, &[u8])> = records
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_slice()))
-                .collect();
-            encode_line(&mut bytes, &puts, &[]);
+impl RecordStore for JournalStore {
+    fn load_all(&mut self) -> Result<Loaded, StoreError> {
+        self.append = None;
+        self.truncate_to = None;
+        self.file.remove_stray_temp();
+        let mut file = match File::open(self.file.path()) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded::Empty),
+            Err(e) => return Err(self.io("read")(e)),
+        };
+        let mut head = vec![0; HEADER.len()];
+        let n = read_up_to(&mut file, &mut head).map_err(self.io("read"))?;
+        if head[..n] != *HEADER {
+            // Not a journal: the single-document format of earlier builds, or damage that
+            // its decoder names (empty, truncated, not JSON, another format or version).
+            let bytes = fs::read(self.file.path()).map_err(self.io("read"))?;
+            self.rewrite = true;
+            return Ok(Loaded::Legacy(bytes));
         }
+        let file = File::open(self.file.path()).map_err(self.io("read"))?;
+        Ok(Loaded::Records(self.read_journal(file)?))
+    }
+
+    fn apply(&mut self, batch: &[Change]) -> Result<(), StoreError> {
+        let dels: Vec<String> = batch
+            .iter()
+            .filter_map(|c| match c {
+                Change::Delete(k) => Some(k.clone()),
+                Change::Put(..) => None,
+            })
+            .collect();
+        let mut dels = Some(dels);
+        self.apply_with(
+            &mut |put| {
+                for c in batch {
+                    if let Change::Put(k, v) = c {
+                        put(k, v);
+                    }
+                }
+            },
+            &mut || dels.take().unwrap_or_default(),
+        )
+        .map(|_| ())
+    }
+
+    fn apply_with(
+        &mut self,
+        puts: &mut super::Records<'_>,
+        deletes: &mut dyn FnMut() -> Vec<String>,
+    ) -> Result<bool, StoreError> {
+        if self.rewrite {
+            return Err(StoreError::Unsupported {
+                what: format!("{} must be rewritten whole first", self.describe()),
+            });
+        }
+        // The records go straight into the line as they are made (issue 12: a launch wave's
+        // batch of 10,000 records is megabytes).
+        let mut line = Vec::new();
+        let mut writer = Line::default();
+        puts(&mut |k, v| writer.put(&mut line, k, v));
+        let dels = deletes();
+        if writer.at.is_none() && dels.is_empty() {
+            return Ok(false);
+        }
+        let dels: Vec<&str> = dels.iter().map(String::as_str).collect();
+        writer.finish(&mut line, &dels);
+        self.append_line(&line).map(|()| true)
+    }
+    fn replace_all(&mut self, records: &[(String, Vec<u8>)]) -> Result<(), StoreError> {
+        self.replace_all_with(&mut |put| {
+            for (k, v) in records {
+                put(k, v);
+            }
+        })
+    }
+
+    fn replace_all_with(&mut self, each: &mut super::Records<'_>) -> Result<(), StoreError> {
+        let mut bytes = HEADER.to_vec();
+        let mut line = Line::default();
+        each(&mut |k, v| line.put(&mut bytes, k, v));
+        line.finish(&mut bytes, &[]);
         self.append = None;
         self.file.save(&bytes)?;
         self.written += bytes.len() as u64;

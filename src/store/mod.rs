@@ -62,13 +62,43 @@ pub enum Loaded {
 }
 
 /// A store of keyed JSON records (see the module docs).
+/// Takes one record (key, bytes).
+pub type PutRecord<'a> = dyn FnMut(&str, &[u8]) + 'a;
+/// Makes records one at a time, handing each to its argument.
+pub type Records<'a> = dyn FnMut(&mut PutRecord<'_>) + 'a;
+
 pub trait RecordStore: Send {
     fn load_all(&mut self) -> Result<Loaded, StoreError>;
     /// Applies the whole batch or, after a crash or an error, none of it: the write-ahead rule
     /// saves a launch (node record and launch sequence) as one batch before its ACCEPT leaves.
     fn apply(&mut self, batch: &[Change]) -> Result<(), StoreError>;
+    /// [`RecordStore::apply`] with the puts made one at a time by `puts` and the deletes
+    /// asked for after them, so a store that writes a batch as it is made (the journal) never
+    /// holds its records twice; by default they are collected into one batch. Returns whether
+    /// anything was written (an empty batch writes nothing).
+    fn apply_with(
+        &mut self,
+        puts: &mut Records<'_>,
+        deletes: &mut dyn FnMut() -> Vec<String>,
+    ) -> Result<bool, StoreError> {
+        let mut batch = Vec::new();
+        puts(&mut |k, v| batch.push(Change::Put(k.to_owned(), v.to_vec())));
+        batch.extend(deletes().into_iter().map(Change::Delete));
+        if batch.is_empty() {
+            return Ok(false);
+        }
+        self.apply(&batch).map(|()| true)
+    }
     /// Replaces everything stored by `records` (compaction, migration, teardown, import).
     fn replace_all(&mut self, records: &[(String, Vec<u8>)]) -> Result<(), StoreError>;
+    /// [`RecordStore::replace_all`] with records made one at a time: `each` calls its
+    /// argument once per record. A store that writes them out as they come (the journal)
+    /// never holds them all twice; by default they are collected, then replaced.
+    fn replace_all_with(&mut self, each: &mut Records<'_>) -> Result<(), StoreError> {
+        let mut records = Vec::new();
+        each(&mut |k, v| records.push((k.to_owned(), v.to_vec())));
+        self.replace_all(&records)
+    }
     /// The store asks for a [`RecordStore::replace_all`] at the next save (journal grown,
     /// earlier format, a failed write left it unsure of its tail).
     fn wants_rewrite(&self) -> bool {

@@ -32,6 +32,7 @@ mod announce;
 mod hosts;
 mod offer_mode;
 mod offers;
+mod pending;
 mod reconcile;
 mod secrets;
 mod tasks;
@@ -65,7 +66,7 @@ pub struct Dispatcher {
     out: Sender<Outgoing>,
     metrics: Arc<Metrics>,
     /// Calls decided in this batch, released after the state is saved.
-    pending: Vec<Call>,
+    pending: pending::Pending,
     dirty: bool,
     subscribed: bool,
     master: Option<String>,
@@ -108,7 +109,7 @@ impl Dispatcher {
             ctx,
             out,
             metrics,
-            pending: Vec::new(),
+            pending: Default::default(),
             dirty: false,
             subscribed: false,
             master: None,
@@ -485,11 +486,11 @@ impl Dispatcher {
                 crate::scheduler::faults::hold("hold-after-launch-save");
             }
         }
-        for c in self.pending.drain(..) {
+        for c in self.pending.take() {
             if !saved && c.r#type == Some(call::Type::Acknowledge) {
                 continue;
             }
-            if self.out.send(Outgoing::Call(Box::new(c))).is_err() {
+            if self.out.send(Outgoing::Call(c)).is_err() {
                 error!("call sender is gone; dropping calls");
                 break;
             }

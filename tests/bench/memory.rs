@@ -1,0 +1,162 @@
+//! `cargo bench --bench memory`: what the shipped scheduler (the static musl artifact of
+//! `scripts/build-release.sh`, `dist/last-build`) costs in memory and CPU from its start until
+//! every agent's task is TASK_RUNNING, on the dev cluster's synthetic agents (executors
+//! emulated by the dev cluster, so only the scheduler's own work is measured). Issue 12
+//! item 4.
+//!
+//! - `scheduler_peak_rss_mb_10k`, `scheduler_peak_rss_mb_100`: the kernel's high-water mark
+//!   of the process's resident set (`VmHWM` in `/proc/<pid>/status`), read once every task
+//!   runs, so no short peak between two samples is missed. Targets: 16 MB (goal 12) at
+//!   10,000 agents, 8 MB at 100; the app definition gives the scheduler `mem: 32`.
+//! - `scheduler_cpu_seconds_10k`: user + system CPU of the process over the same span
+//!   (`utime` + `stime` of `/proc/<pid>/stat`); target 10 s, goal 5.
+//!
+//! `# ` lines add what helps to read them: the resident set once settled and the thread count.
+
+#[path = "../support/cluster.rs"]
+mod cluster;
+
+use devcluster::master;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Clock ticks per second of `/proc/<pid>/stat` (USER_HZ, 100 on Linux).
+const USER_HZ: f64 = 100.0;
+
+/// A field (`VmHWM`, `VmRSS`, `Threads`) of `/proc/<pid>/status`, as its number (kB for sizes).
+fn status_field(pid: u32, name: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}:")))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// utime + stime of the process, in clock ticks.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after `(comm)`: state is field 3; utime and stime are fields 14 and 15.
+    let f: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+/// Agents whose storage task is TASK_RUNNING.
+fn running(m: &master::MasterHandle) -> usize {
+    let Ok(snap) = m.snapshot() else { return 0 };
+    snap["agents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| {
+            a["executors"].as_array().into_iter().flatten().any(|e| {
+                e["tasks"]
+                    .as_array()
+                    .is_some_and(|ts| ts.iter().any(|t| t["state"] == "TASK_RUNNING"))
+            })
+        })
+        .count()
+}
+
+struct Cost {
+    peak_kb: u64,
+    settled_kb: u64,
+    threads: u64,
+    cpu_s: f64,
+    elapsed: Duration,
+}
+
+/// Starts the scheduler on `n` synthetic agents and measures it until every task runs.
+fn measure(sched: &Path, exec: &Path, n: usize) -> Cost {
+    let dir = std::env::temp_dir().join(format!("bench-memory-{n}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("bench dir");
+    let m = master::start(master::MasterConfig {
+        agents: 0,
+        synthetic_agents: n,
+        work_dir: dir.join("mesos"),
+        ..Default::default()
+    })
+    .expect("dev cluster");
+    let mut args = cluster::scheduler_args(
+        &m.addr().to_string(),
+        cluster::free_port(),
+        &dir.join("state.json"),
+        "Scaleio123",
+    );
+    // The info level: the debug level's cost is the scheduler bench's `_debug` lines.
+    args[0] = "-loglevel=info".into();
+    args.retain(|a| !a.starts_with("-executor.altpath="));
+    args.push(format!("-executor.altpath={}", exec.display()));
+    let start = Instant::now();
+    let mut child = Command::new(sched)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(
+            std::fs::File::create(dir.join("scheduler.log"))
+                .map(Stdio::from)
+                .unwrap_or_else(|_| Stdio::null()),
+        )
+        .spawn()
+        .expect("start scheduler");
+    let pid = child.id();
+    let deadline = start + Duration::from_secs(300);
+    loop {
+        let up = running(&m);
+        if up == n {
+            break;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "the scheduler exited ({status}) with {up} of {n} running; see {}",
+                dir.join("scheduler.log").display()
+            );
+        }
+        assert!(Instant::now() < deadline, "only {up} of {n} agents running");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let elapsed = start.elapsed();
+    let peak_kb = status_field(pid, "VmHWM").expect("VmHWM");
+    let cpu_s = cpu_ticks(pid).expect("proc stat") as f64 / USER_HZ;
+    // Settled: what it keeps once the launch wave is over.
+    std::thread::sleep(Duration::from_secs(3));
+    let settled_kb = status_field(pid, "VmRSS").unwrap_or(0);
+    let threads = status_field(pid, "Threads").unwrap_or(0);
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(m);
+    if std::env::var_os("BENCH_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Cost {
+        peak_kb,
+        settled_kb,
+        threads,
+        cpu_s,
+        elapsed,
+    }
+}
+
+fn mb(kb: u64) -> String {
+    format!("{:.1}", kb as f64 / 1024.0)
+}
+
+fn main() {
+    let sched = cluster::release_artifact("storage-scheduler");
+    let exec = cluster::release_artifact("storage-executor");
+    println!("bench_binary {}", sched.display());
+    for (n, name) in [(100, "100"), (10_000, "10k")] {
+        let c = measure(&sched, &exec, n);
+        println!("bench scheduler_peak_rss_mb_{name} {} MB", mb(c.peak_kb));
+        if n == 10_000 {
+            println!("bench scheduler_cpu_seconds_{name} {:.2} s", c.cpu_s);
+        }
+        println!(
+            "# {n} agents: VmHWM {} MB from start to every task running ({} ms); settled VmRSS {} MB, {} threads",
+            mb(c.peak_kb),
+            c.elapsed.as_millis(),
+            mb(c.settled_kb),
+            c.threads
+        );
+    }
+}
