@@ -84,6 +84,8 @@ pub struct Dispatcher {
     clock: Arc<dyn Clock>,
     /// Bumped whenever the view would show something new (see [`View::generation`]).
     generation: u64,
+    /// Per-offer, per-update and per-call debug lines past a budget, counted.
+    debug_tally: crate::scheduler::debug_tally::DebugTally,
 }
 
 impl Dispatcher {
@@ -117,6 +119,7 @@ impl Dispatcher {
             storage: Default::default(),
             clock: clock::system(),
             generation: 0,
+            debug_tally: Default::default(),
         }
     }
 
@@ -183,6 +186,7 @@ impl Dispatcher {
             }
             self.after_inputs();
             self.flush();
+            self.debug_tally.flush_due(self.clock.now_ms());
             // Write-ahead: storage work leaves only once its intent is saved.
             if !self.dirty {
                 self.storage.release();
@@ -206,7 +210,19 @@ impl Dispatcher {
     /// the master), and replaced when the master says it does not know it.
     fn on_call_outcome(&mut self, o: CallOutcome) {
         let error = o.error.as_deref();
-        match o.call.r#type.unwrap_or_default() {
+        let kind = o.call.r#type.unwrap_or_default();
+        if error.is_none()
+            && self
+                .debug_tally
+                .note(self.clock.now_ms(), "call sent", || kind.as_str().into())
+        {
+            debug!(
+                "{} sent to {}",
+                kind.as_str(),
+                self.master.as_deref().unwrap_or("the master")
+            );
+        }
+        match kind {
             call::Type::Revive => self.on_mode_outcome(Mode::Revived, error),
             call::Type::Suppress => self.on_mode_outcome(Mode::Suppressed, error),
             call::Type::Accept => {
