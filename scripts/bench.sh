@@ -25,11 +25,17 @@ cargo bench --quiet --bench wire 2>/dev/null | grep '^bench '
 # (in-process server, bench profile, fake dispatcher: see tests/bench/rest.rs).
 cargo bench --quiet --bench rest 2>/dev/null | grep '^bench '
 
+# rest_state_cold_render_ms_1k, _10k: the musl scheduler's /api/state (every node) while
+# 1,000 / 10,000 synthetic nodes report phases (tests/bench/rest_changing.rs).
+cargo bench --quiet --bench rest_changing 2>/dev/null | grep '^bench'
+
 # The benches' shared test helpers look for the executor and the host stand-ins beside the
 # (bench) scheduler.
 cargo build --quiet --release -p storage-executor -p storage-devcluster
 # scheduler_*: the musl scheduler process on the dev cluster, at -loglevel=info and (suffix
-# _debug) at the shipped -loglevel=debug: cover 5 agents, idle CPU, 10,000 agents RUNNING.
+# _debug) at the shipped -loglevel=debug: cover 5 agents, idle CPU, 10,000 agents RUNNING,
+# each agent having downloaded the executor from the scheduler (scheduler_bytes_served_*),
+# and the log volume of that run (scheduler_log_*).
 cargo bench --quiet --bench scheduler 2>/dev/null | grep '^bench'
 
 # node_install_seconds (target <= 1 s), executor_peak_rss_mb (target <= 10 MB, goal 6): one

@@ -9,7 +9,13 @@
 //! - `scheduler_cover_10k_agents_ms`: the same with 10,000 synthetic agents (executors
 //!   emulated by the dev cluster) until every agent's task is TASK_RUNNING (not merely
 //!   staged), and `scheduler_max_executors_per_agent` across that run, from the master's
-//!   launch record. Synthetic agents fetch nothing: the executor download is not in it.
+//!   launch record. Each synthetic agent first downloads the executor binary from the
+//!   scheduler's REST server, as a Mesos agent's fetcher does for the URI the scheduler sets
+//!   (`cache: false`: every agent fetches; see `FETCHERS` for how many at once):
+//!   `scheduler_bytes_served_10k` and `_per_agent` are what the agents received.
+//!
+//! The binaries measured are the release artifacts, or those in `STORAGE_BENCH_BIN_DIR`
+//! (to compare two builds).
 
 #[path = "../support/cluster.rs"]
 mod cluster;
@@ -89,6 +95,19 @@ fn covered(m: &master::MasterHandle) -> usize {
         .count()
 }
 
+/// Downloads in flight at once on the one machine that hosts the 10,000 synthetic agents. On
+/// a real cluster each agent fetches on its own host as its launch arrives, so a launch wave
+/// can ask for thousands at once; here 128 (the scheduler's 64 REST workers busy, its queue
+/// in use) keeps the machine's two cores from spending the run on client threads.
+const FETCHERS: usize = 128;
+
+/// The peak resident set of a process so far (`VmHWM`), in KiB.
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 fn ten_thousand(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str, suffix: &str) {
     const N: usize = 10_000;
     let dir = std::env::temp_dir().join(format!("bench-scheduler-10k-{}", std::process::id()));
@@ -96,6 +115,11 @@ fn ten_thousand(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str,
     let m = master::start(master::MasterConfig {
         agents: 0,
         synthetic_agents: N,
+        // STORAGE_BENCH_FETCHERS=0: no fetch (to see what the downloads cost).
+        synthetic_fetchers: std::env::var("STORAGE_BENCH_FETCHERS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(FETCHERS),
         work_dir: dir.join("mesos"),
         ..Default::default()
     })
@@ -121,9 +145,29 @@ fn ten_thousand(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str,
         .max()
         .unwrap_or(0);
     println!("bench scheduler_max_executors_per_agent{suffix} {most} executors");
+    let snap = m.snapshot().expect("snapshot");
+    let (fetches, bytes) = (
+        snap["synthetic_fetches"].as_u64().unwrap_or(0),
+        snap["synthetic_fetched_bytes"].as_u64().unwrap_or(0),
+    );
+    println!("bench scheduler_bytes_served_10k{suffix} {bytes} bytes");
+    println!(
+        "bench scheduler_bytes_served_per_agent{suffix} {} bytes",
+        bytes / N as u64
+    );
+    println!(
+        "# scheduler_bytes_served_10k{suffix}: {fetches} fetches of {} bytes ({FETCHERS} at once); \
+         scheduler peak RSS {} KiB (VmHWM, whole run)",
+        std::fs::metadata(exec).map_or(0, |m| m.len()),
+        peak_rss_kib(child.id()).unwrap_or(0)
+    );
     let _ = child.kill();
     let _ = child.wait();
     drop(m);
+    let log = std::fs::read(dir.join("scheduler.log")).unwrap_or_default();
+    let lines = log.iter().filter(|&&b| b == b'\n').count();
+    println!("bench scheduler_log_lines_10k{suffix} {lines} lines");
+    println!("bench scheduler_log_bytes_10k{suffix} {} bytes", log.len());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -168,12 +212,20 @@ fn five_agents(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str, 
 }
 
 fn main() {
-    let sched = cluster::release_artifact("storage-scheduler");
-    let exec = cluster::release_artifact("storage-executor");
+    let artifact = |name: &str| match std::env::var_os("STORAGE_BENCH_BIN_DIR") {
+        Some(dir) => std::path::PathBuf::from(dir).join(name),
+        None => cluster::release_artifact(name),
+    };
+    let (sched, exec) = (artifact("storage-scheduler"), artifact("storage-executor"));
     for b in [&sched, &exec] {
         println!("bench_binary {}", b.display());
     }
+    // STORAGE_BENCH_LEVELS=debug runs one level only (comparisons of debug logging).
+    let levels = std::env::var("STORAGE_BENCH_LEVELS").unwrap_or_else(|_| "info,debug".into());
     for (level, suffix) in [("info", ""), ("debug", "_debug")] {
+        if !levels.split(',').any(|l| l == level) {
+            continue;
+        }
         five_agents(&sched, &exec, level, suffix);
         ten_thousand(&sched, &exec, level, suffix);
     }
