@@ -121,9 +121,9 @@ pub fn host_standins(control_url: Option<String>) -> devcluster::host::HostStand
     s
 }
 
-/// Package files of both platforms in `dir`, named as the vendor names them, served over
-/// HTTP from loopback (the server lives as long as the returned handle), and the scheduler
-/// flags that hand them out.
+/// Package files of both platforms in `dir` (`tests/devcluster/packages.txt`), named as the
+/// vendor names them, served over HTTP from loopback (the server lives as long as the
+/// returned handle), and the scheduler flags that hand them out.
 pub fn stage_packages(dir: &Path) -> (Vec<String>, std::sync::Arc<tiny_http::Server>) {
     std::fs::create_dir_all(dir).expect("package dir");
     let server = std::sync::Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("file server"));
@@ -142,33 +142,9 @@ pub fn stage_packages(dir: &Path) -> (Vec<String>, std::sync::Arc<tiny_http::Ser
         }
     });
     let mut flags = Vec::new();
-    for (flag, file) in [
-        (
-            "ubuntu14.mdm",
-            "EMC-ScaleIO-mdm-2.0-10000.2072.Ubuntu.14.04.x86_64.deb",
-        ),
-        (
-            "ubuntu14.sds",
-            "EMC-ScaleIO-sds-2.0-10000.2072.Ubuntu.14.04.x86_64.deb",
-        ),
-        (
-            "ubuntu14.sdc",
-            "EMC-ScaleIO-sdc-2.0-10000.2072.Ubuntu.14.04.x86_64.deb",
-        ),
-        (
-            "ubuntu14.lia",
-            "EMC-ScaleIO-lia-2.0-10000.2072.Ubuntu.14.04.x86_64.deb",
-        ),
-        (
-            "ubuntu14.gw",
-            "emc-scaleio-gateway_2.0-10000.2072_amd64.deb",
-        ),
-        ("rhel7.mdm", "EMC-ScaleIO-mdm-2.0-10000.2072.el7.x86_64.rpm"),
-        ("rhel7.sds", "EMC-ScaleIO-sds-2.0-10000.2072.el7.x86_64.rpm"),
-        ("rhel7.sdc", "EMC-ScaleIO-sdc-2.0-10000.2072.el7.x86_64.rpm"),
-        ("rhel7.lia", "EMC-ScaleIO-lia-2.0-10000.2072.el7.x86_64.rpm"),
-        ("rhel7.gw", "EMC-ScaleIO-gateway-2.0-10000.2072.x86_64.rpm"),
-    ] {
+    // The one list of stand-in packages (scripts/demo.sh reads it too): `<flag> <file>`.
+    let list = include_str!("../devcluster/packages.txt");
+    for (flag, file) in list.lines().filter_map(|l| l.split_once(' ')) {
         std::fs::write(dir.join(file), format!("stand-in package {file}\n")).expect("package file");
         flags.push(format!("-storage.{flag}=http://{addr}/{file}"));
     }

@@ -2001,8 +2001,7 @@ impl Supervisor {
             .stderr(stderr)
             // Its own process group, so that a kill reaches everything the command started.
             .process_group(0);
-        command
-            .spawn()
+        crate::exec_guard::spawning(|| command.spawn())
             .map_err(|e| format!("cannot start the command: {e}"))
     }
 }
@@ -2196,16 +2195,19 @@ fn fetch_one(agent: &ureq::Agent, artifact: &Artifact, sandbox: &Path) -> Result
     }
     if uri.starts_with("http://") || uri.starts_with("https://") {
         let response = agent.get(uri).call().map_err(|e| e.to_string())?;
-        let mut body = response.into_body().into_reader();
-        let mut file = File::create(&target)
-            .map_err(|e| format!("cannot create {}: {e}", target.display()))?;
-        io::copy(&mut body, &mut file).map_err(|e| format!("download interrupted: {e}"))?;
+        // Read first, written at once: spawns wait while the file is open (exec_guard).
+        let mut body = Vec::new();
+        io::Read::read_to_end(&mut response.into_body().into_reader(), &mut body)
+            .map_err(|e| format!("download interrupted: {e}"))?;
+        crate::exec_guard::writing(|| fs::write(&target, &body))
+            .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
     } else {
         let local = uri.strip_prefix("file://").unwrap_or(uri);
         if !local.starts_with('/') {
             return Err("unsupported URI scheme (http, https, file and absolute paths are)".into());
         }
-        fs::copy(local, &target).map_err(|e| format!("cannot copy {local}: {e}"))?;
+        crate::exec_guard::writing(|| fs::copy(local, &target))
+            .map_err(|e| format!("cannot copy {local}: {e}"))?;
     }
     if artifact.executable {
         fs::set_permissions(&target, fs::Permissions::from_mode(0o755))

@@ -3,6 +3,7 @@
 //! enough that a framework that passes against it should pass against the real ones.
 
 pub mod control;
+pub mod exec_guard;
 pub mod gateway;
 pub mod host;
 pub mod isolation;

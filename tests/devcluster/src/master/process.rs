@@ -157,15 +157,18 @@ pub fn fetch(http: &ureq::Agent, uri: &command_info::Uri, dir: &Path) -> Result<
         if status != 200 {
             return Err(format!("HTTP {status}"));
         }
-        let mut reader = response.into_body().into_reader();
-        let mut file = fs::File::create(&dest)
-            .map_err(|e| format!("cannot create {}: {e}", dest.display()))?;
-        io::copy(&mut reader, &mut file).map_err(|e| format!("download failed: {e}"))?;
+        // Read first, written at once: spawns wait while the file is open (exec_guard).
+        let mut body = Vec::new();
+        io::Read::read_to_end(&mut response.into_body().into_reader(), &mut body)
+            .map_err(|e| format!("download failed: {e}"))?;
+        crate::exec_guard::writing(|| fs::write(&dest, &body))
+            .map_err(|e| format!("cannot write {}: {e}", dest.display()))?;
     } else if let Some(path) = url
         .strip_prefix("file://")
         .or(url.starts_with('/').then_some(url))
     {
-        fs::copy(path, &dest).map_err(|e| format!("cannot copy {path}: {e}"))?;
+        crate::exec_guard::writing(|| fs::copy(path, &dest))
+            .map_err(|e| format!("cannot copy {path}: {e}"))?;
     } else if url.starts_with("https://") {
         return Err("https is not supported by the devcluster fetcher".into());
     } else {
@@ -197,10 +200,10 @@ fn extract(file: &Path, dir: &Path) -> Result<(), String> {
     } else {
         return Ok(());
     };
-    let status = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .status()
+    let child =
+        crate::exec_guard::spawning(|| cmd.stdin(Stdio::null()).stdout(Stdio::null()).spawn());
+    let status = child
+        .and_then(|mut c| c.wait())
         .map_err(|e| format!("cannot run the extractor: {e}"))?;
     if !status.success() {
         return Err(format!("extracting {} failed ({status})", file.display()));
@@ -246,8 +249,7 @@ fn spawn(spec: &LaunchSpec) -> Result<std::process::Child, String> {
             }
         }
     }
-    cmd.spawn()
-        .map_err(|e| format!("Failed to run {value:?}: {e}"))
+    crate::exec_guard::spawning(|| cmd.spawn()).map_err(|e| format!("Failed to run {value:?}: {e}"))
 }
 
 /// A Mesos duration string, as stout prints durations: the largest unit that fits.
