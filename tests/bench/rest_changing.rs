@@ -50,9 +50,12 @@ fn running(m: &master::MasterHandle) -> usize {
         .count()
 }
 
-/// One GET on a keep-alive connection: the body (identity encoding).
-fn get(conn: &mut BufReader<TcpStream>, path: &str) -> Vec<u8> {
-    let req = format!("GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n");
+/// One GET on a connection of its own (the server may close a keep-alive connection when
+/// others wait): the body (identity encoding).
+fn get(port: u16, path: &str) -> Vec<u8> {
+    let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let mut conn = BufReader::new(stream);
+    let req = format!("GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n");
     conn.get_mut().write_all(req.as_bytes()).expect("send");
     let mut line = String::new();
     conn.read_line(&mut line).expect("status line");
@@ -125,10 +128,8 @@ fn measure(nodes: usize, label: &str) {
         || (running(&m) == nodes).then_some(()),
     );
 
-    let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    let mut conn = BufReader::new(stream);
     let path = format!("/api/state?limit={nodes}");
-    let first = get(&mut conn, &path);
+    let first = get(port, &path);
     let state: serde_json::Value = serde_json::from_slice(&first).expect("state JSON");
     let got = state["model"]["nodes"].as_object().map_or(0, |n| n.len());
     assert_eq!(got, nodes, "the render must hold every node");
@@ -137,7 +138,7 @@ fn measure(nodes: usize, label: &str) {
     let start = Instant::now();
     while start.elapsed() < MEASURE {
         let t0 = Instant::now();
-        let body = get(&mut conn, &path);
+        let body = get(port, &path);
         let took = t0.elapsed();
         let g = generated_ms(&body);
         if g != last {
