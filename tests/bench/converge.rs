@@ -54,24 +54,6 @@ fn serve(dir: PathBuf) -> (String, Arc<tiny_http::Server>) {
     (format!("http://{addr}"), server)
 }
 
-fn executors_running(m: &master::MasterHandle) -> usize {
-    let Ok(snap) = m.snapshot() else { return 0 };
-    snap["agents"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|a| {
-            a["executors"].as_array().is_some_and(|es| {
-                es.iter().any(|e| {
-                    e["tasks"]
-                        .as_array()
-                        .is_some_and(|ts| ts.iter().any(|t| t["state"] == "TASK_RUNNING"))
-                })
-            })
-        })
-        .count()
-}
-
 /// Node count per phase on the scheduler's `/api/state`.
 fn phases(scheduler: &str) -> Vec<(String, usize)> {
     let mut counts: Vec<(String, usize)> = Vec::new();
@@ -190,7 +172,7 @@ fn main() {
     let mut executors_at = None;
     loop {
         let now = Instant::now();
-        if executors_at.is_none() && executors_running(&m) == AGENTS {
+        if executors_at.is_none() && cluster::agents_running(&m) == AGENTS {
             executors_at = Some(now);
         }
         let last = phases(&scheduler);
@@ -212,7 +194,7 @@ fn main() {
                 println!(
                     "# converge_seconds_100: only {} of {AGENTS} executors running after {} s \
                      (node phases: {})",
-                    executors_running(&m),
+                    cluster::agents_running(&m),
                     (now - start).as_secs(),
                     last.iter()
                         .map(|(p, c)| format!("{p} {c}"))

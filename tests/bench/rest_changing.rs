@@ -34,22 +34,6 @@ fn artifact(name: &str) -> std::path::PathBuf {
     }
 }
 
-fn running(m: &master::MasterHandle) -> usize {
-    let Ok(snap) = m.snapshot() else { return 0 };
-    snap["agents"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|a| {
-            a["executors"].as_array().into_iter().flatten().any(|e| {
-                e["tasks"]
-                    .as_array()
-                    .is_some_and(|ts| ts.iter().any(|t| t["state"] == "TASK_RUNNING"))
-            })
-        })
-        .count()
-}
-
 /// One GET on a connection of its own (the server may close a keep-alive connection when
 /// others wait): the body (identity encoding).
 fn get(port: u16, path: &str) -> Vec<u8> {
@@ -125,7 +109,7 @@ fn measure(nodes: usize, label: &str) {
     cluster::wait_for(
         "every agent's executor running",
         Duration::from_secs(300),
-        || (running(&m) == nodes).then_some(()),
+        || (cluster::agents_running(&m) == nodes).then_some(()),
     );
 
     let path = format!("/api/state?limit={nodes}");

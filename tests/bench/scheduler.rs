@@ -32,21 +32,6 @@ fn clock_ticks(pid: u32) -> Option<u64> {
     Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
 }
 
-fn running_on_all(m: &master::MasterHandle, n: usize) -> bool {
-    let Ok(snap) = m.snapshot() else { return false };
-    let agents = snap["agents"].as_array().cloned().unwrap_or_default();
-    agents.len() == n
-        && agents.iter().all(|a| {
-            a["executors"].as_array().is_some_and(|es| {
-                es.iter().any(|e| {
-                    e["tasks"]
-                        .as_array()
-                        .is_some_and(|ts| ts.iter().any(|t| t["state"] == "TASK_RUNNING"))
-                })
-            })
-        })
-}
-
 fn spawn_scheduler(
     sched: &std::path::Path,
     exec: &std::path::Path,
@@ -74,25 +59,6 @@ fn spawn_scheduler(
         )
         .spawn()
         .expect("start scheduler")
-}
-
-/// Agents whose storage task is TASK_RUNNING.
-fn covered(m: &master::MasterHandle) -> usize {
-    let Ok(snap) = m.snapshot() else {
-        return 0;
-    };
-    snap["agents"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|a| {
-            a["executors"].as_array().into_iter().flatten().any(|e| {
-                e["tasks"]
-                    .as_array()
-                    .is_some_and(|ts| ts.iter().any(|t| t["state"] == "TASK_RUNNING"))
-            })
-        })
-        .count()
 }
 
 /// Downloads in flight at once on the one machine that hosts the 10,000 synthetic agents. On
@@ -128,7 +94,7 @@ fn ten_thousand(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str,
     let mut child = spawn_scheduler(sched, exec, &m, &dir, loglevel);
     let deadline = start + Duration::from_secs(300);
     loop {
-        let n = covered(&m);
+        let n = cluster::agents_running(&m);
         if n == N {
             break;
         }
@@ -186,7 +152,7 @@ fn five_agents(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str, 
     let start = Instant::now();
     let mut child = spawn_scheduler(sched, exec, &m, &dir, loglevel);
     let deadline = start + Duration::from_secs(60);
-    while !running_on_all(&m, 5) {
+    while cluster::agents_running(&m) != 5 {
         assert!(Instant::now() < deadline, "executors did not come up");
         std::thread::sleep(Duration::from_millis(10));
     }

@@ -151,6 +151,24 @@ pub fn stage_packages(dir: &Path) -> (Vec<String>, std::sync::Arc<tiny_http::Ser
     (flags, server)
 }
 
+/// Agents on which some task is TASK_RUNNING, by the master's snapshot (0 when it does not
+/// answer).
+pub fn agents_running(m: &devcluster::master::MasterHandle) -> usize {
+    let Ok(snap) = m.snapshot() else { return 0 };
+    snap["agents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| {
+            a["executors"].as_array().into_iter().flatten().any(|e| {
+                e["tasks"]
+                    .as_array()
+                    .is_some_and(|ts| ts.iter().any(|t| t["state"] == "TASK_RUNNING"))
+            })
+        })
+        .count()
+}
+
 /// The state a scheduler saved in its file store, read with the scheduler's own loader.
 pub fn stored_state(path: &Path) -> storage_framework::scheduler::model::Persisted {
     use storage_framework::scheduler::state_store::StateStore;
