@@ -168,7 +168,7 @@ fn main() {
             Some(format!("http://{}:{port}", task["host"].as_str()?))
         },
     );
-    let deadline = start + Duration::from_secs(60);
+    let deadline = start + Duration::from_secs(120);
     let mut executors_at = None;
     loop {
         let now = Instant::now();

@@ -106,11 +106,21 @@ fn ten_thousand(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str,
         start.elapsed().as_millis()
     );
     let log = m.launch_log().expect("launch log");
-    let most = master::max_concurrent_executors(&log, "storage-executor.")
-        .into_values()
-        .max()
-        .unwrap_or(0);
+    let per_agent = master::max_concurrent_executors(&log, "storage-executor.");
+    let most = per_agent.values().copied().max().unwrap_or(0);
     println!("bench scheduler_max_executors_per_agent{suffix} {most} executors");
+    let over: Vec<&String> = per_agent
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(h, _)| h)
+        .collect();
+    if !over.is_empty() {
+        println!(
+            "# scheduler_max_executors_per_agent{suffix}: {} agents ran two at once, e.g. {:?}",
+            over.len(),
+            &over[..over.len().min(3)]
+        );
+    }
     let snap = m.snapshot().expect("snapshot");
     let (fetches, bytes) = (
         snap["synthetic_fetches"].as_u64().unwrap_or(0),
@@ -134,7 +144,9 @@ fn ten_thousand(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str,
     let lines = log.iter().filter(|&&b| b == b'\n').count();
     println!("bench scheduler_log_lines_10k{suffix} {lines} lines");
     println!("bench scheduler_log_bytes_10k{suffix} {} bytes", log.len());
-    let _ = std::fs::remove_dir_all(&dir);
+    if std::env::var_os("BENCH_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
 
 /// Time to cover 5 agents, then CPU over 10 s once covered.
