@@ -8,16 +8,8 @@ mod cluster;
 use cluster::{free_port, scheduler_args, scheduler_bin, wait_for};
 use devcluster::master;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
-
-struct Killed(Child);
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// The target of each env_logger line (`[time LEVEL target] message`), with its level.
 fn targets(log: &str) -> Vec<(String, String)> {
@@ -58,7 +50,7 @@ fn debug_run(dir: &Path, rust_log: Option<&str>) -> String {
     if let Some(v) = rust_log {
         cmd.env("RUST_LOG", v);
     }
-    let _child = Killed(cmd.spawn().expect("scheduler"));
+    let _child = cluster::KillOnDrop(cmd.spawn().expect("scheduler"));
     wait_for(
         "the scheduler to subscribe",
         Duration::from_secs(60),

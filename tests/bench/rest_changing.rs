@@ -100,12 +100,13 @@ fn measure(nodes: usize, label: &str) {
         artifact("storage-executor").display()
     ));
     args.push("-loglevel=info".into());
-    let mut child = Command::new(artifact("storage-scheduler"))
+    let child = Command::new(artifact("storage-scheduler"))
         .args(&args)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.join("scheduler.log")).expect("log"))
         .spawn()
         .expect("scheduler");
+    let child = cluster::KillOnDrop(child);
     cluster::wait_for(
         "every agent's executor running",
         Duration::from_secs(300),
@@ -131,8 +132,7 @@ fn measure(nodes: usize, label: &str) {
         }
     }
     let secs = start.elapsed().as_secs_f64();
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     drop(m);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(!cold.is_empty(), "the state did not change while measured");

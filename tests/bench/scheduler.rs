@@ -91,7 +91,7 @@ fn ten_thousand(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str,
     })
     .expect("dev cluster");
     let start = Instant::now();
-    let mut child = spawn_scheduler(sched, exec, &m, &dir, loglevel);
+    let child = cluster::KillOnDrop(spawn_scheduler(sched, exec, &m, &dir, loglevel));
     let deadline = start + Duration::from_secs(300);
     loop {
         let n = cluster::agents_running(&m);
@@ -135,10 +135,9 @@ fn ten_thousand(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str,
         "# scheduler_bytes_served_10k{suffix}: {fetches} fetches of {} bytes ({FETCHERS} at once); \
          scheduler peak RSS {} KiB (VmHWM, whole run)",
         std::fs::metadata(exec).map_or(0, |m| m.len()),
-        peak_rss_kib(child.id()).unwrap_or(0)
+        peak_rss_kib(child.0.id()).unwrap_or(0)
     );
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     drop(m);
     let log = std::fs::read(dir.join("scheduler.log")).unwrap_or_default();
     let lines = log.iter().filter(|&&b| b == b'\n').count();
@@ -162,7 +161,7 @@ fn five_agents(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str, 
     })
     .expect("dev cluster");
     let start = Instant::now();
-    let mut child = spawn_scheduler(sched, exec, &m, &dir, loglevel);
+    let child = cluster::KillOnDrop(spawn_scheduler(sched, exec, &m, &dir, loglevel));
     let deadline = start + Duration::from_secs(60);
     while cluster::agents_running(&m) != 5 {
         assert!(Instant::now() < deadline, "executors did not come up");
@@ -175,14 +174,13 @@ fn five_agents(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str, 
     // Let the launch settle (acknowledgements, suppression), then measure.
     std::thread::sleep(Duration::from_secs(2));
     let hz = 100.0; // USER_HZ on Linux
-    let t0 = clock_ticks(child.id()).expect("proc stat");
+    let t0 = clock_ticks(child.0.id()).expect("proc stat");
     let w0 = Instant::now();
     std::thread::sleep(Duration::from_secs(10));
-    let t1 = clock_ticks(child.id()).expect("proc stat");
+    let t1 = clock_ticks(child.0.id()).expect("proc stat");
     let pct = (t1 - t0) as f64 / hz / w0.elapsed().as_secs_f64() * 100.0;
     println!("bench scheduler_idle_cpu_pct{suffix} {pct:.2} %");
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     drop(m);
     if std::env::var_os("BENCH_KEEP").is_none() {
         let _ = std::fs::remove_dir_all(&dir);

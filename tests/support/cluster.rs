@@ -151,6 +151,17 @@ pub fn stage_packages(dir: &Path) -> (Vec<String>, std::sync::Arc<tiny_http::Ser
     (flags, server)
 }
 
+/// A child process killed (and reaped) when dropped, also when the test or bench panics, so
+/// that a failed run leaves no scheduler behind.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Agents on which some task is TASK_RUNNING, by the master's snapshot (0 when it does not
 /// answer).
 pub fn agents_running(m: &devcluster::master::MasterHandle) -> usize {
