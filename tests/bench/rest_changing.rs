@@ -11,6 +11,8 @@
 //!   checks that every node came back). A `_spread` line gives min-max and count.
 //! - `rest_state_views_per_sec_*`: distinct views the client saw a second (that the state
 //!   really changed).
+//! - `rest_state_p99_ms_changing_*`: p99 latency of 32 concurrent clients doing the same
+//!   (a connection per request) while the state changes.
 //!
 //! The executor downloads of `scheduler`'s bench are left out here (the agents fetch
 //! nothing): they would add 17 GB of loopback traffic that is not what is measured.
@@ -132,6 +134,7 @@ fn measure(nodes: usize, label: &str) {
         }
     }
     let secs = start.elapsed().as_secs_f64();
+    let p99 = concurrent_p99_ms(port, &path);
     drop(child);
     drop(m);
     let _ = std::fs::remove_dir_all(&dir);
@@ -153,6 +156,34 @@ fn measure(nodes: usize, label: &str) {
         "bench rest_state_views_per_sec_{label} {:.1} views/s",
         cold.len() as f64 / secs
     );
+    println!("bench rest_state_p99_ms_changing_{label} {p99:.2} ms");
+}
+
+/// p99 latency of `CLIENTS` clients asking in a loop for `MEASURE` while the state changes.
+fn concurrent_p99_ms(port: u16, path: &str) -> f64 {
+    const CLIENTS: usize = 32;
+    let end = Instant::now() + MEASURE;
+    let threads: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let path = path.to_string();
+            std::thread::spawn(move || {
+                let mut lat = Vec::new();
+                while Instant::now() < end {
+                    let t0 = Instant::now();
+                    get(port, &path);
+                    lat.push(t0.elapsed());
+                }
+                lat
+            })
+        })
+        .collect();
+    let mut all: Vec<Duration> = threads
+        .into_iter()
+        .flat_map(|t| t.join().expect("client"))
+        .collect();
+    all.sort();
+    let at = ((all.len() as f64 * 0.99).ceil() as usize).clamp(1, all.len()) - 1;
+    all[at].as_secs_f64() * 1000.0
 }
 
 fn main() {
