@@ -30,8 +30,9 @@ cargo bench --quiet "${musl[@]}" --bench wire 2>/dev/null | grep '^bench'
 # tests/bench/rest.rs; the changing state is rest_changing's, below).
 cargo bench --quiet "${musl[@]}" --bench rest 2>/dev/null | grep '^bench'
 
-# rest_state_cold_render_ms_1k, _10k: the musl scheduler's /api/state (every node) while
-# 1,000 / 10,000 synthetic nodes report phases (tests/bench/rest_changing.rs).
+# rest_state_cold_render_ms_1k, _10k, rest_state_p99_ms_changing_1k, _10k: the musl
+# scheduler's /api/state (every node) while 1,000 / 10,000 synthetic nodes report phases
+# (tests/bench/rest_changing.rs).
 cargo bench --quiet --bench rest_changing 2>/dev/null | grep '^bench'
 
 # The benches' shared test helpers look for the executor and the host stand-ins beside the
