@@ -16,20 +16,32 @@ for bin in storage-scheduler storage-executor; do
   echo "bench release_size_${bin#storage-}_bytes $(stat -c %s "$release_dir/$bin") bytes"
 done
 
+# In-process figures (wire decode, the REST server against a fake dispatcher) have no
+# shipped binary to run: they are built for the shipped target, static musl (the release
+# profile's code generation, musl's allocator), and print the bench binary they ran.
+musl=(--target x86_64-unknown-linux-musl)
+
 # wire_decode_protobuf, wire_decode_json: events/s decoding an in-memory RecordIO stream of
-# realistic OFFERS events, one thread: median of the passes (the _spread line: min-max). The
-# library's decoder in the bench profile (glibc), not a shipped binary.
-cargo bench --quiet --bench wire 2>/dev/null | grep '^bench '
+# realistic OFFERS events, one thread: median of the passes (the _spread line: min-max).
+cargo bench --quiet "${musl[@]}" --bench wire 2>/dev/null | grep '^bench'
 
 # rest_state_p99_ms, rest_state_rps: GET /api/state with 1,000 nodes, 32 concurrent clients
-# (in-process server, bench profile, fake dispatcher: see tests/bench/rest.rs).
-cargo bench --quiet --bench rest 2>/dev/null | grep '^bench '
+# (in-process server, fake dispatcher, a view that never changes: the cache-hit path; see
+# tests/bench/rest.rs; the changing state is rest_changing's, below).
+cargo bench --quiet "${musl[@]}" --bench rest 2>/dev/null | grep '^bench'
+
+# rest_state_cold_render_ms_1k, _10k, rest_state_p99_ms_changing_1k, _10k: the musl
+# scheduler's /api/state (every node) while 1,000 / 10,000 synthetic nodes report phases
+# (tests/bench/rest_changing.rs).
+cargo bench --quiet --bench rest_changing 2>/dev/null | grep '^bench'
 
 # The benches' shared test helpers look for the executor and the host stand-ins beside the
 # (bench) scheduler.
 cargo build --quiet --release -p storage-executor -p storage-devcluster
 # scheduler_*: the musl scheduler process on the dev cluster, at -loglevel=info and (suffix
-# _debug) at the shipped -loglevel=debug: cover 5 agents, idle CPU, 10,000 agents RUNNING.
+# _debug) at the shipped -loglevel=debug: cover 5 agents, idle CPU, 10,000 agents RUNNING,
+# each agent having downloaded the executor from the scheduler (scheduler_bytes_served_*),
+# and the log volume of that run (scheduler_log_*).
 cargo bench --quiet --bench scheduler 2>/dev/null | grep '^bench'
 
 # scheduler_peak_rss_mb_10k (target <= 16 MB, goal 12), scheduler_peak_rss_mb_100 (target
@@ -44,7 +56,8 @@ cargo bench --quiet --bench memory 2>/dev/null | grep '^bench\|^# '
 cargo bench --quiet --bench node 2>/dev/null | grep '^bench'
 
 # converge_seconds_100 (target <= 10 s, goal 5 s): deploy.sh -> launcher -> every node running
-# on 100 agents with real executor processes; the release binaries, served as a custom build.
+# on 100 agents with real executor processes; the release binaries, served as a custom build,
+# with the package flags and gateway demo.sh passes (tests/devcluster/packages.txt).
 STORAGE_BENCH_BIN_DIR="$release_dir" cargo bench --quiet --bench converge 2>/dev/null | grep '^bench \|^# '
 
 # gateway_attach_seconds_100, gateway_requests_per_device: the gateway worker attaching 100

@@ -149,35 +149,15 @@ pids+=("$!")
 wait_file "$work/www.port" "$!" fileserver
 custom_url="http://127.0.0.1:$(cat "$work/www.port")"
 
-# The storage packages, named as the vendor names them, served next to the binaries: the
-# host stand-ins accept these names (tests/support/cluster.rs stages the same set), and the
-# executor downloads and installs them as on a real host.
+# The storage and volume-driver packages, named as the vendor names them, served next to the binaries: the
+# host stand-ins accept these names (tests/devcluster/packages.txt, the one list: the tests
+# and benches stage the same set), and the executor downloads and installs them as on a real
+# host.
 package_flags=()
 while read -r flag file; do
   printf 'stand-in package %s\n' "$file" > "$work/www/$file"
-  package_flags+=(--flag "-storage.$flag=$custom_url/$file")
-done <<'PKGS'
-ubuntu14.mdm EMC-ScaleIO-mdm-2.0-10000.2072.Ubuntu.14.04.x86_64.deb
-ubuntu14.sds EMC-ScaleIO-sds-2.0-10000.2072.Ubuntu.14.04.x86_64.deb
-ubuntu14.sdc EMC-ScaleIO-sdc-2.0-10000.2072.Ubuntu.14.04.x86_64.deb
-ubuntu14.lia EMC-ScaleIO-lia-2.0-10000.2072.Ubuntu.14.04.x86_64.deb
-ubuntu14.gw emc-scaleio-gateway_2.0-10000.2072_amd64.deb
-rhel7.mdm EMC-ScaleIO-mdm-2.0-10000.2072.el7.x86_64.rpm
-rhel7.sds EMC-ScaleIO-sds-2.0-10000.2072.el7.x86_64.rpm
-rhel7.sdc EMC-ScaleIO-sdc-2.0-10000.2072.el7.x86_64.rpm
-rhel7.lia EMC-ScaleIO-lia-2.0-10000.2072.el7.x86_64.rpm
-rhel7.gw EMC-ScaleIO-gateway-2.0-10000.2072.x86_64.rpm
-PKGS
-# The volume driver's packages (REX-Ray, dvdcli), from URLs too: Bintray is gone.
-while read -r flag file; do
-  printf 'stand-in package %s\n' "$file" > "$work/www/$file"
-  package_flags+=(--flag "-rexray.$flag=$custom_url/$file")
-done <<'PKGS'
-ubuntu14.rexray rexray_0.11.4-1_amd64.deb
-ubuntu14.dvdcli dvdcli_0.2.1-1_amd64.deb
-rhel7.rexray rexray-0.11.4-1.x86_64.rpm
-rhel7.dvdcli dvdcli-0.2.1-1.x86_64.rpm
-PKGS
+  package_flags+=(--flag "-$flag=$custom_url/$file")
+done < "$here/tests/devcluster/packages.txt"
 
 # ---- deploy, as an operator would ---------------------------------------------------------
 deploy_args=(--custom "$custom_url" --launcher "$launcher" --master "$master"

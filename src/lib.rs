@@ -4,6 +4,7 @@
 pub mod backoff;
 pub mod clock;
 pub mod hash;
+pub mod logging;
 pub mod mesos;
 pub mod secret;
 pub mod version;

@@ -1,7 +1,7 @@
 //! `storage-scheduler`: configured by flags only (`-name=value`); see `-help`.
 
-use storage_framework::rest;
 use storage_framework::scheduler::{self, flags};
+use storage_framework::{logging, rest};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -20,8 +20,9 @@ fn main() {
             std::process::exit(2);
         }
     };
+    let rust_log = env("RUST_LOG");
     env_logger::Builder::new()
-        .filter_level(config.loglevel)
+        .parse_filters(&logging::filter_spec(config.loglevel, rust_log.as_deref()))
         .format_timestamp_millis()
         .init();
     let start_rest: scheduler::exchange::StartRest =

@@ -336,7 +336,7 @@ impl Endpoint {
                 .timeout_per_read(self.config.stream_idle_timeout)
                 .build();
         }
-        log::debug!(
+        log::trace!(
             "{} ({} bytes, {})",
             self.name(),
             body.len(),

@@ -575,7 +575,8 @@ fn serve(stream: TcpStream, shared: &Shared, queue: &Receiver<TcpStream>) {
         let keep = req.keep_alive && queue.is_empty() && !shared.stopping.load(Relaxed);
         count(shared, resp.status);
         // Method, path and status only: headers (credentials) and bodies never reach the log.
-        debug!(
+        // Trace: 10,000 executors' long polls would flood debug; /metrics counts requests.
+        log::trace!(
             "{} {} -> {} ({} bytes, {:.1} ms)",
             req.method,
             req.path,

@@ -8,6 +8,7 @@
 //! ```
 
 pub mod agents;
+pub mod debug_tally;
 pub mod dispatcher;
 pub mod durability;
 pub mod exchange;

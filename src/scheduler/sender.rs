@@ -98,7 +98,8 @@ fn send(client: Option<&SchedulerClient>, call: Box<Call>, reports: &Reports) {
     };
     match c.call(&call) {
         Ok(()) => {
-            debug!("{name} sent to {}", c.master());
+            // One line per call floods at scale: the dispatcher counts them (debug_tally).
+            log::trace!("{name} sent to {}", c.master());
             reports.report(call, None);
         }
         Err(e) => {

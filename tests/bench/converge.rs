@@ -1,7 +1,9 @@
 //! `cargo bench --bench converge`: `converge_seconds_100`, the operator's wait. 100 dev-cluster
 //! agents with real executor processes and host stand-ins (which take no time), from the
 //! launcher call (`scripts/deploy.sh`, custom build served over HTTP) to every node `running`
-//! on the scheduler's `/api/state`. Target at most 10 s, goal 5 s.
+//! on the scheduler's `/api/state`. Target at most 10 s, goal 5 s. The scheduler gets the
+//! package flags and the dev gateway as `scripts/demo.sh` passes them (the package list is
+//! `tests/devcluster/packages.txt`).
 //!
 //! While nodes cannot reach `running` (the executor's phases and the gateway work are being
 //! built), it reports `converge_seconds_100_executors_running` instead: the same start, up to
@@ -13,7 +15,7 @@
 #[path = "../support/cluster.rs"]
 mod cluster;
 
-use devcluster::{host, launcher, master};
+use devcluster::{control, gateway, host, launcher, master};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -52,24 +54,6 @@ fn serve(dir: PathBuf) -> (String, Arc<tiny_http::Server>) {
     (format!("http://{addr}"), server)
 }
 
-fn executors_running(m: &master::MasterHandle) -> usize {
-    let Ok(snap) = m.snapshot() else { return 0 };
-    snap["agents"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|a| {
-            a["executors"].as_array().is_some_and(|es| {
-                es.iter().any(|e| {
-                    e["tasks"]
-                        .as_array()
-                        .is_some_and(|ts| ts.iter().any(|t| t["state"] == "TASK_RUNNING"))
-                })
-            })
-        })
-        .count()
-}
-
 /// Node count per phase on the scheduler's `/api/state`.
 fn phases(scheduler: &str) -> Vec<(String, usize)> {
     let mut counts: Vec<(String, usize)> = Vec::new();
@@ -105,7 +89,10 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("bench-converge-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
 
-    let mut standins = host::HostStandins::new(standin, None);
+    // The hosts reach the cluster through its control API: reboots, and SDCs registering
+    // with the gateway (which storage-attach waits for), as in demo.sh and e2e_node.
+    let listener = control::bind(0).expect("control API");
+    let mut standins = host::HostStandins::new(standin, Some(listener.url()));
     standins.per_agent = (1..=AGENTS)
         .map(|n| {
             let p = if n % 2 == 1 {
@@ -116,20 +103,41 @@ fn main() {
             (n, p)
         })
         .collect();
-    let m = master::start(master::MasterConfig {
-        agents: AGENTS,
-        heartbeat_interval: Duration::from_secs(1),
-        work_dir: dir.join("mesos"),
-        host_standins: Some(standins),
-        ..Default::default()
-    })
-    .expect("dev cluster");
+    let m = Arc::new(
+        master::start(master::MasterConfig {
+            agents: AGENTS,
+            heartbeat_interval: Duration::from_secs(1),
+            work_dir: dir.join("mesos"),
+            host_standins: Some(standins),
+            keep_work_dir: std::env::var_os("BENCH_KEEP").is_some(),
+            ..Default::default()
+        })
+        .expect("dev cluster"),
+    );
+    let gw = Arc::new(
+        gateway::start(gateway::GatewayConfig::new(
+            "Scaleio123",
+            cluster::dev_mdms(),
+        ))
+        .expect("dev gateway"),
+    );
+    let control = listener
+        .serve(control::Targets {
+            master: m.clone(),
+            gateway: Some(gw.clone()),
+        })
+        .expect("control API");
     let l = launcher::start(launcher::LauncherConfig {
         work_dir: dir.join("launcher"),
         ..Default::default()
     })
     .expect("launcher");
     let (base, _files) = serve(bin_dir);
+    // What the executors install and where the storage work goes, as demo.sh passes them.
+    let gateway = gw.addr();
+    let (packages, _package_server) = cluster::stage_packages(&dir.join("packages"));
+    let mut flags = vec![format!("-storage.lbgateway={gateway}")];
+    flags.extend(packages);
 
     let start = Instant::now();
     let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/deploy.sh"))
@@ -138,6 +146,7 @@ fn main() {
         .args(["--pool", "default", "--primary", "127.0.0.1"])
         .args(["--secondary", "127.0.0.2", "--tiebreaker", "127.0.0.3"])
         .args(["--gateway", "127.0.0.1"])
+        .args(flags.iter().flat_map(|f| ["--flag", f.as_str()]))
         .env("STORAGE_GATEWAY_PASSWORD", "Scaleio123")
         .output()
         .expect("deploy.sh");
@@ -163,7 +172,7 @@ fn main() {
     let mut executors_at = None;
     loop {
         let now = Instant::now();
-        if executors_at.is_none() && executors_running(&m) == AGENTS {
+        if executors_at.is_none() && cluster::agents_running(&m) == AGENTS {
             executors_at = Some(now);
         }
         let last = phases(&scheduler);
@@ -183,9 +192,14 @@ fn main() {
         if now > deadline || executors_at.is_some_and(|t| now > t + Duration::from_secs(15)) {
             let Some(t) = executors_at else {
                 println!(
-                    "# converge_seconds_100: only {} of {AGENTS} executors running after {} s",
-                    executors_running(&m),
-                    (now - start).as_secs()
+                    "# converge_seconds_100: only {} of {AGENTS} executors running after {} s \
+                     (node phases: {})",
+                    cluster::agents_running(&m),
+                    (now - start).as_secs(),
+                    last.iter()
+                        .map(|(p, c)| format!("{p} {c}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 );
                 break;
             };
@@ -206,6 +220,7 @@ fn main() {
         std::thread::sleep(Duration::from_millis(50));
     }
     drop(l);
+    drop(control);
     drop(m);
     if std::env::var_os("BENCH_KEEP").is_none() {
         let _ = std::fs::remove_dir_all(&dir);

@@ -109,6 +109,17 @@ fn run(addr: SocketAddr, clients: usize, secs: f64, gzip: bool) -> Run {
 }
 
 fn main() {
+    // What was measured: this bench binary, with the library linked in (bench.sh builds it
+    // for the shipped musl target).
+    println!(
+        "bench_binary {} ({}, library in-process)",
+        std::env::current_exe().map_or_else(|_| "?".into(), |p| p.display().to_string()),
+        if cfg!(target_env = "musl") {
+            "static musl"
+        } else {
+            "glibc"
+        }
+    );
     let secs: f64 = env("REST_BENCH_SECS", 4.0);
     let clients: usize = env("REST_BENCH_CLIENTS", 32);
     let fake = fake::Fake::start(

@@ -9,7 +9,13 @@
 //! - `scheduler_cover_10k_agents_ms`: the same with 10,000 synthetic agents (executors
 //!   emulated by the dev cluster) until every agent's task is TASK_RUNNING (not merely
 //!   staged), and `scheduler_max_executors_per_agent` across that run, from the master's
-//!   launch record. Synthetic agents fetch nothing: the executor download is not in it.
+//!   launch record. Each synthetic agent first downloads the executor binary from the
+//!   scheduler's REST server, as a Mesos agent's fetcher does for the URI the scheduler sets
+//!   (`cache: false`: every agent fetches; see `FETCHERS` for how many at once):
+//!   `scheduler_bytes_served_10k` and `_per_agent` are what the agents received.
+//!
+//! The binaries measured are the release artifacts, or those in `STORAGE_BENCH_BIN_DIR`
+//! (to compare two builds).
 
 #[path = "../support/cluster.rs"]
 mod cluster;
@@ -24,21 +30,6 @@ fn clock_ticks(pid: u32) -> Option<u64> {
     let rest = stat.rsplit_once(')')?.1;
     let f: Vec<&str> = rest.split_whitespace().collect();
     Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
-}
-
-fn running_on_all(m: &master::MasterHandle, n: usize) -> bool {
-    let Ok(snap) = m.snapshot() else { return false };
-    let agents = snap["agents"].as_array().cloned().unwrap_or_default();
-    agents.len() == n
-        && agents.iter().all(|a| {
-            a["executors"].as_array().is_some_and(|es| {
-                es.iter().any(|e| {
-                    e["tasks"]
-                        .as_array()
-                        .is_some_and(|ts| ts.iter().any(|t| t["state"] == "TASK_RUNNING"))
-                })
-            })
-        })
 }
 
 fn spawn_scheduler(
@@ -70,23 +61,17 @@ fn spawn_scheduler(
         .expect("start scheduler")
 }
 
-/// Agents whose storage task is TASK_RUNNING.
-fn covered(m: &master::MasterHandle) -> usize {
-    let Ok(snap) = m.snapshot() else {
-        return 0;
-    };
-    snap["agents"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|a| {
-            a["executors"].as_array().into_iter().flatten().any(|e| {
-                e["tasks"]
-                    .as_array()
-                    .is_some_and(|ts| ts.iter().any(|t| t["state"] == "TASK_RUNNING"))
-            })
-        })
-        .count()
+/// Downloads in flight at once on the one machine that hosts the 10,000 synthetic agents. On
+/// a real cluster each agent fetches on its own host as its launch arrives, so a launch wave
+/// can ask for thousands at once; here 128 (the scheduler's 64 REST workers busy, its queue
+/// in use) keeps the machine's two cores from spending the run on client threads.
+const FETCHERS: usize = 128;
+
+/// The peak resident set of a process so far (`VmHWM`), in KiB.
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn ten_thousand(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str, suffix: &str) {
@@ -96,15 +81,20 @@ fn ten_thousand(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str,
     let m = master::start(master::MasterConfig {
         agents: 0,
         synthetic_agents: N,
+        // STORAGE_BENCH_FETCHERS=0: no fetch (to see what the downloads cost).
+        synthetic_fetchers: std::env::var("STORAGE_BENCH_FETCHERS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(FETCHERS),
         work_dir: dir.join("mesos"),
         ..Default::default()
     })
     .expect("dev cluster");
     let start = Instant::now();
-    let mut child = spawn_scheduler(sched, exec, &m, &dir, loglevel);
+    let child = cluster::KillOnDrop(spawn_scheduler(sched, exec, &m, &dir, loglevel));
     let deadline = start + Duration::from_secs(300);
     loop {
-        let n = covered(&m);
+        let n = cluster::agents_running(&m);
         if n == N {
             break;
         }
@@ -116,15 +106,46 @@ fn ten_thousand(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str,
         start.elapsed().as_millis()
     );
     let log = m.launch_log().expect("launch log");
-    let most = master::max_concurrent_executors(&log, "storage-executor.")
-        .into_values()
-        .max()
-        .unwrap_or(0);
+    let per_agent = master::max_concurrent_executors(&log, "storage-executor.");
+    let most = per_agent.values().copied().max().unwrap_or(0);
     println!("bench scheduler_max_executors_per_agent{suffix} {most} executors");
-    let _ = child.kill();
-    let _ = child.wait();
+    let over: Vec<&String> = per_agent
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(h, _)| h)
+        .collect();
+    if !over.is_empty() {
+        println!(
+            "# scheduler_max_executors_per_agent{suffix}: {} agents ran two at once, e.g. {:?}",
+            over.len(),
+            &over[..over.len().min(3)]
+        );
+    }
+    let snap = m.snapshot().expect("snapshot");
+    let (fetches, bytes) = (
+        snap["synthetic_fetches"].as_u64().unwrap_or(0),
+        snap["synthetic_fetched_bytes"].as_u64().unwrap_or(0),
+    );
+    println!("bench scheduler_bytes_served_10k{suffix} {bytes} bytes");
+    println!(
+        "bench scheduler_bytes_served_per_agent{suffix} {} bytes",
+        bytes / N as u64
+    );
+    println!(
+        "# scheduler_bytes_served_10k{suffix}: {fetches} fetches of {} bytes ({FETCHERS} at once); \
+         scheduler peak RSS {} KiB (VmHWM, whole run)",
+        std::fs::metadata(exec).map_or(0, |m| m.len()),
+        peak_rss_kib(child.0.id()).unwrap_or(0)
+    );
+    drop(child);
     drop(m);
-    let _ = std::fs::remove_dir_all(&dir);
+    let log = std::fs::read(dir.join("scheduler.log")).unwrap_or_default();
+    let lines = log.iter().filter(|&&b| b == b'\n').count();
+    println!("bench scheduler_log_lines_10k{suffix} {lines} lines");
+    println!("bench scheduler_log_bytes_10k{suffix} {} bytes", log.len());
+    if std::env::var_os("BENCH_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
 
 /// Time to cover 5 agents, then CPU over 10 s once covered.
@@ -140,9 +161,9 @@ fn five_agents(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str, 
     })
     .expect("dev cluster");
     let start = Instant::now();
-    let mut child = spawn_scheduler(sched, exec, &m, &dir, loglevel);
+    let child = cluster::KillOnDrop(spawn_scheduler(sched, exec, &m, &dir, loglevel));
     let deadline = start + Duration::from_secs(60);
-    while !running_on_all(&m, 5) {
+    while cluster::agents_running(&m) != 5 {
         assert!(Instant::now() < deadline, "executors did not come up");
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -153,14 +174,13 @@ fn five_agents(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str, 
     // Let the launch settle (acknowledgements, suppression), then measure.
     std::thread::sleep(Duration::from_secs(2));
     let hz = 100.0; // USER_HZ on Linux
-    let t0 = clock_ticks(child.id()).expect("proc stat");
+    let t0 = clock_ticks(child.0.id()).expect("proc stat");
     let w0 = Instant::now();
     std::thread::sleep(Duration::from_secs(10));
-    let t1 = clock_ticks(child.id()).expect("proc stat");
+    let t1 = clock_ticks(child.0.id()).expect("proc stat");
     let pct = (t1 - t0) as f64 / hz / w0.elapsed().as_secs_f64() * 100.0;
     println!("bench scheduler_idle_cpu_pct{suffix} {pct:.2} %");
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     drop(m);
     if std::env::var_os("BENCH_KEEP").is_none() {
         let _ = std::fs::remove_dir_all(&dir);
@@ -168,12 +188,20 @@ fn five_agents(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str, 
 }
 
 fn main() {
-    let sched = cluster::release_artifact("storage-scheduler");
-    let exec = cluster::release_artifact("storage-executor");
+    let artifact = |name: &str| match std::env::var_os("STORAGE_BENCH_BIN_DIR") {
+        Some(dir) => std::path::PathBuf::from(dir).join(name),
+        None => cluster::release_artifact(name),
+    };
+    let (sched, exec) = (artifact("storage-scheduler"), artifact("storage-executor"));
     for b in [&sched, &exec] {
         println!("bench_binary {}", b.display());
     }
+    // STORAGE_BENCH_LEVELS=debug runs one level only (comparisons of debug logging).
+    let levels = std::env::var("STORAGE_BENCH_LEVELS").unwrap_or_else(|_| "info,debug".into());
     for (level, suffix) in [("info", ""), ("debug", "_debug")] {
+        if !levels.split(',').any(|l| l == level) {
+            continue;
+        }
         five_agents(&sched, &exec, level, suffix);
         ten_thousand(&sched, &exec, level, suffix);
     }

@@ -125,6 +125,17 @@ fn build(encoding: Encoding, events: usize) -> (Vec<u8>, usize) {
 }
 
 fn main() {
+    // What was measured: this bench binary, with the library linked in (bench.sh builds it
+    // for the shipped musl target).
+    println!(
+        "bench_binary {} ({}, library in-process)",
+        std::env::current_exe().map_or_else(|_| "?".into(), |p| p.display().to_string()),
+        if cfg!(target_env = "musl") {
+            "static musl"
+        } else {
+            "glibc"
+        }
+    );
     // `cargo bench` passes `--bench`; nothing else to parse.
     let events = std::env::var("WIRE_BENCH_EVENTS")
         .ok()

@@ -121,10 +121,11 @@ pub fn host_standins(control_url: Option<String>) -> devcluster::host::HostStand
     s
 }
 
-/// Package files of both platforms in `dir`, named as the vendor names them, served over
-/// HTTP from loopback (the server lives as long as the returned handle), and the scheduler
-/// flags that hand them out. Every file served is appended to `dir/served.log`, one name a
-/// line ([`served`]). The volume driver's packages come with their SHA-256.
+/// Package files of both platforms in `dir` (`tests/devcluster/packages.txt`, storage and
+/// volume driver), named as the vendor names them, served over HTTP from loopback (the server
+/// lives as long as the returned handle), and the scheduler flags that hand them out. Every
+/// file served is appended to `dir/served.log`, one name a line ([`served`]). The volume
+/// driver's packages come with their SHA-256.
 pub fn stage_packages(dir: &Path) -> (Vec<String>, std::sync::Arc<tiny_http::Server>) {
     std::fs::create_dir_all(dir).expect("package dir");
     let server = std::sync::Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("file server"));
@@ -153,47 +154,16 @@ pub fn stage_packages(dir: &Path) -> (Vec<String>, std::sync::Arc<tiny_http::Ser
         }
     });
     let mut flags = Vec::new();
-    for (flag, file) in [
-        (
-            "ubuntu14.mdm",
-            "EMC-ScaleIO-mdm-2.0-10000.2072.Ubuntu.14.04.x86_64.deb",
-        ),
-        (
-            "ubuntu14.sds",
-            "EMC-ScaleIO-sds-2.0-10000.2072.Ubuntu.14.04.x86_64.deb",
-        ),
-        (
-            "ubuntu14.sdc",
-            "EMC-ScaleIO-sdc-2.0-10000.2072.Ubuntu.14.04.x86_64.deb",
-        ),
-        (
-            "ubuntu14.lia",
-            "EMC-ScaleIO-lia-2.0-10000.2072.Ubuntu.14.04.x86_64.deb",
-        ),
-        (
-            "ubuntu14.gw",
-            "emc-scaleio-gateway_2.0-10000.2072_amd64.deb",
-        ),
-        ("rhel7.mdm", "EMC-ScaleIO-mdm-2.0-10000.2072.el7.x86_64.rpm"),
-        ("rhel7.sds", "EMC-ScaleIO-sds-2.0-10000.2072.el7.x86_64.rpm"),
-        ("rhel7.sdc", "EMC-ScaleIO-sdc-2.0-10000.2072.el7.x86_64.rpm"),
-        ("rhel7.lia", "EMC-ScaleIO-lia-2.0-10000.2072.el7.x86_64.rpm"),
-        ("rhel7.gw", "EMC-ScaleIO-gateway-2.0-10000.2072.x86_64.rpm"),
-    ] {
-        std::fs::write(dir.join(file), format!("stand-in package {file}\n")).expect("package file");
-        flags.push(format!("-storage.{flag}=http://{addr}/{file}"));
-    }
-    // issue 10, volume driver: REX-Ray and dvdcli, checked against their digests.
-    for (flag, file) in [
-        ("ubuntu14.rexray", "rexray_0.11.4-1_amd64.deb"),
-        ("ubuntu14.dvdcli", "dvdcli_0.2.1-1_amd64.deb"),
-        ("rhel7.rexray", "rexray-0.11.4-1.x86_64.rpm"),
-        ("rhel7.dvdcli", "dvdcli-0.2.1-1.x86_64.rpm"),
-    ] {
+    // The one list of stand-in packages (scripts/demo.sh reads it too): `<flag> <file>`.
+    let list = include_str!("../devcluster/packages.txt");
+    for (flag, file) in list.lines().filter_map(|l| l.split_once(' ')) {
         let path = dir.join(file);
         std::fs::write(&path, format!("stand-in package {file}\n")).expect("package file");
-        flags.push(format!("-rexray.{flag}=http://{addr}/{file}"));
-        flags.push(format!("-rexray.{flag}.sha256={}", sha256_of(&path)));
+        flags.push(format!("-{flag}=http://{addr}/{file}"));
+        // The volume driver's downloads are checked against their digests.
+        if flag.starts_with("rexray.") {
+            flags.push(format!("-{flag}.sha256={}", sha256_of(&path)));
+        }
     }
     (flags, server)
 }
@@ -240,6 +210,35 @@ pub fn sha256_of(path: &Path) -> String {
         .next()
         .expect("a digest")
         .to_string()
+}
+
+/// A child process killed (and reaped) when dropped, also when the test or bench panics, so
+/// that a failed run leaves no scheduler behind.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Agents on which some task is TASK_RUNNING, by the master's snapshot (0 when it does not
+/// answer).
+pub fn agents_running(m: &devcluster::master::MasterHandle) -> usize {
+    let Ok(snap) = m.snapshot() else { return 0 };
+    snap["agents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| {
+            a["executors"].as_array().into_iter().flatten().any(|e| {
+                e["tasks"]
+                    .as_array()
+                    .is_some_and(|ts| ts.iter().any(|t| t["state"] == "TASK_RUNNING"))
+            })
+        })
+        .count()
 }
 
 /// The state a scheduler saved in its file store, read with the scheduler's own loader.

@@ -89,6 +89,8 @@ pub struct Dispatcher {
     generation: u64,
     /// Where executor secret changes go to the REST side (see `secrets.rs`).
     secret_feed: Option<Sender<crate::scheduler::exchange::SecretUpdate>>,
+    /// Per-offer, per-update and per-call debug lines past a budget, counted.
+    debug_tally: crate::scheduler::debug_tally::DebugTally,
 }
 
 impl Dispatcher {
@@ -123,6 +125,7 @@ impl Dispatcher {
             clock: clock::system(),
             generation: 0,
             secret_feed: None,
+            debug_tally: Default::default(),
         }
     }
 
@@ -189,6 +192,7 @@ impl Dispatcher {
             }
             self.after_inputs();
             self.flush();
+            self.debug_tally.flush_due(self.clock.now_ms());
             // Write-ahead: storage work leaves only once its intent is saved.
             if !self.dirty {
                 self.storage.release();
@@ -212,7 +216,19 @@ impl Dispatcher {
     /// the master), and replaced when the master says it does not know it.
     fn on_call_outcome(&mut self, o: CallOutcome) {
         let error = o.error.as_deref();
-        match o.call.r#type.unwrap_or_default() {
+        let kind = o.call.r#type.unwrap_or_default();
+        if error.is_none()
+            && self
+                .debug_tally
+                .note(self.clock.now_ms(), "call sent", || kind.as_str().into())
+        {
+            debug!(
+                "{} sent to {}",
+                kind.as_str(),
+                self.master.as_deref().unwrap_or("the master")
+            );
+        }
+        match kind {
             call::Type::Revive => self.on_mode_outcome(Mode::Revived, error),
             call::Type::Suppress => self.on_mode_outcome(Mode::Suppressed, error),
             call::Type::Accept => {

@@ -50,10 +50,13 @@ impl Dispatcher {
                     reason,
                     refuse_seconds,
                 } => {
-                    debug!(
-                        "declining offer {} for {refuse_seconds} s: {reason}",
-                        offer.id.value
-                    );
+                    let line = || format!("(refuse {refuse_seconds} s)");
+                    if self.debug_tally.note(now, "offer declined", line) {
+                        debug!(
+                            "declining offer {} for {refuse_seconds} s: {reason}",
+                            offer.id.value
+                        );
+                    }
                     declines
                         .entry((refuse_seconds * 1000.0) as u64)
                         .or_insert((Vec::new(), refuse_seconds))

@@ -56,7 +56,14 @@ impl Dispatcher {
                         };
                         node.last_error = Some(format!("{state}: {why}"));
                     }
-                    _ => debug!("agent {host}: task {task_id} {state}"),
+                    _ => {
+                        if self
+                            .debug_tally
+                            .note(now, "task update", || state.to_string())
+                        {
+                            debug!("agent {host}: task {task_id} {state}");
+                        }
+                    }
                 }
                 self.dirty = true;
             }

@@ -37,6 +37,8 @@ mod process;
 mod resources;
 mod state;
 mod synthetic;
+mod synthetic_fetch;
+mod synthetic_phases;
 mod tap;
 mod views;
 
@@ -97,6 +99,13 @@ pub struct MasterConfig {
     /// Agents `synthetic-<n>` after the real ones (indices `agents..agents + synthetic_agents`)
     /// whose executors are emulated: no HTTP server, no sandbox, no process.
     pub synthetic_agents: usize,
+    /// When above 0, synthetic agents fetch their executors' CommandInfo URIs over HTTP
+    /// (counted, not stored; the snapshot's `synthetic_fetches`/`synthetic_fetched_bytes`)
+    /// before the executor starts, this many downloads at a time; 0: they fetch nothing.
+    pub synthetic_fetchers: usize,
+    /// When set, emulated storage executors report node phases to `running` through the
+    /// scheduler's executor API, this many reports a second in all (`synthetic_phases.rs`).
+    pub synthetic_phase_reports: Option<f64>,
     pub agent_resources: AgentResources,
     /// Agent attributes by `agent-<n>` hostname or by `<n>` (the same number, 1-based), or by
     /// `synthetic-<n>` for synthetic agents, each a map of name to value in `--attributes` text
@@ -141,6 +150,8 @@ impl Default for MasterConfig {
         MasterConfig {
             agents: 3,
             synthetic_agents: 0,
+            synthetic_fetchers: 0,
+            synthetic_phase_reports: None,
             agent_resources: AgentResources::default(),
             attributes: BTreeMap::new(),
             attributes_file: None,

@@ -472,3 +472,111 @@ fn a_stopped_synthetic_agent_loses_its_executor_and_reports_on_return() {
         }
     }
 }
+
+#[test]
+fn synthetic_agents_with_a_fetcher_download_the_executor_before_it_runs() {
+    let binary = vec![7u8; 300_000];
+    let files = FileServer::start(vec![("/storage-executor", binary.clone())]);
+    let c = cluster(0, |cfg| {
+        cfg.synthetic_agents = 2;
+        cfg.synthetic_fetchers = 2;
+    });
+    let s = Sched::subscribe(c.addr(), Encoding::Protobuf, framework_info("fetch", false));
+    let offers = offers_by_host(&s.offers_from(2));
+    let with_uri = |id: &str, url: String| {
+        let mut e = storage_executor(id);
+        e.command.as_mut().unwrap().uris = vec![command_info::Uri {
+            value: text(&url),
+            executable: Some(true),
+            cache: Some(false),
+            ..Default::default()
+        }];
+        e
+    };
+
+    // Served: RUNNING once the whole binary came over, counted in the snapshot.
+    let o1 = &offers["synthetic-1"];
+    let good = with_uri("e1", files.url("/storage-executor"));
+    s.accept(&[o1], vec![executor_task("t1", o1, good)]);
+    let st = s.update_for("t1", TaskState::Running);
+    s.acknowledge(&st);
+    let snap = c.snapshot().unwrap();
+    assert_eq!(
+        snap["synthetic_fetches"], 1,
+        "{}",
+        snap["synthetic_fetches"]
+    );
+    assert_eq!(snap["synthetic_fetched_bytes"], binary.len() as u64);
+
+    // Not served: the launch fails as a real agent's does, naming the URI.
+    let o2 = &offers["synthetic-2"];
+    let missing = files.url("/no-such-executor");
+    s.accept(
+        &[o2],
+        vec![executor_task("t2", o2, with_uri("e2", missing.clone()))],
+    );
+    let st = s.update_for("t2", TaskState::Failed);
+    assert_eq!(st.reason, Some(task_status::Reason::ContainerLaunchFailed));
+    let message = st.message.map(|m| m.to_string()).unwrap_or_default();
+    assert!(
+        message.contains(&missing) && message.contains("404"),
+        "{message}"
+    );
+}
+
+#[test]
+fn emulated_executors_report_phases_to_running_with_their_secret() {
+    // Plays the scheduler's executor API: records each phase report it is sent.
+    let api = std::sync::Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
+    let url = format!("http://{}", api.server_addr().to_ip().unwrap());
+    let (tx, reports) = crossbeam_channel::unbounded();
+    let server = api.clone();
+    std::thread::spawn(move || {
+        while let Ok(mut req) = server.recv() {
+            let auth = req
+                .headers()
+                .iter()
+                .find(|h| h.field.equiv("Authorization"))
+                .map(|h| h.value.to_string());
+            let mut body = String::new();
+            let _ = req.as_reader().read_to_string(&mut body);
+            let _ = tx.send((req.url().to_string(), auth, body));
+            let _ = req.respond(tiny_http::Response::empty(204));
+        }
+    });
+    let c = cluster(0, |cfg| {
+        cfg.synthetic_agents = 1;
+        cfg.synthetic_phase_reports = Some(100.0);
+    });
+    let s = Sched::subscribe(c.addr(), Encoding::Json, framework_info("phases", false));
+    let o = s.offers().remove(0);
+    let mut exec = storage_executor("e1");
+    let env = exec.command.as_mut().unwrap().environment.as_mut().unwrap();
+    env.variables[0].value = Some(text(&url));
+    let mut task = executor_task("t1", &o, exec);
+    task.data = Some(storage_framework::mesos::Bytes(
+        br#"{"executor_secret":"s3cret"}"#.to_vec(),
+    ));
+    s.accept(&[&o], vec![task]);
+    let st = s.update_for("t1", TaskState::Running);
+    s.acknowledge(&st);
+
+    let mut phases = Vec::new();
+    while phases.last().map(String::as_str) != Some("running") {
+        let (path, auth, body) = reports.recv_timeout(WAIT).expect("a phase report");
+        assert_eq!(path, "/api/v1/executors/e1/phase");
+        assert_eq!(auth.as_deref(), Some("Bearer s3cret"));
+        let v: serde_json::Value = serde_json::from_str(&body).expect("JSON body");
+        phases.push(v["phase"].as_str().expect("phase").to_string());
+    }
+    assert_eq!(
+        phases,
+        [
+            "environment",
+            "packages",
+            "devices",
+            "storage-attach",
+            "running"
+        ]
+    );
+}

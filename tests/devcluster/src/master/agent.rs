@@ -150,7 +150,12 @@ impl Cluster {
         }
     }
 
-    fn executor_mut(&mut self, agent: usize, fw: &str, eid: &str) -> Option<&mut Executor> {
+    pub(super) fn executor_mut(
+        &mut self,
+        agent: usize,
+        fw: &str,
+        eid: &str,
+    ) -> Option<&mut Executor> {
         self.agents
             .get_mut(agent)?
             .frameworks
@@ -159,7 +164,7 @@ impl Cluster {
             .get_mut(eid)
     }
 
-    fn find_run(&self, agent: usize, run: u64) -> Option<(String, String)> {
+    pub(super) fn find_run(&self, agent: usize, run: u64) -> Option<(String, String)> {
         let a = self.agents.get(agent)?;
         a.frameworks.iter().find_map(|(fid, af)| {
             af.executors
@@ -413,6 +418,9 @@ impl Cluster {
                     ));
                 }
                 self.executor_terminated(agent, &fw, &eid, -1, "");
+            }
+            ProcessEvent::Fetched { agent, run, bytes } => {
+                self.synthetic_fetched(agent, run, bytes);
             }
             ProcessEvent::Exited {
                 agent,

@@ -74,6 +74,12 @@ pub enum ProcessEvent {
         run: u64,
         error: String,
     },
+    /// A synthetic agent fetched its executor's URIs (`synthetic_fetch.rs`).
+    Fetched {
+        agent: usize,
+        run: u64,
+        bytes: u64,
+    },
     Exited {
         agent: usize,
         run: u64,
@@ -401,6 +407,12 @@ pub struct Cluster {
     pub(super) faults: SchedulerFaults,
     /// Agents that came back under a new id so far (see `new_id.rs`).
     pub(super) renamed_agents: usize,
+    /// Synthetic agents' fetcher, when `synthetic_fetchers` asks for one, and what it got.
+    pub(super) fetcher: Option<super::synthetic_fetch::Fetcher>,
+    pub(super) synthetic_fetches: u64,
+    pub(super) synthetic_fetched_bytes: u64,
+    /// Emulated executors' phase reports, when `synthetic_phase_reports` asks for them.
+    pub(super) phases: Option<super::synthetic_phases::PhaseReporter>,
 }
 
 pub fn now_secs() -> f64 {
@@ -506,7 +518,21 @@ impl Cluster {
             frozen_streams: Vec::new(),
             faults: SchedulerFaults::default(),
             renamed_agents: 0,
+            fetcher: None,
+            synthetic_fetches: 0,
+            synthetic_fetched_bytes: 0,
+            phases: None,
         };
+        if let Some(rate) = cluster.cfg.synthetic_phase_reports {
+            cluster.phases = Some(super::synthetic_phases::PhaseReporter::start(rate));
+        }
+        if cluster.cfg.synthetic_fetchers > 0 && cluster.cfg.synthetic_agents > 0 {
+            let threads = cluster.cfg.synthetic_fetchers;
+            cluster.fetcher = Some(super::synthetic_fetch::Fetcher::start(
+                threads,
+                cluster.tx.clone(),
+            ));
+        }
         let real = cluster.cfg.agents;
         for (i, attrs) in agent_attributes.into_iter().enumerate() {
             if i < real {

@@ -18,69 +18,41 @@ const KILLED_BY_SIGKILL: i32 = 9;
 const KILLED_BY_SIGTERM: i32 = 15;
 
 /// Environment of the ExecutorInfo's command that tells the storage executor where the
-/// scheduler is and how to prove who it is.
+/// scheduler is.
 const SCHEDULER_URL_VAR: &str = "STORAGE_SCHEDULER_URL";
-const SECRET_VAR: &str = "STORAGE_EXECUTOR_SECRET";
+
+/// The executor secret in a task's data (`{"executor_secret": "..."}`), as the storage
+/// scheduler sends it and the storage executor reads it.
+fn secret_of(task: &TaskInfo) -> Option<String> {
+    let data = task.data.as_ref()?;
+    let v: serde_json::Value = serde_json::from_slice(&data.0).ok()?;
+    v["executor_secret"].as_str().map(str::to_string)
+}
 
 /// What an emulated executor needs to report node phases to the scheduler's executor REST
-/// API (`<scheduler>/api/v1/executors/<executor_id>/...`), read from the ExecutorInfo as the
-/// real executor reads its environment.
+/// API (`<scheduler>/api/v1/executors/<executor_id>/phase`), read from the ExecutorInfo
+/// and the task's data as the real executor reads them.
 pub(super) struct PhaseReportTarget {
-    pub scheduler_url: Option<String>,
+    pub scheduler_url: String,
     /// Never logged.
-    pub secret: Option<String>,
+    pub secret: String,
     pub executor_id: String,
-    pub task_id: String,
-    pub agent_id: String,
-    pub hostname: String,
 }
 
 impl PhaseReportTarget {
-    fn new(info: &ExecutorInfo, task_id: &str, agent_id: &str, hostname: &str) -> Self {
-        let env = |name: &str| {
-            info.command
-                .as_ref()
-                .and_then(|c| c.environment.as_ref())
-                .and_then(|e| e.variables.iter().find(|v| v.name == name))
-                .and_then(|v| v.value.as_ref())
-                .map(|v| v.to_string())
-        };
-        PhaseReportTarget {
-            scheduler_url: env(SCHEDULER_URL_VAR),
-            secret: env(SECRET_VAR),
+    fn new(info: &ExecutorInfo, secret: Option<String>) -> Option<Self> {
+        let url = info
+            .command
+            .as_ref()
+            .and_then(|c| c.environment.as_ref())
+            .and_then(|e| e.variables.iter().find(|v| v.name == SCHEDULER_URL_VAR))
+            .and_then(|v| v.value.as_ref())?;
+        Some(PhaseReportTarget {
+            scheduler_url: url.to_string(),
+            secret: secret?,
             executor_id: info.executor_id.value.to_string(),
-            task_id: task_id.to_string(),
-            agent_id: agent_id.to_string(),
-            hostname: hostname.to_string(),
-        }
+        })
     }
-}
-
-/// HOOK for the phase reports of emulated executors, called once for every task an emulated
-/// executor starts, right after its TASK_RUNNING.
-///
-/// Not implemented yet, on purpose: the scheduler's executor REST API is still being written.
-/// Whoever implements it: this runs on the cluster's owner thread, which must never wait on
-/// the network, so hand the target to a worker (one thread and a queue serve thousands of
-/// executors) that walks the phases against `scheduler_url` with `secret`.
-fn report_phases(target: PhaseReportTarget) {
-    log::debug!(
-        "synthetic executor {} (task {}) on {} [{}]: phase reports to {} are not emulated yet \
-         (secret {})",
-        target.executor_id,
-        target.task_id,
-        target.hostname,
-        target.agent_id,
-        target
-            .scheduler_url
-            .as_deref()
-            .unwrap_or("(no STORAGE_SCHEDULER_URL)"),
-        if target.secret.is_some() {
-            "present"
-        } else {
-            "missing"
-        },
-    );
 }
 
 impl Cluster {
@@ -168,13 +140,25 @@ impl Cluster {
                 Some(_) => Res::default(),
                 None => Res::from_proto(&exec_info.resources).unwrap_or_default(),
             };
+            let uris = match (&self.fetcher, &command_task) {
+                (Some(_), None) => exec_info
+                    .command
+                    .as_ref()
+                    .map(|c| c.uris.clone())
+                    .unwrap_or_default(),
+                _ => Vec::new(),
+            };
             let executor = Executor {
                 info: exec_info.clone(),
                 run: self.next_run,
                 container_id,
                 directory,
-                // Emulated executors subscribe the moment they are launched.
-                state: ExecState::Running,
+                // Emulated executors subscribe the moment they are launched (and fetched).
+                state: if uris.is_empty() {
+                    ExecState::Running
+                } else {
+                    ExecState::Launching
+                },
                 pid: None,
                 conn: None,
                 queued: Vec::new(),
@@ -193,6 +177,16 @@ impl Cluster {
             let host = self.agents[agent].hostname.clone();
             self.launch_log
                 .record(LaunchEvent::ExecutorStarted, &host, fw_id, &eid, run, None);
+            if !uris.is_empty() {
+                let job = super::synthetic_fetch::Job { agent, run, uris };
+                if let Some(Err(job)) = self.fetcher.as_ref().map(|f| f.fetch(job)) {
+                    let error = "the fetcher has stopped".to_string();
+                    let (agent, run) = (job.agent, job.run);
+                    let _ = self.tx.send(super::state::Cmd::Process(
+                        super::state::ProcessEvent::LaunchFailed { agent, run, error },
+                    ));
+                }
+            }
         }
         let a = &self.agents[agent];
         let run = a
@@ -208,10 +202,46 @@ impl Cluster {
             run,
             Some(&task_id),
         );
-        self.synthetic_start_task(agent, fw_id, &eid, &task_id, command_task.is_none());
+        let fetching = self.agents[agent]
+            .frameworks
+            .get_mut(fw_id)
+            .and_then(|af| af.executors.get_mut(&eid))
+            .filter(|e| e.state == ExecState::Launching);
+        if let Some(e) = fetching {
+            // Started once its fetch is done (`synthetic_fetched`).
+            e.queued.push(task);
+            return;
+        }
+        let secret = secret_of(&task);
+        self.synthetic_start_task(agent, fw_id, &eid, &task_id, command_task.is_none(), secret);
     }
 
-    /// The emulated executor's answer to LAUNCH: TASK_RUNNING, then the phase hook.
+    /// The executor's URIs are fetched: it starts, and with it the tasks that waited.
+    pub(super) fn synthetic_fetched(&mut self, agent: usize, run: u64, bytes: u64) {
+        self.synthetic_fetches += 1;
+        self.synthetic_fetched_bytes += bytes;
+        let Some((fw, eid)) = self.find_run(agent, run) else {
+            return;
+        };
+        let Some(e) = self.executor_mut(agent, &fw, &eid) else {
+            return;
+        };
+        if e.state != ExecState::Launching {
+            return;
+        }
+        e.state = ExecState::Running;
+        let tasks: Vec<(String, Option<String>)> = e
+            .queued
+            .drain(..)
+            .map(|t| (t.task_id.value.to_string(), secret_of(&t)))
+            .collect();
+        for (task_id, secret) in tasks {
+            self.synthetic_start_task(agent, &fw, &eid, &task_id, true, secret);
+        }
+    }
+
+    /// The emulated executor's answer to LAUNCH: TASK_RUNNING, then its phase reports (when
+    /// `synthetic_phase_reports` asks for them).
     fn synthetic_start_task(
         &mut self,
         agent: usize,
@@ -219,6 +249,7 @@ impl Cluster {
         eid: &str,
         task_id: &str,
         custom_executor: bool,
+        secret: Option<String>,
     ) {
         let a = &mut self.agents[agent];
         let Some(e) = a
@@ -239,13 +270,14 @@ impl Cluster {
             Some(eid),
             Some(fresh_uuid()),
         );
-        let target =
-            custom_executor.then(|| PhaseReportTarget::new(&e.info, task_id, &a.id, &a.hostname));
+        let target = custom_executor
+            .then(|| PhaseReportTarget::new(&e.info, secret))
+            .flatten();
         // The agent plays a command task's executor: its updates are no executor's to
         // acknowledge, as in `process_event`.
         self.agent_update(agent, fw, status, custom_executor);
-        if let Some(target) = target {
-            report_phases(target);
+        if let (Some(target), Some(phases)) = (target, &self.phases) {
+            phases.add(target);
         }
     }
 

@@ -51,6 +51,8 @@ struct Snapshot<'a> {
     completed_frameworks: Vec<&'a str>,
     offers: usize,
     agents: Vec<SnapAgent<'a>>,
+    synthetic_fetches: u64,
+    synthetic_fetched_bytes: u64,
 }
 
 #[derive(Serialize)]
@@ -359,6 +361,8 @@ impl Cluster {
             completed_frameworks: self.completed.iter().map(|c| c.id.as_str()).collect(),
             offers: self.offers.len(),
             agents,
+            synthetic_fetches: self.synthetic_fetches,
+            synthetic_fetched_bytes: self.synthetic_fetched_bytes,
         };
         serde_json::to_vec(&snapshot).map_err(|e| format!("cannot serialize the snapshot: {e}"))
     }

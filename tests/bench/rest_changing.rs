@@ -1,0 +1,193 @@
+//! `cargo bench --bench rest_changing`: `GET /api/state` of the real scheduler (the musl
+//! release artifact, or `STORAGE_BENCH_BIN_DIR`) with its real dispatcher and file store,
+//! on the dev cluster's synthetic agents, while the emulated executors report node phases
+//! through the executor API (`REPORTS_PER_SEC` in all), so that the view changes several
+//! times a second.
+//!
+//! - `rest_state_cold_render_ms_1k`, `_10k`: median time to the last byte of a request that
+//!   found a view no request had rendered yet, for 1,000 and 10,000 nodes: the dispatcher's
+//!   view, its JSON encoding and the transfer over loopback (identity encoding, one client,
+//!   asking `?limit=<nodes>` so that a paging server still renders every node; the bench
+//!   checks that every node came back). A `_spread` line gives min-max and count.
+//! - `rest_state_views_per_sec_*`: distinct views the client saw a second (that the state
+//!   really changed).
+//! - `rest_state_p99_ms_changing_*`: p99 latency of 32 concurrent clients doing the same
+//!   (a connection per request) while the state changes.
+//!
+//! The executor downloads of `scheduler`'s bench are left out here (the agents fetch
+//! nothing): they would add 17 GB of loopback traffic that is not what is measured.
+
+#[path = "../support/cluster.rs"]
+mod cluster;
+
+use devcluster::master;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const REPORTS_PER_SEC: f64 = 50.0;
+const MEASURE: Duration = Duration::from_secs(6);
+
+fn artifact(name: &str) -> std::path::PathBuf {
+    match std::env::var_os("STORAGE_BENCH_BIN_DIR") {
+        Some(dir) => std::path::PathBuf::from(dir).join(name),
+        None => cluster::release_artifact(name),
+    }
+}
+
+/// One GET on a connection of its own (the server may close a keep-alive connection when
+/// others wait): the body (identity encoding).
+fn get(port: u16, path: &str) -> Vec<u8> {
+    let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let mut conn = BufReader::new(stream);
+    let req = format!("GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n");
+    conn.get_mut().write_all(req.as_bytes()).expect("send");
+    let mut line = String::new();
+    conn.read_line(&mut line).expect("status line");
+    assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+    let mut len = 0;
+    loop {
+        let mut h = String::new();
+        conn.read_line(&mut h).expect("header");
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        if let Some((n, v)) = h.split_once(':') {
+            if n.eq_ignore_ascii_case("content-length") {
+                len = v.trim().parse().expect("length");
+            }
+        }
+    }
+    let mut body = vec![0; len];
+    conn.read_exact(&mut body).expect("body");
+    body
+}
+
+/// The view's `generated_ms`, found without parsing the whole body.
+fn generated_ms(body: &[u8]) -> Option<u64> {
+    let key = b"\"generated_ms\":";
+    let at = body.windows(key.len()).position(|w| w == key)? + key.len();
+    let digits: String = body[at..]
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .map(|&b| b as char)
+        .collect();
+    digits.parse().ok()
+}
+
+fn measure(nodes: usize, label: &str) {
+    let dir = std::env::temp_dir().join(format!("bench-rest-changing-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let m = master::start(master::MasterConfig {
+        agents: 0,
+        synthetic_agents: nodes,
+        synthetic_phase_reports: Some(REPORTS_PER_SEC),
+        work_dir: dir.join("mesos"),
+        ..Default::default()
+    })
+    .expect("dev cluster");
+    let port = cluster::free_port();
+    let mut args = cluster::scheduler_args(
+        &m.addr().to_string(),
+        port,
+        &dir.join("state"),
+        "Scaleio123",
+    );
+    args.retain(|a| !a.starts_with("-executor.altpath=") && !a.starts_with("-loglevel="));
+    args.push(format!(
+        "-executor.altpath={}",
+        artifact("storage-executor").display()
+    ));
+    args.push("-loglevel=info".into());
+    let child = Command::new(artifact("storage-scheduler"))
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("scheduler.log")).expect("log"))
+        .spawn()
+        .expect("scheduler");
+    let child = cluster::KillOnDrop(child);
+    cluster::wait_for(
+        "every agent's executor running",
+        Duration::from_secs(300),
+        || (cluster::agents_running(&m) == nodes).then_some(()),
+    );
+
+    let path = format!("/api/state?limit={nodes}");
+    let first = get(port, &path);
+    let state: serde_json::Value = serde_json::from_slice(&first).expect("state JSON");
+    let got = state["model"]["nodes"].as_object().map_or(0, |n| n.len());
+    assert_eq!(got, nodes, "the render must hold every node");
+    let mut last = generated_ms(&first);
+    let mut cold = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < MEASURE {
+        let t0 = Instant::now();
+        let body = get(port, &path);
+        let took = t0.elapsed();
+        let g = generated_ms(&body);
+        if g != last {
+            cold.push(took);
+            last = g;
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let p99 = concurrent_p99_ms(port, &path);
+    drop(child);
+    drop(m);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!cold.is_empty(), "the state did not change while measured");
+    cold.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "bench rest_state_cold_render_ms_{label} {:.2} ms",
+        ms(cold[cold.len() / 2])
+    );
+    println!(
+        "bench rest_state_cold_render_ms_{label}_spread {:.2}-{:.2} ms ({} cold renders, {} bytes)",
+        ms(cold[0]),
+        ms(cold[cold.len() - 1]),
+        cold.len(),
+        first.len()
+    );
+    println!(
+        "bench rest_state_views_per_sec_{label} {:.1} views/s",
+        cold.len() as f64 / secs
+    );
+    println!("bench rest_state_p99_ms_changing_{label} {p99:.2} ms");
+}
+
+/// p99 latency of `CLIENTS` clients asking in a loop for `MEASURE` while the state changes.
+fn concurrent_p99_ms(port: u16, path: &str) -> f64 {
+    const CLIENTS: usize = 32;
+    let end = Instant::now() + MEASURE;
+    let threads: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let path = path.to_string();
+            std::thread::spawn(move || {
+                let mut lat = Vec::new();
+                while Instant::now() < end {
+                    let t0 = Instant::now();
+                    get(port, &path);
+                    lat.push(t0.elapsed());
+                }
+                lat
+            })
+        })
+        .collect();
+    let mut all: Vec<Duration> = threads
+        .into_iter()
+        .flat_map(|t| t.join().expect("client"))
+        .collect();
+    all.sort();
+    let at = ((all.len() as f64 * 0.99).ceil() as usize).clamp(1, all.len()) - 1;
+    all[at].as_secs_f64() * 1000.0
+}
+
+fn main() {
+    println!("bench_binary {}", artifact("storage-scheduler").display());
+    measure(1_000, "1k");
+    measure(10_000, "10k");
+}
