@@ -114,8 +114,11 @@ impl Rig {
         args.retain(|a| !a.starts_with("-storage.preconfig.gateway="));
         args.push(format!("-storage.preconfig.gateway={}", self.gw.addr()));
         args.push("-storage.capacity.interval=1".to_string());
-        // Nodes this test drives on to `volume-driver` install REX-Ray from its URL.
-        args.extend(cluster::shared_volume_driver_flags());
+        // Nodes this test drives on to `volume-driver` install REX-Ray from its URL (the
+        // experimental rig's staged packages carry these flags already).
+        if self.package_flags.is_empty() {
+            args.extend(cluster::shared_volume_driver_flags());
+        }
         if self.experimental {
             args.retain(|a| {
                 !["primary", "secondary", "tiebreaker"]
