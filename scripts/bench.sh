@@ -30,14 +30,15 @@ cargo bench --quiet "${musl[@]}" --bench wire 2>/dev/null | grep '^bench'
 # tests/bench/rest.rs; the changing state is rest_changing's, below).
 cargo bench --quiet "${musl[@]}" --bench rest 2>/dev/null | grep '^bench'
 
+# The benches' shared test helpers look for the executor and the host stand-ins beside the
+# (bench) scheduler.
+cargo build --quiet --release -p storage-executor -p storage-devcluster
+
 # rest_state_cold_render_ms_1k, _10k, rest_state_p99_ms_changing_1k, _10k: the musl
 # scheduler's /api/state (every node) while 1,000 / 10,000 synthetic nodes report phases
 # (tests/bench/rest_changing.rs).
 cargo bench --quiet --bench rest_changing 2>/dev/null | grep '^bench'
 
-# The benches' shared test helpers look for the executor and the host stand-ins beside the
-# (bench) scheduler.
-cargo build --quiet --release -p storage-executor -p storage-devcluster
 # scheduler_*: the musl scheduler process on the dev cluster, at -loglevel=info and (suffix
 # _debug) at the shipped -loglevel=debug: cover 5 agents, idle CPU, 10,000 agents RUNNING,
 # each agent having downloaded the executor from the scheduler (scheduler_bytes_served_*),
