@@ -11,6 +11,7 @@ mod cluster;
 
 use devcluster::master;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 fn now_ms() -> u64 {
@@ -35,14 +36,33 @@ fn executor_pid(pid: u64) -> Option<u64> {
 fn main() {
     let dir = std::env::temp_dir().join(format!("bench-node-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let m = master::start(master::MasterConfig {
-        agents: 1,
-        heartbeat_interval: Duration::from_secs(1),
-        work_dir: dir.join("mesos"),
-        host_standins: Some(cluster::host_standins(None)),
-        ..Default::default()
-    })
-    .expect("dev cluster");
+    // The node's SDC stand-in registers with a dev gateway through the control API, as
+    // `storage-attach` needs (see tests/e2e_node.rs' rig).
+    let listener = devcluster::control::bind(0).expect("control API");
+    let m = Arc::new(
+        master::start(master::MasterConfig {
+            agents: 1,
+            heartbeat_interval: Duration::from_secs(1),
+            work_dir: dir.join("mesos"),
+            host_standins: Some(cluster::host_standins(Some(listener.url()))),
+            ..Default::default()
+        })
+        .expect("dev cluster"),
+    );
+    let gateway = Arc::new(
+        devcluster::gateway::start(devcluster::gateway::GatewayConfig::new(
+            "Scaleio123",
+            cluster::dev_mdms(),
+        ))
+        .expect("dev gateway"),
+    );
+    let gateway_addr = gateway.addr();
+    let _control = listener
+        .serve(devcluster::control::Targets {
+            master: m.clone(),
+            gateway: Some(gateway),
+        })
+        .expect("control API");
     let port = cluster::free_port();
     let mut args = cluster::scheduler_args(
         &m.addr().to_string(),
@@ -51,9 +71,24 @@ fn main() {
         "Scaleio123",
     );
     args[0] = "-loglevel=info".to_string();
+    // The shipped binaries: the static musl scheduler serving the static musl executor.
+    let executor = cluster::release_artifact("storage-executor");
+    for a in args.iter_mut() {
+        if a.starts_with("-storage.preconfig.gateway=") {
+            *a = format!("-storage.preconfig.gateway={gateway_addr}");
+        } else if a.starts_with("-executor.altpath=") {
+            *a = format!("-executor.altpath={}", executor.display());
+        }
+    }
+    let scheduler = cluster::release_artifact("storage-scheduler");
+    println!(
+        "bench_binary {} and {} (static musl)",
+        scheduler.display(),
+        executor.display()
+    );
     let (flags, _packages) = cluster::stage_packages(&dir.join("packages"));
     args.extend(flags);
-    let mut child = Command::new(cluster::scheduler_bin())
+    let mut child = Command::new(&scheduler)
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -98,6 +133,8 @@ fn main() {
     );
     let _ = child.kill();
     let _ = child.wait();
-    m.shutdown();
+    // The control API holds the master too; dropping both stops the dev cluster.
+    drop(_control);
+    drop(m);
     let _ = std::fs::remove_dir_all(&dir);
 }
