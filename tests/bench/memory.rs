@@ -41,23 +41,6 @@ fn cpu_ticks(pid: u32) -> Option<u64> {
     Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
 }
 
-/// Agents whose storage task is TASK_RUNNING.
-fn running(m: &master::MasterHandle) -> usize {
-    let Ok(snap) = m.snapshot() else { return 0 };
-    snap["agents"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|a| {
-            a["executors"].as_array().into_iter().flatten().any(|e| {
-                e["tasks"]
-                    .as_array()
-                    .is_some_and(|ts| ts.iter().any(|t| t["state"] == "TASK_RUNNING"))
-            })
-        })
-        .count()
-}
-
 struct Cost {
     peak_kb: u64,
     settled_kb: u64,
@@ -102,7 +85,7 @@ fn measure(sched: &Path, exec: &Path, n: usize) -> Cost {
     let pid = child.id();
     let deadline = start + Duration::from_secs(300);
     loop {
-        let up = running(&m);
+        let up = cluster::agents_running(&m);
         if up == n {
             break;
         }
