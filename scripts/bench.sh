@@ -61,12 +61,12 @@ cargo bench --quiet --bench node 2>/dev/null | grep '^bench'
 # with the package flags and gateway demo.sh passes (tests/devcluster/packages.txt).
 STORAGE_BENCH_BIN_DIR="$release_dir" cargo bench --quiet --bench converge 2>/dev/null | grep '^bench \|^# '
 
-# gateway_attach_seconds_100, gateway_requests_per_device: the gateway worker attaching 100
+# gateway_attach_seconds_100, gateway_requests_per_device (in-process, built for musl): the gateway worker attaching 100
 # nodes x 4 devices on the dev gateway (targets <= 5 s and <= 2 requests per device).
-cargo bench --quiet --bench gateway 2>/dev/null | grep '^bench '
+cargo bench --quiet "${musl[@]}" --bench gateway 2>/dev/null | grep '^bench'
 
 # store_bytes_written_per_update_10k (goal < 4 KB): see tests/bench/store.rs, when present.
 if grep -q 'name = "store"' Cargo.toml; then
-  cargo bench --quiet --bench store 2>/dev/null | grep '^bench '
+  cargo bench --quiet "${musl[@]}" --bench store 2>/dev/null | grep '^bench'
 fi
 echo "bench_load $(cut -d' ' -f1-3 /proc/loadavg)"

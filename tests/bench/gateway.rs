@@ -24,6 +24,17 @@ const DEVICES: [&str; 4] = ["/dev/sdb", "/dev/sdc", "/dev/sdd", "/dev/sde"];
 const PASSWORD: &str = "Bench-Pa55";
 
 fn main() {
+    // What was measured: this bench binary, with the library linked in (bench.sh builds it
+    // for the shipped musl target).
+    println!(
+        "bench_binary {} ({}, library in-process)",
+        std::env::current_exe().map_or_else(|_| "?".into(), |p| p.display().to_string()),
+        if cfg!(target_env = "musl") {
+            "static musl"
+        } else {
+            "glibc"
+        }
+    );
     let gw = gateway::start(GatewayConfig::new(
         PASSWORD,
         MdmIps {

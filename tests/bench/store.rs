@@ -10,6 +10,17 @@ const NODES: usize = 10_000;
 const UPDATES: u64 = 1_000;
 
 fn main() {
+    // What was measured: this bench binary, with the library linked in (bench.sh builds it
+    // for the shipped musl target).
+    println!(
+        "bench_binary {} ({}, library in-process)",
+        std::env::current_exe().map_or_else(|_| "?".into(), |p| p.display().to_string()),
+        if cfg!(target_env = "musl") {
+            "static musl"
+        } else {
+            "glibc"
+        }
+    );
     let dir = std::env::temp_dir().join(format!("bench-store-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
