@@ -281,6 +281,13 @@ pub struct PoolCapacity {
 }
 
 impl ClusterModel {
+    /// Each node with a live task (reconciliation and the address announcement ask for them).
+    pub fn active_tasks(&self) -> impl Iterator<Item = (&Node, &TaskRecord)> {
+        self.nodes
+            .values()
+            .filter_map(|n| Some((n, n.task.as_ref().filter(|t| t.is_active())?)))
+    }
+
     /// Node counts per phase, in phase order.
     pub fn phase_counts(&self) -> Vec<(Phase, usize)> {
         Phase::ALL

@@ -28,12 +28,8 @@ impl Dispatcher {
         let targets: Vec<(String, String)> = self
             .state
             .model
-            .nodes
-            .values()
-            .filter_map(|n| {
-                let t = n.task.as_ref().filter(|t| t.is_active())?;
-                Some((n.agent_id.clone(), t.executor_id.clone()))
-            })
+            .active_tasks()
+            .map(|(n, t)| (n.agent_id.clone(), t.executor_id.clone()))
             .collect();
         if !targets.is_empty() {
             info!(

@@ -37,12 +37,8 @@ impl Dispatcher {
         self.recon.unanswered = self
             .state
             .model
-            .nodes
-            .values()
-            .filter_map(|n| {
-                let t = n.task.as_ref().filter(|t| t.is_active())?;
-                Some((t.task_id.clone(), n.agent_id.clone()))
-            })
+            .active_tasks()
+            .map(|(n, t)| (t.task_id.clone(), n.agent_id.clone()))
             .collect();
         self.recon.delay_ms = RETRY_FIRST_MS;
         self.send_explicit(now);
