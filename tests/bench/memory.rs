@@ -124,11 +124,21 @@ fn mb(kb: u64) -> String {
     format!("{:.1}", kb as f64 / 1024.0)
 }
 
+/// `BENCH_SCHEDULER=<path>` measures another build (an A/B, or a profiler's wrapper script);
+/// `BENCH_AGENTS=10000` measures one size only.
 fn main() {
-    let sched = cluster::release_artifact("storage-scheduler");
+    let sched = std::env::var_os("BENCH_SCHEDULER")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| cluster::release_artifact("storage-scheduler"));
+    let only: Option<usize> = std::env::var("BENCH_AGENTS")
+        .ok()
+        .and_then(|s| s.parse().ok());
     let exec = cluster::release_artifact("storage-executor");
     println!("bench_binary {}", sched.display());
     for (n, name) in [(100, "100"), (10_000, "10k")] {
+        if only.is_some_and(|o| o != n) {
+            continue;
+        }
         let c = measure(&sched, &exec, n);
         println!("bench scheduler_peak_rss_mb_{name} {} MB", mb(c.peak_kb));
         if n == 10_000 {
