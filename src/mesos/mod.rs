@@ -5,6 +5,7 @@ pub mod base64;
 pub mod client;
 pub mod codec;
 pub mod executor;
+pub mod offers;
 pub mod proto;
 pub mod recordio;
 pub mod scheduler;

@@ -303,6 +303,9 @@ pub enum Input {
         master: String,
     },
     Event(Box<Event>),
+    /// The offers of an OFFERS event, still encoded: the dispatcher decodes them a few
+    /// hundred at a time, as its launches leave (see `dispatcher/offer_backlog.rs`).
+    Offers(crate::mesos::offers::RawOffers),
     Disconnected {
         reason: String,
     },
@@ -316,7 +319,8 @@ pub enum Input {
     Shutdown,
     /// The gateway worker's outcome of storage work (issue 9).
     Storage(crate::scheduler::storage::worker::Report),
-    /// What became of a call (call sender): every failure, and REVIVE/SUPPRESS successes.
+    /// What became of a call (call sender): every failure, every ACCEPT (the dispatcher's
+    /// launch window), and REVIVE/SUPPRESS successes.
     CallOutcome(CallOutcome),
 }
 

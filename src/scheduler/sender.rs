@@ -75,12 +75,17 @@ pub struct Reports {
 
 impl Reports {
     /// Every failure goes back to the dispatcher; of the successes only those that change
-    /// what the dispatcher believes of the master (the offer mode), so that a launch wave's
-    /// thousands of ACKs do not double the dispatcher's input.
+    /// what the dispatcher believes of the master (the offer mode) and ACCEPTs (its launch
+    /// window: it decides more launches as these leave), so that a launch wave's thousands
+    /// of ACKs do not double the dispatcher's input.
     fn report(&self, call: Box<Call>, error: Option<String>) {
         let name = call.r#type.unwrap_or_default();
         self.metrics.call(name.as_str(), error.is_none());
-        let wanted = error.is_some() || matches!(name, call::Type::Revive | call::Type::Suppress);
+        let wanted = error.is_some()
+            || matches!(
+                name,
+                call::Type::Revive | call::Type::Suppress | call::Type::Accept
+            );
         if wanted {
             let _ = self
                 .to

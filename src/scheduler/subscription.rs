@@ -8,7 +8,9 @@
 
 use crate::backoff::Backoff;
 use crate::clock::Clock;
-use crate::mesos::client::{ClientConfig, ClientError, SchedulerClient, StreamError};
+use crate::mesos::client::{
+    ClientConfig, ClientError, SchedulerClient, SchedulerItem, StreamError,
+};
 use crate::mesos::scheduler::{call, event, Call};
 use crate::mesos::types::{FrameworkID, FrameworkInfo};
 use crate::scheduler::exchange::Input;
@@ -218,8 +220,15 @@ impl Subscriber {
         backoff: &mut Backoff,
     ) -> PumpEnd {
         loop {
-            match events.next_event() {
-                Ok(Some(ev)) => {
+            match events.next_item() {
+                Ok(Some(SchedulerItem::Offers(offers))) => {
+                    self.metrics
+                        .event(event::Type::Offers.as_str(), self.clock.now_ms());
+                    if to_dispatcher.send(Input::Offers(offers)).is_err() {
+                        return PumpEnd::DispatcherGone;
+                    }
+                }
+                Ok(Some(SchedulerItem::Event(ev))) => {
                     let kind = ev.r#type.unwrap_or_default();
                     self.metrics.event(kind.as_str(), self.clock.now_ms());
                     match kind {
@@ -233,12 +242,12 @@ impl Subscriber {
                             backoff.reset();
                         }
                         event::Type::Error => {
-                            let _ = to_dispatcher.send(Input::Event(Box::new(ev)));
+                            let _ = to_dispatcher.send(Input::Event(ev));
                             return PumpEnd::Error;
                         }
                         _ => {}
                     }
-                    if to_dispatcher.send(Input::Event(Box::new(ev))).is_err() {
+                    if to_dispatcher.send(Input::Event(ev)).is_err() {
                         return PumpEnd::DispatcherGone;
                     }
                 }

@@ -30,6 +30,7 @@ use std::time::Duration;
 
 mod announce;
 mod hosts;
+mod offer_backlog;
 mod offer_mode;
 mod offers;
 mod pending;
@@ -91,6 +92,10 @@ pub struct Dispatcher {
     secret_feed: Option<Sender<crate::scheduler::exchange::SecretUpdate>>,
     /// Per-offer, per-update and per-call debug lines past a budget, counted.
     debug_tally: crate::scheduler::debug_tally::DebugTally,
+    /// Offers not looked at yet: they wait for room in the launch window.
+    offer_backlog: offer_backlog::OfferBacklog,
+    /// ACCEPTs decided and not yet reported on by the sender.
+    accepts_in_flight: usize,
 }
 
 impl Dispatcher {
@@ -126,6 +131,8 @@ impl Dispatcher {
             generation: 0,
             secret_feed: None,
             debug_tally: Default::default(),
+            offer_backlog: Default::default(),
+            accepts_in_flight: 0,
         }
     }
 
@@ -203,6 +210,7 @@ impl Dispatcher {
     /// What is due after a batch of inputs (or a deadline): reconciliation, stuck launches,
     /// the offer mode, storage work for the gateway worker.
     fn after_inputs(&mut self) {
+        self.work_offer_backlog();
         self.reconcile_due();
         self.reconsider_offers();
         if self.storage.plan(&mut self.state.model) {
@@ -217,6 +225,9 @@ impl Dispatcher {
     fn on_call_outcome(&mut self, o: CallOutcome) {
         let error = o.error.as_deref();
         let kind = o.call.r#type.unwrap_or_default();
+        if kind == call::Type::Accept {
+            self.accepts_in_flight = self.accepts_in_flight.saturating_sub(1);
+        }
         if error.is_none()
             && self
                 .debug_tally
@@ -281,6 +292,7 @@ impl Dispatcher {
             Input::Disconnected { reason } => {
                 warn!("disconnected from master: {reason}");
                 self.subscribed = false;
+                self.offer_backlog.clear();
                 self.disconnected_reason = Some(reason);
                 self.touch_view();
             }
@@ -304,6 +316,7 @@ impl Dispatcher {
                 return Some(Exit::Stopped);
             }
             Input::Event(ev) => return self.on_event(*ev),
+            Input::Offers(offers) => self.offer_backlog.push_encoded(offers),
             Input::Storage(report) => {
                 if self.storage.on_report(&mut self.state.model, report) {
                     self.dirty = true;
@@ -364,12 +377,13 @@ impl Dispatcher {
             }
             event::Type::Offers => {
                 if let Some(o) = ev.offers {
-                    self.on_offers(o.offers, now);
+                    self.offer_backlog.push_decoded(o.offers);
                 }
             }
             event::Type::Rescind => {
                 if let Some(r) = ev.rescind {
                     debug!("offer {} rescinded", r.offer_id.value);
+                    self.offer_backlog.rescind(r.offer_id.value.as_str());
                 }
             }
             event::Type::Update => {
@@ -423,6 +437,8 @@ impl Dispatcher {
             info!("subscribed as framework {id} (re-used)");
         }
         self.ctx.framework_id = id;
+        // Offers of an earlier subscription are gone with it.
+        self.offer_backlog.clear();
         if let Some(h) = s.heartbeat_interval_seconds {
             self.state.model.heartbeat_secs = Some(h);
         }
@@ -765,6 +781,104 @@ mod tests {
         assert!(launched_task(&calls).is_empty());
         assert!(calls.iter().any(|c| c.r#type == Some(call::Type::Decline)));
         assert!(r.d.model().nodes.is_empty());
+    }
+
+    #[test]
+    fn a_relaunch_whose_save_fails_leaves_node_secrets_and_sequence_as_they_were() {
+        let mut r = rig();
+        let (feed_tx, feed) = crossbeam_channel::unbounded();
+        r.d.set_secret_feed(feed_tx);
+        r.event(subscribed("fw-1"));
+        r.event(offers(&["a1"]));
+        let (first, _) = launched_task(&r.calls()).remove(0);
+        r.event(update(&first, "a1", TaskState::Failed, true));
+        r.d.state.model.nodes.get_mut("a1").unwrap().retry_after_ms = Some(0);
+        let node_before = r.d.model().nodes["a1"].clone();
+        let secrets_before = r.d.state.executor_secrets.clone();
+        let seq_before = r.d.model().launch_seq;
+        r.calls();
+        let _ = feed.try_iter().count();
+        r.saved.set_failing(true);
+        r.event(offers(&["a1"]));
+        assert!(launched_task(&r.calls()).is_empty());
+        assert_eq!(r.d.model().nodes["a1"], node_before);
+        assert_eq!(r.d.state.executor_secrets, secrets_before);
+        assert_eq!(r.d.model().launch_seq, seq_before);
+        assert_eq!(r.d.task_index.get(&first).map(String::as_str), Some("a1"));
+        assert_eq!(r.d.task_index.len(), 1);
+        // The REST side heard the grant taken back, and the old secret known again.
+        let updates: Vec<_> = feed.try_iter().collect();
+        let last_for = |id: &str| {
+            updates.iter().rev().find_map(|u| match u {
+                crate::scheduler::exchange::SecretUpdate::Known { executor_id, .. }
+                    if executor_id == id =>
+                {
+                    Some(true)
+                }
+                crate::scheduler::exchange::SecretUpdate::Forget { executor_id }
+                    if executor_id == id =>
+                {
+                    Some(false)
+                }
+                _ => None,
+            })
+        };
+        let old_exec = node_before.task.as_ref().unwrap().executor_id.clone();
+        if secrets_before.contains_key(&old_exec) {
+            assert_eq!(last_for(&old_exec), Some(true), "{updates:?}");
+        }
+        let granted: Vec<&String> = updates
+            .iter()
+            .filter_map(|u| match u {
+                crate::scheduler::exchange::SecretUpdate::Known { executor_id, .. }
+                    if *executor_id != old_exec =>
+                {
+                    Some(executor_id)
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(granted.len(), 1, "{updates:?}");
+        assert_eq!(last_for(granted[0]), Some(false), "{updates:?}");
+    }
+
+    #[test]
+    fn a_launch_wave_leaves_a_window_at_a_time() {
+        use super::offer_backlog::LAUNCH_WINDOW;
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        r.calls();
+        let n = LAUNCH_WINDOW + 100;
+        let agents: Vec<String> = (0..n).map(|i| format!("a{i}")).collect();
+        let names: Vec<&str> = agents.iter().map(String::as_str).collect();
+        r.event(offers(&names));
+        let first: Vec<Call> = r
+            .calls()
+            .into_iter()
+            .filter(|c| c.r#type == Some(call::Type::Accept))
+            .collect();
+        assert_eq!(first.len(), LAUNCH_WINDOW);
+        // Launched nodes only: the rest of the offers wait, undecided.
+        assert_eq!(r.d.model().nodes.len(), LAUNCH_WINDOW);
+        let sent = |r: &mut Rig, c: Call| {
+            r.input(Input::CallOutcome(CallOutcome {
+                call: Box::new(c),
+                error: None,
+            }))
+        };
+        let mut first = first.into_iter();
+        for c in first.by_ref().take(LAUNCH_WINDOW / 2 - 1) {
+            sent(&mut r, c);
+        }
+        assert!(
+            launched_task(&r.calls()).is_empty(),
+            "window not half empty yet"
+        );
+        sent(&mut r, first.next().unwrap());
+        let more = launched_task(&r.calls());
+        assert_eq!(more.len(), 100);
+        assert_eq!(r.d.model().nodes.len(), n);
+        assert_eq!(r.saved_state().model.nodes.len(), n);
     }
 
     #[test]

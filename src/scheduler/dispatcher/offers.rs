@@ -1,10 +1,37 @@
 //! Offers: one launch per uncovered agent (saved before its ACCEPT leaves), declines for the rest.
 
+use super::offer_backlog;
 use super::*;
 use crate::mesos::types::{Offer, Resource, TaskInfo};
 use crate::scheduler::model::{Layout, Persona};
 
+/// What a launch changed, to put back when its save fails: the node as it was (`None`: the
+/// launch made it) and the secret of the executor it replaced.
+struct Undo {
+    agent: String,
+    node: Option<Node>,
+    secret: Option<(String, String)>,
+}
+
 impl Dispatcher {
+    /// Answers waiting offers while the launch window has room (see `offer_backlog.rs`).
+    pub(super) fn work_offer_backlog(&mut self) {
+        loop {
+            let room = offer_backlog::room(self.accepts_in_flight);
+            if room == 0 || self.offer_backlog.is_empty() {
+                return;
+            }
+            let (offers, errors) = self.offer_backlog.take(room);
+            for e in errors {
+                warn!("skipping an offer that does not decode: {e}");
+            }
+            if !offers.is_empty() {
+                let now = self.clock.now_ms();
+                self.on_offers(offers, now);
+            }
+        }
+    }
+
     pub(super) fn on_offers(&mut self, offers: Vec<crate::mesos::types::Offer>, now: u64) {
         self.follow_hosts(
             offers
@@ -19,7 +46,8 @@ impl Dispatcher {
                 self.shutdown_executor(&e.value, &o.agent_id.value);
             }
         }
-        let before = self.state.clone();
+        let seq_before = self.state.model.launch_seq;
+        let mut undo = Vec::new();
         let mut accepts = Vec::new();
         let mut declines: BTreeMap<u64, (Vec<OfferID>, f64)> = BTreeMap::new();
         for (offer, decision) in offers.into_iter().zip(decisions) {
@@ -38,7 +66,10 @@ impl Dispatcher {
                         executor_resources,
                         now,
                     ) {
-                        Some(task) => accepts.push((offer.id, task)),
+                        Some((task, u)) => {
+                            accepts.push((offer.id, task));
+                            undo.push(u);
+                        }
                         None => declines
                             .entry(5000)
                             .or_insert((Vec::new(), 5.0))
@@ -70,8 +101,7 @@ impl Dispatcher {
             // Write ahead: the launches must be on disk before any ACCEPT leaves.
             if let Err(e) = self.save() {
                 error!("cannot save state before launching ({e}); declining these offers instead");
-                self.state = before;
-                self.task_index = index_tasks(&self.state.model);
+                self.undo_launches(undo, seq_before);
                 for (id, _) in accepts.drain(..) {
                     declines.entry(5000).or_insert((Vec::new(), 5.0)).0.push(id);
                 }
@@ -81,8 +111,42 @@ impl Dispatcher {
         self.touch_view();
     }
 
+    /// Puts back what launches changed, newest first (their save failed, so no ACCEPT
+    /// leaves): nodes, task index, executor secrets (published again), launch sequence.
+    fn undo_launches(&mut self, undo: Vec<Undo>, seq_before: u64) {
+        for u in undo.into_iter().rev() {
+            let launched = self
+                .state
+                .model
+                .nodes
+                .get(&u.agent)
+                .and_then(|n| n.task.as_ref())
+                .map(|t| (t.task_id.clone(), t.executor_id.clone()));
+            if let Some((task_id, executor_id)) = launched {
+                self.revoke_secret(&executor_id);
+                self.task_index.remove(&task_id);
+            }
+            match u.node {
+                Some(node) => {
+                    if let Some(t) = &node.task {
+                        self.task_index.insert(t.task_id.clone(), u.agent.clone());
+                    }
+                    self.state.model.nodes.insert(u.agent, node);
+                }
+                None => {
+                    self.state.model.nodes.remove(&u.agent);
+                }
+            }
+            if let Some((executor_id, secret)) = u.secret {
+                self.grant_secret(&executor_id, &secret);
+            }
+        }
+        self.state.model.launch_seq = seq_before;
+    }
+
     /// Records a launch on the offer's agent in the model (new task id, secret, sequence)
-    /// and returns its TaskInfo; `None` when no secret could be made.
+    /// and returns its TaskInfo with what to put back should its save fail; `None` when no
+    /// secret could be made.
     fn record_launch(
         &mut self,
         offer: &Offer,
@@ -91,7 +155,7 @@ impl Dispatcher {
         task_resources: Vec<Resource>,
         executor_resources: Vec<Resource>,
         now: u64,
-    ) -> Option<TaskInfo> {
+    ) -> Option<(TaskInfo, Undo)> {
         let secret = match random_token() {
             Ok(s) => s,
             Err(e) => {
@@ -122,6 +186,19 @@ impl Dispatcher {
             "agent {} ({}): launching {persona} executor, task {task_id}",
             offer.hostname, agent
         );
+        let previous = self.state.model.nodes.get(&agent).cloned();
+        let old_secret = previous
+            .as_ref()
+            .and_then(|n| n.task.as_ref())
+            .and_then(|t| {
+                let s = self.state.executor_secrets.get(&t.executor_id)?;
+                Some((t.executor_id.clone(), s.clone()))
+            });
+        let undo = Undo {
+            agent: agent.clone(),
+            node: previous,
+            secret: old_secret,
+        };
         self.grant_secret(&executor_id, secret.expose());
         // The secret of the launch this one replaces is of no use any more.
         let replaced = self
@@ -157,7 +234,7 @@ impl Dispatcher {
             launched_at_ms: now,
             running_since_ms: None,
         });
-        Some(task)
+        Some((task, undo))
     }
 
     /// The ACCEPT of each launch and one DECLINE per refusal period.
@@ -183,6 +260,7 @@ impl Dispatcher {
             self.metrics
                 .offers_accepted
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.accepts_in_flight += 1;
             self.pending.push(c);
         }
         for (_, (offer_ids, refuse)) in declines {
