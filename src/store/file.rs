@@ -86,15 +86,14 @@ impl FileStore {
 
     /// Writes and flushes the temporary file; removes it again if anything after its creation
     /// fails. When creation itself fails, whatever occupies the path is left for the operator.
-    fn write_temp(&self, state: &[u8]) -> Result<(), StoreError> {
-        let mut file = OpenOptions::new()
+    fn write_temp(&self, write: &mut Writes<'_>) -> Result<(), StoreError> {
+        let file = OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(FILE_MODE)
             .open(&self.temp)
             .map_err(self.io("create temporary file", &self.temp))?;
-        let written = file
-            .write_all(state)
+        let written = write(&file)
             .map_err(self.io("write temporary file", &self.temp))
             .and_then(|()| {
                 file.sync_all()
@@ -119,6 +118,22 @@ impl Store for FileStore {
     }
 
     fn save(&mut self, state: &[u8]) -> Result<(), StoreError> {
+        self.save_with(&mut |mut f| f.write_all(state))
+    }
+
+    fn describe(&self) -> String {
+        format!("file {}", self.path.display())
+    }
+}
+
+/// Writes a whole new state into the (new, empty) file it is given.
+pub type Writes<'a> = dyn FnMut(&File) -> io::Result<()> + 'a;
+
+impl FileStore {
+    /// Replaces the file by what `write` writes, as [`Store::save`] does: the state is
+    /// written as it is made, never held whole (issue 12: the journal's compaction at
+    /// 10,000 nodes is megabytes).
+    pub fn save_with(&mut self, write: &mut Writes<'_>) -> Result<(), StoreError> {
         if !self.dir.is_dir() {
             fs::DirBuilder::new()
                 .recursive(true)
@@ -129,7 +144,7 @@ impl Store for FileStore {
         // create_new below refuses an existing file, so a stale temp (or one with a wider mode
         // from an older run) never receives the new state.
         self.remove_stray_temp();
-        self.write_temp(state)?;
+        self.write_temp(write)?;
         if let Err(e) = fs::rename(&self.temp, &self.path) {
             let _ = fs::remove_file(&self.temp);
             return Err(self.io("replace", &self.path)(e));
@@ -137,10 +152,6 @@ impl Store for FileStore {
         File::open(&self.dir)
             .and_then(|d| d.sync_all())
             .map_err(self.io("flush directory", &self.dir))
-    }
-
-    fn describe(&self) -> String {
-        format!("file {}", self.path.display())
     }
 }
 

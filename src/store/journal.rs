@@ -224,6 +224,72 @@ impl Line {
     }
 }
 
+/// Writes a journal of one line holding every record `each` gives into the empty `file`,
+/// as [`Line`] would make it, without holding the line: the checksum's place is written
+/// first and filled in once the JSON behind it is hashed. Returns the bytes written.
+fn write_compacted(file: &File, each: &mut super::Records<'_>) -> io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    struct Hashing<'w, W: Write> {
+        out: &'w mut W,
+        hash: crate::hash::ContentHasher,
+        len: u64,
+    }
+    impl<W: Write> Write for Hashing<'_, W> {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let n = self.out.write(buf)?;
+            self.hash.update(&buf[..n]);
+            self.len += n as u64;
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            self.out.flush()
+        }
+    }
+    let mut out = io::BufWriter::with_capacity(64 * 1024, file);
+    out.write_all(HEADER)?;
+    let sum_at = HEADER.len() as u64;
+    let mut json = Hashing {
+        out: &mut out,
+        hash: Default::default(),
+        len: 0,
+    };
+    let mut failed = None;
+    let mut put = |k: &str, v: &[u8]| {
+        if failed.is_some() {
+            return;
+        }
+        let first = json.len == 0;
+        let written = (|| {
+            if first {
+                json.out.write_all(b"0000000000000000 ")?;
+                json.write_all(b"{\"put\":{")?;
+            } else {
+                json.write_all(b",")?;
+            }
+            serde_json::to_writer(&mut json, k)?;
+            json.write_all(b":")?;
+            json.write_all(v)
+        })();
+        failed = written.err();
+    };
+    each(&mut put);
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    // Nothing to put: the header alone, as `Line::finish` writes no line without changes.
+    if json.len == 0 {
+        out.flush()?;
+        return Ok(sum_at);
+    }
+    json.write_all(b"},\"del\":[]}")?;
+    let (sum, json_len) = (json.hash.finish(), json.len);
+    out.write_all(b"\n")?;
+    out.flush()?;
+    drop(out);
+    file.write_at(format!("{sum:016x}").as_bytes(), sum_at)?;
+    Ok(sum_at + 17 + json_len + 1)
+}
+
 impl JournalStore {
     /// Appends one batch's line and syncs it; a failed write is cut off again.
     fn append_line(&mut self, line: &[u8]) -> Result<(), StoreError> {
@@ -340,14 +406,14 @@ impl RecordStore for JournalStore {
     }
 
     fn replace_all_with(&mut self, each: &mut super::Records<'_>) -> Result<(), StoreError> {
-        let mut bytes = HEADER.to_vec();
-        let mut line = Line::default();
-        each(&mut |k, v| line.put(&mut bytes, k, v));
-        line.finish(&mut bytes, &[]);
+        let mut len = 0;
         self.append = None;
-        self.file.save(&bytes)?;
-        self.written += bytes.len() as u64;
-        self.len = bytes.len() as u64;
+        self.file.save_with(&mut |file| {
+            len = write_compacted(file, each)?;
+            Ok(())
+        })?;
+        self.written += len;
+        self.len = len;
         self.compacted_len = self.len;
         self.rewrite = false;
         self.truncate_to = None;
@@ -422,6 +488,38 @@ mod tests {
         crate::scheduler::store_suite::run(&mut || {
             Box::new(JournalStore::new(&path).expect("path"))
         });
+        let _ = fs::remove_dir_all(path.parent().unwrap());
+    }
+
+    #[test]
+    fn a_compaction_written_as_it_is_made_is_the_line_made_in_memory() {
+        let path = temp_path("streamed");
+        let records: Vec<(String, Vec<u8>)> = vec![
+            ("root".into(), br#"{"format":"x","version":2}"#.to_vec()),
+            (
+                "node/a\"1".into(),
+                br#"{"node":{"agent_id":"a\"1"}}"#.to_vec(),
+            ),
+            ("node/b".into(), b"{}".to_vec()),
+        ];
+        let mut j = JournalStore::new(&path).unwrap();
+        j.replace_all(&records).unwrap();
+        let mut expected = HEADER.to_vec();
+        let mut line = Line::default();
+        for (k, v) in &records {
+            line.put(&mut expected, k, v);
+        }
+        line.finish(&mut expected, &[]);
+        assert_eq!(fs::read(&path).unwrap(), expected);
+        assert_eq!(j.len, expected.len() as u64);
+        // And it loads back.
+        match JournalStore::new(&path).unwrap().load_all().unwrap() {
+            Loaded::Records(r) => assert_eq!(r.len(), 3),
+            _ => panic!("records expected"),
+        }
+        // No records: the header alone.
+        j.replace_all(&[]).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), HEADER);
         let _ = fs::remove_dir_all(path.parent().unwrap());
     }
 
