@@ -868,7 +868,7 @@ fn plan_is_returned_and_long_polls_until_it_changes() {
     // Give the dispatcher the parked request first: a change before parking would be
     // answered at once anyway, so either order must end in the new plan.
     s.fake.change(|state, _| {
-        for n in state.model.nodes.values_mut() {
+        for mut n in state.model.nodes.values_mut() {
             if n.hostname == H2 {
                 n.attached = vec!["/dev/nvme0n1".into()];
             }
@@ -923,7 +923,7 @@ fn waiting_plan_requests_hold_no_worker() {
     assert_eq!(r.status, 200);
     assert!(started.elapsed() < Duration::from_secs(2));
     s.fake.change(|state, _| {
-        for n in state.model.nodes.values_mut() {
+        for mut n in state.model.nodes.values_mut() {
             n.attached = vec!["/dev/sdz".into()];
         }
     });

@@ -145,7 +145,7 @@ fn status_page_renders_every_node_in_chromium() {
         Some((
             1,
             Box::new(|s| {
-                for n in s.model.nodes.values_mut() {
+                for mut n in s.model.nodes.values_mut() {
                     if n.hostname == "storage-05.dc1.example" {
                         n.phase = Phase::Environment;
                         n.last_contact_ms = Some(

@@ -9,6 +9,7 @@ use crate::mesos::types::TaskState;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// The version of the persisted state format this build writes and reads.
 pub const STATE_VERSION: u32 = 1;
@@ -250,7 +251,7 @@ pub struct ClusterModel {
     pub framework_id: Option<String>,
     /// Keyed by agent id.
     #[serde(default)]
-    pub nodes: BTreeMap<String, Node>,
+    pub nodes: Nodes,
     /// Increases with every launch, so task ids are never reused, across restarts too.
     #[serde(default)]
     pub launch_seq: u64,
@@ -261,6 +262,131 @@ pub struct ClusterModel {
     /// Storage pools' capacity as last read from the gateway (issue 9).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pools: Vec<PoolCapacity>,
+}
+
+/// The nodes by agent id, each shared (`Arc`) with the views and the store's last save until
+/// it changes (issue 12): a view of 10,000 nodes copies 10,000 pointers, not the nodes, and
+/// a save finds the changed nodes by pointer instead of serializing every node. Writing to
+/// a node ([`Nodes::get_mut`], [`NodeMut`]) copies it first when it is shared, so a view or
+/// the store's copy never changes under their feet.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Nodes(BTreeMap<String, Arc<Node>>);
+
+impl Nodes {
+    pub fn get(&self, agent: &str) -> Option<&Node> {
+        self.0.get(agent).map(|n| &**n)
+    }
+
+    pub fn get_mut(&mut self, agent: &str) -> Option<&mut Node> {
+        self.0.get_mut(agent).map(Arc::make_mut)
+    }
+
+    pub fn insert(&mut self, agent: String, node: Node) -> Option<Node> {
+        self.0
+            .insert(agent, Arc::new(node))
+            .map(Arc::unwrap_or_clone)
+    }
+
+    pub fn remove(&mut self, agent: &str) -> Option<Node> {
+        self.0.remove(agent).map(Arc::unwrap_or_clone)
+    }
+
+    pub fn contains_key(&self, agent: &str) -> bool {
+        self.0.contains_key(agent)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &String> + ExactSizeIterator {
+        self.0.keys()
+    }
+
+    pub fn values(&self) -> NodeValues<'_> {
+        self.0.values().map(|n| &**n)
+    }
+
+    pub fn iter(&self) -> NodeIter<'_> {
+        self.0.iter().map(|(k, n)| (k, &**n))
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// Every node as shared (the store keeps what it saved, and compares by pointer).
+    pub fn iter_shared(&self) -> impl Iterator<Item = (&String, &Arc<Node>)> {
+        self.0.iter()
+    }
+
+    /// Every node, copied only if written to.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = NodeMut<'_>> {
+        self.0.values_mut().map(NodeMut)
+    }
+}
+
+impl std::ops::Index<&str> for Nodes {
+    type Output = Node;
+    fn index(&self, agent: &str) -> &Node {
+        &self.0[agent]
+    }
+}
+
+impl<'a> IntoIterator for &'a Nodes {
+    type Item = (&'a String, &'a Node);
+    type IntoIter = NodeIter<'a>;
+    fn into_iter(self) -> NodeIter<'a> {
+        self.iter()
+    }
+}
+
+impl FromIterator<(String, Node)> for Nodes {
+    fn from_iter<I: IntoIterator<Item = (String, Node)>>(iter: I) -> Self {
+        Nodes(iter.into_iter().map(|(k, n)| (k, Arc::new(n))).collect())
+    }
+}
+
+impl Serialize for Nodes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Nodes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        BTreeMap::<String, Node>::deserialize(d).map(|m| m.into_iter().collect())
+    }
+}
+
+pub type NodeValues<'a> = std::iter::Map<
+    std::collections::btree_map::Values<'a, String, Arc<Node>>,
+    fn(&Arc<Node>) -> &Node,
+>;
+pub type NodeIter<'a> = std::iter::Map<
+    std::collections::btree_map::Iter<'a, String, Arc<Node>>,
+    fn((&'a String, &'a Arc<Node>)) -> (&'a String, &'a Node),
+>;
+
+/// A node of [`Nodes::values_mut`]: read through it freely; the first write copies the node
+/// if a view or the store shares it.
+pub struct NodeMut<'a>(&'a mut Arc<Node>);
+
+impl std::ops::Deref for NodeMut<'_> {
+    type Target = Node;
+    fn deref(&self) -> &Node {
+        self.0
+    }
+}
+
+impl std::ops::DerefMut for NodeMut<'_> {
+    fn deref_mut(&mut self) -> &mut Node {
+        Arc::make_mut(self.0)
+    }
 }
 
 /// One storage pool's capacity (`querySelectedStatistics`), in bytes.

@@ -12,6 +12,7 @@ use crate::scheduler::model::{ClusterModel, Node, Persisted, STATE_VERSION};
 use crate::store::{decode_versioned, node_key, Loaded, RecordStore, StoreError, FORMAT, ROOT_KEY};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// Layout version of the record form (version 1 is the single document of earlier builds).
 pub const RECORD_VERSION: u32 = 2;
@@ -42,16 +43,28 @@ struct NodeRecord<N> {
 
 pub struct StateStore {
     backend: Box<dyn RecordStore>,
-    /// Key -> content hash of the record as the backend holds it.
-    saved: HashMap<String, u64>,
+    /// Content hash of the root record as the backend holds it.
+    saved_root: Option<u64>,
+    /// Agent id -> its node record as the backend holds it.
+    saved_nodes: HashMap<String, SavedNode>,
     buf: Vec<u8>,
+}
+
+/// A node record as saved: the node itself (shared with the model until the node is written
+/// to, so an unchanged node is the same pointer and is skipped without serializing it), the
+/// record's content hash and its executor secret's.
+struct SavedNode {
+    node: Arc<Node>,
+    hash: u64,
+    secret: u64,
 }
 
 impl StateStore {
     pub fn new(backend: Box<dyn RecordStore>) -> StateStore {
         StateStore {
             backend,
-            saved: HashMap::new(),
+            saved_root: None,
+            saved_nodes: HashMap::new(),
             buf: Vec::new(),
         }
     }
@@ -74,10 +87,7 @@ impl StateStore {
             }
             Loaded::Records(records) => from_records(records).map_err(|e| e.at(&origin))?,
         };
-        self.saved.clear();
-        for_each_record(&state, &mut self.buf, |key, bytes| {
-            self.saved.insert(key.to_owned(), content_hash(bytes));
-        });
+        self.remember_all(&state);
         Ok(state)
     }
 
@@ -85,44 +95,72 @@ impl StateStore {
     /// how many records were written (0: nothing changed).
     pub fn save(&mut self, state: &Persisted) -> Result<usize, StoreError> {
         if self.backend.wants_rewrite() {
-            return self.replace(state).map(|()| self.saved.len());
+            return self.replace(state).map(|()| self.saved_nodes.len() + 1);
         }
         // The changed records go to the store as they are made (issue 12: a launch wave's
         // 10,000 records were copied into a batch, then again into the journal's line).
-        let mut hashes = Vec::new();
+        let mut root_hash = None;
+        let mut nodes_seen = Vec::new();
         let mut deleted = Vec::new();
-        let puts = std::cell::Cell::new(0usize);
-        let (saved, buf) = (&self.saved, &mut self.buf);
-        let nodes = state.model.nodes.len();
-        let written = self.backend.apply_with(
+        let written = std::cell::Cell::new(0usize);
+        let new_nodes = std::cell::Cell::new(0usize);
+        let (saved_root, saved_nodes, buf) = (self.saved_root, &self.saved_nodes, &mut self.buf);
+        let result = self.backend.apply_with(
             &mut |put| {
-                for_each_record(state, buf, |key, bytes| {
-                    let h = content_hash(bytes);
-                    if saved.get(key) != Some(&h) {
-                        put(key, bytes);
-                        puts.set(puts.get() + 1);
-                        hashes.push((key.to_owned(), h));
+                encode(buf, &root_record(state));
+                let h = content_hash(buf);
+                if saved_root != Some(h) {
+                    put(ROOT_KEY, buf);
+                    written.set(written.get() + 1);
+                    root_hash = Some(h);
+                }
+                for (agent, node) in state.model.nodes.iter_shared() {
+                    let secret = node_secret(state, node);
+                    let secret_hash = secret.map_or(0, |s| content_hash(s.as_bytes()));
+                    let before = saved_nodes.get(agent);
+                    if before.is_some_and(|b| Arc::ptr_eq(&b.node, node) && b.secret == secret_hash)
+                    {
+                        continue;
                     }
-                });
+                    encode(
+                        buf,
+                        &NodeRecord {
+                            node: &**node,
+                            executor_secret: secret.cloned(),
+                        },
+                    );
+                    let hash = content_hash(buf);
+                    // Written to but the same again (a copy was made by a write that put
+                    // back what was there): remember the new pointer, write nothing.
+                    if before.map(|b| b.hash) != Some(hash) {
+                        put(&node_key(agent), buf);
+                        written.set(written.get() + 1);
+                    }
+                    new_nodes.set(new_nodes.get() + usize::from(before.is_none()));
+                    nodes_seen.push((
+                        agent.clone(),
+                        SavedNode {
+                            node: node.clone(),
+                            hash,
+                            secret: secret_hash,
+                        },
+                    ));
+                }
             },
             // Records of nodes no longer in the model (teardown clears them all).
             &mut || {
-                if saved.len() + puts.get() > nodes + 1 {
-                    deleted = saved
+                if saved_nodes.len() + new_nodes.get() > state.model.nodes.len() {
+                    deleted = saved_nodes
                         .keys()
-                        .filter(|key| {
-                            key.strip_prefix("node/")
-                                .is_some_and(|agent| !state.model.nodes.contains_key(agent))
-                        })
+                        .filter(|agent| !state.model.nodes.contains_key(agent))
                         .cloned()
                         .collect();
                 }
-                deleted.clone()
+                deleted.iter().map(|a| node_key(a)).collect()
             },
         );
-        match written {
-            Ok(false) => return Ok(0),
-            Ok(true) => {}
+        match result {
+            Ok(_) => {}
             Err(StoreError::Fenced { why }) => {
                 // Another scheduler leads now: nothing this one decided may leave. Exiting
                 // here, before the dispatcher releases a single call, is what guarantees it.
@@ -131,33 +169,63 @@ impl StateStore {
             }
             Err(e) => return Err(e),
         }
-        let written = hashes.len();
-        for k in &deleted {
-            self.saved.remove(k);
+        if let Some(h) = root_hash {
+            self.saved_root = Some(h);
         }
-        self.saved.extend(hashes);
-        Ok(written)
+        for agent in &deleted {
+            self.saved_nodes.remove(agent);
+        }
+        self.saved_nodes.extend(nodes_seen);
+        Ok(written.get())
     }
 
     /// Replaces everything stored by `state` (compaction, teardown, import).
     /// Records are handed to the store as they are made, not collected first (issue 12: a
     /// compaction at 10,000 nodes held the state twice).
     pub fn replace(&mut self, state: &Persisted) -> Result<(), StoreError> {
-        let mut saved = HashMap::with_capacity(state.model.nodes.len() + 1);
         let buf = &mut self.buf;
         self.backend.replace_all_with(&mut |put| {
-            for_each_record(state, buf, |key, bytes| {
-                saved.insert(key.to_owned(), content_hash(bytes));
-                put(key, bytes);
-            });
+            for_each_record(state, buf, |key, bytes| put(key, bytes));
         })?;
-        self.saved = saved;
+        self.remember_all(state);
         Ok(())
+    }
+
+    /// Notes every record of `state` as what the backend holds.
+    fn remember_all(&mut self, state: &Persisted) {
+        encode(&mut self.buf, &root_record(state));
+        self.saved_root = Some(content_hash(&self.buf));
+        let mut saved = HashMap::with_capacity(state.model.nodes.len());
+        for (agent, node) in state.model.nodes.iter_shared() {
+            let secret = node_secret(state, node);
+            encode(
+                &mut self.buf,
+                &NodeRecord {
+                    node: &**node,
+                    executor_secret: secret.cloned(),
+                },
+            );
+            saved.insert(
+                agent.clone(),
+                SavedNode {
+                    node: node.clone(),
+                    hash: content_hash(&self.buf),
+                    secret: secret.map_or(0, |s| content_hash(s.as_bytes())),
+                },
+            );
+        }
+        self.saved_nodes = saved;
     }
 }
 
-/// Calls `f` with the key and JSON of every record of `state`, root first, reusing `buf`.
-fn for_each_record(state: &Persisted, buf: &mut Vec<u8>, mut f: impl FnMut(&str, &[u8])) {
+/// The secret of the node's current executor, saved in its record.
+fn node_secret<'a>(state: &'a Persisted, node: &Node) -> Option<&'a String> {
+    let t = node.task.as_ref()?;
+    state.executor_secrets.get(&t.executor_id)
+}
+
+/// The root record: framework facts and the secrets that belong to no node's current launch.
+fn root_record(state: &Persisted) -> Root {
     let model = &state.model;
     let mut matched = 0;
     let mut other_secrets = BTreeMap::new();
@@ -178,26 +246,26 @@ fn for_each_record(state: &Persisted, buf: &mut Vec<u8>, mut f: impl FnMut(&str,
             }
         }
     }
-    let root = Root {
+    Root {
         format: FORMAT.to_owned(),
         version: RECORD_VERSION,
         framework_id: model.framework_id.clone(),
         launch_seq: model.launch_seq,
         heartbeat_secs: model.heartbeat_secs,
         other_secrets,
-    };
-    encode(buf, &root);
+    }
+}
+
+/// Calls `f` with the key and JSON of every record of `state`, root first, reusing `buf`.
+fn for_each_record(state: &Persisted, buf: &mut Vec<u8>, mut f: impl FnMut(&str, &[u8])) {
+    encode(buf, &root_record(state));
     f(ROOT_KEY, buf);
-    for (agent, node) in &model.nodes {
-        let secret = node
-            .task
-            .as_ref()
-            .and_then(|t| state.executor_secrets.get(&t.executor_id));
+    for (agent, node) in &state.model.nodes {
         encode(
             buf,
             &NodeRecord {
                 node,
-                executor_secret: secret.cloned(),
+                executor_secret: node_secret(state, node).cloned(),
             },
         );
         f(&node_key(agent), buf);
@@ -251,7 +319,7 @@ fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<Persisted, StoreEr
     let mut state = Persisted {
         model: ClusterModel {
             framework_id: root.framework_id,
-            nodes: BTreeMap::new(),
+            nodes: Default::default(),
             launch_seq: root.launch_seq,
             heartbeat_secs: root.heartbeat_secs,
             // Pool capacity is read from the gateway again at start; never stored.
@@ -295,4 +363,70 @@ pub fn dump_json(state: &Persisted) -> serde_json::Value {
         "model": &state.model,
         "executor_secrets": masked,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mesos::types::TaskState;
+    use crate::scheduler::model::{Persona, TaskRecord};
+    use crate::store::MemoryStore;
+
+    fn state() -> Persisted {
+        let mut p = Persisted::default();
+        for a in ["a1", "a2"] {
+            let mut n = Node::new(a, a, Persona::Data, 1);
+            n.task = Some(TaskRecord {
+                task_id: format!("t-{a}"),
+                executor_id: format!("e-{a}"),
+                state: TaskState::Running,
+                launched_at_ms: 1,
+                running_since_ms: None,
+            });
+            p.model.nodes.insert(a.into(), n);
+            p.executor_secrets.insert(format!("e-{a}"), "s".repeat(64));
+        }
+        p
+    }
+
+    #[test]
+    fn a_save_writes_what_changed_found_by_pointer_then_by_content() {
+        let mut store = StateStore::new(Box::new(MemoryStore::new()));
+        let mut st = state();
+        assert_eq!(store.save(&st).unwrap(), 3, "root and two nodes");
+        assert_eq!(store.save(&st).unwrap(), 0, "nothing changed");
+        // A view holds the nodes: a write copies the node, and the copy is saved.
+        let view = st.model.nodes.clone();
+        st.model.nodes.get_mut("a1").unwrap().failures = 3;
+        assert_eq!(store.save(&st).unwrap(), 1);
+        assert_eq!(view["a1"].failures, 0, "the view's node did not change");
+        // Written to, but the same again: nothing is written.
+        st.model.nodes.get_mut("a2").unwrap().failures = 0;
+        assert_eq!(store.save(&st).unwrap(), 0);
+        // Only the secret changed: its node's record is written.
+        st.executor_secrets.insert("e-a2".into(), "t".repeat(64));
+        assert_eq!(store.save(&st).unwrap(), 1);
+        // A removed node's record goes.
+        st.model.nodes.remove("a1");
+        st.executor_secrets.remove("e-a1");
+        store.save(&st).unwrap();
+        let back = StateStore::new(Box::new(store_backend_clone(&mut store)))
+            .load()
+            .unwrap();
+        assert_eq!(back.model.nodes.len(), 1);
+        assert_eq!(back.executor_secrets["e-a2"], "t".repeat(64));
+        assert_eq!(back.model.nodes["a2"], st.model.nodes["a2"]);
+    }
+
+    fn store_backend_clone(store: &mut StateStore) -> MemoryStore {
+        let mut copy = MemoryStore::new();
+        match store.backend_mut().load_all().unwrap() {
+            Loaded::Records(r) => {
+                let records: Vec<(String, Vec<u8>)> = r.into_iter().collect();
+                copy.replace_all(&records).unwrap();
+            }
+            _ => panic!("records expected"),
+        }
+        copy
+    }
 }

@@ -75,9 +75,11 @@ impl Dispatcher {
     pub(super) fn retire_gone_nodes(&mut self, known: &BTreeMap<String, KnownAgent>) {
         let now = self.clock.now_ms();
         let mut retire = Vec::new();
-        for node in self.state.model.nodes.values_mut() {
+        for mut node in self.state.model.nodes.values_mut() {
             if known.contains_key(&node.agent_id) {
-                if node.gone_since_ms.take().is_some() {
+                // Read first: a write copies a node a view shares.
+                if node.gone_since_ms.is_some() {
+                    node.gone_since_ms = None;
                     self.dirty = true;
                 }
                 continue;

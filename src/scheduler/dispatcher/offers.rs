@@ -211,12 +211,16 @@ impl Dispatcher {
             self.revoke_secret(&old.executor_id);
             self.task_index.remove(&old.task_id);
         }
-        let node = self
-            .state
-            .model
-            .nodes
-            .entry(agent.clone())
-            .or_insert_with(|| Node::new(&agent, &offer.hostname, persona, now));
+        let nodes = &mut self.state.model.nodes;
+        if !nodes.contains_key(&agent) {
+            nodes.insert(
+                agent.clone(),
+                Node::new(&agent, &offer.hostname, persona, now),
+            );
+        }
+        let Some(node) = nodes.get_mut(&agent) else {
+            unreachable!("inserted above")
+        };
         self.task_index.insert(task_id.clone(), agent.clone());
         node.hostname = offer.hostname.to_string();
         if let Some(ip) = offer.url.as_ref().and_then(|u| u.address.ip.as_ref()) {

@@ -105,12 +105,12 @@ impl StorageSide {
             self.gateway_on_primary = false;
         }
         let mut changed = false;
-        for node in model.nodes.values_mut() {
+        for mut node in model.nodes.values_mut() {
             // Most nodes of a big cluster are not there yet: skip them before any allocation.
-            if !Self::devices_known(node) {
+            if !Self::devices_known(&node) {
                 continue;
             }
-            let wanted = self.wanted(node);
+            let wanted = self.wanted(&node);
             let ready =
                 node.sdc_connected && wanted.iter().all(|d| node.attached.contains(&d.path));
             if node.storage_ready != ready {
