@@ -8,13 +8,12 @@
 use crate::mesos::proto::{DecodeError, Message, Reader, WIRE_LEN, WIRE_VARINT};
 use crate::mesos::scheduler::event;
 use crate::mesos::types::Offer;
-use std::sync::Arc;
 
 /// The encoded offers of one OFFERS event: the event's bytes, shared, and where each offer
 /// lies in them.
 #[derive(Clone)]
 pub struct RawOffers {
-    record: Arc<[u8]>,
+    record: Box<[u8]>,
     spans: Vec<(u32, u32)>,
 }
 
@@ -68,16 +67,23 @@ impl RawOffers {
         self.spans.is_empty()
     }
 
-    /// Each offer, still encoded; decode it with [`EncodedOffer::decode`].
-    pub fn into_offers(self) -> impl Iterator<Item = EncodedOffer> {
-        let record = self.record;
+    /// The first `n` offers, each copied out of the event so that the event's bytes can go
+    /// while they wait; the rest stay.
+    pub fn take_encoded(&mut self, n: usize) -> Vec<EncodedOffer> {
+        let n = n.min(self.spans.len());
         self.spans
-            .into_iter()
-            .map(move |(start, end)| EncodedOffer {
-                record: record.clone(),
-                start,
-                end,
-            })
+            .drain(..n)
+            .map(|(start, end)| EncodedOffer(self.record[start as usize..end as usize].into()))
+            .collect()
+    }
+
+    /// The first `n` offers, decoded; the rest stay.
+    pub fn take_decoded(&mut self, n: usize) -> Vec<Result<Offer, DecodeError>> {
+        let n = n.min(self.spans.len());
+        self.spans
+            .drain(..n)
+            .map(|(start, end)| Offer::decode(&self.record[start as usize..end as usize]))
+            .collect()
     }
 }
 
@@ -92,17 +98,13 @@ impl std::fmt::Debug for RawOffers {
     }
 }
 
-/// One offer as the master encoded it; 24 bytes beside the event it shares.
+/// One offer as the master encoded it.
 #[derive(Clone)]
-pub struct EncodedOffer {
-    record: Arc<[u8]>,
-    start: u32,
-    end: u32,
-}
+pub struct EncodedOffer(Box<[u8]>);
 
 impl EncodedOffer {
     pub fn decode(&self) -> Result<Offer, DecodeError> {
-        Offer::decode(&self.record[self.start as usize..self.end as usize])
+        Offer::decode(&self.0)
     }
 }
 
@@ -139,10 +141,22 @@ mod tests {
     #[test]
     fn an_offers_event_splits_into_offers_that_decode_as_the_whole_event_does() {
         let bytes = offers_event(3).encode();
-        let raw = RawOffers::split(&bytes).expect("an OFFERS event");
+        let mut raw = RawOffers::split(&bytes).expect("an OFFERS event");
         assert_eq!(raw.len(), 3);
-        let decoded: Vec<Offer> = raw.into_offers().map(|o| o.decode().unwrap()).collect();
-        assert_eq!(decoded, offers_event(3).offers.unwrap().offers);
+        let first: Vec<Offer> = raw
+            .take_encoded(1)
+            .iter()
+            .map(|o| o.decode().unwrap())
+            .collect();
+        let rest: Vec<Offer> = raw
+            .take_decoded(5)
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert!(raw.is_empty());
+        let all = offers_event(3).offers.unwrap().offers;
+        assert_eq!(first, all[..1]);
+        assert_eq!(rest, all[1..]);
     }
 
     #[test]
@@ -168,8 +182,8 @@ mod tests {
         let raw = RawOffers::split(&bytes).unwrap();
         let first = raw.spans[0].0 as usize;
         bytes[first] = 0x00;
-        let raw = RawOffers::split(&bytes).expect("still splits");
-        let results: Vec<_> = raw.into_offers().map(|o| o.decode()).collect();
+        let mut raw = RawOffers::split(&bytes).expect("still splits");
+        let results = raw.take_decoded(2);
         assert!(results[0].is_err());
         assert_eq!(
             results[1].as_ref().unwrap(),

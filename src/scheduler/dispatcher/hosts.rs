@@ -48,7 +48,6 @@ impl Dispatcher {
             node.attached.len()
         );
         if let Some(task) = node.task.as_mut() {
-            self.task_index.remove(&task.task_id);
             if task.is_active() {
                 // Its agent is gone, and the executor with it.
                 task.state = TaskState::Gone;
@@ -101,7 +100,6 @@ impl Dispatcher {
                     node.persona
                 );
                 if let Some(t) = &node.task {
-                    self.task_index.remove(&t.task_id);
                     let executor_id = t.executor_id.clone();
                     self.revoke_secret(&executor_id);
                 }

@@ -40,7 +40,6 @@ mod tasks;
 
 use offer_mode::{Mode, OfferMode};
 use reconcile::Reconciliation;
-use tasks::index_tasks;
 
 /// A task that ran this long before ending was stable: its node's failure count restarts.
 const STABLE_RUN_MS: u64 = 10 * 60 * 1000;
@@ -79,10 +78,6 @@ pub struct Dispatcher {
     known_agents: Option<BTreeMap<String, KnownAgent>>,
     view: Option<Arc<View>>,
     executors: ExecutorApi,
-    /// Task id -> agent id of every node's current launch: derived from the model (rebuilt
-    /// when the model is replaced) so that a status update finds its node without a scan;
-    /// 10,000 launches would otherwise cost 10,000 scans of 10,000 nodes.
-    task_index: HashMap<String, String>,
     /// Storage work for the gateway worker (issue 9; see `storage.rs`).
     storage: crate::scheduler::storage::StorageSide,
     clock: Arc<dyn Clock>,
@@ -107,9 +102,7 @@ impl Dispatcher {
         out: Sender<Outgoing>,
         metrics: Arc<Metrics>,
     ) -> Self {
-        let task_index = index_tasks(&state.model);
         Dispatcher {
-            task_index,
             state,
             store,
             settings,
@@ -316,7 +309,14 @@ impl Dispatcher {
                 return Some(Exit::Stopped);
             }
             Input::Event(ev) => return self.on_event(*ev),
-            Input::Offers(offers) => self.offer_backlog.push_encoded(offers),
+            Input::Offers(offers) => {
+                let mut rest = self.offer_backlog.admit_encoded(offers);
+                while !rest.is_empty() {
+                    let chunk = rest.take_decoded(offer_backlog::LAUNCH_WINDOW);
+                    let offers = self.decodable(chunk);
+                    self.answer_overflow(offers);
+                }
+            }
             Input::Storage(report) => {
                 if self.storage.on_report(&mut self.state.model, report) {
                     self.dirty = true;
@@ -377,7 +377,8 @@ impl Dispatcher {
             }
             event::Type::Offers => {
                 if let Some(o) = ev.offers {
-                    self.offer_backlog.push_decoded(o.offers);
+                    let rest = self.offer_backlog.admit_decoded(o.offers);
+                    self.answer_overflow(rest);
                 }
             }
             event::Type::Rescind => {
@@ -804,8 +805,10 @@ mod tests {
         assert_eq!(r.d.model().nodes["a1"], node_before);
         assert_eq!(r.d.state.executor_secrets, secrets_before);
         assert_eq!(r.d.model().launch_seq, seq_before);
-        assert_eq!(r.d.task_index.get(&first).map(String::as_str), Some("a1"));
-        assert_eq!(r.d.task_index.len(), 1);
+        assert_eq!(
+            tasks::current_launch_of(r.d.model(), &first, Some("a1")).as_deref(),
+            Some("a1")
+        );
         // The REST side heard the grant taken back, and the old secret known again.
         let updates: Vec<_> = feed.try_iter().collect();
         let last_for = |id: &str| {
@@ -840,6 +843,29 @@ mod tests {
             .collect();
         assert_eq!(granted.len(), 1, "{updates:?}");
         assert_eq!(last_for(granted[0]), Some(false), "{updates:?}");
+    }
+
+    #[test]
+    fn offers_beyond_what_may_wait_are_declined_for_a_moment() {
+        use super::offer_backlog::{LAUNCH_WINDOW, MAX_WAITING, WINDOW_FULL_REFUSE_SECS};
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        r.calls();
+        let agents: Vec<String> = (0..MAX_WAITING + 10).map(|i| format!("a{i}")).collect();
+        let names: Vec<&str> = agents.iter().map(String::as_str).collect();
+        r.event(offers(&names));
+        let calls = r.calls();
+        assert_eq!(launched_task(&calls).len(), LAUNCH_WINDOW);
+        let declined: Vec<(f64, usize)> = calls
+            .iter()
+            .filter_map(|c| c.decline.as_ref())
+            .map(|d| {
+                let refuse = d.filters.as_ref().and_then(|f| f.refuse_seconds);
+                (refuse.unwrap_or(0.0), d.offer_ids.len())
+            })
+            .collect();
+        assert_eq!(declined, [(WINDOW_FULL_REFUSE_SECS, 10)]);
+        assert_eq!(r.d.offer_backlog.len(), MAX_WAITING - LAUNCH_WINDOW);
     }
 
     #[test]

@@ -3,9 +3,12 @@
 //! Issue 12: at 10,000 agents the first OFFERS event became 10,000 ACCEPTs at once, each a
 //! few kilobytes of Call held until the sender had posted it (some 30 MB), next to the
 //! decoded event (11 MB). Now at most [`LAUNCH_WINDOW`] ACCEPTs are between the dispatcher
-//! and the master; the rest of the offers wait as the master encoded them (about 330 bytes
-//! each) and are decoded a window's worth at a time. The pace of a launch wave is the
-//! sender's either way: it was always the one sending 10,000 POSTs.
+//! and the master; up to [`MAX_WAITING`] offers wait as the master encoded them (about 550
+//! bytes each) and are decoded a window's worth at a time. Offers beyond that are answered
+//! at once, launches among them declined for [`WINDOW_FULL_REFUSE_SECS`]: the master offers
+//! those agents again a moment later, and meanwhile their resources are not held from other
+//! frameworks. The pace of a launch wave is the sender's either way: it was always the one
+//! sending 10,000 POSTs.
 
 use crate::mesos::offers::{EncodedOffer, RawOffers};
 use crate::mesos::proto::DecodeError;
@@ -15,6 +18,13 @@ use std::collections::{HashSet, VecDeque};
 /// ACCEPTs handed to the sender and not yet reported on, at most. Enough to keep the
 /// sender's lanes busy between two refills.
 pub(super) const LAUNCH_WINDOW: usize = 512;
+
+/// Offers waiting for the window, at most: what the sender posts in about two seconds, so
+/// that it never runs dry before the master offers the declined agents again.
+pub(super) const MAX_WAITING: usize = 4 * LAUNCH_WINDOW;
+
+/// How long an agent whose offer found the window full is not offered to us again.
+pub(super) const WINDOW_FULL_REFUSE_SECS: f64 = 1.0;
 
 /// Offers are taken again only once the window is half empty: taken one at a time as each
 /// ACCEPT is reported, every launch would cost a save of its own.
@@ -40,14 +50,23 @@ pub(super) struct OfferBacklog {
 }
 
 impl OfferBacklog {
-    pub(super) fn push_encoded(&mut self, offers: RawOffers) {
+    /// Keeps what fits under [`MAX_WAITING`]; returns the rest, to be answered at once.
+    pub(super) fn admit_encoded(&mut self, mut offers: RawOffers) -> RawOffers {
+        let fits = MAX_WAITING.saturating_sub(self.queue.len());
         self.queue
-            .extend(offers.into_offers().map(Waiting::Encoded));
+            .extend(offers.take_encoded(fits).into_iter().map(Waiting::Encoded));
+        offers
     }
 
-    pub(super) fn push_decoded(&mut self, offers: Vec<Offer>) {
+    /// As [`Self::admit_encoded`], for a JSON stream's decoded offers.
+    pub(super) fn admit_decoded(&mut self, mut offers: Vec<Offer>) -> Vec<Offer> {
+        let fits = MAX_WAITING
+            .saturating_sub(self.queue.len())
+            .min(offers.len());
+        let rest = offers.split_off(fits);
         self.queue
             .extend(offers.into_iter().map(|o| Waiting::Decoded(Box::new(o))));
+        rest
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -144,8 +163,8 @@ mod tests {
     #[test]
     fn offers_come_out_in_order_a_window_at_a_time_and_rescinded_ones_never() {
         let mut b = OfferBacklog::default();
-        b.push_encoded(raw(0..5));
-        b.push_decoded(vec![offer(5), offer(6)]);
+        assert!(b.admit_encoded(raw(0..5)).is_empty());
+        assert!(b.admit_decoded(vec![offer(5), offer(6)]).is_empty());
         b.rescind("o1");
         b.rescind("o6");
         let (first, errors) = b.take(3);
@@ -169,9 +188,25 @@ mod tests {
     }
 
     #[test]
+    fn offers_beyond_the_cap_are_handed_back() {
+        let mut b = OfferBacklog::default();
+        let rest = b.admit_encoded(raw(0..MAX_WAITING - 2));
+        assert!(rest.is_empty());
+        let mut rest = b.admit_encoded(raw(0..5));
+        assert_eq!(b.len(), MAX_WAITING);
+        let back: Vec<String> = rest
+            .take_decoded(10)
+            .into_iter()
+            .map(|o| o.unwrap().id.value.to_string())
+            .collect();
+        assert_eq!(back, ["o2", "o3", "o4"]);
+        assert_eq!(ids(&b.admit_decoded(vec![offer(8)])), ["o8"]);
+    }
+
+    #[test]
     fn clear_forgets_every_waiting_offer() {
         let mut b = OfferBacklog::default();
-        b.push_encoded(raw(0..3));
+        assert!(b.admit_encoded(raw(0..3)).is_empty());
         b.rescind("o0");
         b.clear();
         assert!(b.is_empty());

@@ -27,12 +27,37 @@ impl Dispatcher {
             }
             if !offers.is_empty() {
                 let now = self.clock.now_ms();
-                self.on_offers(offers, now);
+                self.on_offers(offers, now, true);
             }
         }
     }
 
-    pub(super) fn on_offers(&mut self, offers: Vec<crate::mesos::types::Offer>, now: u64) {
+    /// The offers that decode; the others are logged and skipped.
+    pub(super) fn decodable(
+        &mut self,
+        offers: Vec<Result<Offer, crate::mesos::proto::DecodeError>>,
+    ) -> Vec<Offer> {
+        offers
+            .into_iter()
+            .filter_map(|o| {
+                o.map_err(|e| warn!("skipping an offer that does not decode: {e}"))
+                    .ok()
+            })
+            .collect()
+    }
+
+    /// Offers beyond what may wait for the launch window: answered now, a launch among them
+    /// declined for a moment (see `offer_backlog.rs`).
+    pub(super) fn answer_overflow(&mut self, offers: Vec<Offer>) {
+        if !offers.is_empty() {
+            let now = self.clock.now_ms();
+            self.on_offers(offers, now, false);
+        }
+    }
+
+    /// Answers offers; with `may_launch` false, what would be a launch is declined for
+    /// [`offer_backlog::WINDOW_FULL_REFUSE_SECS`].
+    pub(super) fn on_offers(&mut self, offers: Vec<Offer>, now: u64, may_launch: bool) {
         self.follow_hosts(
             offers
                 .iter()
@@ -51,6 +76,13 @@ impl Dispatcher {
         let mut accepts = Vec::new();
         let mut declines: BTreeMap<u64, (Vec<OfferID>, f64)> = BTreeMap::new();
         for (offer, decision) in offers.into_iter().zip(decisions) {
+            let decision = match decision {
+                Decision::Launch { .. } if !may_launch => Decision::Decline {
+                    reason: "the launch window is full".into(),
+                    refuse_seconds: offer_backlog::WINDOW_FULL_REFUSE_SECS,
+                },
+                d => d,
+            };
             match decision {
                 Decision::Launch {
                     persona,
@@ -112,7 +144,7 @@ impl Dispatcher {
     }
 
     /// Puts back what launches changed, newest first (their save failed, so no ACCEPT
-    /// leaves): nodes, task index, executor secrets (published again), launch sequence.
+    /// leaves): nodes, executor secrets (published again), launch sequence.
     fn undo_launches(&mut self, undo: Vec<Undo>, seq_before: u64) {
         for u in undo.into_iter().rev() {
             let launched = self
@@ -121,16 +153,12 @@ impl Dispatcher {
                 .nodes
                 .get(&u.agent)
                 .and_then(|n| n.task.as_ref())
-                .map(|t| (t.task_id.clone(), t.executor_id.clone()));
-            if let Some((task_id, executor_id)) = launched {
+                .map(|t| t.executor_id.clone());
+            if let Some(executor_id) = launched {
                 self.revoke_secret(&executor_id);
-                self.task_index.remove(&task_id);
             }
             match u.node {
                 Some(node) => {
-                    if let Some(t) = &node.task {
-                        self.task_index.insert(t.task_id.clone(), u.agent.clone());
-                    }
                     self.state.model.nodes.insert(u.agent, node);
                 }
                 None => {
@@ -209,7 +237,6 @@ impl Dispatcher {
             .and_then(|n| n.task.take());
         if let Some(old) = replaced {
             self.revoke_secret(&old.executor_id);
-            self.task_index.remove(&old.task_id);
         }
         let nodes = &mut self.state.model.nodes;
         if !nodes.contains_key(&agent) {
@@ -221,7 +248,6 @@ impl Dispatcher {
         let Some(node) = nodes.get_mut(&agent) else {
             unreachable!("inserted above")
         };
-        self.task_index.insert(task_id.clone(), agent.clone());
         node.hostname = offer.hostname.to_string();
         if let Some(ip) = offer.url.as_ref().and_then(|u| u.address.ip.as_ref()) {
             node.ip = Some(ip.to_string());

@@ -57,11 +57,10 @@ impl Dispatcher {
     fn send_explicit(&mut self, now: u64) {
         // Only tasks that are still some node's current, active launch are worth asking.
         let model = &self.state.model;
-        let index = &self.task_index;
-        self.recon.unanswered.retain(|task, _| {
-            index
-                .get(task)
-                .and_then(|a| model.nodes.get(a))
+        self.recon.unanswered.retain(|task, agent| {
+            model
+                .nodes
+                .get(agent)
                 .and_then(|n| n.task.as_ref())
                 .is_some_and(|t| t.task_id == *task && t.is_active())
         });

@@ -8,7 +8,11 @@ impl Dispatcher {
         let state = status.state;
         let why = describe(&status);
         self.recon.answered(&task_id);
-        let ours = self.task_index.get(&task_id).cloned();
+        let ours = current_launch_of(
+            &self.state.model,
+            &task_id,
+            status.agent_id.as_ref().map(|a| a.value.as_str()),
+        );
         match ours.and_then(|a| self.state.model.nodes.get_mut(&a)) {
             Some(node) => {
                 let host = node.hostname.clone();
@@ -221,10 +225,21 @@ impl Dispatcher {
     }
 }
 
-pub(super) fn index_tasks(model: &ClusterModel) -> HashMap<String, String> {
-    model
-        .nodes
-        .values()
-        .filter_map(|n| Some((n.task.as_ref()?.task_id.clone(), n.agent_id.clone())))
-        .collect()
+/// The agent whose node's current launch is `task_id`. Mesos names the agent in every update
+/// of a launched task, so that is a lookup; an update without one costs a scan. (An index
+/// of task ids was 10,000 more copies of every task id and agent id, issue 12.)
+pub(super) fn current_launch_of(
+    model: &ClusterModel,
+    task_id: &str,
+    agent: Option<&str>,
+) -> Option<String> {
+    let is_it = |n: &Node| n.task.as_ref().is_some_and(|t| t.task_id == task_id);
+    match agent {
+        Some(a) => model.nodes.get(a).filter(|n| is_it(n)).map(|_| a.to_owned()),
+        None => model
+            .nodes
+            .iter()
+            .find(|(_, n)| is_it(n))
+            .map(|(a, _)| a.clone()),
+    }
 }
