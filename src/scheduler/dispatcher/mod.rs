@@ -24,7 +24,7 @@ use crate::scheduler::state_store::StateStore;
 use crate::secret::random_token;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use log::{debug, error, info, warn};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -75,7 +75,7 @@ pub struct Dispatcher {
     recon: Reconciliation,
     /// `None` until the agent watcher has reported once: until then we cannot tell that
     /// every agent is covered, so offers stay unsuppressed.
-    known_agents: Option<BTreeMap<String, KnownAgent>>,
+    known_agents: Option<BTreeSet<String>>,
     view: Option<Arc<View>>,
     executors: ExecutorApi,
     /// Storage work for the gateway worker (issue 9; see `storage.rs`).
@@ -453,22 +453,22 @@ impl Dispatcher {
     }
 
     fn on_agents(&mut self, agents: Vec<KnownAgent>) {
-        let known: BTreeMap<String, KnownAgent> =
-            agents.into_iter().map(|a| (a.id.clone(), a)).collect();
-        self.follow_hosts(known.values().map(|a| (a.id.as_str(), a.hostname.as_str())));
+        self.follow_hosts(agents.iter().map(|a| (a.id.as_str(), a.hostname.as_str())));
+        // Only the ids are kept: host names matter only as they come (above).
+        let known: BTreeSet<String> = agents.iter().map(|a| a.id.clone()).collect();
         self.retire_gone_nodes(&known);
         // An agent seen for the first time (not at the first report: the subscription's
         // own REVIVE covers those) needs offers, also from agents the master filters.
         if let Some(before) = &self.known_agents {
             if known
-                .keys()
-                .any(|id| !before.contains_key(id) && !self.state.model.nodes.contains_key(id))
+                .iter()
+                .any(|id| !before.contains(id) && !self.state.model.nodes.contains_key(id))
             {
                 self.offer_mode.new_agent();
             }
         }
-        let new: Vec<&KnownAgent> = known
-            .values()
+        let new: Vec<&KnownAgent> = agents
+            .iter()
             .filter(|a| !self.state.model.nodes.contains_key(&a.id))
             .collect();
         if !new.is_empty() {

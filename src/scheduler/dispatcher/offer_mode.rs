@@ -83,7 +83,7 @@ impl Dispatcher {
             return true;
         };
         let model = &self.state.model;
-        known.keys().any(|id| match model.nodes.get(id) {
+        known.iter().any(|id| match model.nodes.get(id) {
             None => true,
             Some(n) => !n.covered() && n.retry_after_ms.is_none_or(|t| t <= now),
         })

@@ -235,7 +235,11 @@ pub(super) fn current_launch_of(
 ) -> Option<String> {
     let is_it = |n: &Node| n.task.as_ref().is_some_and(|t| t.task_id == task_id);
     match agent {
-        Some(a) => model.nodes.get(a).filter(|n| is_it(n)).map(|_| a.to_owned()),
+        Some(a) => model
+            .nodes
+            .get(a)
+            .filter(|n| is_it(n))
+            .map(|_| a.to_owned()),
         None => model
             .nodes
             .iter()
