@@ -290,6 +290,103 @@ fn state_pages_large_clusters() {
     }
 }
 
+/// Each window's answer is encoded once per view and built from the last one (only changed
+/// nodes encoded again): every change shows in the next answer of every window, gzipped or
+/// not, and no secret ever does.
+#[test]
+fn state_answers_follow_every_change_of_the_view() {
+    let s = start();
+    // Two windows: the server keeps the last render of two.
+    let windows = ["/api/state", "/api/state?offset=1&limit=3"];
+    let look = |path: &str| -> Vec<serde_json::Value> {
+        let plain = get(s.addr, path);
+        let zipped = request(s.addr, "GET", path, &[("Accept-Encoding", "gzip")], b"");
+        assert_eq!(plain.status, 200, "{}", plain.text());
+        assert_eq!(zipped.header("content-encoding"), Some("gzip"), "{path}");
+        let unzipped = gunzip(&zipped.body);
+        for body in [&plain.body, &unzipped] {
+            let text = String::from_utf8_lossy(body);
+            for host in ["storage-01.dc1.example", H2, H3, "storage-04.dc1.example"] {
+                assert!(
+                    !text.contains(&secret_of(host)),
+                    "a secret in {path}: {text}"
+                );
+            }
+        }
+        let j = plain.json();
+        let z: serde_json::Value = serde_json::from_slice(&unzipped).unwrap();
+        assert_eq!(j["model"], z["model"], "{path}: gzip and plain differ");
+        vec![j, z]
+    };
+    let hosts = |j: &serde_json::Value| -> Vec<String> {
+        j["model"]["nodes"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|n| n["hostname"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    for w in windows {
+        for j in look(w) {
+            assert_eq!(node_json(&j, H2)["phase"], "storage-attach", "{w}");
+        }
+    }
+    // The same view again: the same bytes.
+    assert_eq!(get(s.addr, windows[1]).body, get(s.addr, windows[1]).body);
+
+    // A report through the executor API, then a change of the dispatcher's own.
+    let r = call(
+        s.addr,
+        "POST",
+        H2,
+        "phase",
+        br#"{"phase":"failed","error":"sds: no disk"}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    for w in windows {
+        for j in look(w) {
+            let n = node_json(&j, H2);
+            assert_eq!(
+                (&n["phase"], &n["last_error"]),
+                (&"failed".into(), &"sds: no disk".into()),
+                "{w}"
+            );
+        }
+    }
+    s.fake.change(|st, _| {
+        let gone = st
+            .model
+            .nodes
+            .iter()
+            .find(|(_, n)| n.hostname == H3)
+            .unwrap()
+            .0
+            .clone();
+        st.model.nodes.remove(&gone);
+        fake::add(
+            st,
+            fake::node(0, "storage-00.dc1.example", Persona::Data, Phase::Devices),
+        );
+    });
+    for w in windows {
+        for j in look(w) {
+            let shown = hosts(&j);
+            assert!(
+                !shown.contains(&H3.to_owned()),
+                "{w}: a removed node shows: {shown:?}"
+            );
+            if w == windows[0] {
+                assert_eq!(shown.len(), 5, "{shown:?}");
+                assert_eq!(node_json(&j, "storage-00.dc1.example")["phase"], "devices");
+            } else {
+                assert_eq!(j["page"]["total"], 5, "{w}");
+                assert_eq!(shown.len(), 3, "{w}: {shown:?}");
+            }
+            assert_eq!(node_json(&j, H2)["phase"], "failed", "{w}");
+        }
+    }
+}
+
 #[test]
 fn one_node_by_host() {
     let s = start();

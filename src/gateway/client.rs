@@ -169,12 +169,18 @@ impl fmt::Debug for GatewayClient {
     }
 }
 
+/// TLS with ring as the crypto provider, named here because ureq is built without a
+/// default one (that default would also bundle the public root CAs, which this client never
+/// trusts: it pins `-storage.gateway.cacert` or verifies nothing).
+fn tls_builder() -> ureq::tls::TlsConfigBuilder {
+    ureq::tls::TlsConfig::builder()
+        .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()))
+}
+
 impl GatewayClient {
     pub fn new(config: GatewayConfig) -> Result<GatewayClient, GatewayError> {
         let tls = match &config.ca_cert {
-            None => ureq::tls::TlsConfig::builder()
-                .disable_verification(true)
-                .build(),
+            None => tls_builder().disable_verification(true).build(),
             Some(path) => {
                 let pem = std::fs::read(path).map_err(|e| {
                     GatewayError::Config(format!(
@@ -201,7 +207,7 @@ impl GatewayClient {
                         path.display()
                     )));
                 }
-                ureq::tls::TlsConfig::builder()
+                tls_builder()
                     .root_certs(ureq::tls::RootCerts::Specific(Arc::new(certs)))
                     .build()
             }

@@ -205,7 +205,12 @@ impl Response {
     pub fn new(status: u16, content_type: &str, body: Body) -> Response {
         Response {
             status,
-            headers: vec![("Content-Type", content_type.to_owned())],
+            // Room for the headers most answers get, so that adding them does not reallocate.
+            headers: {
+                let mut h = Vec::with_capacity(6);
+                h.push(("Content-Type", content_type.to_owned()));
+                h
+            },
             body,
             later: None,
         }
@@ -879,7 +884,7 @@ fn request_line(line: &str) -> Result<RequestLine<'_>, Refusal> {
 fn header_lines<'a>(
     lines: impl Iterator<Item = &'a str>,
 ) -> Result<Vec<(String, String)>, Refusal> {
-    let mut headers = Vec::new();
+    let mut headers = Vec::with_capacity(8);
     for (i, l) in lines.enumerate() {
         if l.is_empty() {
             break;
@@ -958,9 +963,11 @@ fn write_response(
     let mut head = String::with_capacity(256);
     let _ = write!(head, "HTTP/1.1 {} {}\r\n", resp.status, reason(resp.status));
     for (name, value) in &resp.headers {
+        head.push_str(name);
+        head.push_str(": ");
         // Values are ours, but a stray line break would split the response.
-        let value: String = value.chars().filter(|c| *c != '\r' && *c != '\n').collect();
-        let _ = write!(head, "{name}: {value}\r\n");
+        head.extend(value.chars().filter(|c| *c != '\r' && *c != '\n'));
+        head.push_str("\r\n");
     }
     if !(resp.status == 304 || resp.status == 204 || (100..200).contains(&resp.status)) {
         let _ = write!(head, "Content-Length: {}\r\n", body.len());

@@ -28,6 +28,7 @@ mod page;
 mod paging;
 mod prom;
 mod state;
+mod state_render;
 mod waits;
 
 use crate::clock::Clock;
@@ -144,7 +145,7 @@ pub fn start_with(mut config: RestConfig, options: ServerOptions) -> Result<Rest
         stats: stats.clone(),
         waits: Waits::start(stop_rx.clone(), options.dispatcher_timeout)
             .map_err(|e| format!("cannot start the REST waiter thread: {e}"))?,
-        state_json: StateCache::default(),
+        state_json: state::StateCache::default(),
         stop: stop_rx,
     });
     let limits = http::Limits {
@@ -163,39 +164,6 @@ pub fn start_with(mut config: RestConfig, options: ServerOptions) -> Result<Rest
         server: Some(server),
         addr,
     })
-}
-
-/// The `/api/state` body of the latest view generation seen, shared by every request for
-/// that generation: encoded at most once per generation, off the dispatcher thread.
-#[derive(Default)]
-struct StateCache {
-    // Read-mostly: every request of one generation only reads.
-    current: std::sync::RwLock<Option<(u64, Arc<JsonCache>)>>,
-}
-
-impl StateCache {
-    /// The cache for `generation`; a newer generation replaces an older one.
-    fn for_generation(&self, generation: u64) -> Arc<JsonCache> {
-        {
-            let slot = self.current.read().unwrap_or_else(|e| e.into_inner());
-            if let Some((g, c)) = slot.as_ref() {
-                if *g == generation {
-                    return c.clone();
-                }
-            }
-        }
-        let mut slot = self.current.write().unwrap_or_else(|e| e.into_inner());
-        match slot.as_ref() {
-            Some((g, c)) if *g == generation => c.clone(),
-            // A request that got an older view than another one did: serve it uncached.
-            Some((g, _)) if *g > generation => Arc::new(JsonCache::default()),
-            _ => {
-                let c = Arc::new(JsonCache::default());
-                *slot = Some((generation, c.clone()));
-                c
-            }
-        }
-    }
 }
 
 /// A value's JSON and its gzip form, each made at most once and then shared (the
@@ -220,7 +188,15 @@ impl JsonCache {
         &self,
         make: impl FnOnce() -> Result<Vec<u8>, String>,
     ) -> Result<Arc<Vec<u8>>, String> {
-        self.plain.get_or_init(|| make().map(Arc::new)).clone()
+        self.get_or_make_shared(|| make().map(Arc::new))
+    }
+
+    /// The same, for JSON that `make` shares with others (a render kept for the next one).
+    pub fn get_or_make_shared(
+        &self,
+        make: impl FnOnce() -> Result<Arc<Vec<u8>>, String>,
+    ) -> Result<Arc<Vec<u8>>, String> {
+        self.plain.get_or_init(make).clone()
     }
 
     /// Its gzip form, made at most once (from the JSON, made if needed).
@@ -365,7 +341,7 @@ struct Router {
     binary: ExecutorBinary,
     stats: Arc<HttpStats>,
     waits: Arc<Waits>,
-    state_json: StateCache,
+    state_json: state::StateCache,
     /// Closed when the server stops: ends long waits at once.
     stop: Receiver<()>,
 }
@@ -569,7 +545,7 @@ impl Router {
             Ok(v) => v,
             Err(r) => return r,
         };
-        state::respond(&view, req, &self.state_json.for_generation(view.generation))
+        state::respond(&view, req, &self.state_json)
     }
 
     fn executor_binary(&self, req: &Request) -> Response {

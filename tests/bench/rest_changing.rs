@@ -15,6 +15,8 @@
 //! - `rest_state_p99_ms_changing_*`: p99 latency of 32 concurrent clients doing the same
 //!   (a connection per request) while the state changes.
 //!
+//! `BENCH_NODES=1000` (or `10000`) measures one size only.
+//!
 //! The executor downloads of `scheduler`'s bench are left out here (the agents fetch
 //! nothing): they would add 17 GB of loopback traffic that is not what is measured.
 
@@ -194,6 +196,13 @@ fn concurrent_p99_ms(port: u16, path: &str) -> f64 {
 
 fn main() {
     println!("bench_binary {}", artifact("storage-scheduler").display());
-    measure(1_000, "1k");
-    measure(10_000, "10k");
+    // `BENCH_NODES=1000` (or 10000) measures one size only.
+    let only: Option<usize> = std::env::var("BENCH_NODES")
+        .ok()
+        .and_then(|n| n.parse().ok());
+    for (nodes, label) in [(1_000, "1k"), (10_000, "10k")] {
+        if only.is_none_or(|n| n == nodes) {
+            measure(nodes, label);
+        }
+    }
 }

@@ -1,0 +1,261 @@
+//! The `/api/state` JSON of a view, built from the last render of the same window: the JSON
+//! of each node that did not change is copied from it, and only the nodes that changed are
+//! encoded again. A view changes with every executor report (tens a second on a busy
+//! cluster), each report changing one node of thousands, and encoding a node costs far more
+//! than copying its bytes (most of all with musl's allocator).
+//!
+//! The answer is byte for byte what `serde_json::to_vec` gives for the same value: the
+//! "shell" (the answer with an empty `model.nodes`) is serde's own encoding, and the nodes
+//! map is written as serde_json writes a map (`{"<id>":<node>,...}`, compact).
+
+use crate::scheduler::model::Node;
+use serde::Serialize;
+use std::any::Any;
+use std::ops::Range;
+use std::sync::Arc;
+
+/// What a render keeps of a node to tell, at the next render, whether its JSON still holds.
+pub(super) type Key = Arc<dyn Any + Send + Sync>;
+
+/// A node as the model holds it, and how to tell it has not changed since a render.
+pub(super) trait NodeVersion {
+    fn remember(&self) -> Key;
+    fn unchanged(&self, key: &Key) -> bool;
+}
+
+/// A model that holds nodes by value: a copy, compared field by field (far cheaper than
+/// encoding the node again).
+impl NodeVersion for Node {
+    fn remember(&self) -> Key {
+        Arc::new(self.clone())
+    }
+
+    fn unchanged(&self, key: &Key) -> bool {
+        key.downcast_ref::<Node>() == Some(self)
+    }
+}
+
+/// A model of shared nodes, where a node that did not change is the same allocation from one
+/// view to the next: the pointer, held so that its address cannot be reused by another node.
+impl NodeVersion for Arc<Node> {
+    fn remember(&self) -> Key {
+        self.clone()
+    }
+
+    fn unchanged(&self, key: &Key) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(key), Arc::as_ptr(self))
+    }
+}
+
+/// An encoded answer, and where each node's `"<id>":<node>` sits in it.
+pub(super) struct Render {
+    pub body: Arc<Vec<u8>>,
+    /// In agent id order, as the model's map.
+    nodes: Vec<Fragment>,
+}
+
+struct Fragment {
+    id: String,
+    key: Key,
+    at: Range<usize>,
+}
+
+/// How many nodes a render encoded and copied (for tests and the bench's understanding).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Reuse {
+    pub encoded: usize,
+    pub copied: usize,
+}
+
+/// Where `shell`'s empty nodes map opens: the first `"nodes":{}` is `model.nodes`, because
+/// everything encoded before it is a scalar, a string (whose quotes are escaped) or the key
+/// of an object that holds it (`model`).
+fn nodes_slot(shell: &[u8]) -> Option<usize> {
+    const EMPTY: &[u8] = b"\"nodes\":{}";
+    let at = shell.windows(EMPTY.len()).position(|w| w == EMPTY)?;
+    Some(at + EMPTY.len() - 1)
+}
+
+/// `shell` (the answer's JSON with an empty `model.nodes`) with `nodes` (in agent id order)
+/// in its nodes map, reusing the JSON of every node `previous` holds unchanged.
+pub(super) fn render<'a, V: NodeVersion + Serialize + 'a>(
+    shell: &[u8],
+    nodes: impl Iterator<Item = (&'a String, &'a V)>,
+    previous: Option<&Render>,
+) -> Result<(Render, Reuse), String> {
+    let slot = nodes_slot(shell).ok_or("the state's JSON has no empty model.nodes to fill")?;
+    let (head, tail) = shell.split_at(slot);
+    let mut body = Vec::with_capacity(previous.map_or(shell.len() + 64 * 1024, |p| {
+        p.body.len() + p.body.len() / 16
+    }));
+    body.extend_from_slice(head);
+    let mut old = previous.map(|p| (&p.body, p.nodes.iter().peekable()));
+    let mut fragments = Vec::with_capacity(previous.map_or(0, |p| p.nodes.len()));
+    let mut reuse = Reuse::default();
+    for (i, (id, node)) in nodes.enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        let start = body.len();
+        let same = old.as_mut().and_then(|(bytes, frags)| {
+            // Both in agent id order: fragments of nodes gone since are passed over.
+            while frags.next_if(|f| f.id < *id).is_some() {}
+            let f = frags.next_if(|f| f.id == *id)?;
+            node.unchanged(&f.key)
+                .then(|| (&bytes[f.at.clone()], f.key.clone()))
+        });
+        let key = match same {
+            Some((bytes, key)) => {
+                body.extend_from_slice(bytes);
+                reuse.copied += 1;
+                key
+            }
+            None => {
+                serde_json::to_writer(&mut body, id).map_err(|e| e.to_string())?;
+                body.push(b':');
+                serde_json::to_writer(&mut body, node).map_err(|e| e.to_string())?;
+                reuse.encoded += 1;
+                node.remember()
+            }
+        };
+        fragments.push(Fragment {
+            id: id.clone(),
+            key,
+            at: start..body.len(),
+        });
+    }
+    body.extend_from_slice(tail);
+    Ok((
+        Render {
+            body: Arc::new(body),
+            nodes: fragments,
+        },
+        reuse,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::model::{Persona, Phase};
+    use std::collections::BTreeMap;
+
+    #[derive(Serialize)]
+    struct Shell<'a, V> {
+        name: &'a str,
+        model: Model<'a, V>,
+        after: u32,
+    }
+
+    #[derive(Serialize)]
+    struct Model<'a, V> {
+        nodes: &'a BTreeMap<String, V>,
+        tail: &'a str,
+    }
+
+    fn shell<V: Serialize>(name: &str) -> Vec<u8> {
+        let empty = BTreeMap::<String, V>::new();
+        serde_json::to_vec(&Shell {
+            name,
+            model: Model {
+                nodes: &empty,
+                tail: "t",
+            },
+            after: 7,
+        })
+        .unwrap()
+    }
+
+    fn whole<V: Serialize>(name: &str, nodes: &BTreeMap<String, V>) -> Vec<u8> {
+        serde_json::to_vec(&Shell {
+            name,
+            model: Model { nodes, tail: "t" },
+            after: 7,
+        })
+        .unwrap()
+    }
+
+    fn nodes(n: usize) -> BTreeMap<String, Node> {
+        (0..n)
+            .map(|i| {
+                let id = format!("agent-{i:03}\"esc\\");
+                let node = Node::new(&id, &format!("h{i}"), Persona::Data, 1000 + i as u64);
+                (id, node)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn equals_serde_and_encodes_only_what_changed() {
+        // A name holding the marker's text, escaped as serde escapes it, is no slot.
+        let name = "\"nodes\":{}";
+        let mut m = nodes(5);
+        let (first, r) = render(&shell::<Node>(name), m.iter(), None).unwrap();
+        assert_eq!(*first.body, whole(name, &m));
+        assert_eq!(
+            r,
+            Reuse {
+                encoded: 5,
+                copied: 0
+            }
+        );
+
+        // One node changes, one goes, one comes.
+        m.get_mut("agent-001\"esc\\").unwrap().phase = Phase::Failed;
+        m.remove("agent-003\"esc\\");
+        let (id, n) = nodes(7).into_iter().next_back().unwrap();
+        m.insert(id, n);
+        let (second, r) = render(&shell::<Node>(name), m.iter(), Some(&first)).unwrap();
+        assert_eq!(*second.body, whole(name, &m));
+        assert_eq!(
+            r,
+            Reuse {
+                encoded: 2,
+                copied: 3
+            }
+        );
+        let text = String::from_utf8(second.body.to_vec()).unwrap();
+        assert!(text.contains("\"phase\":\"failed\""), "{text}");
+        assert!(!text.contains("agent-003"), "{text}");
+
+        // Nothing changed: everything copied, from a render that copied itself.
+        let (third, r) = render(&shell::<Node>(name), m.iter(), Some(&second)).unwrap();
+        assert_eq!(third.body, second.body);
+        assert_eq!(
+            r,
+            Reuse {
+                encoded: 0,
+                copied: 5
+            }
+        );
+
+        // Every node gone.
+        let none = BTreeMap::<String, Node>::new();
+        let (empty, _) = render(&shell::<Node>(name), none.iter(), Some(&third)).unwrap();
+        assert_eq!(*empty.body, whole(name, &none));
+    }
+
+    #[test]
+    fn shared_nodes_are_unchanged_while_they_are_the_same_allocation() {
+        let node = Arc::new(nodes(1).into_values().next().unwrap());
+        let key = node.remember();
+        assert!(node.unchanged(&key));
+        assert!(node.clone().unchanged(&key));
+        // A new allocation is a change, even with the same content.
+        let copy = Arc::new((*node).clone());
+        assert!(!copy.unchanged(&key));
+        let mut changed = node.clone();
+        Arc::make_mut(&mut changed).hostname = "moved".into();
+        assert!(!changed.unchanged(&key));
+        assert!(node.unchanged(&key));
+        // A key of a node by value never matches a shared node.
+        assert!(!node.unchanged(&(*node).remember()));
+    }
+
+    #[test]
+    fn a_shell_without_an_empty_nodes_map_is_an_error() {
+        let m = nodes(1);
+        let e = render(b"{\"model\":{}}", m.iter(), None).err().unwrap();
+        assert!(e.contains("model.nodes"), "{e}");
+    }
+}
