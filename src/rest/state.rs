@@ -17,7 +17,6 @@ use super::{JsonCache, GZIP_MIN};
 use crate::scheduler::exchange::View;
 use crate::scheduler::model::ClusterModel;
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 #[derive(Serialize)]
@@ -52,7 +51,7 @@ fn render(v: &View, window: &Window, previous: Option<&Render>) -> Result<Render
         suppressed: v.suppressed,
         model: ClusterModel {
             framework_id: m.framework_id.clone(),
-            nodes: BTreeMap::new(),
+            nodes: Default::default(),
             launch_seq: m.launch_seq,
             heartbeat_secs: m.heartbeat_secs,
             pools: m.pools.clone(),
@@ -63,7 +62,7 @@ fn render(v: &View, window: &Window, previous: Option<&Render>) -> Result<Render
     let encode = |e: serde_json::Error| e.to_string();
     if *window == Window::default() && total <= STATE_DEFAULT_LIMIT {
         let shell = serde_json::to_vec(&shell_view).map_err(encode)?;
-        return Ok(state_render::render(&shell, m.nodes.iter(), previous)?.0);
+        return Ok(state_render::render(&shell, m.nodes.iter_shared(), previous)?.0);
     }
     let range = window.range(total, STATE_DEFAULT_LIMIT);
     let limit = window.limit.unwrap_or(STATE_DEFAULT_LIMIT);
@@ -79,7 +78,7 @@ fn render(v: &View, window: &Window, previous: Option<&Render>) -> Result<Render
         counts: Counts::of(m.nodes.values()),
     })
     .map_err(encode)?;
-    let nodes = m.nodes.iter().skip(range.start).take(range.len());
+    let nodes = m.nodes.iter_shared().skip(range.start).take(range.len());
     Ok(state_render::render(&shell, nodes, previous)?.0)
 }
 

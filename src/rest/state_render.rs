@@ -23,8 +23,9 @@ pub(super) trait NodeVersion {
     fn unchanged(&self, key: &Key) -> bool;
 }
 
-/// A model that holds nodes by value: a copy, compared field by field (far cheaper than
-/// encoding the node again).
+/// Nodes by value (the tests' plain maps): a copy, compared field by field. The model holds
+/// its nodes shared (below).
+#[cfg(test)]
 impl NodeVersion for Node {
     fn remember(&self) -> Key {
         Arc::new(self.clone())
