@@ -36,7 +36,10 @@ impl Secret {
     /// tell an attacker how much of a guessed token was right. The length is not hidden: tokens
     /// have a fixed length, and a password's length is not what a remote timing probe learns.
     pub fn ct_eq(&self, other: &[u8]) -> bool {
-        let mine = self.0.as_bytes();
+        Secret::ct_eq_bytes(self.0.as_bytes(), other)
+    }
+
+    fn ct_eq_bytes(mine: &[u8], other: &[u8]) -> bool {
         if mine.len() != other.len() {
             return false;
         }
@@ -112,6 +115,62 @@ pub fn random_token_from(source: &Path) -> io::Result<Secret> {
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// A token held as compactly as it allows: one [`random_token`] made (64 lowercase hex
+/// digits) as its 32 bytes, anything else as its text. An index of 10,000 executors' tokens
+/// is then 10,000 times 40 bytes, not 10,000 strings. Like [`Secret`], it prints redacted
+/// and has no `Serialize`.
+#[derive(Clone)]
+pub struct Token(TokenRepr);
+
+#[derive(Clone)]
+enum TokenRepr {
+    Bytes([u8; TOKEN_BYTES]),
+    Text(Box<str>),
+}
+
+/// The bytes of `hex` when it is exactly what [`random_token`] makes.
+fn token_bytes(hex: &[u8]) -> Option<[u8; TOKEN_BYTES]> {
+    if hex.len() != TOKEN_BYTES * 2 {
+        return None;
+    }
+    let digit = |c: u8| HEX.iter().position(|h| *h == c).map(|d| d as u8);
+    let mut out = [0u8; TOKEN_BYTES];
+    for (o, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
+        *o = (digit(pair[0])? << 4) | digit(pair[1])?;
+    }
+    Some(out)
+}
+
+impl Token {
+    pub fn new(secret: &Secret) -> Token {
+        Token(match token_bytes(secret.expose().as_bytes()) {
+            Some(b) => TokenRepr::Bytes(b),
+            None => TokenRepr::Text(secret.expose().into()),
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        matches!(&self.0, TokenRepr::Text(t) if t.is_empty())
+    }
+
+    /// Whether `presented` is this token, compared in constant time as [`Secret::ct_eq`].
+    pub fn matches(&self, presented: &Secret) -> bool {
+        match &self.0 {
+            TokenRepr::Text(t) => presented.ct_eq(t.as_bytes()),
+            // Not a token's shape: no comparison to time. Else the bytes, without an early
+            // exit.
+            TokenRepr::Bytes(mine) => token_bytes(presented.expose().as_bytes())
+                .is_some_and(|theirs| Secret::ct_eq_bytes(mine, &theirs)),
+        }
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -199,5 +258,27 @@ mod tests {
         let err = random_token_from(&short).expect_err("5 bytes are not enough");
         assert!(err.to_string().contains("short"), "{err}");
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_token_held_as_bytes_matches_its_text_only() {
+        let made = random_token().unwrap();
+        let t = Token::new(&made);
+        assert!(matches!(t.0, TokenRepr::Bytes(_)));
+        assert!(t.matches(&made));
+        assert!(!t.is_empty());
+        let mut other = made.expose().to_owned();
+        other.replace_range(63.., if other.ends_with('0') { "1" } else { "0" });
+        assert!(!t.matches(&Secret::new(other)));
+        // Upper case is another text, not the same token.
+        assert!(!t.matches(&Secret::new(made.expose().to_ascii_uppercase())));
+        assert!(!t.matches(&Secret::new("")));
+        assert_eq!(format!("{t:?}"), "<redacted>");
+        // Anything else is kept as text and compared as such.
+        let text = Token::new(&Secret::new("secret-1"));
+        assert!(matches!(text.0, TokenRepr::Text(_)));
+        assert!(text.matches(&"secret-1".into()));
+        assert!(!text.matches(&"secret-2".into()));
+        assert!(Token::new(&Secret::new("")).is_empty());
     }
 }

@@ -10,7 +10,7 @@
 
 use super::http::{Gate, Request, Response};
 use crate::scheduler::exchange::SecretUpdate;
-use crate::secret::Secret;
+use crate::secret::{Secret, Token};
 use crossbeam_channel::{select, Receiver, Sender};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -38,7 +38,7 @@ struct Check {
 
 /// Index of executor id -> secret, fed by `updates`.
 #[derive(Default)]
-struct Index(HashMap<String, Secret>);
+struct Index(HashMap<Box<str>, Token>);
 
 impl Index {
     fn apply(&mut self, u: SecretUpdate) {
@@ -47,10 +47,10 @@ impl Index {
                 executor_id,
                 secret,
             } => {
-                self.0.insert(executor_id, secret);
+                self.0.insert(executor_id.into(), Token::new(&secret));
             }
             SecretUpdate::Forget { executor_id } => {
-                self.0.remove(&executor_id);
+                self.0.remove(executor_id.as_str());
             }
         }
     }
@@ -59,7 +59,7 @@ impl Index {
         match self.0.get(executor_id) {
             None => Verdict::Unknown,
             // An empty stored secret would match an empty presented one: never accept it.
-            Some(s) if !s.is_empty() && presented.ct_eq(s.expose().as_bytes()) => Verdict::Pass,
+            Some(s) if !s.is_empty() && s.matches(presented) => Verdict::Pass,
             Some(_) => Verdict::Wrong,
         }
     }
