@@ -279,6 +279,17 @@ pub fn decide(
         .collect()
 }
 
+/// What [`decide`] declines outright (covered agents, backoff, a second offer of an agent,
+/// bad attributes), without fitting the rest: `None` where it might launch. For offers that
+/// find the launch window full, which are declined either way.
+pub fn screen_declines(
+    model: &ClusterModel,
+    offers: &[Offer],
+    now_ms: u64,
+) -> Vec<Option<Decision>> {
+    screen(model, offers, now_ms).0
+}
+
 /// An offer that may get a launch: its index, the layout its attributes give, the persona
 /// they pin.
 type Candidate = (usize, Layout, Option<Persona>);

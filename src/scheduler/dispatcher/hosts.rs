@@ -14,25 +14,31 @@ impl Dispatcher {
     /// agent id to the new id. Agents that already have a node are left alone.
     pub(super) fn follow_hosts<'a>(&mut self, agents: impl Iterator<Item = (&'a str, &'a str)>) {
         let now = self.clock.now_ms();
-        let mut by_host: Option<HashMap<String, String>> = None;
+        // Host -> new agent id, of the agents without a node (all of a launch wave's).
+        let mut unknown: HashMap<&str, &str> = HashMap::new();
         for (agent, host) in agents {
-            if self.state.model.nodes.contains_key(agent) {
-                continue;
+            if !self.state.model.nodes.contains_key(agent) {
+                unknown.insert(host, agent);
             }
-            // Built on first need: most calls find every agent known already.
-            let index = by_host.get_or_insert_with(|| {
-                self.state
-                    .model
-                    .nodes
-                    .values()
-                    .map(|n| (n.hostname.clone(), n.agent_id.clone()))
-                    .collect()
-            });
-            let Some(old) = index.get(host).cloned() else {
-                continue;
-            };
-            index.insert(host.to_owned(), agent.to_owned());
-            self.move_node(&old, agent, now);
+        }
+        if unknown.is_empty() {
+            return;
+        }
+        // One pass over the nodes, nothing copied but what moves (a wave asks this for every
+        // few hundred offers of thousands of new agents).
+        let moves: Vec<(String, String)> = self
+            .state
+            .model
+            .nodes
+            .values()
+            .filter_map(|n| {
+                // A new agent takes over one node (the first of its host, should two share it).
+                let new = unknown.remove(n.hostname.as_str())?;
+                Some((n.agent_id.clone(), new.to_owned()))
+            })
+            .collect();
+        for (old, new) in moves {
+            self.move_node(&old, &new, now);
         }
     }
 

@@ -63,7 +63,19 @@ impl Dispatcher {
                 .iter()
                 .map(|o| (o.agent_id.value.as_str(), o.hostname.as_str())),
         );
-        let decisions = placement::decide(&self.state.model, &offers, &self.settings, now);
+        let decisions = if may_launch {
+            placement::decide(&self.state.model, &offers, &self.settings, now)
+        } else {
+            placement::screen_declines(&self.state.model, &offers, now)
+                .into_iter()
+                .map(|d| {
+                    d.unwrap_or(Decision::Decline {
+                        reason: "the launch window is full".into(),
+                        refuse_seconds: offer_backlog::WINDOW_FULL_REFUSE_SECS,
+                    })
+                })
+                .collect()
+        };
         // An offer names the executors running on its agent: ours that are not the
         // current launch (an old task ended, its executor did not) are shut down.
         for o in &offers {
@@ -76,13 +88,6 @@ impl Dispatcher {
         let mut accepts = Vec::new();
         let mut declines: BTreeMap<u64, (Vec<OfferID>, f64)> = BTreeMap::new();
         for (offer, decision) in offers.into_iter().zip(decisions) {
-            let decision = match decision {
-                Decision::Launch { .. } if !may_launch => Decision::Decline {
-                    reason: "the launch window is full".into(),
-                    refuse_seconds: offer_backlog::WINDOW_FULL_REFUSE_SECS,
-                },
-                d => d,
-            };
             match decision {
                 Decision::Launch {
                     persona,
