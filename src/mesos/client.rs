@@ -667,16 +667,7 @@ pub fn get_json_streamed<T: DeserializeOwned>(
     config: &ClientConfig,
     max_bytes: u64,
 ) -> Result<T, ClientError> {
-    let endpoint = format!("GET {url}");
-    log::debug!("{endpoint}");
-    let response = new_agent(config)
-        .get(url)
-        .header("Accept", "application/json")
-        .call()
-        .map_err(|e| ClientError::Transport(format!("{endpoint}: {e}")))?;
-    if response.status().as_u16() != 200 {
-        return Err(classify(endpoint, response, "200 with a JSON body"));
-    }
+    let (endpoint, response) = get_ok(&new_agent(config), url)?;
     let reader = response
         .into_body()
         .into_with_config()
@@ -694,11 +685,8 @@ pub fn get_json_streamed<T: DeserializeOwned>(
     })
 }
 
-fn get_json_with(
-    agent: &ureq::Agent,
-    url: &str,
-    max_bytes: u64,
-) -> Result<serde_json::Value, ClientError> {
+/// `GET url` asking for JSON: the endpoint (for errors) and the response, when it is a 200.
+fn get_ok(agent: &ureq::Agent, url: &str) -> Result<(String, Response<ureq::Body>), ClientError> {
     let endpoint = format!("GET {url}");
     log::debug!("{endpoint}");
     let response = agent
@@ -709,6 +697,15 @@ fn get_json_with(
     if response.status().as_u16() != 200 {
         return Err(classify(endpoint, response, "200 with a JSON body"));
     }
+    Ok((endpoint, response))
+}
+
+fn get_json_with(
+    agent: &ureq::Agent,
+    url: &str,
+    max_bytes: u64,
+) -> Result<serde_json::Value, ClientError> {
+    let (endpoint, response) = get_ok(agent, url)?;
     let body = response
         .into_body()
         .into_with_config()

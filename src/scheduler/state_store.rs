@@ -115,20 +115,13 @@ impl StateStore {
                     root_hash = Some(h);
                 }
                 for (agent, node) in state.model.nodes.iter_shared() {
-                    let secret = node_secret(state, node);
-                    let secret_hash = secret.map_or(0, |s| content_hash(s.as_bytes()));
+                    let secret_hash = secret_hash(state, node);
                     let before = saved_nodes.get(agent);
                     if before.is_some_and(|b| Arc::ptr_eq(&b.node, node) && b.secret == secret_hash)
                     {
                         continue;
                     }
-                    encode(
-                        buf,
-                        &NodeRecord {
-                            node: &**node,
-                            executor_secret: secret.cloned(),
-                        },
-                    );
+                    encode_node(buf, state, node);
                     let hash = content_hash(buf);
                     // Written to but the same again (a copy was made by a write that put
                     // back what was there): remember the new pointer, write nothing.
@@ -197,20 +190,13 @@ impl StateStore {
         self.saved_root = Some(content_hash(&self.buf));
         let mut saved = HashMap::with_capacity(state.model.nodes.len());
         for (agent, node) in state.model.nodes.iter_shared() {
-            let secret = node_secret(state, node);
-            encode(
-                &mut self.buf,
-                &NodeRecord {
-                    node: &**node,
-                    executor_secret: secret.cloned(),
-                },
-            );
+            encode_node(&mut self.buf, state, node);
             saved.insert(
                 agent.clone(),
                 SavedNode {
                     node: node.clone(),
                     hash: content_hash(&self.buf),
-                    secret: secret.map_or(0, |s| content_hash(s.as_bytes())),
+                    secret: secret_hash(state, node),
                 },
             );
         }
@@ -222,6 +208,22 @@ impl StateStore {
 fn node_secret<'a>(state: &'a Persisted, node: &Node) -> Option<&'a String> {
     let t = node.task.as_ref()?;
     state.executor_secrets.get(&t.executor_id)
+}
+
+/// The content hash of that secret (0: none), so a secret-only change is seen.
+fn secret_hash(state: &Persisted, node: &Node) -> u64 {
+    node_secret(state, node).map_or(0, |s| content_hash(s.as_bytes()))
+}
+
+/// The JSON of `node`'s record (the node and its executor's secret) into `buf`.
+fn encode_node(buf: &mut Vec<u8>, state: &Persisted, node: &Node) {
+    encode(
+        buf,
+        &NodeRecord {
+            node,
+            executor_secret: node_secret(state, node).cloned(),
+        },
+    );
 }
 
 /// The root record: framework facts and the secrets that belong to no node's current launch.
@@ -261,13 +263,7 @@ fn for_each_record(state: &Persisted, buf: &mut Vec<u8>, mut f: impl FnMut(&str,
     encode(buf, &root_record(state));
     f(ROOT_KEY, buf);
     for (agent, node) in &state.model.nodes {
-        encode(
-            buf,
-            &NodeRecord {
-                node,
-                executor_secret: node_secret(state, node).cloned(),
-            },
-        );
+        encode_node(buf, state, node);
         f(&node_key(agent), buf);
     }
 }

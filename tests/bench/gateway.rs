@@ -10,6 +10,9 @@
 //! Dev cluster agents share one loopback address, so the nodes here get their own
 //! addresses (10.1.0.x), as real hosts have.
 
+#[path = "../support/bench.rs"]
+mod bench;
+
 use devcluster::gateway::{self, GatewayConfig, MdmIps};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -24,17 +27,7 @@ const DEVICES: [&str; 4] = ["/dev/sdb", "/dev/sdc", "/dev/sdd", "/dev/sde"];
 const PASSWORD: &str = "Bench-Pa55";
 
 fn main() {
-    // What was measured: this bench binary, with the library linked in (bench.sh builds it
-    // for the shipped musl target).
-    println!(
-        "bench_binary {} ({}, library in-process)",
-        std::env::current_exe().map_or_else(|_| "?".into(), |p| p.display().to_string()),
-        if cfg!(target_env = "musl") {
-            "static musl"
-        } else {
-            "glibc"
-        }
-    );
+    bench::print_in_process_binary();
     let gw = gateway::start(GatewayConfig::new(
         PASSWORD,
         MdmIps {

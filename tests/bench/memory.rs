@@ -18,28 +18,10 @@ mod cluster;
 
 use devcluster::master;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Clock ticks per second of `/proc/<pid>/stat` (USER_HZ, 100 on Linux).
 const USER_HZ: f64 = 100.0;
-
-/// A field (`VmHWM`, `VmRSS`, `Threads`) of `/proc/<pid>/status`, as its number (kB for sizes).
-fn status_field(pid: u32, name: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with(&format!("{name}:")))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// utime + stime of the process, in clock ticks.
-fn cpu_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after `(comm)`: state is field 3; utime and stime are fields 14 and 15.
-    let f: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
-}
 
 struct Cost {
     peak_kb: u64,
@@ -61,27 +43,9 @@ fn measure(sched: &Path, exec: &Path, n: usize) -> Cost {
         ..Default::default()
     })
     .expect("dev cluster");
-    let mut args = cluster::scheduler_args(
-        &m.addr().to_string(),
-        cluster::free_port(),
-        &dir.join("state.json"),
-        "Scaleio123",
-    );
-    // The info level: the debug level's cost is the scheduler bench's `_debug` lines.
-    args[0] = "-loglevel=info".into();
-    args.retain(|a| !a.starts_with("-executor.altpath="));
-    args.push(format!("-executor.altpath={}", exec.display()));
     let start = Instant::now();
-    let mut child = Command::new(sched)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(
-            std::fs::File::create(dir.join("scheduler.log"))
-                .map(Stdio::from)
-                .unwrap_or_else(|_| Stdio::null()),
-        )
-        .spawn()
-        .expect("start scheduler");
+    // The info level: the debug level's cost is the scheduler bench's `_debug` lines.
+    let mut child = cluster::spawn_bench_scheduler(sched, exec, &m, &dir, "info");
     let pid = child.id();
     let deadline = start + Duration::from_secs(300);
     loop {
@@ -99,12 +63,12 @@ fn measure(sched: &Path, exec: &Path, n: usize) -> Cost {
         std::thread::sleep(Duration::from_millis(100));
     }
     let elapsed = start.elapsed();
-    let peak_kb = status_field(pid, "VmHWM").expect("VmHWM");
-    let cpu_s = cpu_ticks(pid).expect("proc stat") as f64 / USER_HZ;
+    let peak_kb = cluster::proc_status_field(pid, "VmHWM").expect("VmHWM");
+    let cpu_s = cluster::cpu_ticks(pid).expect("proc stat") as f64 / USER_HZ;
     // Settled: what it keeps once the launch wave is over.
     std::thread::sleep(Duration::from_secs(3));
-    let settled_kb = status_field(pid, "VmRSS").unwrap_or(0);
-    let threads = status_field(pid, "Threads").unwrap_or(0);
+    let settled_kb = cluster::proc_status_field(pid, "VmRSS").unwrap_or(0);
+    let threads = cluster::proc_status_field(pid, "Threads").unwrap_or(0);
     let _ = child.kill();
     let _ = child.wait();
     drop(m);

@@ -10,6 +10,9 @@
 //! `cargo bench --bench rest`; `REST_BENCH_SECS` (default 4) and `REST_BENCH_CLIENTS`
 //! (default 32) change the run. The whole run takes about `1.5 * REST_BENCH_SECS + 1` s.
 
+#[path = "../support/bench.rs"]
+mod bench;
+
 #[path = "../support/rest_fake.rs"]
 mod fake;
 
@@ -180,17 +183,7 @@ fn run(addr: SocketAddr, clients: usize, secs: f64, gzip: bool) -> Run {
 }
 
 fn main() {
-    // What was measured: this bench binary, with the library linked in (bench.sh builds it
-    // for the shipped musl target).
-    println!(
-        "bench_binary {} ({}, library in-process)",
-        std::env::current_exe().map_or_else(|_| "?".into(), |p| p.display().to_string()),
-        if cfg!(target_env = "musl") {
-            "static musl"
-        } else {
-            "glibc"
-        }
-    );
+    bench::print_in_process_binary();
     let secs: f64 = env("REST_BENCH_SECS", 4.0);
     let clients: usize = env("REST_BENCH_CLIENTS", 32);
     let fake = fake::Fake::start(

@@ -21,58 +21,13 @@
 mod cluster;
 
 use devcluster::master;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn clock_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the `(comm)`: state is field 3; utime and stime are fields 14 and 15.
-    let rest = stat.rsplit_once(')')?.1;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
-}
-
-fn spawn_scheduler(
-    sched: &std::path::Path,
-    exec: &std::path::Path,
-    m: &master::MasterHandle,
-    dir: &std::path::Path,
-    loglevel: &str,
-) -> std::process::Child {
-    let _ = std::fs::create_dir_all(dir);
-    let mut args = cluster::scheduler_args(
-        &m.addr().to_string(),
-        cluster::free_port(),
-        &dir.join("state.json"),
-        "Scaleio123",
-    );
-    args[0] = format!("-loglevel={loglevel}");
-    args.retain(|a| !a.starts_with("-executor.altpath="));
-    args.push(format!("-executor.altpath={}", exec.display()));
-    Command::new(sched)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(
-            std::fs::File::create(dir.join("scheduler.log"))
-                .map(Stdio::from)
-                .unwrap_or_else(|_| Stdio::null()),
-        )
-        .spawn()
-        .expect("start scheduler")
-}
 
 /// Downloads in flight at once on the one machine that hosts the 10,000 synthetic agents. On
 /// a real cluster each agent fetches on its own host as its launch arrives, so a launch wave
 /// can ask for thousands at once; here 128 (the scheduler's 64 REST workers busy, its queue
 /// in use) keeps the machine's two cores from spending the run on client threads.
 const FETCHERS: usize = 128;
-
-/// The peak resident set of a process so far (`VmHWM`), in KiB.
-fn peak_rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
 
 fn ten_thousand(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str, suffix: &str) {
     const N: usize = 10_000;
@@ -91,7 +46,9 @@ fn ten_thousand(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str,
     })
     .expect("dev cluster");
     let start = Instant::now();
-    let child = cluster::KillOnDrop(spawn_scheduler(sched, exec, &m, &dir, loglevel));
+    let child = cluster::KillOnDrop(cluster::spawn_bench_scheduler(
+        sched, exec, &m, &dir, loglevel,
+    ));
     let deadline = start + Duration::from_secs(300);
     loop {
         let n = cluster::agents_running(&m);
@@ -135,7 +92,7 @@ fn ten_thousand(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str,
         "# scheduler_bytes_served_10k{suffix}: {fetches} fetches of {} bytes ({FETCHERS} at once); \
          scheduler peak RSS {} KiB (VmHWM, whole run)",
         std::fs::metadata(exec).map_or(0, |m| m.len()),
-        peak_rss_kib(child.0.id()).unwrap_or(0)
+        cluster::proc_status_field(child.0.id(), "VmHWM").unwrap_or(0)
     );
     drop(child);
     drop(m);
@@ -161,7 +118,9 @@ fn five_agents(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str, 
     })
     .expect("dev cluster");
     let start = Instant::now();
-    let child = cluster::KillOnDrop(spawn_scheduler(sched, exec, &m, &dir, loglevel));
+    let child = cluster::KillOnDrop(cluster::spawn_bench_scheduler(
+        sched, exec, &m, &dir, loglevel,
+    ));
     let deadline = start + Duration::from_secs(60);
     while cluster::agents_running(&m) != 5 {
         assert!(Instant::now() < deadline, "executors did not come up");
@@ -174,10 +133,10 @@ fn five_agents(sched: &std::path::Path, exec: &std::path::Path, loglevel: &str, 
     // Let the launch settle (acknowledgements, suppression), then measure.
     std::thread::sleep(Duration::from_secs(2));
     let hz = 100.0; // USER_HZ on Linux
-    let t0 = clock_ticks(child.0.id()).expect("proc stat");
+    let t0 = cluster::cpu_ticks(child.0.id()).expect("proc stat");
     let w0 = Instant::now();
     std::thread::sleep(Duration::from_secs(10));
-    let t1 = clock_ticks(child.0.id()).expect("proc stat");
+    let t1 = cluster::cpu_ticks(child.0.id()).expect("proc stat");
     let pct = (t1 - t0) as f64 / hz / w0.elapsed().as_secs_f64() * 100.0;
     println!("bench scheduler_idle_cpu_pct{suffix} {pct:.2} %");
     drop(child);

@@ -1,6 +1,9 @@
 //! `cargo bench --bench store`: bytes the file store writes for one node's update when the
 //! cluster has 10,000 nodes (issue 12: a save costs what changed, not the whole model).
 
+#[path = "../support/bench.rs"]
+mod bench;
+
 use storage_framework::mesos::types::TaskState;
 use storage_framework::scheduler::model::{Node, Persisted, Persona, TaskRecord};
 use storage_framework::scheduler::state_store::StateStore;
@@ -10,17 +13,7 @@ const NODES: usize = 10_000;
 const UPDATES: u64 = 1_000;
 
 fn main() {
-    // What was measured: this bench binary, with the library linked in (bench.sh builds it
-    // for the shipped musl target).
-    println!(
-        "bench_binary {} ({}, library in-process)",
-        std::env::current_exe().map_or_else(|_| "?".into(), |p| p.display().to_string()),
-        if cfg!(target_env = "musl") {
-            "static musl"
-        } else {
-            "glibc"
-        }
-    );
+    bench::print_in_process_binary();
     let dir = std::env::temp_dir().join(format!("bench-store-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");

@@ -4,6 +4,9 @@
 //! in-memory RecordIO stream of realistic OFFERS events: one offer with cpus, mem, disk and
 //! ports, three text attributes, decoded into typed events on one thread.
 
+#[path = "../support/bench.rs"]
+mod bench;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 use storage_framework::mesos::proto::Message;
@@ -125,17 +128,7 @@ fn build(encoding: Encoding, events: usize) -> (Vec<u8>, usize) {
 }
 
 fn main() {
-    // What was measured: this bench binary, with the library linked in (bench.sh builds it
-    // for the shipped musl target).
-    println!(
-        "bench_binary {} ({}, library in-process)",
-        std::env::current_exe().map_or_else(|_| "?".into(), |p| p.display().to_string()),
-        if cfg!(target_env = "musl") {
-            "static musl"
-        } else {
-            "glibc"
-        }
-    );
+    bench::print_in_process_binary();
     // `cargo bench` passes `--bench`; nothing else to parse.
     let events = std::env::var("WIRE_BENCH_EVENTS")
         .ok()

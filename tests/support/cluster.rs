@@ -258,3 +258,53 @@ pub fn try_stored_state(
         .load()
         .map_err(|e| e.to_string())
 }
+
+/// Starts `sched` (a scheduler binary) on the dev cluster `m` with `exec` as its executor,
+/// its state and log in `dir` (`scheduler.log`), at `-loglevel={loglevel}`: the benches'
+/// scheduler.
+pub fn spawn_bench_scheduler(
+    sched: &Path,
+    exec: &Path,
+    m: &devcluster::master::MasterHandle,
+    dir: &Path,
+    loglevel: &str,
+) -> std::process::Child {
+    use std::process::{Command, Stdio};
+    let _ = std::fs::create_dir_all(dir);
+    let mut args = scheduler_args(
+        &m.addr().to_string(),
+        free_port(),
+        &dir.join("state.json"),
+        "Scaleio123",
+    );
+    args[0] = format!("-loglevel={loglevel}");
+    args.retain(|a| !a.starts_with("-executor.altpath="));
+    args.push(format!("-executor.altpath={}", exec.display()));
+    Command::new(sched)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(
+            std::fs::File::create(dir.join("scheduler.log"))
+                .map(Stdio::from)
+                .unwrap_or_else(|_| Stdio::null()),
+        )
+        .spawn()
+        .expect("start scheduler")
+}
+
+/// utime + stime of a process, in clock ticks (USER_HZ, 100 on Linux).
+pub fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after `(comm)`: state is field 3; utime and stime are fields 14 and 15.
+    let f: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+/// A field (`VmHWM`, `VmRSS`, `Threads`) of `/proc/<pid>/status`, as its number (kB for sizes).
+pub fn proc_status_field(pid: u32, name: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status
+        .lines()
+        .find(|l| l.strip_prefix(name).is_some_and(|r| r.starts_with(':')))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}

@@ -309,14 +309,7 @@ impl Dispatcher {
                 return Some(Exit::Stopped);
             }
             Input::Event(ev) => return self.on_event(*ev),
-            Input::Offers(offers) => {
-                let mut rest = self.offer_backlog.admit_encoded(offers);
-                while !rest.is_empty() {
-                    let chunk = rest.take_decoded(offer_backlog::LAUNCH_WINDOW);
-                    let offers = self.decodable(chunk);
-                    self.answer_overflow(offers);
-                }
-            }
+            Input::Offers(offers) => self.admit_encoded_offers(offers),
             Input::Storage(report) => {
                 if self.storage.on_report(&mut self.state.model, report) {
                     self.dirty = true;
@@ -377,8 +370,7 @@ impl Dispatcher {
             }
             event::Type::Offers => {
                 if let Some(o) = ev.offers {
-                    let rest = self.offer_backlog.admit_decoded(o.offers);
-                    self.answer_overflow(rest);
+                    self.admit_decoded_offers(o.offers);
                 }
             }
             event::Type::Rescind => {

@@ -32,23 +32,32 @@ impl Dispatcher {
         }
     }
 
-    /// The offers that decode; the others are logged and skipped.
-    pub(super) fn decodable(
-        &mut self,
-        offers: Vec<Result<Offer, crate::mesos::proto::DecodeError>>,
-    ) -> Vec<Offer> {
-        offers
-            .into_iter()
-            .filter_map(|o| {
-                o.map_err(|e| warn!("skipping an offer that does not decode: {e}"))
-                    .ok()
-            })
-            .collect()
+    /// An OFFERS event kept encoded (protobuf): what fits waits for the launch window, the
+    /// rest is answered now, decoded a window's worth at a time.
+    pub(super) fn admit_encoded_offers(&mut self, offers: crate::mesos::offers::RawOffers) {
+        let mut rest = self.offer_backlog.admit_encoded(offers);
+        while !rest.is_empty() {
+            let offers = rest
+                .take_decoded(offer_backlog::LAUNCH_WINDOW)
+                .into_iter()
+                .filter_map(|o| {
+                    o.map_err(|e| warn!("skipping an offer that does not decode: {e}"))
+                        .ok()
+                })
+                .collect();
+            self.answer_overflow(offers);
+        }
+    }
+
+    /// The offers of a decoded OFFERS event (JSON), as [`Self::admit_encoded_offers`].
+    pub(super) fn admit_decoded_offers(&mut self, offers: Vec<Offer>) {
+        let rest = self.offer_backlog.admit_decoded(offers);
+        self.answer_overflow(rest);
     }
 
     /// Offers beyond what may wait for the launch window: answered now, a launch among them
     /// declined for a moment (see `offer_backlog.rs`).
-    pub(super) fn answer_overflow(&mut self, offers: Vec<Offer>) {
+    fn answer_overflow(&mut self, offers: Vec<Offer>) {
         if !offers.is_empty() {
             let now = self.clock.now_ms();
             self.on_offers(offers, now, false);
