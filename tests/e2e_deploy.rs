@@ -10,6 +10,8 @@
 
 #[path = "support/cluster.rs"]
 mod cluster;
+#[path = "support/schema.rs"]
+mod schema;
 
 use cluster::{release_artifact, wait_for};
 use devcluster::{launcher, master};
@@ -422,7 +424,7 @@ fn dry_run_prints_the_spec_command_line_and_masks_the_password() {
         "{cmd}"
     );
     assert!(cmd.contains("-uri=10.0.0.21:5050 "), "{cmd}");
-    let schema = Path::new(ROOT).join("../shared/reference/marathon-AppDefinition.schema.json");
+    let schema = schema::marathon_schema();
     let v = Command::new("python3")
         .arg(Path::new(ROOT).join("tests/support/validate_app.py"))
         .arg(&schema)

@@ -2,6 +2,9 @@
 //! by a real validator, Python `jsonschema`), and exactly the shape of deployment-spec.md
 //! sections 2.1, 2.2 and 9.
 
+#[path = "support/schema.rs"]
+mod schema;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -29,11 +32,8 @@ fn path(rel: &str) -> PathBuf {
     Path::new(ROOT).join(rel)
 }
 
-/// In CI the repository is cloned with `shared/` beside it.
 fn schema() -> PathBuf {
-    let p = path("../shared/reference/marathon-AppDefinition.schema.json");
-    assert!(p.is_file(), "{} missing", p.display());
-    p
+    schema::marathon_schema()
 }
 
 fn load(rel: &str) -> Value {
