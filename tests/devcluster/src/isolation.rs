@@ -6,8 +6,10 @@
 //!   is summed (`/proc/<pid>/statm`, resident pages x 4 KiB). Above the app's `mem` MB the
 //!   whole group is SIGKILLed and the task ends `TASK_FAILED` with the memory isolator's
 //!   "Memory limit exceeded" message; the launcher then relaunches it with the app's
-//!   backoff. Differences from a cgroup: only RSS counts (no page cache, no kernel memory),
-//!   and a peak shorter than one period can go unseen.
+//!   backoff. A member's own peak (`VmHWM` in `/proc/<pid>/status`) over `mem` kills too, as
+//!   the kernel would have at the moment of the allocation. Differences from a cgroup: only
+//!   RSS counts (no page cache, no kernel memory), and a peak of a member that lived less
+//!   than one period can go unseen.
 //! - **cpus**: a CFS-bandwidth emulation, quota = `cpus` x `PERIOD` per period. CPU time is
 //!   read from `/proc/<pid>/stat` (utime + stime + reaped children's, in 10 ms ticks); a period
 //!   that used more than its quota SIGSTOPs the group for as long as the overrun takes to
@@ -30,6 +32,9 @@ const PAGE_BYTES: u64 = 4096;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
     pub rss_bytes: u64,
+    /// The largest high-water mark of any one member: a group peak between two samples
+    /// that a cgroup would have caught.
+    pub peak_rss_bytes: u64,
     /// CPU time so far, in ticks (utime + stime + cutime + cstime of each member).
     pub cpu_ticks: u64,
 }
@@ -78,9 +83,10 @@ impl Isolator {
     /// One period's decision from the group's usage now.
     pub fn tick(&mut self, now: Instant, usage: Usage) -> Option<Action> {
         self.rss_bytes = usage.rss_bytes;
-        self.max_rss_bytes = self.max_rss_bytes.max(usage.rss_bytes);
+        let peak = usage.rss_bytes.max(usage.peak_rss_bytes);
+        self.max_rss_bytes = self.max_rss_bytes.max(peak);
         self.cpu_ticks = self.cpu_ticks.max(usage.cpu_ticks);
-        if usage.rss_bytes > self.mem_bytes {
+        if peak > self.mem_bytes {
             return Some(Action::OomKill);
         }
         // A member that exits unreaped takes its ticks along: never count backwards.
@@ -167,8 +173,21 @@ pub fn group_usage(pgid: u32) -> Usage {
             let pages = resident.and_then(|r| r.parse::<u64>().ok()).unwrap_or(0);
             total.rss_bytes += pages * PAGE_BYTES;
         }
+        if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+            total.peak_rss_bytes = total.peak_rss_bytes.max(high_water_mark(&status));
+        }
     }
     total
+}
+
+/// `VmHWM` of a `/proc/<pid>/status`, in bytes; 0 when absent (a kernel thread, a zombie).
+fn high_water_mark(status: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|kb| kb.trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
 }
 
 #[cfg(test)]
@@ -181,12 +200,12 @@ mod tests {
         let now = Instant::now();
         let under = Usage {
             rss_bytes: 32 * 1024 * 1024,
-            cpu_ticks: 0,
+            ..Usage::default()
         };
         assert_eq!(iso.tick(now, under), None);
         let over = Usage {
             rss_bytes: 40 * 1024 * 1024,
-            cpu_ticks: 0,
+            ..Usage::default()
         };
         assert_eq!(iso.tick(now, over), Some(Action::OomKill));
         assert_eq!(
@@ -196,13 +215,36 @@ mod tests {
     }
 
     #[test]
+    fn a_peak_between_samples_kills_as_a_cgroup_would_have() {
+        let mut iso = Isolator::new(1.0, 32.0);
+        let spiked = Usage {
+            rss_bytes: 8 * 1024 * 1024,
+            peak_rss_bytes: 48 * 1024 * 1024,
+            cpu_ticks: 0,
+        };
+        assert_eq!(iso.tick(Instant::now(), spiked), Some(Action::OomKill));
+        assert_eq!(
+            iso.oom_message(),
+            "Memory limit exceeded: Requested: 32MB Maximum Used: 48MB"
+        );
+    }
+
+    #[test]
+    fn the_high_water_mark_is_read_from_proc_status() {
+        let status = "Name:\ttail\nVmPeak:\t  70000 kB\nVmHWM:\t   67516 kB\nVmRSS:\t 100 kB\n";
+        assert_eq!(high_water_mark(status), 67516 * 1024);
+        assert_eq!(high_water_mark("Name:\tkthreadd\n"), 0);
+        assert_eq!(high_water_mark("VmHWM:\t garbage kB\n"), 0);
+    }
+
+    #[test]
     fn cpu_over_quota_stops_until_repaid_then_continues() {
         // 0.5 cpus: 50 ms per 100 ms period.
         let mut iso = Isolator::new(0.5, 1024.0);
         let t0 = Instant::now();
         let at = |ticks| Usage {
-            rss_bytes: 0,
             cpu_ticks: ticks,
+            ..Usage::default()
         };
         assert_eq!(
             iso.tick(t0, at(1000)),

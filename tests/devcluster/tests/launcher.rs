@@ -807,11 +807,12 @@ fn a_task_over_its_mem_is_killed_as_oom_and_relaunched_after_the_backoff() {
     let files = FileServer::new(vec![("x", b"x".to_vec())]);
     let l = launcher(&tmp.path().join("work"));
     let addr = l.addr();
-    // `tail` holds its last (only) line: a 64 MB one, against a 16 MB limit.
+    // `tail` keeps the last 64 MB of an endless stream, against a 16 MB limit, until it is
+    // killed: a hog that ends by itself can end between two samples (it did, in CI).
     let app = json!({
         "id": "hog",
         "uris": [format!("{}/x", files.url())],
-        "cmd": "head -c 67108864 /dev/zero | tail; sleep 600",
+        "cmd": "cat /dev/zero | tail -c 67108864",
         "mem": 16,
         "cpus": 1,
         "backoffSeconds": 1,
