@@ -105,16 +105,21 @@ pub fn random_token_from(source: &Path) -> io::Result<Secret> {
     File::open(source)
         .and_then(|mut f| f.read_exact(&mut raw))
         .map_err(context)?;
-    let mut hex = String::with_capacity(TOKEN_BYTES * 2);
-    for b in raw {
-        hex.push(char::from(HEX[usize::from(b >> 4)]));
-        hex.push(char::from(HEX[usize::from(b & 0x0f)]));
-    }
+    let token = Secret(lower_hex(&raw));
     raw.fill(0);
-    Ok(Secret(hex))
+    Ok(token)
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
+
+fn lower_hex(bytes: &[u8]) -> String {
+    let mut hex = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        hex.push(char::from(HEX[usize::from(b >> 4)]));
+        hex.push(char::from(HEX[usize::from(b & 0x0f)]));
+    }
+    hex
+}
 
 /// A token held as compactly as it allows: one [`random_token`] made (64 lowercase hex
 /// digits) as its 32 bytes, anything else as its text. An index of 10,000 executors' tokens
@@ -162,6 +167,37 @@ impl Token {
             // exit.
             TokenRepr::Bytes(mine) => token_bytes(presented.expose().as_bytes())
                 .is_some_and(|theirs| Secret::ct_eq_bytes(mine, &theirs)),
+        }
+    }
+}
+
+impl Token {
+    /// The token as the text it was made from: for the places it leaves the process on
+    /// purpose (the store's node record, the REST side's index at start).
+    pub fn reveal(&self) -> Secret {
+        match &self.0 {
+            TokenRepr::Text(t) => Secret::new(&**t),
+            TokenRepr::Bytes(b) => Secret(lower_hex(b)),
+        }
+    }
+}
+
+impl From<&str> for Token {
+    fn from(text: &str) -> Token {
+        Token::new(&Secret::new(text))
+    }
+}
+
+/// Constant time, as [`Token::matches`]: models holding tokens are compared in tests and in
+/// the store's content checks, never on an attacker's clock, but the rule stays one rule.
+impl PartialEq for Token {
+    fn eq(&self, other: &Token) -> bool {
+        match (&self.0, &other.0) {
+            (TokenRepr::Bytes(a), TokenRepr::Bytes(b)) => Secret::ct_eq_bytes(a, b),
+            (TokenRepr::Text(a), TokenRepr::Text(b)) => {
+                Secret::ct_eq_bytes(a.as_bytes(), b.as_bytes())
+            }
+            _ => false,
         }
     }
 }
@@ -280,5 +316,16 @@ mod tests {
         assert!(text.matches(&"secret-1".into()));
         assert!(!text.matches(&"secret-2".into()));
         assert!(Token::new(&Secret::new("")).is_empty());
+    }
+
+    #[test]
+    fn a_token_reveals_the_text_it_was_made_from() {
+        let made = random_token().unwrap();
+        let t = Token::new(&made);
+        assert_eq!(t.reveal().expose(), made.expose());
+        assert_eq!(Token::from("secret-1").reveal().expose(), "secret-1");
+        assert_eq!(t, Token::new(&made));
+        assert_ne!(t, Token::new(&random_token().unwrap()));
+        assert_ne!(Token::from("a"), Token::from("b"));
     }
 }

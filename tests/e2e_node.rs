@@ -395,8 +395,8 @@ fn mixed_hosts_reach_running_and_failures_name_their_cause() {
     let state = rig.state_text().unwrap();
     assert!(!state.contains(PASSWORD));
     let secrets: Vec<String> = cluster::stored_state(&rig.dir.join("state.json"))
-        .executor_secrets
-        .into_values()
+        .executor_secrets()
+        .map(|(_, s)| s.reveal().expose().to_owned())
         .collect();
     assert!(!secrets.is_empty());
     let master_state = get(&format!("http://{}/master/state", rig.m.addr()));

@@ -178,8 +178,8 @@ impl Rig {
                 let mut out = BTreeMap::new();
                 for (agent, node) in &saved.model.nodes {
                     let exec = &node.task.as_ref()?.executor_id;
-                    let secret = saved.executor_secrets.get(exec)?;
-                    out.insert(exec.clone(), (agent.clone(), secret.clone()));
+                    let secret = node.task.as_ref()?.secret.as_ref()?.reveal();
+                    out.insert(exec.clone(), (agent.clone(), secret.expose().to_owned()));
                 }
                 (out.len() == AGENTS).then_some(out)
             },

@@ -91,12 +91,10 @@ fn start_full(state: Persisted, conn: Connection, opts: ServerOptions) -> Server
     capture_logs();
     // The REST side's early check knows the secrets of the state, as the scheduler's does.
     let (secrets_tx, secrets) = crossbeam_channel::unbounded();
-    for (executor_id, secret) in &state.executor_secrets {
-        let executor_id = executor_id.clone();
-        let secret = Secret::new(secret.as_str());
+    for (executor_id, secret) in state.executor_secrets() {
         let _ = secrets_tx.send(SecretUpdate::Known {
-            executor_id,
-            secret,
+            executor_id: executor_id.to_owned(),
+            secret: secret.reveal(),
         });
     }
     let fake = Fake::start(state, conn);
@@ -1464,9 +1462,8 @@ fn a_full_queue_gets_503() {
 fn no_secret_in_responses_or_logs() {
     let s = start();
     let secrets: Vec<String> = fake::five_nodes()
-        .executor_secrets
-        .values()
-        .cloned()
+        .executor_secrets()
+        .map(|(_, s)| s.reveal().expose().to_owned())
         .collect();
     assert_eq!(secrets.len(), 5);
     // Authenticated calls of every kind, and failed ones, so that every logging path runs.

@@ -462,8 +462,8 @@ fn real_scheduler_page_shows_every_node_and_no_secret() {
 
     // Every secret the scheduler holds, read from its own state file.
     let mut secrets: Vec<String> = cluster::stored_state(&store)
-        .executor_secrets
-        .into_values()
+        .executor_secrets()
+        .map(|(_, s)| s.reveal().expose().to_owned())
         .collect();
     assert_eq!(secrets.len(), 3);
     secrets.push(password.to_owned());

@@ -36,11 +36,8 @@ fn sample() -> Persisted {
         state: storage_framework::mesos::types::TaskState::Running,
         launched_at_ms: 1,
         running_since_ms: None,
+        secret: Some("s3cr3t-never-shown".into()),
     });
-    p.executor_secrets.insert(
-        "storage-executor.host-1.4".into(),
-        "s3cr3t-never-shown".into(),
-    );
     p.model.nodes.insert("a1".into(), n);
     p
 }

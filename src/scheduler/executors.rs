@@ -304,37 +304,41 @@ impl ExecutorApi {
         executor_id: &str,
         presented: &Secret,
     ) -> Result<String, ApiError> {
-        let Some(stored) = state.executor_secrets.get(executor_id) else {
-            return Err(ApiError::new(
+        let unknown = || {
+            ApiError::new(
                 404,
                 "unknown executor",
                 format!("no executor {executor_id:?} is known to this scheduler"),
-            ));
+            )
         };
-        // An empty stored secret would match an empty presented one: never accept it.
-        if stored.is_empty() || !presented.ct_eq(stored.as_bytes()) {
+        let agent = match self.index.get(executor_id) {
+            Some(agent) if is_current(state, agent, executor_id) => agent.clone(),
+            _ => state
+                .model
+                .nodes
+                .values()
+                .find(|n| {
+                    n.task
+                        .as_ref()
+                        .is_some_and(|t| t.executor_id == executor_id)
+                })
+                .map(|n| n.agent_id.clone())
+                .ok_or_else(unknown)?,
+        };
+        // Only a launch's own secret, never revoked, and never an empty one (it would match
+        // an empty presented one).
+        let held = state.model.nodes[agent.as_str()]
+            .task
+            .as_ref()
+            .and_then(|t| t.secret.as_ref())
+            .ok_or_else(unknown)?;
+        if held.is_empty() || !held.matches(presented) {
             return Err(ApiError::new(
                 401,
                 "unauthorized",
                 format!("wrong secret for executor {executor_id:?}"),
             ));
         }
-        if let Some(agent) = self.index.get(executor_id) {
-            if is_current(state, agent, executor_id) {
-                return Ok(agent.clone());
-            }
-        }
-        let agent = state
-            .model
-            .nodes
-            .values()
-            .find(|n| {
-                n.task
-                    .as_ref()
-                    .is_some_and(|t| t.executor_id == executor_id)
-            })
-            .map(|n| n.agent_id.clone())
-            .ok_or_else(|| gone_executor(executor_id))?;
         // Stale entries of replaced launches are dropped as the index grows.
         if self.index.len() > state.model.nodes.len() * 2 + 16 {
             self.index.retain(|id, agent| is_current(state, agent, id));
@@ -530,12 +534,11 @@ mod tests {
                     state: crate::mesos::types::TaskState::Running,
                     launched_at_ms: 1,
                     running_since_ms: Some(2),
+                    secret: Some(SECRET.into()),
                 }),
                 ..Node::new("a1", "h1", Persona::Data, 1)
             },
         );
-        s.executor_secrets
-            .insert("storage-executor.h1.1".into(), SECRET.into());
         s
     }
 
@@ -701,7 +704,7 @@ mod tests {
         let json: serde_json::Value = serde_json::from_slice(&mdm.json).unwrap();
         assert_eq!(json["secrets"]["gateway_password"], "Adm1n-pw");
         assert_eq!(json["secrets"]["rexray_password"], "Vol-pw1");
-        let stored = serde_json::to_string(&s).unwrap();
+        let stored = serde_json::to_string(&s.model).unwrap();
         let shown = format!("{mdm:?} {api:?} {stored}");
         assert!(
             !shown.contains("Vol-pw1") && !shown.contains("Adm1n-pw"),

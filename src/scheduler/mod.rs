@@ -179,10 +179,10 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
 
     // The secrets known now go first; the dispatcher publishes every later change.
     let (secrets_tx, secrets_rx) = crossbeam_channel::unbounded();
-    for (executor_id, secret) in &state.executor_secrets {
+    for (executor_id, secret) in state.executor_secrets() {
         let _ = secrets_tx.send(exchange::SecretUpdate::Known {
-            executor_id: executor_id.clone(),
-            secret: secret.as_str().into(),
+            executor_id: executor_id.to_owned(),
+            secret: secret.reveal(),
         });
     }
     let rest = match start_rest(exchange::RestConfig {
@@ -394,7 +394,6 @@ fn teardown(config: &Config, mut state: Persisted, mut store: StateStore) -> i32
                 }
                 state.model.framework_id = None;
                 state.model.nodes.clear();
-                state.executor_secrets.clear();
                 // Rewritten whole: no earlier record of the framework id stays behind.
                 if let Err(e) = store.replace(&state) {
                     error!("-teardown: framework {id} torn down, but the state could not be saved: {e}");

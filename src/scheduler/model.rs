@@ -1,11 +1,13 @@
 //! The cluster model: what the scheduler knows of every agent it manages. The dispatcher
 //! thread owns it; everyone else sees copies (snapshots) or sends it messages.
 //!
-//! It is also the durable state: it is saved (with the executor secrets, which live apart so
-//! that serializing the model for `/api/state` can never leak them) after every change and
-//! before any call that depends on the change leaves the process.
+//! It is also the durable state: it is saved after every change and before any call that
+//! depends on the change leaves the process. Each launch's executor secret is held with the
+//! launch ([`TaskRecord::secret`]) as a [`Token`], which has no `Serialize`: serializing the
+//! model (for `/api/state`) cannot reach it; the store writes it beside the node on purpose.
 
 use crate::mesos::types::TaskState;
+use crate::secret::Token;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -142,6 +144,11 @@ pub struct TaskRecord {
     pub launched_at_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running_since_ms: Option<u64>,
+    /// The secret this launch's executor presents; `None` once revoked (its agent is gone)
+    /// or for a launch saved without one. Held here, 32 bytes, rather than in a map keyed by
+    /// another copy of the executor id (issue 12: ~2 MB at 10,000 executors).
+    #[serde(skip)]
+    pub secret: Option<Token>,
 }
 
 impl TaskRecord {
@@ -423,14 +430,28 @@ impl ClusterModel {
     }
 }
 
-/// What the store holds: the model plus the executor secrets, kept apart from the model so
-/// that nothing serializing the model can reach them.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// What the store holds: the model, its launches' executor secrets included.
+#[derive(Debug, Clone, Default)]
 pub struct Persisted {
     pub model: ClusterModel,
-    /// Executor id -> secret (hex). Only the store and the REST authenticator read these.
-    #[serde(default)]
-    pub executor_secrets: BTreeMap<String, String>,
+}
+
+impl Persisted {
+    /// The secret of `executor_id` when it is a node's current launch (a scan: for start-up,
+    /// dumps and tests; the REST side keeps its own index).
+    pub fn executor_secret(&self, executor_id: &str) -> Option<&Token> {
+        self.executor_secrets()
+            .find(|(id, _)| *id == executor_id)
+            .map(|(_, s)| s)
+    }
+
+    /// Every current launch's executor id and secret.
+    pub fn executor_secrets(&self) -> impl Iterator<Item = (&str, &Token)> {
+        self.model.nodes.values().filter_map(|n| {
+            let t = n.task.as_ref()?;
+            Some((t.executor_id.as_str(), t.secret.as_ref()?))
+        })
+    }
 }
 
 #[cfg(test)]
@@ -455,11 +476,16 @@ mod tests {
             state: TaskState::Staging,
             launched_at_ms: 0,
             running_since_ms: None,
+            secret: Some(Token::from("s3cr3t")),
         });
         assert!(n.covered());
         // Saved by its Mesos name, as before the state was an enum.
         let json = serde_json::to_string(n.task.as_ref().unwrap()).unwrap();
         assert!(json.contains(r#""state":"TASK_STAGING""#), "{json}");
+        assert!(
+            !json.contains("s3cr3t") && !json.contains("secret"),
+            "{json}"
+        );
         let old: TaskRecord = serde_json::from_str(
             r#"{"task_id":"t","executor_id":"e","state":"TASK_RUNNING","launched_at_ms":1}"#,
         )

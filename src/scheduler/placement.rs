@@ -498,6 +498,7 @@ mod tests {
                 state: crate::mesos::types::TaskState::from_name(s).unwrap(),
                 launched_at_ms: 0,
                 running_since_ms: None,
+                secret: None,
             }),
             ..Node::new(agent, &format!("host-{agent}"), persona, 0)
         }

@@ -9,6 +9,7 @@
 
 use crate::hash::content_hash;
 use crate::scheduler::model::{ClusterModel, Node, Persisted, STATE_VERSION};
+use crate::secret::{Secret, Token};
 use crate::store::{decode_versioned, node_key, Loaded, RecordStore, StoreError, FORMAT, ROOT_KEY};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -27,18 +28,46 @@ struct Root {
     launch_seq: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     heartbeat_secs: Option<f64>,
-    /// Executor secrets that belong to no node's current launch (normally none).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    other_secrets: BTreeMap<String, String>,
+    // Earlier builds also kept `other_secrets` here: secrets of executors that were no node's
+    // current launch, which could not authenticate anyway. They are ignored when read.
 }
 
-/// A node with the secret of its current executor: the two change together at a launch and
-/// are saved in one write. `/api/state` serializes `Node` only, never this record.
+/// A node with the secret of its current executor, which serializing a `Node` leaves out
+/// (`/api/state` serializes `Node` only, never this record).
 #[derive(Serialize, Deserialize)]
-struct NodeRecord<N> {
+struct NodeRecord<N, S> {
     node: N,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    executor_secret: Option<String>,
+    executor_secret: Option<S>,
+}
+
+/// The single document of earlier builds (record version 1): the model, and the executor
+/// secrets in a map beside it.
+#[derive(Serialize, Deserialize, Default)]
+pub(crate) struct LegacyDocument {
+    pub model: ClusterModel,
+    #[serde(default)]
+    pub executor_secrets: BTreeMap<String, String>,
+}
+
+impl LegacyDocument {
+    /// The state it holds: each secret moves to its launch; one of no current launch is
+    /// dropped, since it could not authenticate (only a current launch's executor may).
+    fn into_state(self) -> Persisted {
+        let mut state = Persisted { model: self.model };
+        for mut node in state.model.nodes.values_mut() {
+            let Some(t) = node.task.as_ref() else {
+                continue;
+            };
+            if let Some(secret) = self.executor_secrets.get(&t.executor_id) {
+                let token = Token::from(secret.as_str());
+                if let Some(t) = node.task.as_mut() {
+                    t.secret = Some(token);
+                }
+            }
+        }
+        state
+    }
 }
 
 pub struct StateStore {
@@ -51,12 +80,11 @@ pub struct StateStore {
 }
 
 /// A node record as saved: the node itself (shared with the model until the node is written
-/// to, so an unchanged node is the same pointer and is skipped without serializing it), the
-/// record's content hash and its executor secret's.
+/// to, so an unchanged node, its secret included, is the same pointer and is skipped without
+/// serializing it) and the record's content hash.
 struct SavedNode {
     node: Arc<Node>,
     hash: u64,
-    secret: u64,
 }
 
 impl StateStore {
@@ -82,9 +110,9 @@ impl StateStore {
         let origin = self.describe();
         let state = match self.backend.load_all()? {
             Loaded::Empty => Persisted::default(),
-            Loaded::Legacy(bytes) => {
-                decode_versioned::<Persisted>(&bytes, STATE_VERSION).map_err(|e| e.at(&origin))?
-            }
+            Loaded::Legacy(bytes) => decode_versioned::<LegacyDocument>(&bytes, STATE_VERSION)
+                .map_err(|e| e.at(&origin))?
+                .into_state(),
             Loaded::Records(records) => from_records(records).map_err(|e| e.at(&origin))?,
         };
         self.remember_all(&state);
@@ -115,13 +143,11 @@ impl StateStore {
                     root_hash = Some(h);
                 }
                 for (agent, node) in state.model.nodes.iter_shared() {
-                    let secret_hash = secret_hash(state, node);
                     let before = saved_nodes.get(agent);
-                    if before.is_some_and(|b| Arc::ptr_eq(&b.node, node) && b.secret == secret_hash)
-                    {
+                    if before.is_some_and(|b| Arc::ptr_eq(&b.node, node)) {
                         continue;
                     }
-                    encode_node(buf, state, node);
+                    encode_node(buf, node);
                     let hash = content_hash(buf);
                     // Written to but the same again (a copy was made by a write that put
                     // back what was there): remember the new pointer, write nothing.
@@ -135,7 +161,6 @@ impl StateStore {
                         SavedNode {
                             node: node.clone(),
                             hash,
-                            secret: secret_hash,
                         },
                     ));
                 }
@@ -190,13 +215,12 @@ impl StateStore {
         self.saved_root = Some(content_hash(&self.buf));
         let mut saved = HashMap::with_capacity(state.model.nodes.len());
         for (agent, node) in state.model.nodes.iter_shared() {
-            encode_node(&mut self.buf, state, node);
+            encode_node(&mut self.buf, node);
             saved.insert(
                 agent.clone(),
                 SavedNode {
                     node: node.clone(),
                     hash: content_hash(&self.buf),
-                    secret: secret_hash(state, node),
                 },
             );
         }
@@ -204,57 +228,31 @@ impl StateStore {
     }
 }
 
-/// The secret of the node's current executor, saved in its record.
-fn node_secret<'a>(state: &'a Persisted, node: &Node) -> Option<&'a String> {
-    let t = node.task.as_ref()?;
-    state.executor_secrets.get(&t.executor_id)
-}
-
-/// The content hash of that secret (0: none), so a secret-only change is seen.
-fn secret_hash(state: &Persisted, node: &Node) -> u64 {
-    node_secret(state, node).map_or(0, |s| content_hash(s.as_bytes()))
-}
-
 /// The JSON of `node`'s record (the node and its executor's secret) into `buf`.
-fn encode_node(buf: &mut Vec<u8>, state: &Persisted, node: &Node) {
+fn encode_node(buf: &mut Vec<u8>, node: &Node) {
+    let secret = node
+        .task
+        .as_ref()
+        .and_then(|t| t.secret.as_ref())
+        .map(Token::reveal);
     encode(
         buf,
         &NodeRecord {
             node,
-            executor_secret: node_secret(state, node).cloned(),
+            executor_secret: secret.as_ref().map(Secret::expose),
         },
     );
 }
 
-/// The root record: framework facts and the secrets that belong to no node's current launch.
+/// The root record: framework facts.
 fn root_record(state: &Persisted) -> Root {
     let model = &state.model;
-    let mut matched = 0;
-    let mut other_secrets = BTreeMap::new();
-    for node in model.nodes.values() {
-        if let Some(t) = &node.task {
-            matched += usize::from(state.executor_secrets.contains_key(&t.executor_id));
-        }
-    }
-    if matched != state.executor_secrets.len() {
-        let current: std::collections::HashSet<&str> = model
-            .nodes
-            .values()
-            .filter_map(|n| Some(n.task.as_ref()?.executor_id.as_str()))
-            .collect();
-        for (id, s) in &state.executor_secrets {
-            if !current.contains(id.as_str()) {
-                other_secrets.insert(id.clone(), s.clone());
-            }
-        }
-    }
     Root {
         format: FORMAT.to_owned(),
         version: RECORD_VERSION,
         framework_id: model.framework_id.clone(),
         launch_seq: model.launch_seq,
         heartbeat_secs: model.heartbeat_secs,
-        other_secrets,
     }
 }
 
@@ -263,7 +261,7 @@ fn for_each_record(state: &Persisted, buf: &mut Vec<u8>, mut f: impl FnMut(&str,
     encode(buf, &root_record(state));
     f(ROOT_KEY, buf);
     for (agent, node) in &state.model.nodes {
-        encode_node(buf, state, node);
+        encode_node(buf, node);
         f(&node_key(agent), buf);
     }
 }
@@ -321,7 +319,6 @@ fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<Persisted, StoreEr
             // Pool capacity is read from the gateway again at start; never stored.
             pools: Vec::new(),
         },
-        executor_secrets: root.other_secrets,
     };
     for (key, bytes) in &records {
         if key == ROOT_KEY {
@@ -330,7 +327,7 @@ fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<Persisted, StoreEr
         let Some(agent) = key.strip_prefix("node/") else {
             return Err(corrupt(format!("unknown record {key:?}")));
         };
-        let rec: NodeRecord<Node> = serde_json::from_slice(bytes)
+        let mut rec: NodeRecord<Node, String> = serde_json::from_slice(bytes)
             .map_err(|e| corrupt(format!("record {key:?} is unreadable: {e}")))?;
         if rec.node.agent_id != agent {
             return Err(corrupt(format!(
@@ -338,8 +335,8 @@ fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<Persisted, StoreEr
                 rec.node.agent_id
             )));
         }
-        if let (Some(t), Some(s)) = (&rec.node.task, rec.executor_secret) {
-            state.executor_secrets.insert(t.executor_id.clone(), s);
+        if let (Some(t), Some(s)) = (rec.node.task.as_mut(), rec.executor_secret) {
+            t.secret = Some(Token::from(s.as_str()));
         }
         state.model.nodes.insert(agent.to_owned(), rec.node);
     }
@@ -349,9 +346,8 @@ fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<Persisted, StoreEr
 /// The stored state as one JSON document for operators (`-store.dump`): secrets masked.
 pub fn dump_json(state: &Persisted) -> serde_json::Value {
     let masked: BTreeMap<&str, &str> = state
-        .executor_secrets
-        .keys()
-        .map(|k| (k.as_str(), "********"))
+        .executor_secrets()
+        .map(|(id, _)| (id, "********"))
         .collect();
     serde_json::json!({
         "format": FORMAT,
@@ -378,9 +374,9 @@ mod tests {
                 state: TaskState::Running,
                 launched_at_ms: 1,
                 running_since_ms: None,
+                secret: Some("s".repeat(64).as_str().into()),
             });
             p.model.nodes.insert(a.into(), n);
-            p.executor_secrets.insert(format!("e-{a}"), "s".repeat(64));
         }
         p
     }
@@ -400,17 +396,20 @@ mod tests {
         st.model.nodes.get_mut("a2").unwrap().failures = 0;
         assert_eq!(store.save(&st).unwrap(), 0);
         // Only the secret changed: its node's record is written.
-        st.executor_secrets.insert("e-a2".into(), "t".repeat(64));
+        let a2 = st.model.nodes.get_mut("a2").unwrap();
+        a2.task.as_mut().unwrap().secret = Some("t".repeat(64).as_str().into());
         assert_eq!(store.save(&st).unwrap(), 1);
         // A removed node's record goes.
         st.model.nodes.remove("a1");
-        st.executor_secrets.remove("e-a1");
         store.save(&st).unwrap();
         let back = StateStore::new(Box::new(store_backend_clone(&mut store)))
             .load()
             .unwrap();
         assert_eq!(back.model.nodes.len(), 1);
-        assert_eq!(back.executor_secrets["e-a2"], "t".repeat(64));
+        assert_eq!(
+            back.executor_secret("e-a2").unwrap().reveal().expose(),
+            "t".repeat(64)
+        );
         assert_eq!(back.model.nodes["a2"], st.model.nodes["a2"]);
     }
 

@@ -117,8 +117,8 @@ fn sample(nodes: usize) -> Persisted {
             state: TaskState::Running,
             launched_at_ms: 1,
             running_since_ms: Some(2),
+            secret: Some(format!("secret-{i}").as_str().into()),
         });
-        p.executor_secrets.insert(exec, format!("secret-{i}"));
         p.model.nodes.insert(agent, node);
     }
     p
@@ -141,9 +141,9 @@ fn state_round_trip(open: &mut dyn FnMut() -> Box<dyn RecordStore>) {
     drop(store);
     let mut store = StateStore::new(open());
     let back = store.load().expect("load");
+    // Secrets included: they are part of each launch.
     assert_eq!(back.model, state.model);
-    // The removed node's secret is kept too (in the root): nothing is lost silently.
-    assert_eq!(back.executor_secrets, state.executor_secrets);
+    assert_eq!(back.executor_secrets().count(), 4);
     // A teardown-like reset leaves nothing of the old nodes.
     store.replace(&Persisted::default()).expect("replace");
     drop(store);

@@ -458,8 +458,9 @@ fn read_up_to(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
 mod tests {
     use super::super::{encode_versioned, node_key};
     use super::*;
-    use crate::scheduler::model::{Node, Persisted, Persona, STATE_VERSION};
-    use crate::scheduler::state_store::StateStore;
+    use crate::mesos::types::TaskState;
+    use crate::scheduler::model::{Node, Persisted, Persona, TaskRecord, STATE_VERSION};
+    use crate::scheduler::state_store::{LegacyDocument, StateStore};
 
     fn temp_path(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!(
@@ -577,21 +578,42 @@ mod tests {
     #[test]
     fn earlier_single_document_file_is_migrated() {
         let path = temp_path("legacy");
-        let mut old = state(&["a1", "a2"]);
+        let mut old = LegacyDocument {
+            model: state(&["a1", "a2"]).model,
+            ..Default::default()
+        };
         old.model.launch_seq = 12;
+        old.model.nodes.get_mut("a1").unwrap().task = Some(TaskRecord {
+            task_id: "t1".into(),
+            executor_id: "e1".into(),
+            state: TaskState::Running,
+            launched_at_ms: 1,
+            running_since_ms: None,
+            secret: None,
+        });
         old.executor_secrets.insert("e1".into(), "s1".into());
+        // Of no current launch: it could not authenticate, and is not kept.
+        old.executor_secrets.insert("e0".into(), "s0".into());
         fs::write(&path, encode_versioned(STATE_VERSION, &old)).unwrap();
         let mut s = StateStore::new(Box::new(JournalStore::new(&path).unwrap()));
         let loaded = s.load().unwrap();
-        assert_eq!(loaded.model, old.model);
-        assert_eq!(loaded.executor_secrets, old.executor_secrets);
+        let mut expected = old.model.clone();
+        expected
+            .nodes
+            .get_mut("a1")
+            .unwrap()
+            .task
+            .as_mut()
+            .unwrap()
+            .secret = Some("s1".into());
+        assert_eq!(loaded.model, expected);
+        assert_eq!(loaded.executor_secrets().count(), 1);
         s.save(&loaded).unwrap();
         assert!(fs::read(&path).unwrap().starts_with(HEADER));
         let back = StateStore::new(Box::new(JournalStore::new(&path).unwrap()))
             .load()
             .unwrap();
-        assert_eq!(back.model, old.model);
-        assert_eq!(back.executor_secrets, old.executor_secrets);
+        assert_eq!(back.model, expected);
     }
 
     #[test]

@@ -32,11 +32,11 @@ fn main() {
             state: TaskState::Running,
             launched_at_ms: 1_700_000_000_000,
             running_since_ms: Some(1_700_000_005_000),
+            secret: Some("ab".repeat(32).as_str().into()),
         });
         node.devices = vec!["/dev/sdb".into(), "/dev/sdc".into()];
         node.attached = node.devices.clone();
         node.last_contact_ms = Some(1_700_000_009_000);
-        state.executor_secrets.insert(exec, "ab".repeat(32));
         state.model.nodes.insert(agent, node);
     }
     let mut store = StateStore::new(Box::new(JournalStore::new(&path).expect("path")));

@@ -167,6 +167,7 @@ pub fn node(i: usize, host: &str, persona: Persona, phase: Phase) -> Node {
             state: TaskState::Running,
             launched_at_ms: now - 600_000,
             running_since_ms: Some(now - 590_000),
+            secret: None,
         }),
         updated_ms: now - 5_000,
         // Fields added later keep their defaults.
@@ -174,10 +175,10 @@ pub fn node(i: usize, host: &str, persona: Persona, phase: Phase) -> Node {
     }
 }
 
-pub fn add(state: &mut Persisted, n: Node) {
-    state
-        .executor_secrets
-        .insert(executor_id(&n.hostname), secret_of(&n.hostname));
+pub fn add(state: &mut Persisted, mut n: Node) {
+    if let Some(t) = n.task.as_mut() {
+        t.secret = Some(secret_of(&n.hostname).as_str().into());
+    }
     state.model.nodes.insert(n.agent_id.clone(), n);
 }
 

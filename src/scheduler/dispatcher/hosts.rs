@@ -57,8 +57,7 @@ impl Dispatcher {
             if task.is_active() {
                 // Its agent is gone, and the executor with it.
                 task.state = TaskState::Gone;
-                let executor_id = task.executor_id.clone();
-                self.revoke_secret(&executor_id);
+                self.revoke_secret(task);
             }
         }
         node.agent_id = new.to_owned();
@@ -98,16 +97,15 @@ impl Dispatcher {
             }
         }
         for agent in retire {
-            if let Some(node) = self.state.model.nodes.remove(&agent) {
+            if let Some(mut node) = self.state.model.nodes.remove(&agent) {
                 warn!(
                     "{}: agent {agent} gone for over {} h; retiring the node (persona {} is free again)",
                     node.hostname,
                     RETIRE_AFTER_MS / 3_600_000,
                     node.persona
                 );
-                if let Some(t) = &node.task {
-                    let executor_id = t.executor_id.clone();
-                    self.revoke_secret(&executor_id);
+                if let Some(t) = node.task.as_mut() {
+                    self.revoke_secret(t);
                 }
                 self.dirty = true;
                 self.touch_view();

@@ -752,9 +752,7 @@ mod tests {
         for (task, agent) in &launched {
             let node = &saved.model.nodes[agent];
             assert_eq!(&node.task.as_ref().unwrap().task_id, task);
-            assert!(saved
-                .executor_secrets
-                .contains_key(&node.task.as_ref().unwrap().executor_id));
+            assert!(node.task.as_ref().unwrap().secret.is_some());
         }
         // The same agents offered again are declined.
         r.event(offers(&["a1", "a2"]));
@@ -787,7 +785,6 @@ mod tests {
         r.event(update(&first, "a1", TaskState::Failed, true));
         r.d.state.model.nodes.get_mut("a1").unwrap().retry_after_ms = Some(0);
         let node_before = r.d.model().nodes["a1"].clone();
-        let secrets_before = r.d.state.executor_secrets.clone();
         let seq_before = r.d.model().launch_seq;
         r.calls();
         let _ = feed.try_iter().count();
@@ -795,7 +792,8 @@ mod tests {
         r.event(offers(&["a1"]));
         assert!(launched_task(&r.calls()).is_empty());
         assert_eq!(r.d.model().nodes["a1"], node_before);
-        assert_eq!(r.d.state.executor_secrets, secrets_before);
+        // The node compares with its launch's secret.
+        assert!(node_before.task.as_ref().unwrap().secret.is_some());
         assert_eq!(r.d.model().launch_seq, seq_before);
         assert_eq!(
             tasks::current_launch_of(r.d.model(), &first, Some("a1")).as_deref(),
@@ -819,9 +817,7 @@ mod tests {
             })
         };
         let old_exec = node_before.task.as_ref().unwrap().executor_id.clone();
-        if secrets_before.contains_key(&old_exec) {
-            assert_eq!(last_for(&old_exec), Some(true), "{updates:?}");
-        }
+        assert_eq!(last_for(&old_exec), Some(true), "{updates:?}");
         let granted: Vec<&String> = updates
             .iter()
             .filter_map(|u| match u {
@@ -1081,10 +1077,8 @@ mod tests {
         let (second, agent) = launched_task(&r.calls()).remove(0);
         assert_eq!(agent, "a1b");
         assert_ne!(second, first);
-        assert!(!r
-            .saved_state()
-            .executor_secrets
-            .contains_key(&first.replacen("storage.", placement::EXECUTOR_PREFIX, 1)));
+        let first_executor = first.replacen("storage.", placement::EXECUTOR_PREFIX, 1);
+        assert!(r.saved_state().executor_secret(&first_executor).is_none());
 
         // An agent the master stops listing: retired after the grace period.
         r.event(offers(&["a2"]));
@@ -1183,12 +1177,12 @@ mod tests {
         let saved = r.saved_state();
         let node = &saved.model.nodes["a1"];
         let executor_id = node.task.as_ref().unwrap().executor_id.clone();
-        let secret = saved.executor_secrets[&executor_id].clone();
+        let secret = saved.executor_secret(&executor_id).unwrap().reveal();
         let report = |r: &mut Rig| {
             let (tx, rx) = crossbeam_channel::unbounded();
             r.input(Input::Executor(ExecutorRequest {
                 executor_id: executor_id.clone(),
-                secret: crate::secret::Secret::new(&secret),
+                secret: secret.clone(),
                 call: ExecutorCall::phase_from_json(br#"{"phase":"packages"}"#).unwrap(),
                 reply: tx.into(),
             }));

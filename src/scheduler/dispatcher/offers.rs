@@ -4,13 +4,14 @@ use super::offer_backlog;
 use super::*;
 use crate::mesos::types::{Offer, Resource, TaskInfo};
 use crate::scheduler::model::{Layout, Persona};
+use crate::secret::Token;
 
 /// What a launch changed, to put back when its save fails: the node as it was (`None`: the
-/// launch made it) and the secret of the executor it replaced.
+/// launch made it).
 struct Undo {
     agent: String,
+    /// The node before, its launch's secret included.
     node: Option<Node>,
-    secret: Option<(String, String)>,
 }
 
 impl Dispatcher {
@@ -165,22 +166,21 @@ impl Dispatcher {
                 .state
                 .model
                 .nodes
-                .get(&u.agent)
-                .and_then(|n| n.task.as_ref())
-                .map(|t| t.executor_id.clone());
-            if let Some(executor_id) = launched {
-                self.revoke_secret(&executor_id);
+                .get_mut(&u.agent)
+                .and_then(|n| n.task.take());
+            if let Some(mut task) = launched {
+                self.revoke_secret(&mut task);
             }
             match u.node {
                 Some(node) => {
+                    if let Some(task) = &node.task {
+                        self.publish_grant(task);
+                    }
                     self.state.model.nodes.insert(u.agent, node);
                 }
                 None => {
                     self.state.model.nodes.remove(&u.agent);
                 }
-            }
-            if let Some((executor_id, secret)) = u.secret {
-                self.grant_secret(&executor_id, &secret);
             }
         }
         self.state.model.launch_seq = seq_before;
@@ -228,20 +228,10 @@ impl Dispatcher {
             "agent {} ({}): launching {persona} executor, task {task_id}",
             offer.hostname, agent
         );
-        let previous = self.state.model.nodes.get(&agent).cloned();
-        let old_secret = previous
-            .as_ref()
-            .and_then(|n| n.task.as_ref())
-            .and_then(|t| {
-                let s = self.state.executor_secrets.get(&t.executor_id)?;
-                Some((t.executor_id.clone(), s.clone()))
-            });
         let undo = Undo {
             agent: agent.clone(),
-            node: previous,
-            secret: old_secret,
+            node: self.state.model.nodes.get(&agent).cloned(),
         };
-        self.grant_secret(&executor_id, secret.expose());
         // The secret of the launch this one replaces is of no use any more.
         let replaced = self
             .state
@@ -249,9 +239,18 @@ impl Dispatcher {
             .nodes
             .get_mut(&agent)
             .and_then(|n| n.task.take());
-        if let Some(old) = replaced {
-            self.revoke_secret(&old.executor_id);
+        if let Some(mut old) = replaced {
+            self.revoke_secret(&mut old);
         }
+        let launch = TaskRecord {
+            task_id,
+            executor_id,
+            state: TaskState::Staging,
+            launched_at_ms: now,
+            running_since_ms: None,
+            secret: Some(Token::new(&secret)),
+        };
+        self.publish_grant(&launch);
         let nodes = &mut self.state.model.nodes;
         if !nodes.contains_key(&agent) {
             nodes.insert(
@@ -271,13 +270,7 @@ impl Dispatcher {
         node.phase = Phase::Launching;
         node.retry_after_ms = None;
         node.updated_ms = now;
-        node.task = Some(TaskRecord {
-            task_id,
-            executor_id,
-            state: TaskState::Staging,
-            launched_at_ms: now,
-            running_since_ms: None,
-        });
+        node.task = Some(launch);
         Some((task, undo))
     }
 

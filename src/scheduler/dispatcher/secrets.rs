@@ -1,15 +1,14 @@
-//! Executor secrets change in one place: granted with a launch, revoked when the launch is
-//! replaced, its agent is gone or its node retired. Each change is also published to the
-//! REST side ([`SecretUpdate`]), which checks a caller's secret before reading its request's
-//! body; the dispatcher stays the owner and checks every call itself as well.
+//! Executor secrets live with their launch ([`TaskRecord::secret`]): made with a launch,
+//! revoked when the launch is replaced, its agent is gone or its node retired. Each change is
+//! published from here to the REST side ([`SecretUpdate`]), which checks a caller's secret
+//! before reading its request's body; the dispatcher stays the owner and checks every call
+//! itself as well.
 //!
-//! A grant is published before its ACCEPT leaves (the executor cannot call earlier); a
-//! launch rolled back after a failed save leaves a grant behind at the REST side, which only
-//! lets that id's calls through to the dispatcher, where they get 404.
+//! A grant is published before its ACCEPT leaves (the executor cannot call earlier); a launch
+//! undone after a failed save is revoked and the launch it replaced granted again.
 
 use super::*;
 use crate::scheduler::exchange::SecretUpdate;
-use crate::secret::Secret;
 
 impl Dispatcher {
     /// Publishes every change of the executor secrets to `feed`.
@@ -17,20 +16,23 @@ impl Dispatcher {
         self.secret_feed = Some(feed);
     }
 
-    pub(super) fn grant_secret(&mut self, executor_id: &str, secret: &str) {
-        self.state
-            .executor_secrets
-            .insert(executor_id.to_owned(), secret.to_owned());
-        self.publish(SecretUpdate::Known {
-            executor_id: executor_id.to_owned(),
-            secret: Secret::new(secret),
-        });
+    /// Publishes the secret of `task`, a launch just recorded (or put back): before its
+    /// ACCEPT leaves.
+    pub(super) fn publish_grant(&mut self, task: &TaskRecord) {
+        if let Some(secret) = &task.secret {
+            self.publish(SecretUpdate::Known {
+                executor_id: task.executor_id.clone(),
+                secret: secret.reveal(),
+            });
+        }
     }
 
-    pub(super) fn revoke_secret(&mut self, executor_id: &str) {
-        if self.state.executor_secrets.remove(executor_id).is_some() {
+    /// Revokes the secret of `task` (replaced, its agent gone, its node retired or undone)
+    /// and tells the REST side.
+    pub(super) fn revoke_secret(&mut self, task: &mut TaskRecord) {
+        if task.secret.take().is_some() {
             self.publish(SecretUpdate::Forget {
-                executor_id: executor_id.to_owned(),
+                executor_id: task.executor_id.clone(),
             });
         }
     }

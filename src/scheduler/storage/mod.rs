@@ -246,6 +246,7 @@ mod tests {
             state: crate::mesos::types::TaskState::Running,
             launched_at_ms: 0,
             running_since_ms: None,
+            secret: None,
         });
         m.nodes.insert("a1".into(), n);
         m
