@@ -13,6 +13,7 @@ use crate::scheduler::exchange::SecretUpdate;
 use crate::secret::{Secret, Token};
 use crossbeam_channel::{select, Receiver, Sender};
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,27 +37,40 @@ struct Check {
     reply: Sender<Verdict>,
 }
 
-/// Index of executor id -> secret, fed by `updates`.
+/// Index of executor id -> secret, fed by `updates`. An id is held as its keyed hash
+/// (SipHash under this process's random keys, which no caller can aim at), not as a copy of
+/// the id (issue 12: 10,000 executors cost ~0.8 MB, not ~1.4 MB). Two ids of one hash (odds
+/// ~3e-12 at 10,000 executors) would only make one of them fail here; nothing passes that
+/// the dispatcher would not check again.
 #[derive(Default)]
-struct Index(HashMap<Box<str>, Token>);
+struct Index {
+    secrets: HashMap<u64, Token>,
+    keys: RandomState,
+}
 
 impl Index {
+    fn key(&self, executor_id: &str) -> u64 {
+        self.keys.hash_one(executor_id)
+    }
+
     fn apply(&mut self, u: SecretUpdate) {
         match u {
             SecretUpdate::Known {
                 executor_id,
                 secret,
             } => {
-                self.0.insert(executor_id.into(), Token::new(&secret));
+                let key = self.key(&executor_id);
+                self.secrets.insert(key, Token::new(&secret));
             }
             SecretUpdate::Forget { executor_id } => {
-                self.0.remove(executor_id.as_str());
+                let key = self.key(&executor_id);
+                self.secrets.remove(&key);
             }
         }
     }
 
     fn verdict(&self, executor_id: &str, presented: &Secret) -> Verdict {
-        match self.0.get(executor_id) {
+        match self.secrets.get(&self.key(executor_id)) {
             None => Verdict::Unknown,
             // An empty stored secret would match an empty presented one: never accept it.
             Some(s) if !s.is_empty() && s.matches(presented) => Verdict::Pass,

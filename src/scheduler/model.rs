@@ -331,6 +331,10 @@ impl Nodes {
         self.0.iter()
     }
 
+    pub fn values_shared(&self) -> impl Iterator<Item = &Arc<Node>> {
+        self.0.values()
+    }
+
     /// Every node, copied only if written to.
     pub fn values_mut(&mut self) -> impl Iterator<Item = NodeMut<'_>> {
         self.0.values_mut().map(NodeMut)

@@ -12,7 +12,7 @@ use crate::scheduler::model::{ClusterModel, Node, Persisted, STATE_VERSION};
 use crate::secret::{Secret, Token};
 use crate::store::{decode_versioned, node_key, Loaded, RecordStore, StoreError, FORMAT, ROOT_KEY};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 /// Layout version of the record form (version 1 is the single document of earlier builds).
@@ -74,25 +74,52 @@ pub struct StateStore {
     backend: Box<dyn RecordStore>,
     /// Content hash of the root record as the backend holds it.
     saved_root: Option<u64>,
-    /// Agent id -> its node record as the backend holds it.
-    saved_nodes: HashMap<String, SavedNode>,
+    /// Each node record as the backend holds it, found by agent id.
+    saved_nodes: HashSet<SavedNode>,
     buf: Vec<u8>,
 }
 
 /// A node record as saved: the node itself (shared with the model until the node is written
 /// to, so an unchanged node, its secret included, is the same pointer and is skipped without
 /// serializing it) and the record's content hash.
+/// Keyed by the node's own agent id (the model's key for it), not by a copy of it (issue 12).
 struct SavedNode {
     node: Arc<Node>,
     hash: u64,
 }
+
+impl SavedNode {
+    fn agent(&self) -> &str {
+        &self.node.agent_id
+    }
+}
+
+impl std::borrow::Borrow<str> for SavedNode {
+    fn borrow(&self) -> &str {
+        self.agent()
+    }
+}
+
+impl std::hash::Hash for SavedNode {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.agent().hash(h)
+    }
+}
+
+impl PartialEq for SavedNode {
+    fn eq(&self, other: &SavedNode) -> bool {
+        self.agent() == other.agent()
+    }
+}
+
+impl Eq for SavedNode {}
 
 impl StateStore {
     pub fn new(backend: Box<dyn RecordStore>) -> StateStore {
         StateStore {
             backend,
             saved_root: None,
-            saved_nodes: HashMap::new(),
+            saved_nodes: HashSet::new(),
             buf: Vec::new(),
         }
     }
@@ -143,7 +170,8 @@ impl StateStore {
                     root_hash = Some(h);
                 }
                 for (agent, node) in state.model.nodes.iter_shared() {
-                    let before = saved_nodes.get(agent);
+                    debug_assert_eq!(agent, &node.agent_id, "a node is keyed by its agent");
+                    let before = saved_nodes.get(agent.as_str());
                     if before.is_some_and(|b| Arc::ptr_eq(&b.node, node)) {
                         continue;
                     }
@@ -156,22 +184,20 @@ impl StateStore {
                         written.set(written.get() + 1);
                     }
                     new_nodes.set(new_nodes.get() + usize::from(before.is_none()));
-                    nodes_seen.push((
-                        agent.clone(),
-                        SavedNode {
-                            node: node.clone(),
-                            hash,
-                        },
-                    ));
+                    nodes_seen.push(SavedNode {
+                        node: node.clone(),
+                        hash,
+                    });
                 }
             },
             // Records of nodes no longer in the model (teardown clears them all).
             &mut || {
                 if saved_nodes.len() + new_nodes.get() > state.model.nodes.len() {
                     deleted = saved_nodes
-                        .keys()
+                        .iter()
+                        .map(SavedNode::agent)
                         .filter(|agent| !state.model.nodes.contains_key(agent))
-                        .cloned()
+                        .map(str::to_owned)
                         .collect();
                 }
                 deleted.iter().map(|a| node_key(a)).collect()
@@ -191,9 +217,12 @@ impl StateStore {
             self.saved_root = Some(h);
         }
         for agent in &deleted {
-            self.saved_nodes.remove(agent);
+            self.saved_nodes.remove(agent.as_str());
         }
-        self.saved_nodes.extend(nodes_seen);
+        // `replace`, not `insert`: an equal key must take the new pointer and hash.
+        for seen in nodes_seen {
+            self.saved_nodes.replace(seen);
+        }
         Ok(written.get())
     }
 
@@ -213,16 +242,13 @@ impl StateStore {
     fn remember_all(&mut self, state: &Persisted) {
         encode(&mut self.buf, &root_record(state));
         self.saved_root = Some(content_hash(&self.buf));
-        let mut saved = HashMap::with_capacity(state.model.nodes.len());
-        for (agent, node) in state.model.nodes.iter_shared() {
+        let mut saved = HashSet::with_capacity(state.model.nodes.len());
+        for node in state.model.nodes.values_shared() {
             encode_node(&mut self.buf, node);
-            saved.insert(
-                agent.clone(),
-                SavedNode {
-                    node: node.clone(),
-                    hash: content_hash(&self.buf),
-                },
-            );
+            saved.replace(SavedNode {
+                node: node.clone(),
+                hash: content_hash(&self.buf),
+            });
         }
         self.saved_nodes = saved;
     }

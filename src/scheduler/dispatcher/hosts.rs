@@ -76,11 +76,11 @@ impl Dispatcher {
 
     /// Marks nodes whose agent the master no longer lists, and retires those gone longer
     /// than [`RETIRE_AFTER_MS`].
-    pub(super) fn retire_gone_nodes(&mut self, known: &BTreeSet<String>) {
+    pub(super) fn retire_gone_nodes(&mut self, known: &HashSet<&str>) {
         let now = self.clock.now_ms();
         let mut retire = Vec::new();
         for mut node in self.state.model.nodes.values_mut() {
-            if known.contains(&node.agent_id) {
+            if known.contains(node.agent_id.as_str()) {
                 // Read first: a write copies a node a view shares.
                 if node.gone_since_ms.is_some() {
                     node.gone_since_ms = None;

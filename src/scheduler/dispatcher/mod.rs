@@ -24,7 +24,7 @@ use crate::scheduler::state_store::StateStore;
 use crate::secret::random_token;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use log::{debug, error, info, warn};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -73,9 +73,10 @@ pub struct Dispatcher {
     disconnected_reason: Option<String>,
     offer_mode: OfferMode,
     recon: Reconciliation,
-    /// `None` until the agent watcher has reported once: until then we cannot tell that
-    /// every agent is covered, so offers stay unsuppressed.
-    known_agents: Option<BTreeSet<String>>,
+    /// Agents the master listed at its last report with no node then, less those launched
+    /// on since; `None` before the first report. Only these ids are kept (issue 12): the
+    /// managed ones are the nodes whose agent is not gone.
+    unmanaged_agents: Option<BTreeSet<String>>,
     view: Option<Arc<View>>,
     executors: ExecutorApi,
     /// Storage work for the gateway worker (issue 9; see `storage.rs`).
@@ -116,7 +117,7 @@ impl Dispatcher {
             disconnected_reason: None,
             offer_mode: OfferMode::default(),
             recon: Reconciliation::default(),
-            known_agents: None,
+            unmanaged_agents: None,
             view: None,
             executors: ExecutorApi::new(),
             storage: Default::default(),
@@ -446,16 +447,19 @@ impl Dispatcher {
 
     fn on_agents(&mut self, agents: Vec<KnownAgent>) {
         self.follow_hosts(agents.iter().map(|a| (a.id.as_str(), a.hostname.as_str())));
-        // Only the ids are kept: host names matter only as they come (above).
-        let known: BTreeSet<String> = agents.iter().map(|a| a.id.clone()).collect();
+        let known: HashSet<&str> = agents.iter().map(|a| a.id.as_str()).collect();
         self.retire_gone_nodes(&known);
+        // Only the unmanaged agents' ids are kept: host names matter only as they come
+        // (above).
+        let unmanaged: BTreeSet<String> = agents
+            .iter()
+            .filter(|a| !self.state.model.nodes.contains_key(&a.id))
+            .map(|a| a.id.clone())
+            .collect();
         // An agent seen for the first time (not at the first report: the subscription's
         // own REVIVE covers those) needs offers, also from agents the master filters.
-        if let Some(before) = &self.known_agents {
-            if known
-                .iter()
-                .any(|id| !before.contains(id) && !self.state.model.nodes.contains_key(id))
-            {
+        if let Some(before) = &self.unmanaged_agents {
+            if unmanaged.iter().any(|id| !before.contains(id)) {
                 self.offer_mode.new_agent();
             }
         }
@@ -474,7 +478,7 @@ impl Dispatcher {
                     .join(", ")
             );
         }
-        self.known_agents = Some(known);
+        self.unmanaged_agents = Some(unmanaged);
     }
 
     fn save(&mut self) -> Result<(), String> {
@@ -759,6 +763,26 @@ mod tests {
         let calls = r.calls();
         assert!(launched_task(&calls).is_empty());
         assert!(calls.iter().any(|c| c.r#type == Some(call::Type::Decline)));
+    }
+
+    #[test]
+    fn an_agent_whose_launch_was_undone_still_needs_offers() {
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        r.input(known(&["a1"]));
+        let now = r.d.clock.now_ms();
+        assert!(r.d.needs_offers(now), "a1 has no node");
+        r.saved.set_failing(true);
+        r.event(offers(&["a1"]));
+        assert!(launched_task(&r.calls()).is_empty());
+        assert!(
+            r.d.needs_offers(now),
+            "the launch was undone: a1 has no node again"
+        );
+        r.saved.set_failing(false);
+        r.event(offers(&["a1"]));
+        assert_eq!(launched_task(&r.calls()).len(), 1);
+        assert!(!r.d.needs_offers(now), "a1 is covered");
     }
 
     #[test]

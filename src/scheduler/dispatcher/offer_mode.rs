@@ -76,17 +76,20 @@ impl OfferMode {
 }
 
 impl Dispatcher {
-    /// Whether some agent needs a launch now (not covered, not in backoff). Until the agent
-    /// watcher has reported, that cannot be known: yes.
-    fn needs_offers(&self, now: u64) -> bool {
-        let Some(known) = &self.known_agents else {
+    /// Whether some agent the master lists needs a launch now (no node, or not covered and
+    /// not in backoff). Until the agent watcher has reported, that cannot be known: yes.
+    pub(super) fn needs_offers(&self, now: u64) -> bool {
+        let Some(unmanaged) = &self.unmanaged_agents else {
             return true;
         };
         let model = &self.state.model;
-        known.iter().any(|id| match model.nodes.get(id) {
-            None => true,
-            Some(n) => !n.covered() && n.retry_after_ms.is_none_or(|t| t <= now),
-        })
+        // A node's agent is listed unless it is marked gone (`retire_gone_nodes`).
+        unmanaged.iter().any(|id| !model.nodes.contains_key(id))
+            || model.nodes.values().any(|n| {
+                n.gone_since_ms.is_none()
+                    && !n.covered()
+                    && n.retry_after_ms.is_none_or(|t| t <= now)
+            })
     }
 
     /// The earliest deadline still ahead: a relaunch, the offer mode, reconciliation.

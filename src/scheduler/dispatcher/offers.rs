@@ -180,6 +180,9 @@ impl Dispatcher {
                 }
                 None => {
                     self.state.model.nodes.remove(&u.agent);
+                    if let Some(unmanaged) = &mut self.unmanaged_agents {
+                        unmanaged.insert(u.agent);
+                    }
                 }
             }
         }
@@ -228,6 +231,9 @@ impl Dispatcher {
             "agent {} ({}): launching {persona} executor, task {task_id}",
             offer.hostname, agent
         );
+        if let Some(unmanaged) = &mut self.unmanaged_agents {
+            unmanaged.remove(&agent);
+        }
         let undo = Undo {
             agent: agent.clone(),
             node: self.state.model.nodes.get(&agent).cloned(),
