@@ -645,10 +645,11 @@ fn new_agent(config: &ClientConfig) -> ureq::Agent {
         .timeout_resolve(Some(config.connect_timeout))
         .timeout_connect(Some(config.connect_timeout))
         .timeout_global(Some(config.request_timeout))
-        // Calls are a few kilobytes and events are read as they stream; ureq's default
-        // 128 KiB each way is a quarter megabyte per connection, and the sender holds five.
-        .input_buffer_size(32 * 1024)
-        .output_buffer_size(32 * 1024)
+        // Calls are a few kilobytes (a bigger body goes through in pieces) and events are
+        // read as they stream; ureq's default 128 KiB each way is a quarter megabyte per
+        // connection, and the sender holds five.
+        .input_buffer_size(16 * 1024)
+        .output_buffer_size(16 * 1024)
         .build()
         .into()
 }

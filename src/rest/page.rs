@@ -702,7 +702,7 @@ mod tests {
                 0,
             );
             n.devices = vec!["/dev/sdb".into(), "/dev/sdc".into()];
-            n.last_error = (i % 1000 == 999).then(|| "packages: failed".to_string());
+            n.last_error = (i % 1000 == 999).then(|| "packages: failed".into());
             n.phase = if n.last_error.is_some() {
                 Phase::Failed
             } else {

@@ -473,7 +473,7 @@ fn record_phase(node: &mut Node, report: PhaseReport, now_ms: u64) {
         );
     }
     if let Some(e) = &report.error {
-        if node.last_error.as_ref() != Some(e) {
+        if node.last_error.as_deref() != Some(e.as_str()) {
             warn!("{}: {} reported error {e:?}", node.hostname, report.phase);
         }
     }
@@ -481,8 +481,8 @@ fn record_phase(node: &mut Node, report: PhaseReport, now_ms: u64) {
     if !matches!(report.phase, Phase::Failed) {
         node.progress = Some(report.phase);
     }
-    node.last_error = report.error;
-    if report.warning.is_some() && node.warning != report.warning {
+    node.last_error = report.error.map(Into::into);
+    if report.warning.is_some() && node.warning.as_deref() != report.warning.as_deref() {
         warn!(
             "{}: {} reported warning {:?}",
             node.hostname,
@@ -490,7 +490,7 @@ fn record_phase(node: &mut Node, report: PhaseReport, now_ms: u64) {
             report.warning.as_deref().unwrap_or_default()
         );
     }
-    node.warning = report.warning;
+    node.warning = report.warning.map(Into::into);
     node.last_contact_ms = Some(now_ms);
     node.updated_ms = now_ms;
 }

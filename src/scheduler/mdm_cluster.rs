@@ -33,7 +33,7 @@ impl Trio {
                 Persona::Data => continue,
             };
             if slot.is_none() {
-                slot.clone_from(&n.ip);
+                *slot = n.ip.as_deref().map(str::to_owned);
             }
         }
         t
@@ -291,7 +291,7 @@ mod tests {
 
     fn node(agent: &str, persona: Persona, ip: &str, progress: Option<Phase>) -> Node {
         let mut n = Node::new(agent, agent, persona, 0);
-        n.ip = Some(ip.to_string());
+        n.ip = Some(ip.into());
         n.progress = progress;
         n
     }

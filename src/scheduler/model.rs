@@ -134,6 +134,54 @@ impl Layout {
     }
 }
 
+/// A node's [`Layout`], boxed when it has one: most nodes use the global pool, and an empty
+/// `Layout` inline is 48 bytes in every node (issue 12). Reads see a `Layout` either way;
+/// it is saved and shown as before (`{}` for the global pool).
+#[derive(Debug, Clone, Default)]
+pub struct NodeLayout(Option<Box<Layout>>);
+
+impl PartialEq for NodeLayout {
+    fn eq(&self, other: &NodeLayout) -> bool {
+        **self == **other
+    }
+}
+
+static GLOBAL: Layout = Layout {
+    sds: BTreeMap::new(),
+    sdc: BTreeMap::new(),
+};
+
+impl std::ops::Deref for NodeLayout {
+    type Target = Layout;
+    fn deref(&self) -> &Layout {
+        self.0.as_deref().unwrap_or(&GLOBAL)
+    }
+}
+
+impl std::ops::DerefMut for NodeLayout {
+    fn deref_mut(&mut self) -> &mut Layout {
+        self.0.get_or_insert_with(Box::default)
+    }
+}
+
+impl From<Layout> for NodeLayout {
+    fn from(layout: Layout) -> NodeLayout {
+        NodeLayout((!layout.is_global()).then(|| Box::new(layout)))
+    }
+}
+
+impl Serialize for NodeLayout {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for NodeLayout {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Layout::deserialize(d).map(NodeLayout::from)
+    }
+}
+
 /// One launch of the storage executor on a node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskRecord {
@@ -168,7 +216,7 @@ pub struct Node {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<TaskRecord>,
     #[serde(default)]
-    pub layout: Layout,
+    pub layout: NodeLayout,
     /// Devices the executor reported as usable.
     #[serde(default)]
     pub devices: Vec<String>,
@@ -184,21 +232,21 @@ pub struct Node {
     pub sdc_connected: bool,
     /// The agent's IP address (from its offers): the SDS and SDC are found by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ip: Option<String>,
+    pub ip: Option<Box<str>>,
     /// Gateway id of this node's SDS, once created or found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sds_id: Option<String>,
+    pub sds_id: Option<Box<str>>,
     /// Write-ahead record of the gateway work handed to the gateway worker and not yet
     /// answered (saved before the work starts; a restart repeats it, finding by name what
     /// was already created).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage_intent: Option<String>,
+    pub storage_intent: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
+    pub last_error: Option<Box<str>>,
     /// A non-fatal problem the executor reported with its last phase (issue 10: REX-Ray
     /// configured without gateway credentials).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub warning: Option<String>,
+    pub warning: Option<Box<str>>,
     /// Last sign of life from the executor or a status update (ms since the epoch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_contact_ms: Option<u64>,
@@ -227,7 +275,7 @@ impl Node {
             persona,
             phase: Phase::Launching,
             task: None,
-            layout: Layout::default(),
+            layout: NodeLayout::default(),
             devices: Vec::new(),
             attached: Vec::new(),
             storage_ready: false,

@@ -62,9 +62,8 @@ impl Dispatcher {
         }
         node.agent_id = new.to_owned();
         node.phase = Phase::Lost;
-        node.last_error = Some(format!(
-            "agent {old} was replaced by {new} (host restarted)"
-        ));
+        node.last_error =
+            Some(format!("agent {old} was replaced by {new} (host restarted)").into());
         node.retry_after_ms = None;
         node.gone_since_ms = None;
         node.updated_ms = now;

@@ -269,10 +269,10 @@ impl Dispatcher {
         };
         node.hostname = offer.hostname.to_string();
         if let Some(ip) = offer.url.as_ref().and_then(|u| u.address.ip.as_ref()) {
-            node.ip = Some(ip.to_string());
+            node.ip = Some(ip.to_string().into());
         }
         node.persona = persona;
-        node.layout = layout;
+        node.layout = layout.into();
         node.phase = Phase::Launching;
         node.retry_after_ms = None;
         node.updated_ms = now;

@@ -162,10 +162,13 @@ impl Dispatcher {
             self.offer_mode
                 .uncovered(&agent, now + delay.as_millis() as u64);
             node.phase = Phase::Failed;
-            node.last_error = Some(format!(
-                "launch stuck in TASK_STAGING for {} s; killed",
-                STAGING_TIMEOUT_MS / 1000
-            ));
+            node.last_error = Some(
+                format!(
+                    "launch stuck in TASK_STAGING for {} s; killed",
+                    STAGING_TIMEOUT_MS / 1000
+                )
+                .into(),
+            );
             node.updated_ms = now;
             warn!(
                 "agent {}: task {task_id} stuck in TASK_STAGING; killing it, relaunch in {} s",

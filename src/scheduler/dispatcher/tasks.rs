@@ -31,7 +31,7 @@ impl Dispatcher {
                     TaskState::Unreachable => {
                         warn!("agent {host}: task {task_id} unreachable ({why})");
                         node.phase = Phase::Lost;
-                        node.last_error = Some(format!("TASK_UNREACHABLE: {why}"));
+                        node.last_error = Some(format!("TASK_UNREACHABLE: {why}").into());
                     }
                     s if s.is_terminal() || matches!(s, TaskState::Unknown) => {
                         let stable = task
@@ -58,7 +58,7 @@ impl Dispatcher {
                             | TaskState::Unknown => Phase::Lost,
                             _ => Phase::Failed,
                         };
-                        node.last_error = Some(format!("{state}: {why}"));
+                        node.last_error = Some(format!("{state}: {why}").into());
                     }
                     _ => {
                         if self
@@ -98,7 +98,8 @@ impl Dispatcher {
                         .as_ref()
                         .is_some_and(|t| t.executor_id == exec.value.as_str() && t.is_active())
                     {
-                        node.last_error = Some(format!("executor exited with status {status}"));
+                        node.last_error =
+                            Some(format!("executor exited with status {status}").into());
                         node.updated_ms = now;
                         self.dirty = true;
                     }

@@ -129,7 +129,7 @@ impl StorageSide {
             let want = NodeWant {
                 agent_id: node.agent_id.clone(),
                 hostname: node.hostname.clone(),
-                ip: ip.clone(),
+                ip: ip.to_string(),
                 sds_name: plan::sds_name(&node.hostname),
                 protection_domain: wanted
                     .first()
@@ -137,19 +137,22 @@ impl StorageSide {
                     .unwrap_or_else(|| self.protection_domain.clone()),
                 devices: wanted.clone(),
             };
-            node.storage_intent = Some(format!(
-                "SDS {} at {ip} with {}",
-                want.sds_name,
-                if wanted.is_empty() {
-                    "no devices".to_string()
-                } else {
-                    wanted
-                        .iter()
-                        .map(|d| d.path.as_str())
-                        .collect::<Vec<_>>()
-                        .join(",")
-                }
-            ));
+            node.storage_intent = Some(
+                format!(
+                    "SDS {} at {ip} with {}",
+                    want.sds_name,
+                    if wanted.is_empty() {
+                        "no devices".to_string()
+                    } else {
+                        wanted
+                            .iter()
+                            .map(|d| d.path.as_str())
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    }
+                )
+                .into(),
+            );
             changed = true;
             self.sent.insert(node.agent_id.clone(), wanted);
             self.queued.push(Job::Attach(want));
@@ -196,7 +199,7 @@ impl StorageSide {
             return false;
         };
         if r.sds_id.is_some() {
-            node.sds_id = r.sds_id;
+            node.sds_id = r.sds_id.map(Into::into);
         }
         if r.error.is_none() || !r.attached.is_empty() {
             node.attached = r.attached;
@@ -206,12 +209,12 @@ impl StorageSide {
             node.sdc_connected && wanted.iter().all(|d| node.attached.contains(&d.path));
         match r.error {
             Some(e) => {
-                node.last_error = Some(e.clone());
+                node.last_error = Some(e.as_str().into());
                 self.errors.insert(node.agent_id.clone(), e);
             }
             None => {
                 if let Some(mine) = self.errors.remove(&node.agent_id) {
-                    if node.last_error.as_ref() == Some(&mine) {
+                    if node.last_error.as_deref() == Some(mine.as_str()) {
                         node.last_error = None;
                     }
                 }
