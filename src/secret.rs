@@ -122,9 +122,9 @@ fn lower_hex(bytes: &[u8]) -> String {
 }
 
 /// A token held as compactly as it allows: one [`random_token`] made (64 lowercase hex
-/// digits) as its 32 bytes, anything else as its text. An index of 10,000 executors' tokens
-/// is then 10,000 times 40 bytes, not 10,000 strings. Like [`Secret`], it prints redacted
-/// and has no `Serialize`.
+/// digits) as its 32 bytes, anything else as its text: each launch holds its executor's
+/// secret this way (10,000 launches, 10,000 times 40 bytes, not 10,000 strings in a map).
+/// Like [`Secret`], it prints redacted and has no `Serialize`.
 #[derive(Clone)]
 pub struct Token(TokenRepr);
 
