@@ -179,7 +179,10 @@ impl Rig {
                 for (agent, node) in &saved.model.nodes {
                     let exec = &node.task.as_ref()?.executor_id;
                     let secret = node.task.as_ref()?.secret.as_ref()?.reveal();
-                    out.insert(exec.clone(), (agent.clone(), secret.expose().to_owned()));
+                    out.insert(
+                        exec.clone(),
+                        (agent.to_string(), secret.expose().to_owned()),
+                    );
                 }
                 (out.len() == AGENTS).then_some(out)
             },

@@ -38,7 +38,7 @@ fn sample() -> Persisted {
         running_since_ms: None,
         secret: Some("s3cr3t-never-shown".into()),
     });
-    p.model.nodes.insert("a1".into(), n);
+    p.model.nodes.insert("a1", n);
     p
 }
 

@@ -79,9 +79,9 @@ fn nodes_slot(shell: &[u8]) -> Option<usize> {
 
 /// `shell` (the answer's JSON with an empty `model.nodes`) with `nodes` (in agent id order)
 /// in its nodes map, reusing the JSON of every node `previous` holds unchanged.
-pub(super) fn render<'a, V: NodeVersion + Serialize + 'a>(
+pub(super) fn render<'a, K: AsRef<str> + ?Sized + 'a, V: NodeVersion + Serialize + 'a>(
     shell: &[u8],
-    nodes: impl Iterator<Item = (&'a String, &'a V)>,
+    nodes: impl Iterator<Item = (&'a K, &'a V)>,
     previous: Option<&Render>,
 ) -> Result<(Render, Reuse), String> {
     let slot = nodes_slot(shell).ok_or("the state's JSON has no empty model.nodes to fill")?;
@@ -94,14 +94,15 @@ pub(super) fn render<'a, V: NodeVersion + Serialize + 'a>(
     let mut fragments = Vec::with_capacity(previous.map_or(0, |p| p.nodes.len()));
     let mut reuse = Reuse::default();
     for (i, (id, node)) in nodes.enumerate() {
+        let id = id.as_ref();
         if i > 0 {
             body.push(b',');
         }
         let start = body.len();
         let same = old.as_mut().and_then(|(bytes, frags)| {
             // Both in agent id order: fragments of nodes gone since are passed over.
-            while frags.next_if(|f| f.id < *id).is_some() {}
-            let f = frags.next_if(|f| f.id == *id)?;
+            while frags.next_if(|f| f.id.as_str() < id).is_some() {}
+            let f = frags.next_if(|f| f.id == id)?;
             node.unchanged(&f.key)
                 .then(|| (&bytes[f.at.clone()], f.key.clone()))
         });
@@ -120,7 +121,7 @@ pub(super) fn render<'a, V: NodeVersion + Serialize + 'a>(
             }
         };
         fragments.push(Fragment {
-            id: id.clone(),
+            id: id.to_owned(),
             key,
             at: start..body.len(),
         });

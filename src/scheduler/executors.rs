@@ -322,7 +322,7 @@ impl ExecutorApi {
                         .as_ref()
                         .is_some_and(|t| t.executor_id == executor_id)
                 })
-                .map(|n| n.agent_id.clone())
+                .map(|n| n.agent_id.to_string())
                 .ok_or_else(unknown)?,
         };
         // Only a launch's own secret, never revoked, and never an empty one (it would match
@@ -526,7 +526,7 @@ mod tests {
         let mut s = Persisted::default();
         s.model.framework_id = Some("fw-1".into());
         s.model.nodes.insert(
-            "a1".into(),
+            "a1",
             Node {
                 task: Some(TaskRecord {
                     task_id: "storage.h1.1".into(),
@@ -823,7 +823,7 @@ mod tests {
         ] {
             let mut n = Node::new(agent, agent, persona, 1);
             n.ip = Some(ip.into());
-            s.model.nodes.insert(agent.into(), n);
+            s.model.nodes.insert(agent, n);
         }
         let json = plan_json(&mut api, &mut s);
         assert_eq!(

@@ -209,7 +209,7 @@ impl TaskRecord {
 /// Everything known about one agent the framework manages.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Node {
-    pub agent_id: String,
+    pub agent_id: Arc<str>,
     pub hostname: String,
     pub persona: Persona,
     pub phase: Phase,
@@ -270,7 +270,7 @@ impl Node {
     /// A node first seen now: nothing launched, no devices, no history.
     pub fn new(agent_id: &str, hostname: &str, persona: Persona, now_ms: u64) -> Node {
         Node {
-            agent_id: agent_id.to_owned(),
+            agent_id: agent_id.into(),
             hostname: hostname.to_owned(),
             persona,
             phase: Phase::Launching,
@@ -324,8 +324,11 @@ pub struct ClusterModel {
 /// a save finds the changed nodes by pointer instead of serializing every node. Writing to
 /// a node ([`Nodes::get_mut`], [`NodeMut`]) copies it first when it is shared, so a view or
 /// the store's copy never changes under their feet.
+///
+/// A node is keyed by its own `agent_id`, one shared `Arc<str>` (issue 12: not a second copy
+/// of every agent id).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Nodes(BTreeMap<String, Arc<Node>>);
+pub struct Nodes(BTreeMap<Arc<str>, Arc<Node>>);
 
 impl Nodes {
     pub fn get(&self, agent: &str) -> Option<&Node> {
@@ -336,9 +339,15 @@ impl Nodes {
         self.0.get_mut(agent).map(Arc::make_mut)
     }
 
-    pub fn insert(&mut self, agent: String, node: Node) -> Option<Node> {
+    /// Inserts `node` under its agent id, which `agent` must be.
+    pub fn insert(&mut self, agent: impl AsRef<str>, node: Node) -> Option<Node> {
+        debug_assert_eq!(
+            agent.as_ref(),
+            &*node.agent_id,
+            "a node is keyed by its agent"
+        );
         self.0
-            .insert(agent, Arc::new(node))
+            .insert(node.agent_id.clone(), Arc::new(node))
             .map(Arc::unwrap_or_clone)
     }
 
@@ -358,7 +367,7 @@ impl Nodes {
         self.0.is_empty()
     }
 
-    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &String> + ExactSizeIterator {
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &Arc<str>> + ExactSizeIterator {
         self.0.keys()
     }
 
@@ -375,7 +384,7 @@ impl Nodes {
     }
 
     /// Every node as shared (the store keeps what it saved, and compares by pointer).
-    pub fn iter_shared(&self) -> impl Iterator<Item = (&String, &Arc<Node>)> {
+    pub fn iter_shared(&self) -> impl Iterator<Item = (&Arc<str>, &Arc<Node>)> {
         self.0.iter()
     }
 
@@ -397,16 +406,20 @@ impl std::ops::Index<&str> for Nodes {
 }
 
 impl<'a> IntoIterator for &'a Nodes {
-    type Item = (&'a String, &'a Node);
+    type Item = (&'a Arc<str>, &'a Node);
     type IntoIter = NodeIter<'a>;
     fn into_iter(self) -> NodeIter<'a> {
         self.iter()
     }
 }
 
-impl FromIterator<(String, Node)> for Nodes {
-    fn from_iter<I: IntoIterator<Item = (String, Node)>>(iter: I) -> Self {
-        Nodes(iter.into_iter().map(|(k, n)| (k, Arc::new(n))).collect())
+impl FromIterator<Node> for Nodes {
+    fn from_iter<I: IntoIterator<Item = Node>>(iter: I) -> Self {
+        Nodes(
+            iter.into_iter()
+                .map(|n| (n.agent_id.clone(), Arc::new(n)))
+                .collect(),
+        )
     }
 }
 
@@ -418,17 +431,18 @@ impl Serialize for Nodes {
 
 impl<'de> Deserialize<'de> for Nodes {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        BTreeMap::<String, Node>::deserialize(d).map(|m| m.into_iter().collect())
+        // Keyed by each node's own agent id; the store checks the two agree when it loads.
+        BTreeMap::<String, Node>::deserialize(d).map(|m| m.into_values().collect())
     }
 }
 
 pub type NodeValues<'a> = std::iter::Map<
-    std::collections::btree_map::Values<'a, String, Arc<Node>>,
+    std::collections::btree_map::Values<'a, Arc<str>, Arc<Node>>,
     fn(&Arc<Node>) -> &Node,
 >;
 pub type NodeIter<'a> = std::iter::Map<
-    std::collections::btree_map::Iter<'a, String, Arc<Node>>,
-    fn((&'a String, &'a Arc<Node>)) -> (&'a String, &'a Node),
+    std::collections::btree_map::Iter<'a, Arc<str>, Arc<Node>>,
+    fn((&'a Arc<str>, &'a Arc<Node>)) -> (&'a Arc<str>, &'a Node),
 >;
 
 /// A node of [`Nodes::values_mut`]: read through it freely; the first write copies the node
@@ -555,7 +569,7 @@ mod tests {
             ..Default::default()
         };
         m.nodes.insert(
-            "a1".into(),
+            "a1",
             Node {
                 phase: Phase::StorageAttach,
                 devices: vec!["/dev/sdb".into()],

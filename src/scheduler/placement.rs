@@ -601,7 +601,7 @@ mod tests {
         let mut model = ClusterModel::default();
         model
             .nodes
-            .insert("a1".into(), node("a1", Persona::Data, Some("TASK_RUNNING")));
+            .insert("a1", node("a1", Persona::Data, Some("TASK_RUNNING")));
         let mut o2 = offer("a2", 4.0, 8192.0, vec![]);
         o2.executor_ids.push(ExecutorID {
             value: format!("{EXECUTOR_PREFIX}old").into(),
@@ -624,7 +624,7 @@ mod tests {
         let mut model = ClusterModel::default();
         let mut n = node("a1", Persona::Data, Some("TASK_FAILED"));
         n.retry_after_ms = Some(30_000);
-        model.nodes.insert("a1".into(), n);
+        model.nodes.insert("a1", n);
         let d = decide(
             &model,
             &[offer("a1", 4.0, 8192.0, vec![])],
@@ -683,10 +683,9 @@ mod tests {
 
         // A node keeps its persona; the roles held are not handed out twice.
         let mut model = ClusterModel::default();
-        model.nodes.insert(
-            "big".into(),
-            node("big", Persona::Primary, Some("TASK_FAILED")),
-        );
+        model
+            .nodes
+            .insert("big", node("big", Persona::Primary, Some("TASK_FAILED")));
         let d = decide(&model, &offers, &settings(true), 0);
         let mut mdms: Vec<Persona> = d
             .iter()

@@ -170,8 +170,7 @@ impl StateStore {
                     root_hash = Some(h);
                 }
                 for (agent, node) in state.model.nodes.iter_shared() {
-                    debug_assert_eq!(agent, &node.agent_id, "a node is keyed by its agent");
-                    let before = saved_nodes.get(agent.as_str());
+                    let before = saved_nodes.get(&**agent);
                     if before.is_some_and(|b| Arc::ptr_eq(&b.node, node)) {
                         continue;
                     }
@@ -355,7 +354,7 @@ fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<Persisted, StoreEr
         };
         let mut rec: NodeRecord<Node, String> = serde_json::from_slice(bytes)
             .map_err(|e| corrupt(format!("record {key:?} is unreadable: {e}")))?;
-        if rec.node.agent_id != agent {
+        if &*rec.node.agent_id != agent {
             return Err(corrupt(format!(
                 "record {key:?} holds agent {:?}",
                 rec.node.agent_id
@@ -364,7 +363,7 @@ fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<Persisted, StoreEr
         if let (Some(t), Some(s)) = (rec.node.task.as_mut(), rec.executor_secret) {
             t.secret = Some(Token::from(s.as_str()));
         }
-        state.model.nodes.insert(agent.to_owned(), rec.node);
+        state.model.nodes.insert(agent, rec.node);
     }
     Ok(state)
 }
@@ -402,7 +401,7 @@ mod tests {
                 running_since_ms: None,
                 secret: Some("s".repeat(64).as_str().into()),
             });
-            p.model.nodes.insert(a.into(), n);
+            p.model.nodes.insert(a, n);
         }
         p
     }

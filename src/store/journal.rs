@@ -476,9 +476,7 @@ mod tests {
         let mut p = Persisted::default();
         p.model.framework_id = Some("fw-j".into());
         for n in nodes {
-            p.model
-                .nodes
-                .insert((*n).into(), Node::new(n, n, Persona::Data, 1));
+            p.model.nodes.insert(n, Node::new(n, n, Persona::Data, 1));
         }
         p
     }

@@ -43,7 +43,7 @@ fn main() {
     store.load().expect("load");
     store.save(&state).expect("first save");
     let start = std::fs::metadata(&path).expect("journal").len();
-    let keys: Vec<String> = state.model.nodes.keys().cloned().collect();
+    let keys: Vec<String> = state.model.nodes.keys().map(|k| k.to_string()).collect();
     // One node's update per save, as a status update or a phase report makes it.
     let mut written_before = None;
     for u in 0..UPDATES {

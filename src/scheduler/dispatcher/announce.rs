@@ -29,7 +29,7 @@ impl Dispatcher {
             .state
             .model
             .active_tasks()
-            .map(|(n, t)| (n.agent_id.clone(), t.executor_id.clone()))
+            .map(|(n, t)| (n.agent_id.to_string(), t.executor_id.clone()))
             .collect();
         if !targets.is_empty() {
             info!(

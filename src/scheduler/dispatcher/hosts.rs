@@ -34,7 +34,7 @@ impl Dispatcher {
             .filter_map(|n| {
                 // A new agent takes over one node (the first of its host, should two share it).
                 let new = unknown.remove(n.hostname.as_str())?;
-                Some((n.agent_id.clone(), new.to_owned()))
+                Some((n.agent_id.to_string(), new.to_owned()))
             })
             .collect();
         for (old, new) in moves {
@@ -60,14 +60,14 @@ impl Dispatcher {
                 self.revoke_secret(task);
             }
         }
-        node.agent_id = new.to_owned();
+        node.agent_id = new.into();
         node.phase = Phase::Lost;
         node.last_error =
             Some(format!("agent {old} was replaced by {new} (host restarted)").into());
         node.retry_after_ms = None;
         node.gone_since_ms = None;
         node.updated_ms = now;
-        self.state.model.nodes.insert(new.to_owned(), node);
+        self.state.model.nodes.insert(new, node);
         self.offer_mode.uncovered(new, now);
         self.dirty = true;
         self.touch_view();
@@ -79,7 +79,7 @@ impl Dispatcher {
         let now = self.clock.now_ms();
         let mut retire = Vec::new();
         for mut node in self.state.model.nodes.values_mut() {
-            if known.contains(node.agent_id.as_str()) {
+            if known.contains(&*node.agent_id) {
                 // Read first: a write copies a node a view shares.
                 if node.gone_since_ms.is_some() {
                     node.gone_since_ms = None;
@@ -92,7 +92,7 @@ impl Dispatcher {
                 now
             });
             if now.saturating_sub(since) >= RETIRE_AFTER_MS && !node.covered() {
-                retire.push(node.agent_id.clone());
+                retire.push(node.agent_id.to_string());
             }
         }
         for agent in retire {

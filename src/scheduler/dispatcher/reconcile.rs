@@ -38,7 +38,7 @@ impl Dispatcher {
             .state
             .model
             .active_tasks()
-            .map(|(n, t)| (t.task_id.clone(), n.agent_id.clone()))
+            .map(|(n, t)| (t.task_id.clone(), n.agent_id.to_string()))
             .collect();
         self.recon.delay_ms = RETRY_FIRST_MS;
         self.send_explicit(now);
@@ -143,7 +143,7 @@ impl Dispatcher {
                     t.state == TaskState::Staging && t.launched_at_ms + STAGING_TIMEOUT_MS <= now
                 })
             })
-            .map(|n| n.agent_id.clone())
+            .map(|n| n.agent_id.to_string())
             .collect();
         for agent in stuck {
             let Some(node) = self.state.model.nodes.get_mut(&agent) else {

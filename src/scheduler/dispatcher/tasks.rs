@@ -245,6 +245,6 @@ pub(super) fn current_launch_of(
             .nodes
             .iter()
             .find(|(_, n)| is_it(n))
-            .map(|(a, _)| a.clone()),
+            .map(|(a, _)| a.to_string()),
     }
 }

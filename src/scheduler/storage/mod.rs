@@ -123,11 +123,11 @@ impl StorageSide {
             let Some(ip) = node.ip.clone() else {
                 continue;
             };
-            if self.sent.get(&node.agent_id) == Some(&wanted) {
+            if self.sent.get(&*node.agent_id) == Some(&wanted) {
                 continue;
             }
             let want = NodeWant {
-                agent_id: node.agent_id.clone(),
+                agent_id: node.agent_id.to_string(),
                 hostname: node.hostname.clone(),
                 ip: ip.to_string(),
                 sds_name: plan::sds_name(&node.hostname),
@@ -154,7 +154,7 @@ impl StorageSide {
                 .into(),
             );
             changed = true;
-            self.sent.insert(node.agent_id.clone(), wanted);
+            self.sent.insert(node.agent_id.to_string(), wanted);
             self.queued.push(Job::Attach(want));
         }
         changed
@@ -210,10 +210,10 @@ impl StorageSide {
         match r.error {
             Some(e) => {
                 node.last_error = Some(e.as_str().into());
-                self.errors.insert(node.agent_id.clone(), e);
+                self.errors.insert(node.agent_id.to_string(), e);
             }
             None => {
-                if let Some(mine) = self.errors.remove(&node.agent_id) {
+                if let Some(mine) = self.errors.remove(&*node.agent_id) {
                     if node.last_error.as_deref() == Some(mine.as_str()) {
                         node.last_error = None;
                     }
@@ -251,7 +251,7 @@ mod tests {
             running_since_ms: None,
             secret: None,
         });
-        m.nodes.insert("a1".into(), n);
+        m.nodes.insert("a1", n);
         m
     }
 
@@ -322,7 +322,7 @@ mod tests {
         let mut m = model_with_node(&["/dev/sdb"]);
         let mut primary = Node::new("p1", "mdm1", Persona::Primary, 0);
         primary.phase = Phase::ClusterInit;
-        m.nodes.insert("p1".into(), primary);
+        m.nodes.insert("p1", primary);
         assert!(!s.plan(&mut m));
         s.release();
         assert!(
@@ -345,7 +345,7 @@ mod tests {
         let mut primary = Node::new("p1", "mdm1", Persona::Primary, 0);
         primary.ip = Some("10.0.0.21".into());
         primary.phase = Phase::StorageAttach;
-        m.nodes.insert("p1".into(), primary);
+        m.nodes.insert("p1", primary);
         assert!(s.plan(&mut m));
         s.release();
         assert!(matches!(rx.try_recv(), Ok(Job::Gateway(a)) if a == "10.0.0.21:443"));
