@@ -751,6 +751,11 @@ mod tests {
         let calls = r.calls();
         let launched = launched_task(&calls);
         assert_eq!(launched.len(), 2);
+        // What a launch leaves of its agent is refused as a covered agent's offer is.
+        for accept in calls.iter().filter_map(|c| c.accept.as_ref()) {
+            let refuse = accept.filters.as_ref().and_then(|f| f.refuse_seconds);
+            assert_eq!(refuse, Some(placement::REFUSE_COVERED_SECS));
+        }
         // The saved state already holds both launches and their secrets.
         let saved = r.saved_state();
         for (task, agent) in &launched {
