@@ -848,7 +848,8 @@ mod tests {
         assert_eq!(s.model.nodes["a1"].last_contact_ms, Some(1));
         api.after_batch(&s, SystemClock.now_ms());
         assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Recorded)));
-        // A relaunch replaced the task; the old secret stays only by accident of the test.
+        // A relaunch replaced the task (keeping its secret, by accident of the test): the
+        // old executor id is no node's launch any more.
         s.model
             .nodes
             .get_mut("a1")

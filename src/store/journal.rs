@@ -596,14 +596,8 @@ mod tests {
         let mut s = StateStore::new(Box::new(JournalStore::new(&path).unwrap()));
         let loaded = s.load().unwrap();
         let mut expected = old.model.clone();
-        expected
-            .nodes
-            .get_mut("a1")
-            .unwrap()
-            .task
-            .as_mut()
-            .unwrap()
-            .secret = Some("s1".into());
+        let a1 = expected.nodes.get_mut("a1").and_then(|n| n.task.as_mut());
+        a1.expect("a1's launch").secret = Some("s1".into());
         assert_eq!(loaded.model, expected);
         assert_eq!(loaded.executor_secrets().count(), 1);
         s.save(&loaded).unwrap();
