@@ -438,6 +438,30 @@ mod tests {
         assert_eq!(back.model.nodes["a2"], st.model.nodes["a2"]);
     }
 
+    #[test]
+    fn records_of_an_earlier_build_load_with_each_secret_on_its_launch() {
+        // Version 2 records as the previous build wrote them: secrets of no current launch in
+        // the root (ignored: they could not authenticate), the node's in its record.
+        let root = format!(
+            r#"{{"format":"{FORMAT}","version":{RECORD_VERSION},"launch_seq":3,"other_secrets":{{"e-old":"x"}}}}"#
+        );
+        let node = r#"{"node":{"agent_id":"a1","hostname":"h1","persona":"data","phase":"running","task":{"task_id":"t-a1","executor_id":"e-a1","state":"TASK_RUNNING","launched_at_ms":1},"updated_ms":1},"executor_secret":"s1"}"#;
+        let mut backend = MemoryStore::new();
+        backend
+            .replace_all(&[
+                (ROOT_KEY.to_owned(), root.into_bytes()),
+                (node_key("a1"), node.as_bytes().to_vec()),
+            ])
+            .unwrap();
+        let state = StateStore::new(Box::new(backend)).load().unwrap();
+        assert_eq!(state.model.launch_seq, 3);
+        let secrets: Vec<(&str, String)> = state
+            .executor_secrets()
+            .map(|(id, s)| (id, s.reveal().expose().to_owned()))
+            .collect();
+        assert_eq!(secrets, [("e-a1", "s1".to_owned())]);
+    }
+
     fn store_backend_clone(store: &mut StateStore) -> MemoryStore {
         let mut copy = MemoryStore::new();
         match store.backend_mut().load_all().unwrap() {
