@@ -840,6 +840,25 @@ mod tests {
     }
 
     #[test]
+    fn a_current_launch_whose_secret_was_revoked_gets_404() {
+        let mut api = ExecutorApi::new();
+        let mut s = state();
+        // Its agent is gone: the launch stays on record, its secret does not.
+        let node = s.model.nodes.get_mut("a1").unwrap();
+        node.task.as_mut().unwrap().secret = None;
+        let (r, rx) = req(ExecutorCall::Heartbeat, SECRET);
+        assert!(!api.handle(&mut s, r, 1));
+        match rx.try_recv() {
+            Ok(ExecutorReply::Failed(e)) => assert_eq!(e.status, 404),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            s.model.nodes["a1"].last_contact_ms, None,
+            "nothing recorded"
+        );
+    }
+
+    #[test]
     fn replaced_executor_gets_404() {
         let mut api = ExecutorApi::new();
         let mut s = state();

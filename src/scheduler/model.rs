@@ -431,7 +431,8 @@ impl Serialize for Nodes {
 
 impl<'de> Deserialize<'de> for Nodes {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        // Keyed by each node's own agent id; the store checks the two agree when it loads.
+        // Keyed by each node's own agent id. The record store checks a record's key against
+        // it; an earlier build's single document is keyed by it as it loads.
         BTreeMap::<String, Node>::deserialize(d).map(|m| m.into_values().collect())
     }
 }
@@ -579,9 +580,28 @@ mod tests {
                 ..Node::new("a1", "h1", Persona::Primary, 9)
             },
         );
+        let mut declared = Node::new("a2", "h2", Persona::Data, 9);
+        declared
+            .layout
+            .sds
+            .entry("pd1".into())
+            .or_default()
+            .insert("sp1".into(), vec!["/dev/xvdf".into()]);
+        declared.layout.sdc.insert("pd1".into(), vec!["sp1".into()]);
+        m.nodes.insert("a2", declared);
         let json = serde_json::to_string(&m).unwrap();
         assert!(json.contains("\"storage-attach\""));
+        // The global pool is shown as an empty layout, a declared one as declared.
+        assert!(json.contains(r#""layout":{}"#), "{json}");
+        assert!(
+            json.contains(
+                r#""layout":{"sds":{"pd1":{"sp1":["/dev/xvdf"]}},"sdc":{"pd1":["sp1"]}}"#
+            ),
+            "{json}"
+        );
         let back: ClusterModel = serde_json::from_str(&json).unwrap();
         assert_eq!(back, m);
+        assert_eq!(back.nodes["a2"].layout.sds["pd1"]["sp1"], ["/dev/xvdf"]);
+        assert!(back.nodes["a1"].layout.is_global());
     }
 }

@@ -135,14 +135,24 @@ impl StateStore {
     /// Reads the stored state (an empty one on first start). Errors name the store.
     pub fn load(&mut self) -> Result<Persisted, StoreError> {
         let origin = self.describe();
+        let mut stale_root = false;
         let state = match self.backend.load_all()? {
             Loaded::Empty => Persisted::default(),
             Loaded::Legacy(bytes) => decode_versioned::<LegacyDocument>(&bytes, STATE_VERSION)
                 .map_err(|e| e.at(&origin))?
                 .into_state(),
-            Loaded::Records(records) => from_records(records).map_err(|e| e.at(&origin))?,
+            Loaded::Records(records) => {
+                let (state, stale) = from_records(records).map_err(|e| e.at(&origin))?;
+                stale_root = stale;
+                state
+            }
         };
         self.remember_all(&state);
+        if stale_root {
+            // Secrets an earlier build kept in the root go with the next save, not whenever
+            // the root next changes.
+            self.saved_root = None;
+        }
         Ok(state)
     }
 
@@ -306,7 +316,9 @@ fn corrupt(detail: String) -> StoreError {
     }
 }
 
-fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<Persisted, StoreError> {
+/// The state the records hold, and whether the root holds what this build would not write
+/// (an earlier build's `other_secrets`).
+fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<(Persisted, bool), StoreError> {
     let Some(root) = records.get(ROOT_KEY) else {
         return Err(corrupt(format!(
             "{} record(s) but no {ROOT_KEY:?} record",
@@ -333,6 +345,9 @@ fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<Persisted, StoreEr
             supported: RECORD_VERSION,
         });
     }
+    let stale_root = header
+        .get("other_secrets")
+        .is_some_and(|s| s.as_object().is_none_or(|o| !o.is_empty()));
     let root: Root = serde_json::from_value(header)
         .map_err(|e| corrupt(format!("the root record does not fit its layout: {e}")))?;
     let mut state = Persisted {
@@ -365,7 +380,7 @@ fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<Persisted, StoreEr
         }
         state.model.nodes.insert(agent, rec.node);
     }
-    Ok(state)
+    Ok((state, stale_root))
 }
 
 /// The stored state as one JSON document for operators (`-store.dump`): secrets masked.
@@ -453,13 +468,22 @@ mod tests {
                 (node_key("a1"), node.as_bytes().to_vec()),
             ])
             .unwrap();
-        let state = StateStore::new(Box::new(backend)).load().unwrap();
+        let mut store = StateStore::new(Box::new(backend));
+        let state = store.load().unwrap();
         assert_eq!(state.model.launch_seq, 3);
         let secrets: Vec<(&str, String)> = state
             .executor_secrets()
             .map(|(id, s)| (id, s.reveal().expose().to_owned()))
             .collect();
         assert_eq!(secrets, [("e-a1", "s1".to_owned())]);
+        // The stray secret leaves the store with the first save.
+        assert_eq!(store.save(&state).unwrap(), 1, "the root, rewritten");
+        let Loaded::Records(records) = store.backend_mut().load_all().unwrap() else {
+            panic!("records expected");
+        };
+        let root = String::from_utf8(records[ROOT_KEY].clone()).unwrap();
+        assert!(!root.contains("e-old"), "{root}");
+        assert_eq!(store.save(&state).unwrap(), 0);
     }
 
     fn store_backend_clone(store: &mut StateStore) -> MemoryStore {

@@ -74,7 +74,7 @@ pub struct Dispatcher {
     offer_mode: OfferMode,
     recon: Reconciliation,
     /// Agents the master listed at its last report with no node then, less those launched
-    /// on since; `None` before the first report. Only these ids are kept (issue 12): the
+    /// on since (plus those whose launch was undone); `None` before the first report. Only these ids are kept (issue 12): the
     /// managed ones are the nodes whose agent is not gone.
     unmanaged_agents: Option<BTreeSet<String>>,
     view: Option<Arc<View>>,
@@ -1083,17 +1083,40 @@ mod tests {
     #[test]
     fn nodes_follow_hosts_across_new_agent_ids() {
         let mut r = rig();
+        let (feed_tx, feed) = crossbeam_channel::unbounded();
+        r.d.set_secret_feed(feed_tx);
+        let forgotten = |feed: &Receiver<crate::scheduler::exchange::SecretUpdate>| -> Vec<String> {
+            feed.try_iter()
+                .filter_map(|u| match u {
+                    crate::scheduler::exchange::SecretUpdate::Forget { executor_id } => {
+                        Some(executor_id)
+                    }
+                    _ => None,
+                })
+                .collect()
+        };
         r.event(subscribed("fw-1"));
         r.event(offers(&["a1"]));
         let (first, _) = launched_task(&r.calls()).remove(0);
         r.event(update(&first, "a1", TaskState::Running, true));
+        assert!(forgotten(&feed).is_empty());
         {
             let n = r.d.state.model.nodes.get_mut("a1").unwrap();
             n.persona = crate::scheduler::model::Persona::Primary;
             n.devices = vec!["/dev/sdb".into()];
             n.attached = vec!["/dev/sdb".into()];
         }
-        // The host rebooted: agent a1b on host-a1.
+        // The host rebooted: agent a1b on host-a1, first seen in the master's agent list.
+        r.input(Input::Agents(vec![KnownAgent {
+            id: "a1b".into(),
+            hostname: "host-a1".into(),
+        }]));
+        // The moved node's old launch is revoked (its agent, and executor, are gone).
+        let first_executor = first.replacen("storage.", placement::EXECUTOR_PREFIX, 1);
+        assert_eq!(forgotten(&feed), std::slice::from_ref(&first_executor));
+        let moved = r.d.model().nodes["a1b"].task.clone().unwrap();
+        assert_eq!(moved.state, TaskState::Gone);
+        assert!(moved.secret.is_none());
         let mut ev = offers(&["a1b"]);
         ev.offers.as_mut().unwrap().offers[0].hostname = "host-a1".into();
         r.event(ev);
@@ -1106,7 +1129,7 @@ mod tests {
         let (second, agent) = launched_task(&r.calls()).remove(0);
         assert_eq!(agent, "a1b");
         assert_ne!(second, first);
-        let first_executor = first.replacen("storage.", placement::EXECUTOR_PREFIX, 1);
+        assert!(forgotten(&feed).is_empty(), "revoked once");
         assert!(r.saved_state().executor_secret(&first_executor).is_none());
 
         // An agent the master stops listing: retired after the grace period.
@@ -1115,6 +1138,7 @@ mod tests {
         r.event(update(&t2, "a2", TaskState::Lost, true));
         r.input(known(&["a1b"]));
         assert!(r.d.model().nodes.contains_key("a2"));
+        let _ = forgotten(&feed);
         r.clock.advance(hosts::RETIRE_AFTER_MS);
         r.input(known(&["a1b"]));
         assert!(
@@ -1122,6 +1146,9 @@ mod tests {
             "gone node not retired"
         );
         assert!(r.d.model().nodes.contains_key("a1b"));
+        // Retiring the node revokes its last launch's secret.
+        let t2_executor = t2.replacen("storage.", placement::EXECUTOR_PREFIX, 1);
+        assert_eq!(forgotten(&feed), [t2_executor]);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Offer mode: SUPPRESS when every known agent is covered, REVIVE when one needs a launch.
 //!
-//! The master's filters outlive the offer mode: a covered agent is declined for an hour, so
-//! an agent whose executor fails later is not offered again until then, suppressed or not.
+//! The master's filters outlive the offer mode: a covered agent is declined for an hour, and
+//! what a launch leaves of its agent is refused as long by the ACCEPT, so an agent whose
+//! executor fails later is not offered again until then, suppressed or not.
 //! So a node that newly needs a launch always brings a REVIVE (which clears the filters),
 //! rate-limited. The mode is believed only once the master took the call (the sender
 //! reports each REVIVE/SUPPRESS); a lost one is sent again, and every SUBSCRIBED re-sends
