@@ -175,7 +175,7 @@ fn sigkill_between_launch_save_and_accept_launches_nothing_twice() {
         .model
         .nodes
         .values()
-        .filter_map(|n| Some(n.task.as_ref()?.task_id.clone()))
+        .filter_map(|n| Some(n.task.as_ref()?.task_id.to_string()))
         .collect();
     assert!(
         !saved_tasks.is_empty(),

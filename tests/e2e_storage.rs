@@ -177,12 +177,9 @@ impl Rig {
                 let saved = cluster::try_stored_state(&self.store).ok()?;
                 let mut out = BTreeMap::new();
                 for (agent, node) in &saved.model.nodes {
-                    let exec = &node.task.as_ref()?.executor_id;
+                    let exec = node.task.as_ref()?.executor_id().into_owned();
                     let secret = node.task.as_ref()?.secret.as_ref()?.reveal();
-                    out.insert(
-                        exec.clone(),
-                        (agent.to_string(), secret.expose().to_owned()),
-                    );
+                    out.insert(exec, (agent.to_string(), secret.expose().to_owned()));
                 }
                 (out.len() == AGENTS).then_some(out)
             },

@@ -93,7 +93,7 @@ fn start_full(state: Persisted, conn: Connection, opts: ServerOptions) -> Server
     let (secrets_tx, secrets) = crossbeam_channel::unbounded();
     for (executor_id, secret) in state.executor_secrets() {
         let _ = secrets_tx.send(SecretUpdate::Known {
-            executor_id: executor_id.to_owned(),
+            executor_id: executor_id.into_owned(),
             secret: secret.reveal(),
         });
     }

@@ -30,14 +30,15 @@ fn sample() -> Persisted {
     p.model.framework_id = Some("fw-helpers".into());
     p.model.launch_seq = 4;
     let mut n = Node::new("a1", "host-1", Persona::Primary, 1);
-    n.task = Some(storage_framework::scheduler::model::TaskRecord {
-        task_id: "storage.host-1.4".into(),
-        executor_id: "storage-executor.host-1.4".into(),
-        state: storage_framework::mesos::types::TaskState::Running,
-        launched_at_ms: 1,
-        running_since_ms: None,
-        secret: Some("s3cr3t-never-shown".into()),
-    });
+    n.task = Some(
+        storage_framework::scheduler::model::TaskRecord::new(
+            "storage.host-1.4",
+            "storage-executor.host-1.4",
+            storage_framework::mesos::types::TaskState::Running,
+            1,
+        )
+        .with_secret("s3cr3t-never-shown".into()),
+    );
     p.model.nodes.insert("a1", n);
     p
 }

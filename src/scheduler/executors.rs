@@ -277,7 +277,7 @@ impl ExecutorApi {
                 .model
                 .nodes
                 .get(&p.agent)
-                .is_some_and(|n| n.task.as_ref().is_some_and(|t| t.executor_id == *id));
+                .is_some_and(|n| n.task.as_ref().is_some_and(|t| t.is_executor(id)));
             if !current {
                 done.push((id.clone(), Some(ExecutorReply::Failed(gone_executor(id)))));
                 continue;
@@ -323,11 +323,7 @@ impl ExecutorApi {
                 .model
                 .nodes
                 .values()
-                .find(|n| {
-                    n.task
-                        .as_ref()
-                        .is_some_and(|t| t.executor_id == executor_id)
-                })
+                .find(|n| n.task.as_ref().is_some_and(|t| t.is_executor(executor_id)))
                 .map(|n| n.agent_id.clone())
                 .ok_or_else(unknown)?,
         };
@@ -350,7 +346,7 @@ impl ExecutorApi {
             let keys = &self.index_keys;
             self.index.retain(|key, agent| {
                 let current = state.model.nodes.get(agent).and_then(|n| n.task.as_ref());
-                current.is_some_and(|t| keys.hash_one(t.executor_id.as_str()) == *key)
+                current.is_some_and(|t| keys.hash_one(&*t.executor_id()) == *key)
             });
         }
         self.index.insert(key, agent.clone());
@@ -449,7 +445,7 @@ fn is_current(state: &Persisted, agent: &str, executor_id: &str) -> bool {
         .nodes
         .get(agent)
         .and_then(|n| n.task.as_ref())
-        .is_some_and(|t| t.executor_id == executor_id)
+        .is_some_and(|t| t.is_executor(executor_id))
 }
 
 fn gone_executor(executor_id: &str) -> ApiError {
@@ -538,14 +534,16 @@ mod tests {
         s.model.nodes.insert(
             "a1",
             Node {
-                task: Some(TaskRecord {
-                    task_id: "storage.h1.1".into(),
-                    executor_id: "storage-executor.h1.1".into(),
-                    state: crate::mesos::types::TaskState::Running,
-                    launched_at_ms: 1,
-                    running_since_ms: Some(2),
-                    secret: Some(SECRET.into()),
-                }),
+                task: Some(
+                    TaskRecord::new(
+                        "storage.h1.1",
+                        "storage-executor.h1.1",
+                        crate::mesos::types::TaskState::Running,
+                        1,
+                    )
+                    .running_since(2)
+                    .with_secret(SECRET.into()),
+                ),
                 ..Node::new("a1", "h1", Persona::Data, 1)
             },
         );
@@ -875,7 +873,7 @@ mod tests {
         for seq in 1..=40u64 {
             let id = format!("storage-executor.h1.{seq}");
             let node = s.model.nodes.get_mut("a1").unwrap();
-            node.task.as_mut().unwrap().executor_id = id.clone();
+            node.task.as_mut().unwrap().set_executor_id(&id);
             let (mut r, rx) = req(ExecutorCall::Heartbeat, SECRET);
             r.executor_id = id;
             api.handle(&mut s, r, seq);
@@ -914,7 +912,7 @@ mod tests {
             .task
             .as_mut()
             .unwrap()
-            .executor_id = "storage-executor.h1.2".into();
+            .set_executor_id("storage-executor.h1.2");
         let (r, rx) = req(ExecutorCall::Heartbeat, SECRET);
         assert!(!api.handle(&mut s, r, 2));
         match rx.try_recv() {

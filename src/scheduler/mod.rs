@@ -181,7 +181,7 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
     let (secrets_tx, secrets_rx) = crossbeam_channel::unbounded();
     for (executor_id, secret) in state.executor_secrets() {
         let _ = secrets_tx.send(exchange::SecretUpdate::Known {
-            executor_id: executor_id.to_owned(),
+            executor_id: executor_id.into_owned(),
             secret: secret.reveal(),
         });
     }

@@ -7,6 +7,7 @@
 //! model (for `/api/state`) cannot reach it; the store writes it beside the node on purpose.
 
 use crate::mesos::types::TaskState;
+use crate::scheduler::placement::EXECUTOR_PREFIX;
 use crate::secret::Token;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -183,26 +184,119 @@ impl<'de> Deserialize<'de> for NodeLayout {
 }
 
 /// One launch of the storage executor on a node.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TaskRecord {
-    pub task_id: String,
-    pub executor_id: String,
+    pub task_id: Box<str>,
+    /// `None`: the usual executor id, derived from the task id ([`TaskRecord::executor_id`]);
+    /// kept only when it differs (issue 12: not a second id string per node).
+    executor_id: Option<Box<str>>,
     /// Last Mesos state seen; saved and shown by its Mesos name (`TASK_RUNNING`).
     pub state: TaskState,
     pub launched_at_ms: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running_since_ms: Option<u64>,
     /// The secret this launch's executor presents; `None` once revoked (its agent is gone)
     /// or for a launch saved without one. Held here, 32 bytes, rather than in a map keyed by
-    /// another copy of the executor id (issue 12: ~2 MB at 10,000 executors).
-    #[serde(skip)]
+    /// another copy of the executor id (issue 12: ~2 MB at 10,000 executors). Never
+    /// serialized with the record (see its `Serialize`).
     pub secret: Option<Token>,
 }
 
+/// Task ids are `storage.<host>.<seq>`, their executors' `storage-executor.<host>.<seq>`
+/// (`launch::ids`).
+const TASK_PREFIX: &str = "storage.";
+
 impl TaskRecord {
+    /// A launch in `state`, not yet running, without a secret.
+    pub fn new(task_id: &str, executor_id: &str, state: TaskState, launched_at_ms: u64) -> Self {
+        let mut t = TaskRecord {
+            task_id: task_id.into(),
+            executor_id: None,
+            state,
+            launched_at_ms,
+            running_since_ms: None,
+            secret: None,
+        };
+        t.set_executor_id(executor_id);
+        t
+    }
+
+    pub fn with_secret(mut self, secret: Token) -> Self {
+        self.secret = Some(secret);
+        self
+    }
+
+    pub fn running_since(mut self, ms: u64) -> Self {
+        self.running_since_ms = Some(ms);
+        self
+    }
+
+    /// The derived executor id's part after its prefix, when the task id has the usual form.
+    fn derived_suffix(&self) -> Option<&str> {
+        self.task_id.strip_prefix(TASK_PREFIX)
+    }
+
+    pub fn executor_id(&self) -> std::borrow::Cow<'_, str> {
+        match (&self.executor_id, self.derived_suffix()) {
+            (Some(id), _) => std::borrow::Cow::Borrowed(id),
+            (None, Some(suffix)) => format!("{EXECUTOR_PREFIX}{suffix}").into(),
+            // Unreachable by construction: such a task id keeps its executor id.
+            (None, None) => std::borrow::Cow::Borrowed(""),
+        }
+    }
+
+    /// Whether `id` is this launch's executor id (no allocation).
+    pub fn is_executor(&self, id: &str) -> bool {
+        match (&self.executor_id, self.derived_suffix()) {
+            (Some(mine), _) => **mine == *id,
+            (None, Some(suffix)) => id.strip_prefix(EXECUTOR_PREFIX) == Some(suffix),
+            (None, None) => false,
+        }
+    }
+
+    pub fn set_executor_id(&mut self, id: &str) {
+        let derived = self
+            .derived_suffix()
+            .is_some_and(|suffix| id.strip_prefix(EXECUTOR_PREFIX) == Some(suffix));
+        self.executor_id = (!derived).then(|| id.into());
+    }
+
     /// Still holds (or is about to hold) the agent: the node is covered.
     pub fn is_active(&self) -> bool {
         !self.state.is_terminal() && self.state != TaskState::Unknown
+    }
+}
+
+/// The record's JSON, as `/api/state` and the store have always had it: both ids, never the
+/// secret.
+#[derive(Serialize, Deserialize)]
+struct TaskRecordJson<S> {
+    task_id: S,
+    executor_id: S,
+    state: TaskState,
+    launched_at_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    running_since_ms: Option<u64>,
+}
+
+impl Serialize for TaskRecord {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        TaskRecordJson {
+            task_id: &*self.task_id,
+            executor_id: &*self.executor_id(),
+            state: self.state,
+            launched_at_ms: self.launched_at_ms,
+            running_since_ms: self.running_since_ms,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for TaskRecord {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let j = TaskRecordJson::<String>::deserialize(d)?;
+        let mut t = TaskRecord::new(&j.task_id, &j.executor_id, j.state, j.launched_at_ms);
+        t.running_since_ms = j.running_since_ms;
+        Ok(t)
     }
 }
 
@@ -507,16 +601,17 @@ impl Persisted {
     /// The secret of `executor_id` when it is a node's current launch (a scan: for start-up,
     /// dumps and tests; the REST side keeps its own index).
     pub fn executor_secret(&self, executor_id: &str) -> Option<&Token> {
-        self.executor_secrets()
-            .find(|(id, _)| *id == executor_id)
-            .map(|(_, s)| s)
+        self.model.nodes.values().find_map(|n| {
+            let t = n.task.as_ref().filter(|t| t.is_executor(executor_id))?;
+            t.secret.as_ref()
+        })
     }
 
     /// Every current launch's executor id and secret.
-    pub fn executor_secrets(&self) -> impl Iterator<Item = (&str, &Token)> {
+    pub fn executor_secrets(&self) -> impl Iterator<Item = (std::borrow::Cow<'_, str>, &Token)> {
         self.model.nodes.values().filter_map(|n| {
             let t = n.task.as_ref()?;
-            Some((t.executor_id.as_str(), t.secret.as_ref()?))
+            Some((t.executor_id(), t.secret.as_ref()?))
         })
     }
 }
@@ -537,14 +632,9 @@ mod tests {
     fn covered_means_an_active_task() {
         let mut n = Node::new("a", "h", Persona::Data, 0);
         assert!(!n.covered());
-        n.task = Some(TaskRecord {
-            task_id: "t".into(),
-            executor_id: "e".into(),
-            state: TaskState::Staging,
-            launched_at_ms: 0,
-            running_since_ms: None,
-            secret: Some(Token::from("s3cr3t")),
-        });
+        n.task = Some(
+            TaskRecord::new("t", "e", TaskState::Staging, 0).with_secret(Token::from("s3cr3t")),
+        );
         assert!(n.covered());
         // Saved by its Mesos name, as before the state was an enum.
         let json = serde_json::to_string(n.task.as_ref().unwrap()).unwrap();
@@ -560,6 +650,41 @@ mod tests {
         assert_eq!(old.state, TaskState::Running);
         n.task.as_mut().unwrap().state = TaskState::Lost;
         assert!(!n.covered());
+    }
+
+    #[test]
+    fn a_launch_derives_its_usual_executor_id_and_keeps_any_other() {
+        let usual = TaskRecord::new(
+            "storage.host-1.7",
+            "storage-executor.host-1.7",
+            TaskState::Staging,
+            3,
+        );
+        assert!(usual.executor_id.is_none(), "derived, not stored");
+        assert_eq!(usual.executor_id(), "storage-executor.host-1.7");
+        assert!(usual.is_executor("storage-executor.host-1.7"));
+        assert!(!usual.is_executor("storage-executor.host-1.8"));
+        assert!(!usual.is_executor("storage.host-1.7"));
+        // Saved and shown with both ids, as always.
+        let json = serde_json::to_string(&usual).unwrap();
+        assert_eq!(
+            json,
+            r#"{"task_id":"storage.host-1.7","executor_id":"storage-executor.host-1.7","state":"TASK_STAGING","launched_at_ms":3}"#
+        );
+        assert_eq!(serde_json::from_str::<TaskRecord>(&json).unwrap(), usual);
+        // Any other pair is kept as it is.
+        for (task, executor) in [
+            ("t-a1", "storage-executor.a1"),
+            ("storage.h.1", "other.h.1"),
+        ] {
+            let mut t = TaskRecord::new(task, executor, TaskState::Running, 1);
+            assert_eq!(t.executor_id(), executor);
+            assert!(t.is_executor(executor));
+            let json = serde_json::to_string(&t).unwrap();
+            assert_eq!(serde_json::from_str::<TaskRecord>(&json).unwrap(), t);
+            t.set_executor_id("storage-executor.h.1");
+            assert_eq!(t.executor_id(), "storage-executor.h.1");
+        }
     }
 
     #[test]

@@ -492,13 +492,13 @@ mod tests {
 
     fn node(agent: &str, persona: Persona, state: Option<&str>) -> Node {
         Node {
-            task: state.map(|s| TaskRecord {
-                task_id: format!("t-{agent}"),
-                executor_id: format!("{EXECUTOR_PREFIX}{agent}"),
-                state: crate::mesos::types::TaskState::from_name(s).unwrap(),
-                launched_at_ms: 0,
-                running_since_ms: None,
-                secret: None,
+            task: state.map(|s| {
+                TaskRecord::new(
+                    &format!("t-{agent}"),
+                    &format!("{EXECUTOR_PREFIX}{agent}"),
+                    crate::mesos::types::TaskState::from_name(s).unwrap(),
+                    0,
+                )
             }),
             ..Node::new(agent, &format!("host-{agent}"), persona, 0)
         }

@@ -59,7 +59,7 @@ impl LegacyDocument {
             let Some(t) = node.task.as_ref() else {
                 continue;
             };
-            if let Some(secret) = self.executor_secrets.get(&t.executor_id) {
+            if let Some(secret) = self.executor_secrets.get(&*t.executor_id()) {
                 let token = Token::from(secret.as_str());
                 if let Some(t) = node.task.as_mut() {
                     t.secret = Some(token);
@@ -385,7 +385,7 @@ fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<(Persisted, bool),
 
 /// The stored state as one JSON document for operators (`-store.dump`): secrets masked.
 pub fn dump_json(state: &Persisted) -> serde_json::Value {
-    let masked: BTreeMap<&str, &str> = state
+    let masked: BTreeMap<std::borrow::Cow<str>, &str> = state
         .executor_secrets()
         .map(|(id, _)| (id, "********"))
         .collect();
@@ -408,14 +408,10 @@ mod tests {
         let mut p = Persisted::default();
         for a in ["a1", "a2"] {
             let mut n = Node::new(a, a, Persona::Data, 1);
-            n.task = Some(TaskRecord {
-                task_id: format!("t-{a}"),
-                executor_id: format!("e-{a}"),
-                state: TaskState::Running,
-                launched_at_ms: 1,
-                running_since_ms: None,
-                secret: Some("s".repeat(64).as_str().into()),
-            });
+            n.task = Some(
+                TaskRecord::new(&format!("t-{a}"), &format!("e-{a}"), TaskState::Running, 1)
+                    .with_secret("s".repeat(64).as_str().into()),
+            );
             p.model.nodes.insert(a, n);
         }
         p
@@ -471,11 +467,11 @@ mod tests {
         let mut store = StateStore::new(Box::new(backend));
         let state = store.load().unwrap();
         assert_eq!(state.model.launch_seq, 3);
-        let secrets: Vec<(&str, String)> = state
+        let secrets: Vec<(String, String)> = state
             .executor_secrets()
-            .map(|(id, s)| (id, s.reveal().expose().to_owned()))
+            .map(|(id, s)| (id.into_owned(), s.reveal().expose().to_owned()))
             .collect();
-        assert_eq!(secrets, [("e-a1", "s1".to_owned())]);
+        assert_eq!(secrets, [("e-a1".to_owned(), "s1".to_owned())]);
         // The stray secret leaves the store with the first save.
         assert_eq!(store.save(&state).unwrap(), 1, "the root, rewritten");
         let Loaded::Records(records) = store.backend_mut().load_all().unwrap() else {

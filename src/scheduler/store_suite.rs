@@ -111,14 +111,16 @@ fn sample(nodes: usize) -> Persisted {
         let agent = format!("agent-{i}");
         let mut node = Node::new(&agent, &format!("host-{i}"), Persona::Data, 1);
         let exec = format!("storage-executor.host-{i}.{i}");
-        node.task = Some(TaskRecord {
-            task_id: format!("storage.host-{i}.{i}"),
-            executor_id: exec.clone(),
-            state: TaskState::Running,
-            launched_at_ms: 1,
-            running_since_ms: Some(2),
-            secret: Some(format!("secret-{i}").as_str().into()),
-        });
+        node.task = Some(
+            TaskRecord::new(
+                &format!("storage.host-{i}.{i}"),
+                &exec,
+                TaskState::Running,
+                1,
+            )
+            .running_since(2)
+            .with_secret(format!("secret-{i}").as_str().into()),
+        );
         p.model.nodes.insert(agent, node);
     }
     p

@@ -581,14 +581,8 @@ mod tests {
             ..Default::default()
         };
         old.model.launch_seq = 12;
-        old.model.nodes.get_mut("a1").unwrap().task = Some(TaskRecord {
-            task_id: "t1".into(),
-            executor_id: "e1".into(),
-            state: TaskState::Running,
-            launched_at_ms: 1,
-            running_since_ms: None,
-            secret: None,
-        });
+        old.model.nodes.get_mut("a1").unwrap().task =
+            Some(TaskRecord::new("t1", "e1", TaskState::Running, 1));
         old.executor_secrets.insert("e1".into(), "s1".into());
         // Of no current launch: it could not authenticate, and is not kept.
         old.executor_secrets.insert("e0".into(), "s0".into());

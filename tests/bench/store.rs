@@ -26,14 +26,16 @@ fn main() {
         let host = format!("node-{i:05}.rack-{}.example.com", i / 40);
         let mut node = Node::new(&agent, &host, Persona::Data, 1_700_000_000_000);
         let exec = format!("storage-executor.{host}.{i}");
-        node.task = Some(TaskRecord {
-            task_id: format!("storage.{host}.{i}"),
-            executor_id: exec.clone(),
-            state: TaskState::Running,
-            launched_at_ms: 1_700_000_000_000,
-            running_since_ms: Some(1_700_000_005_000),
-            secret: Some("ab".repeat(32).as_str().into()),
-        });
+        node.task = Some(
+            TaskRecord::new(
+                &format!("storage.{host}.{i}"),
+                &exec,
+                TaskState::Running,
+                1_700_000_000_000,
+            )
+            .running_since(1_700_000_005_000)
+            .with_secret("ab".repeat(32).as_str().into()),
+        );
         node.devices = vec!["/dev/sdb".into(), "/dev/sdc".into()];
         node.attached = node.devices.clone();
         node.last_contact_ms = Some(1_700_000_009_000);

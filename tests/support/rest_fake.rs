@@ -161,14 +161,15 @@ pub fn node(i: usize, host: &str, persona: Persona, phase: Phase) -> Node {
     let agent_id = format!("9f1c2d3e-4b5a-6c7d-8e9f-0a1b2c3d4e5f-S{i}");
     Node {
         phase,
-        task: Some(TaskRecord {
-            task_id: format!("storage.{host}.1"),
-            executor_id: executor_id(host),
-            state: TaskState::Running,
-            launched_at_ms: now - 600_000,
-            running_since_ms: Some(now - 590_000),
-            secret: None,
-        }),
+        task: Some(
+            TaskRecord::new(
+                &format!("storage.{host}.1"),
+                &executor_id(host),
+                TaskState::Running,
+                now - 600_000,
+            )
+            .running_since(now - 590_000),
+        ),
         updated_ms: now - 5_000,
         // Fields added later keep their defaults.
         ..Node::new(&agent_id, host, persona, now)

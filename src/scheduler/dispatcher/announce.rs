@@ -29,7 +29,7 @@ impl Dispatcher {
             .state
             .model
             .active_tasks()
-            .map(|(n, t)| (n.agent_id.to_string(), t.executor_id.clone()))
+            .map(|(n, t)| (n.agent_id.to_string(), t.executor_id().into_owned()))
             .collect();
         if !targets.is_empty() {
             info!(

@@ -760,7 +760,7 @@ mod tests {
         let saved = r.saved_state();
         for (task, agent) in &launched {
             let node = &saved.model.nodes[agent];
-            assert_eq!(&node.task.as_ref().unwrap().task_id, task);
+            assert_eq!(&*node.task.as_ref().unwrap().task_id, task);
             assert!(node.task.as_ref().unwrap().secret.is_some());
         }
         // The same agents offered again are declined.
@@ -845,7 +845,12 @@ mod tests {
                 _ => None,
             })
         };
-        let old_exec = node_before.task.as_ref().unwrap().executor_id.clone();
+        let old_exec = node_before
+            .task
+            .as_ref()
+            .unwrap()
+            .executor_id()
+            .into_owned();
         assert_eq!(last_for(&old_exec), Some(true), "{updates:?}");
         let granted: Vec<&String> = updates
             .iter()
@@ -966,8 +971,8 @@ mod tests {
             .task
             .as_ref()
             .unwrap()
-            .executor_id
-            .clone();
+            .executor_id()
+            .into_owned();
         r.event(update(&task, "a1", TaskState::Failed, true));
         r.event(Event {
             r#type: Some(event::Type::Failure),
@@ -1053,7 +1058,12 @@ mod tests {
         assert_eq!(shutdown.agent_id.value, "a9");
 
         r.event(offers(&["a1"]));
-        let current = r.d.model().nodes["a1"].task.clone().unwrap().executor_id;
+        let current = r.d.model().nodes["a1"]
+            .task
+            .clone()
+            .unwrap()
+            .executor_id()
+            .into_owned();
         let mut ev = offers(&["a1"]);
         let o = &mut ev.offers.as_mut().unwrap().offers[0];
         o.executor_ids = vec![
@@ -1232,7 +1242,7 @@ mod tests {
         r.calls();
         let saved = r.saved_state();
         let node = &saved.model.nodes["a1"];
-        let executor_id = node.task.as_ref().unwrap().executor_id.clone();
+        let executor_id = node.task.as_ref().unwrap().executor_id().into_owned();
         let secret = saved.executor_secret(&executor_id).unwrap().reveal();
         let report = |r: &mut Rig| {
             let (tx, rx) = crossbeam_channel::unbounded();
@@ -1457,7 +1467,10 @@ mod tests {
         let m = &messages[0];
         assert_eq!(m.agent_id.value, "a1");
         let node = &r.d.model().nodes["a1"];
-        assert_eq!(m.executor_id.value, node.task.as_ref().unwrap().executor_id);
+        assert_eq!(
+            m.executor_id.value,
+            *node.task.as_ref().unwrap().executor_id()
+        );
         let data: serde_json::Value = serde_json::from_slice(&m.data.0).unwrap();
         assert_eq!(
             data,

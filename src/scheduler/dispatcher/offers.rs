@@ -248,14 +248,8 @@ impl Dispatcher {
         if let Some(mut old) = replaced {
             self.revoke_secret(&mut old);
         }
-        let launch = TaskRecord {
-            task_id,
-            executor_id,
-            state: TaskState::Staging,
-            launched_at_ms: now,
-            running_since_ms: None,
-            secret: Some(Token::new(&secret)),
-        };
+        let launch = TaskRecord::new(&task_id, &executor_id, TaskState::Staging, now)
+            .with_secret(Token::new(&secret));
         self.publish_grant(&launch);
         let nodes = &mut self.state.model.nodes;
         if !nodes.contains_key(&agent) {

@@ -38,7 +38,7 @@ impl Dispatcher {
             .state
             .model
             .active_tasks()
-            .map(|(n, t)| (t.task_id.clone(), n.agent_id.to_string()))
+            .map(|(n, t)| (t.task_id.to_string(), n.agent_id.to_string()))
             .collect();
         self.recon.delay_ms = RETRY_FIRST_MS;
         self.send_explicit(now);
@@ -62,7 +62,7 @@ impl Dispatcher {
                 .nodes
                 .get(agent)
                 .and_then(|n| n.task.as_ref())
-                .is_some_and(|t| t.task_id == *task && t.is_active())
+                .is_some_and(|t| *t.task_id == **task && t.is_active())
         });
         if self.recon.unanswered.is_empty() {
             self.recon.retry_at_ms = None;
@@ -178,7 +178,7 @@ impl Dispatcher {
             let mut c = self.call(call::Type::Kill);
             c.kill = Some(call::Kill {
                 task_id: TaskID {
-                    value: task_id.as_str().into(),
+                    value: (*task_id).into(),
                 },
                 agent_id: Some(AgentID {
                     value: agent.as_str().into(),

@@ -21,7 +21,7 @@ impl Dispatcher {
     pub(super) fn publish_grant(&mut self, task: &TaskRecord) {
         if let Some(secret) = &task.secret {
             self.publish(SecretUpdate::Known {
-                executor_id: task.executor_id.clone(),
+                executor_id: task.executor_id().into_owned(),
                 secret: secret.reveal(),
             });
         }
@@ -32,7 +32,7 @@ impl Dispatcher {
     pub(super) fn revoke_secret(&mut self, task: &mut TaskRecord) {
         if task.secret.take().is_some() {
             self.publish(SecretUpdate::Forget {
-                executor_id: task.executor_id.clone(),
+                executor_id: task.executor_id().into_owned(),
             });
         }
     }

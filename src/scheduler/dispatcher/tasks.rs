@@ -96,7 +96,7 @@ impl Dispatcher {
                     if node
                         .task
                         .as_ref()
-                        .is_some_and(|t| t.executor_id == exec.value.as_str() && t.is_active())
+                        .is_some_and(|t| t.is_executor(&exec.value) && t.is_active())
                     {
                         node.last_error =
                             Some(format!("executor exited with status {status}").into());
@@ -206,7 +206,7 @@ impl Dispatcher {
             .nodes
             .get(agent_id)
             .and_then(|n| n.task.as_ref())
-            .is_some_and(|t| t.executor_id == executor_id && t.is_active());
+            .is_some_and(|t| t.is_executor(executor_id) && t.is_active());
         if current || !executor_id.starts_with(placement::EXECUTOR_PREFIX) {
             return;
         }
@@ -234,7 +234,7 @@ pub(super) fn current_launch_of(
     task_id: &str,
     agent: Option<&str>,
 ) -> Option<String> {
-    let is_it = |n: &Node| n.task.as_ref().is_some_and(|t| t.task_id == task_id);
+    let is_it = |n: &Node| n.task.as_ref().is_some_and(|t| *t.task_id == *task_id);
     match agent {
         Some(a) => model
             .nodes

@@ -243,14 +243,12 @@ mod tests {
         n.ip = Some("10.0.0.5".into());
         n.devices = devices.iter().map(|d| d.to_string()).collect();
         n.phase = Phase::StorageAttach;
-        n.task = Some(TaskRecord {
-            task_id: "t".into(),
-            executor_id: "e".into(),
-            state: crate::mesos::types::TaskState::Running,
-            launched_at_ms: 0,
-            running_since_ms: None,
-            secret: None,
-        });
+        n.task = Some(TaskRecord::new(
+            "t",
+            "e",
+            crate::mesos::types::TaskState::Running,
+            0,
+        ));
         m.nodes.insert("a1", n);
         m
     }
