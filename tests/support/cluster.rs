@@ -3,7 +3,6 @@
 
 use devcluster::gateway::{self, GatewayConfig, GatewayHandle, MdmIps};
 use std::collections::HashMap;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -20,11 +19,12 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<
     }
 }
 
+include!("ports.rs");
+
+/// A port for a server a test starts next (a scheduler's `-rest.port`); see `ports.rs`.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    port_below_ephemeral(20_000, 12_000, &NEXT)
 }
 
 pub fn scheduler_bin() -> PathBuf {

@@ -2,7 +2,7 @@
 //! loopback port with its own data directory and config, stopped on drop.
 #![allow(dead_code)]
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -17,6 +17,8 @@ pub struct ZooKeeper {
     child: Option<Child>,
 }
 
+include!("ports.rs");
+
 impl ZooKeeper {
     /// Starts a server in `dir` (created) and waits until it answers `ruok`.
     pub fn start(dir: &Path) -> ZooKeeper {
@@ -24,10 +26,9 @@ impl ZooKeeper {
             Path::new("/usr/share/java/zookeeper.jar").exists(),
             "ZooKeeper is not installed (scripts/test.sh installs Debian's zookeeper package)"
         );
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
+        // Its own range: a test may start a scheduler (`cluster::free_port`) beside it.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let port = port_below_ephemeral(16_000, 4_000, &NEXT);
         std::fs::create_dir_all(dir.join("data")).expect("zk data dir");
         std::fs::write(
             dir.join("zoo.cfg"),
