@@ -108,24 +108,32 @@ impl EncodedOffer {
     }
 }
 
+/// An offer with these ids and nothing else, for tests.
+#[cfg(test)]
+pub(crate) fn test_offer(id: &str, agent: &str, hostname: &str) -> Offer {
+    use crate::mesos::types::{AgentID, FrameworkID, OfferID};
+    Offer {
+        id: OfferID { value: id.into() },
+        framework_id: FrameworkID { value: "fw".into() },
+        agent_id: AgentID {
+            value: agent.into(),
+        },
+        hostname: hostname.into(),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::mesos::scheduler::Event;
-    use crate::mesos::types::{AgentID, FrameworkID, OfferID};
 
     fn offer(i: usize) -> Offer {
-        Offer {
-            id: OfferID {
-                value: format!("offer-{i}").into(),
-            },
-            framework_id: FrameworkID { value: "fw".into() },
-            agent_id: AgentID {
-                value: format!("agent-{i}").into(),
-            },
-            hostname: format!("host-{i}").into(),
-            ..Default::default()
-        }
+        test_offer(
+            &format!("offer-{i}"),
+            &format!("agent-{i}"),
+            &format!("host-{i}"),
+        )
     }
 
     fn offers_event(n: usize) -> Event {

@@ -269,9 +269,9 @@ impl TaskRecord {
 /// The record's JSON, as `/api/state` and the store have always had it: both ids, never the
 /// secret.
 #[derive(Serialize, Deserialize)]
-struct TaskRecordJson<S> {
+struct TaskRecordJson<S, E> {
     task_id: S,
-    executor_id: S,
+    executor_id: E,
     state: TaskState,
     launched_at_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -282,7 +282,7 @@ impl Serialize for TaskRecord {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         TaskRecordJson {
             task_id: &*self.task_id,
-            executor_id: &*self.executor_id(),
+            executor_id: ExecutorIdJson(self),
             state: self.state,
             launched_at_ms: self.launched_at_ms,
             running_since_ms: self.running_since_ms,
@@ -291,9 +291,22 @@ impl Serialize for TaskRecord {
     }
 }
 
+/// A launch's executor id as JSON, written in place when derived (a model's worth of nodes is
+/// serialized at every `/api/state` render and store compaction: no string per node).
+struct ExecutorIdJson<'a>(&'a TaskRecord);
+
+impl Serialize for ExecutorIdJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match (&self.0.executor_id, self.0.derived_suffix()) {
+            (None, Some(suffix)) => s.collect_str(&format_args!("{EXECUTOR_PREFIX}{suffix}")),
+            _ => s.serialize_str(&self.0.executor_id()),
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for TaskRecord {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let j = TaskRecordJson::<String>::deserialize(d)?;
+        let j = TaskRecordJson::<String, String>::deserialize(d)?;
         let mut t = TaskRecord::new(&j.task_id, &j.executor_id, j.state, j.launched_at_ms);
         t.running_since_ms = j.running_since_ms;
         Ok(t)
@@ -443,6 +456,16 @@ impl Nodes {
         self.0
             .insert(node.agent_id.clone(), Arc::new(node))
             .map(Arc::unwrap_or_clone)
+    }
+
+    /// The node as shared (a pointer copy keeps it as it is now).
+    pub fn get_shared(&self, agent: &str) -> Option<&Arc<Node>> {
+        self.0.get(agent)
+    }
+
+    /// Puts back a node kept with [`Nodes::get_shared`].
+    pub fn insert_shared(&mut self, node: Arc<Node>) {
+        self.0.insert(node.agent_id.clone(), node);
     }
 
     pub fn remove(&mut self, agent: &str) -> Option<Node> {

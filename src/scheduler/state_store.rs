@@ -55,15 +55,11 @@ impl LegacyDocument {
     /// dropped, since it could not authenticate (only a current launch's executor may).
     fn into_state(self) -> Persisted {
         let mut state = Persisted { model: self.model };
+        // Freshly read nodes are not shared: writing through them copies nothing.
         for mut node in state.model.nodes.values_mut() {
-            let Some(t) = node.task.as_ref() else {
-                continue;
-            };
-            if let Some(secret) = self.executor_secrets.get(&*t.executor_id()) {
-                let token = Token::from(secret.as_str());
-                if let Some(t) = node.task.as_mut() {
-                    t.secret = Some(token);
-                }
+            if let Some(t) = node.task.as_mut() {
+                let secret = self.executor_secrets.get(&*t.executor_id());
+                t.secret = secret.map(|s| Token::from(s.as_str()));
             }
         }
         state

@@ -132,20 +132,9 @@ mod tests {
     use super::*;
     use crate::mesos::proto::Message;
     use crate::mesos::scheduler::{event, Event};
-    use crate::mesos::types::{AgentID, FrameworkID, OfferID};
 
     fn offer(i: usize) -> Offer {
-        Offer {
-            id: OfferID {
-                value: format!("o{i}").into(),
-            },
-            framework_id: FrameworkID { value: "fw".into() },
-            agent_id: AgentID {
-                value: format!("a{i}").into(),
-            },
-            hostname: format!("h{i}").into(),
-            ..Default::default()
-        }
+        crate::mesos::offers::test_offer(&format!("o{i}"), &format!("a{i}"), &format!("h{i}"))
     }
 
     fn raw(range: std::ops::Range<usize>) -> RawOffers {

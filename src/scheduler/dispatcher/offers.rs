@@ -10,8 +10,8 @@ use crate::secret::Token;
 /// launch made it).
 struct Undo {
     agent: String,
-    /// The node before, its launch's secret included.
-    node: Option<Node>,
+    /// The node before, its launch's secret included (shared: the launch's write copies it).
+    node: Option<Arc<Node>>,
 }
 
 impl Dispatcher {
@@ -176,7 +176,7 @@ impl Dispatcher {
                     if let Some(task) = &node.task {
                         self.publish_grant(task);
                     }
-                    self.state.model.nodes.insert(u.agent, node);
+                    self.state.model.nodes.insert_shared(node);
                 }
                 None => {
                     self.state.model.nodes.remove(&u.agent);
@@ -236,7 +236,7 @@ impl Dispatcher {
         }
         let undo = Undo {
             agent: agent.clone(),
-            node: self.state.model.nodes.get(&agent).cloned(),
+            node: self.state.model.nodes.get_shared(&agent).cloned(),
         };
         // The secret of the launch this one replaces is of no use any more.
         let replaced = self

@@ -26,7 +26,6 @@ use std::time::{Duration, Instant};
 pub const PERIOD: Duration = Duration::from_millis(100);
 /// USER_HZ: the unit of the CPU times in `/proc/<pid>/stat`.
 const TICKS_PER_SEC: f64 = 100.0;
-const PAGE_BYTES: u64 = 4096;
 
 /// What a task's process group uses now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -168,12 +167,9 @@ pub fn group_usage(pgid: u32) -> Usage {
         }
         let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
         total.cpu_ticks += num(11) + num(12) + num(13) + num(14);
-        if let Ok(statm) = std::fs::read_to_string(format!("/proc/{pid}/statm")) {
-            let resident = statm.split_whitespace().nth(1);
-            let pages = resident.and_then(|r| r.parse::<u64>().ok()).unwrap_or(0);
-            total.rss_bytes += pages * PAGE_BYTES;
-        }
+        // One read gives both the resident set now and its high-water mark.
         if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+            total.rss_bytes += status_bytes(&status, "VmRSS:");
             total.peak_rss_bytes = total.peak_rss_bytes.max(high_water_mark(&status));
         }
     }
@@ -182,9 +178,14 @@ pub fn group_usage(pgid: u32) -> Usage {
 
 /// `VmHWM` of a `/proc/<pid>/status`, in bytes; 0 when absent (a kernel thread, a zombie).
 fn high_water_mark(status: &str) -> u64 {
+    status_bytes(status, "VmHWM:")
+}
+
+/// A `<field> <n> kB` line of a `/proc/<pid>/status`, in bytes; 0 when absent.
+fn status_bytes(status: &str, field: &str) -> u64 {
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().strip_suffix("kB"))
         .and_then(|kb| kb.trim().parse::<u64>().ok())
         .map_or(0, |kb| kb * 1024)
