@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
+use storage_framework::gateway::api;
 use storage_framework::gateway::client::{GatewayClient, GatewayConfig as ClientConfig};
 use storage_framework::secret::Secret;
 
@@ -255,23 +256,14 @@ impl Rig {
         ))
         .expect("client");
         let mut out = BTreeMap::new();
-        for sds in c.list("/api/types/Sds/instances").expect("SDS list") {
-            let id = sds["id"].as_str().unwrap_or_default().to_string();
-            let ips = sds["ipList"]
-                .as_array()
-                .map(|l| {
-                    l.iter()
-                        .filter_map(|e| e["ip"].as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let devices = c
-                .list(&format!("/api/instances/Sds::{id}/relationships/Device"))
+        for sds in api::sdss(&mut c).expect("SDS list") {
+            let ips = sds.ips().map(str::to_string).collect();
+            let devices = api::sds_devices(&mut c, &sds.id)
                 .expect("devices")
-                .iter()
-                .filter_map(|d| d["deviceCurrentPathName"].as_str().map(str::to_string))
+                .into_iter()
+                .map(|d| d.device_current_path_name)
                 .collect();
-            let name = sds["name"].as_str().unwrap_or_default().to_string();
+            let name = sds.name.unwrap_or_default();
             assert!(
                 out.insert(name.clone(), (ips, devices)).is_none(),
                 "two SDSs named {name}"
@@ -514,24 +506,23 @@ fn experimental_mode_builds_the_mdm_cluster_then_attaches_every_node() {
         "2.0",
     ))
     .expect("client");
-    let systems = c.list("/api/types/System/instances").expect("systems");
+    let systems = api::systems(&mut c).expect("systems");
     assert_eq!(systems.len(), 1, "{systems:?}");
-    let mdm = &systems[0]["mdmCluster"];
-    assert_eq!(mdm["clusterMode"], "ThreeNodes");
-    assert_eq!(mdm["master"]["ips"], json!([pri]));
-    assert_eq!(mdm["slaves"][0]["ips"], json!([sec]));
-    assert_eq!(mdm["tieBreakers"][0]["ips"], json!([tb]));
-    let pds = c
-        .list("/api/types/ProtectionDomain/instances")
-        .expect("pds");
+    let mdm = &systems[0].mdm_cluster;
+    assert_eq!(mdm.cluster_mode.as_deref(), Some("ThreeNodes"));
+    assert_eq!(mdm.masters.len(), 1);
+    assert_eq!(mdm.masters[0].ips, [pri.as_str()]);
+    assert_eq!(mdm.slaves[0].ips, [sec.as_str()]);
+    assert_eq!(mdm.tie_breakers[0].ips, [tb.as_str()]);
+    let pds = api::protection_domains(&mut c).expect("pds");
     assert_eq!(pds.len(), 1);
-    assert_eq!(pds[0]["name"], "default");
-    let pools = c.list("/api/types/StoragePool/instances").expect("pools");
+    assert_eq!(pds[0].name.as_deref(), Some("default"));
+    let pools = api::storage_pools(&mut c).expect("pools");
     assert_eq!(pools.len(), 1);
-    assert_eq!(pools[0]["name"], "default");
-    let sdcs = c.list("/api/types/Sdc/instances").expect("sdcs");
+    assert_eq!(pools[0].name.as_deref(), Some("default"));
+    let sdcs = api::sdcs(&mut c).expect("sdcs");
     assert_eq!(sdcs.len(), AGENTS, "every node's SDC: {sdcs:?}");
-    assert!(sdcs.iter().all(|s| s["mdmConnectionState"] == "Connected"));
+    assert!(sdcs.iter().all(|s| s.connected()));
     rig.assert_exactly_once_of(&FREE_DISKS);
 
     // The hosts: the primary ran each creation step once; every MDM node has LIA with the

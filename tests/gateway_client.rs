@@ -1,14 +1,21 @@
 //! The gateway client against the dev cluster's HTTPS gateway, started in-process: login and
 //! token reuse, re-login after expiry, retries of injected 500s, TLS with and without a CA,
-//! typed errors that carry the gateway's code and never the password.
+//! typed errors that carry the gateway's code and never the password; and every typed call
+//! answered by the dev gateway with the fields the real-shaped fixtures carry.
 
 use devcluster::gateway::{self, GatewayConfig as SimConfig, GatewayHandle, MdmIps};
-use serde_json::json;
+use serde::Serialize;
+use serde_json::{json, Value};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
+use storage_framework::gateway::api;
 use storage_framework::gateway::client::{
     code, CallCounters, GatewayClient, GatewayConfig, GatewayError,
+};
+use storage_framework::gateway::types::{
+    Device, DeviceInfo, NewDevice, NewProtectionDomain, NewSds, NewStoragePool, ProtectionDomain,
+    Sdc, Sds, StatisticsById, StoragePool, System,
 };
 use storage_framework::secret::Secret;
 
@@ -39,7 +46,7 @@ fn logs_in_once_and_reuses_the_token() {
     let gw = start();
     let mut c = client(&gw);
     for _ in 0..3 {
-        let systems = c.list("/api/types/System/instances").expect("systems");
+        let systems = api::systems(&mut c).expect("systems");
         assert_eq!(systems.len(), 1);
     }
     // One login, three calls.
@@ -51,10 +58,10 @@ fn logs_in_once_and_reuses_the_token() {
 fn logs_in_again_once_after_the_token_expires() {
     let gw = start();
     let mut c = client(&gw);
-    c.get("/api/version").expect("version");
+    api::version(&mut c).expect("version");
     gw.expire_tokens();
-    let v = c.get("/api/version").expect("version after expiry");
-    assert_eq!(v, json!("2.0"));
+    let v = api::version(&mut c).expect("version after expiry");
+    assert_eq!(v, "2.0");
     // login, call, refused call, login, call.
     assert_eq!(c.requests(), 5);
 }
@@ -66,14 +73,12 @@ fn retries_injected_500s_and_gives_up_after_the_bound() {
     c.login().expect("login");
     gw.fail_next(2);
     assert!(
-        c.get("/api/version").is_ok(),
+        api::version(&mut c).is_ok(),
         "two 500s are within 3 retries"
     );
     gw.fail_until_cleared();
     let before = c.requests();
-    let err = c
-        .get("/api/version")
-        .expect_err("a gateway failing for good");
+    let err = api::version(&mut c).expect_err("a gateway failing for good");
     assert!(
         matches!(err, GatewayError::Api { status: 500, .. }),
         "{err}"
@@ -87,10 +92,9 @@ fn counts_every_request_and_each_failed_call_into_shared_counters() {
     let gw = start();
     let counters = Arc::new(CallCounters::default());
     let mut c = client(&gw).with_counters(Arc::clone(&counters));
-    c.get("/api/version").expect("version");
+    api::version(&mut c).expect("version");
     gw.fail_until_cleared();
-    c.get("/api/version")
-        .expect_err("a gateway failing for good");
+    api::version(&mut c).expect_err("a gateway failing for good");
     gw.clear_faults();
     // login, call, then one attempt plus 3 retries of the failing call.
     assert_eq!(counters.calls.load(Relaxed), 6);
@@ -106,18 +110,15 @@ fn counts_every_request_and_each_failed_call_into_shared_counters() {
 fn mdm_answers_are_not_retried_and_carry_their_code() {
     let gw = start();
     let mut c = client(&gw);
-    let absent = c
-        .query_id("ProtectionDomain", &json!({"name": "absent"}))
-        .expect("query");
+    let absent = api::protection_domain_id(&mut c, "absent").expect("query");
     assert_eq!(absent, None);
-    let pd = c
-        .query_id("ProtectionDomain", &json!({"name": "default"}))
-        .expect("query");
+    let pd = api::protection_domain_id(&mut c, "default").expect("query");
     assert!(pd.is_some_and(|id| id.len() == 16));
     let before = c.requests();
-    let err = c
-        .create("ProtectionDomain", &json!({"name": "default"}))
-        .expect_err("duplicate name");
+    let new = NewProtectionDomain {
+        name: "default".into(),
+    };
+    let err = api::create_protection_domain(&mut c, &new).expect_err("duplicate name");
     assert_eq!(err.error_code(), Some(code::PD_NAME_IN_USE));
     assert!(err.to_string().contains("already in use"), "{err}");
     assert_eq!(c.requests() - before, 1, "an MDM verdict is not retried");
@@ -182,4 +183,162 @@ fn an_unreachable_gateway_is_reported_as_such() {
         "{err}"
     );
     assert_eq!(c.requests(), 2);
+}
+
+/// A fixture under `tests/fixtures/gateway/`.
+fn fixture(name: &str) -> Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/gateway")
+        .join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// Every field set in `fixture` (as decoded, then written back) that is not set in `sim`; a
+/// list compares its first items.
+fn unset_in_sim(fixture: &Value, sim: &Value, at: &str, out: &mut Vec<String>) {
+    match (fixture, sim) {
+        (Value::Null, _) => {}
+        (Value::Array(f), Value::Array(s)) => match (f.first(), s.first()) {
+            (Some(f), Some(s)) => unset_in_sim(f, s, &format!("{at}[0]"), out),
+            (Some(_), None) => out.push(format!("{at} (empty)")),
+            _ => {}
+        },
+        (Value::Object(f), Value::Object(s)) => {
+            for (key, value) in f {
+                let theirs = s.get(key).unwrap_or(&Value::Null);
+                unset_in_sim(value, theirs, &format!("{at}.{key}"), out);
+            }
+        }
+        (_, Value::Null) => out.push(at.to_string()),
+        _ => {}
+    }
+}
+
+/// The dev gateway's answer decodes (it got here) and sets every field the real-shaped
+/// fixture sets.
+fn agree<T: Serialize>(call: &str, fixture: &T, sim: &T) {
+    let (f, s) = (
+        serde_json::to_value(fixture).expect("fixture"),
+        serde_json::to_value(sim).expect("sim"),
+    );
+    let mut missing = Vec::new();
+    unset_in_sim(&f, &s, call, &mut missing);
+    assert!(
+        missing.is_empty(),
+        "the dev gateway's answer to {call} lacks {missing:?}: {s}"
+    );
+}
+
+fn decode_fixture<T: serde::de::DeserializeOwned>(name: &str) -> T {
+    api::decode("fixture", name, fixture(name)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn the_dev_gateway_answers_every_typed_call_as_the_fixtures_do() {
+    let gw = start();
+    let mut c = client(&gw);
+    let ip = "10.1.0.5";
+    gw.sdc_installed(ip, "10.0.0.11").expect("SDC");
+
+    let version = api::version(&mut c).expect("version");
+    agree(
+        "version",
+        &decode_fixture::<String>("version.json"),
+        &version,
+    );
+    let systems = api::systems(&mut c).expect("systems");
+    agree(
+        "list systems",
+        &decode_fixture::<Vec<System>>("systems.json"),
+        &systems,
+    );
+
+    let pd = api::create_protection_domain(&mut c, &NewProtectionDomain { name: "pd2".into() })
+        .expect("create pd");
+    assert_eq!(
+        api::protection_domain_id(&mut c, "pd2").expect("query"),
+        Some(pd.clone())
+    );
+    let new_pool = NewStoragePool {
+        name: "sp2".into(),
+        protection_domain_id: pd.clone(),
+    };
+    let pool = api::create_storage_pool(&mut c, &new_pool).expect("create pool");
+    assert_eq!(
+        api::storage_pool_id(&mut c, "pd2", "sp2").expect("query"),
+        Some(pool.clone())
+    );
+    let pds: Vec<ProtectionDomain> = api::protection_domains(&mut c).expect("pds");
+    agree(
+        "list protection domains",
+        &decode_fixture::<Vec<ProtectionDomain>>("protection_domains.json"),
+        &pds,
+    );
+    let pools: Vec<StoragePool> = api::storage_pools(&mut c).expect("pools");
+    agree(
+        "list storage pools",
+        &decode_fixture::<Vec<StoragePool>>("storage_pools.json"),
+        &pools,
+    );
+
+    let mut new_sds = NewSds::at("h1", &pd, ip);
+    new_sds.device_info_list.push(DeviceInfo {
+        device_path: "/dev/sdb".into(),
+        storage_pool_id: pool.clone(),
+    });
+    let sds_id = api::create_sds(&mut c, &new_sds).expect("create sds");
+    let device = NewDevice {
+        device_current_pathname: "/dev/sdc".into(),
+        sds_id: sds_id.clone(),
+        storage_pool_id: pool.clone(),
+    };
+    api::create_device(&mut c, &device).expect("create device");
+    assert_eq!(
+        api::sds_id(&mut c, "h1").expect("query"),
+        Some(sds_id.clone())
+    );
+    let sds = api::sds(&mut c, &sds_id).expect("sds");
+    assert_eq!(sds.ips().collect::<Vec<_>>(), [ip]);
+    agree("get SDS", &decode_fixture::<Sds>("sds.json"), &sds);
+    let sdss = api::sdss(&mut c).expect("sdss");
+    agree("list SDSs", &decode_fixture::<Vec<Sds>>("sdss.json"), &sdss);
+    let on_sds = api::sds_devices(&mut c, &sds_id).expect("devices");
+    let paths: Vec<&str> = on_sds
+        .iter()
+        .map(|d| d.device_current_path_name.as_str())
+        .collect();
+    assert_eq!(paths, ["/dev/sdb", "/dev/sdc"]);
+    agree(
+        "list SDS devices",
+        &decode_fixture::<Vec<Device>>("devices.json"),
+        &on_sds,
+    );
+    let all = api::devices(&mut c).expect("devices");
+    agree(
+        "list devices",
+        &decode_fixture::<Vec<Device>>("devices.json"),
+        &all,
+    );
+
+    let sdcs = api::sdcs(&mut c).expect("sdcs");
+    assert!(
+        sdcs.iter().any(|s| s.sdc_ip == ip && s.connected()),
+        "{sdcs:?}"
+    );
+    agree("list SDCs", &decode_fixture::<Vec<Sdc>>("sdcs.json"), &sdcs);
+    assert!(api::sdc_id(&mut c, ip).expect("query").is_some());
+
+    let stats = api::pool_statistics(&mut c, std::slice::from_ref(&pool)).expect("stats");
+    assert!(stats[&pool].max_capacity_in_kb > 0, "{stats:?}");
+    // Keyed by pool id: the figures of one pool against the fixture's one.
+    let recorded = decode_fixture::<StatisticsById>("pool_statistics.json");
+    agree(
+        "query pool statistics",
+        &recorded.values().next(),
+        &stats.values().next(),
+    );
+
+    let taken = api::create_device(&mut c, &device).expect_err("the device is there");
+    assert_eq!(taken.error_code(), Some(code::DEVICE_ALREADY_EXISTS));
 }

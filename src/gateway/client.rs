@@ -5,10 +5,16 @@
 //! retries of transient failures, and the gateway's `message`/`errorCode` in typed errors.
 //! The password and the token are [`Secret`]s: they go into the `Authorization` header and
 //! nowhere else (no error text, no log line carries them).
+//!
+//! It knows no resource: its requests are only reachable through the typed calls of
+//! [`super::api`].
 
+use super::paths::LOGIN;
+use super::types::ErrorBody;
 use crate::backoff::Backoff;
 use crate::mesos::base64;
 use crate::secret::Secret;
+use serde::Deserialize;
 use serde_json::Value;
 use std::fmt;
 use std::path::PathBuf;
@@ -80,8 +86,14 @@ pub enum GatewayError {
         error_code: Option<i64>,
         message: String,
     },
-    /// A reply we cannot use (not JSON, wrong shape).
-    BadReply { path: String, detail: String },
+    /// A reply we cannot use (not JSON, not the answer's shape).
+    BadReply {
+        call: &'static str,
+        path: String,
+        detail: String,
+    },
+    /// A request that could not be encoded as JSON.
+    Encode { call: &'static str, detail: String },
 }
 
 impl GatewayError {
@@ -134,8 +146,11 @@ impl fmt::Display for GatewayError {
                 }
                 write!(f, ": {message}")
             }
-            GatewayError::BadReply { path, detail } => {
-                write!(f, "gateway reply to {path} unusable: {detail}")
+            GatewayError::BadReply { call, path, detail } => {
+                write!(f, "gateway reply to {call} ({path}) unusable: {detail}")
+            }
+            GatewayError::Encode { call, detail } => {
+                write!(f, "gateway request {call} cannot be encoded: {detail}")
             }
         }
     }
@@ -258,81 +273,43 @@ impl GatewayClient {
     /// `GET /api/login` with the admin password; keeps the token for later calls.
     pub fn login(&mut self) -> Result<(), GatewayError> {
         let auth = basic("admin", self.config.password.expose());
-        let reply = self.with_retries(|c| c.send("/api/login", &auth, None))?;
+        let reply = self.with_retries(|c| c.send("login", LOGIN, &auth, None))?;
         match reply {
             (200, Value::String(token)) if !token.is_empty() => {
                 self.token = Some(Secret::new(token));
                 Ok(())
             }
             (200, _) => Err(GatewayError::BadReply {
-                path: "/api/login".into(),
+                call: "login",
+                path: LOGIN.into(),
                 detail: "the login answer is not a JSON string token".into(),
             }),
             (401 | 403, body) => Err(GatewayError::LoginRefused {
                 message: message_of(&body).unwrap_or_else(|| "Unauthorized".into()),
             }),
-            (status, body) => Err(api_error("GET", "/api/login", status, &body)),
+            (status, body) => Err(api_error("GET", LOGIN, status, &body)),
         }
     }
 
-    pub fn get(&mut self, path: &str) -> Result<Value, GatewayError> {
-        self.call("GET", path, None)
+    /// One `GET` of the typed API (`call` names it in errors).
+    pub(super) fn get(&mut self, call: &'static str, path: &str) -> Result<Value, GatewayError> {
+        self.call(call, "GET", path, None)
     }
 
-    pub fn post(&mut self, path: &str, body: &Value) -> Result<Value, GatewayError> {
-        self.call("POST", path, Some(body))
-    }
-
-    /// A list reply (`/api/types/X/instances`, relationships).
-    pub fn list(&mut self, path: &str) -> Result<Vec<Value>, GatewayError> {
-        match self.get(path)? {
-            Value::Array(items) => Ok(items),
-            _ => Err(GatewayError::BadReply {
-                path: path.into(),
-                detail: "expected a JSON list".into(),
-            }),
-        }
-    }
-
-    /// `queryIdByKey`: `Ok(None)` when the gateway says not found (errorCode 3).
-    pub fn query_id(
+    /// One `POST` of the typed API.
+    pub(super) fn post(
         &mut self,
-        type_name: &str,
-        key: &Value,
-    ) -> Result<Option<String>, GatewayError> {
-        let path = format!("/api/types/{type_name}/instances/action/queryIdByKey");
-        match self.post(&path, key) {
-            Ok(Value::String(id)) if !id.is_empty() => Ok(Some(id)),
-            Ok(_) => Err(GatewayError::BadReply {
-                path,
-                detail: "queryIdByKey did not answer a quoted id".into(),
-            }),
-            Err(e) if e.error_code() == Some(code::NOT_FOUND) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// `POST /api/types/<type>/instances`; the new object's id.
-    pub fn create(&mut self, type_name: &str, body: &Value) -> Result<String, GatewayError> {
-        let path = format!("/api/types/{type_name}/instances");
-        match self.post(&path, body)? {
-            Value::Object(map) => match map.get("id") {
-                Some(Value::String(id)) if !id.is_empty() => Ok(id.clone()),
-                _ => Err(GatewayError::BadReply {
-                    path,
-                    detail: "the create answer has no id".into(),
-                }),
-            },
-            _ => Err(GatewayError::BadReply {
-                path,
-                detail: "the create answer is not an object".into(),
-            }),
-        }
+        call: &'static str,
+        path: &str,
+        body: &Value,
+    ) -> Result<Value, GatewayError> {
+        self.call(call, "POST", path, Some(body))
     }
 
     /// Logs in when there is no token; after a 401/403 logs in once more and retries.
     fn call(
         &mut self,
+        call: &'static str,
         method: &'static str,
         path: &str,
         body: Option<&Value>,
@@ -343,7 +320,7 @@ impl GatewayClient {
         let mut relogged = false;
         loop {
             let auth = basic("", self.token.as_ref().map(Secret::expose).unwrap_or(""));
-            let (status, reply) = self.with_retries(|c| c.send(path, &auth, body))?;
+            let (status, reply) = self.with_retries(|c| c.send(call, path, &auth, body))?;
             match status {
                 200..=299 => return Ok(reply),
                 401 | 403 if !relogged => {
@@ -394,6 +371,7 @@ impl GatewayClient {
     /// One request: GET without a body, POST with one.
     fn send(
         &mut self,
+        call: &'static str,
         path: &str,
         auth: &str,
         body: Option<&Value>,
@@ -435,6 +413,7 @@ impl GatewayClient {
             // An error page that is not JSON still has a status worth reporting.
             Err(_) if status >= 400 => Ok((status, Value::String(short(&text)))),
             Err(e) => Err(GatewayError::BadReply {
+                call,
                 path: path.into(),
                 detail: format!("not JSON ({e})"),
             }),
@@ -467,18 +446,22 @@ fn basic(user: &str, password: &str) -> String {
     )
 }
 
+/// The gateway's error object; an error page that is not one reads as empty.
+fn error_body(body: &Value) -> ErrorBody {
+    match body {
+        Value::Object(_) => ErrorBody::deserialize(body).unwrap_or_default(),
+        _ => ErrorBody::default(),
+    }
+}
+
 fn error_code_of(body: &Value) -> Option<i64> {
-    body.get("errorCode").and_then(Value::as_i64)
+    error_body(body).error_code
 }
 
 fn message_of(body: &Value) -> Option<String> {
     match body {
-        Value::Object(map) => map
-            .get("message")
-            .and_then(Value::as_str)
-            .map(str::to_string),
         Value::String(s) => Some(s.clone()),
-        _ => None,
+        _ => error_body(body).message,
     }
 }
 

@@ -1,6 +1,10 @@
-//! The storage gateway's REST API, as a layer below the scheduler (like `mesos`): the HTTPS
-//! client, its wire errors and the MDM return codes. What the scheduler does with the gateway
-//! (start-up checks, reconciliation planning, the worker thread) lives in
-//! `scheduler::storage`.
+//! The storage gateway's REST API, as a layer below the scheduler (like `mesos`): typed
+//! calls ([`api`]) with their requests and answers ([`types`]) and paths ([`paths`]), over
+//! the HTTPS client ([`client`]: login, token, retries, TLS, wire errors, MDM return codes).
+//! What the scheduler does with the gateway (start-up checks, reconciliation planning, the
+//! worker thread) lives in `scheduler::storage`.
 
+pub mod api;
 pub mod client;
+pub mod paths;
+pub mod types;

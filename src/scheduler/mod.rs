@@ -273,7 +273,9 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
         }
         let worker = storage::worker::Worker::new(client, settings);
         let to = worker_inputs;
-        threads.push(spawn("gateway-worker", move || worker.run(jobs_rx, to)));
+        threads.push(spawn("gateway-worker", move || {
+            worker.run(jobs_rx, |r| to.send(Input::Storage(r)).is_ok())
+        }));
         dispatcher.set_storage(
             storage::StorageSide::new(
                 jobs_tx,

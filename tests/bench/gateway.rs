@@ -51,7 +51,8 @@ fn main() {
     let worker = Worker::new(client, WorkerSettings::new(Duration::from_secs(60), 80.0));
     let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded();
     let (in_tx, in_rx) = crossbeam_channel::unbounded::<Input>();
-    let thread = std::thread::spawn(move || worker.run(jobs_rx, in_tx));
+    let thread =
+        std::thread::spawn(move || worker.run(jobs_rx, |r| in_tx.send(Input::Storage(r)).is_ok()));
 
     let before = gw.snapshot()["requests"].as_u64().unwrap_or(0);
     let start = Instant::now();

@@ -8,14 +8,17 @@
 
 pub mod plan;
 pub mod prereq;
+pub mod reconcile;
+pub mod report;
 pub mod startup;
 pub mod worker;
 
 use crate::scheduler::model::{ClusterModel, Node, Persona, Phase};
 use crossbeam_channel::Sender;
 use plan::{DeviceWant, NodeWant};
+use report::{NodeReport, Report};
 use std::collections::HashMap;
-use worker::{Job, NodeReport, Report};
+use worker::Job;
 
 #[derive(Debug, Default)]
 pub struct StorageSide {

@@ -5,8 +5,8 @@
 //! Rules: objects are looked up before they are created; an SDS found by name must carry the
 //! node's address to count as ours; a device already on the SDS is never added again.
 
+use crate::gateway::types::{Device, Sds};
 use crate::scheduler::model::{Layout, Node};
-use serde_json::Value;
 
 /// Longest object name the storage system accepts.
 pub const MAX_NAME: usize = 31;
@@ -90,25 +90,21 @@ pub struct SdsFacts {
 }
 
 impl SdsFacts {
-    /// From an Sds object (`ipList: [{"ip", "role"}]`) and its device list.
-    pub fn from_json(sds: &Value, devices: &[Value]) -> Option<SdsFacts> {
-        let id = sds.get("id")?.as_str()?.to_string();
-        let ips = sds
-            .get("ipList")
-            .and_then(Value::as_array)
-            .map(|l| {
-                l.iter()
-                    .filter_map(|e| e.get("ip").and_then(Value::as_str))
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
-        let devices = devices
+    /// From the gateway's SDS and its devices.
+    pub fn of(sds: &Sds, devices: &[Device]) -> SdsFacts {
+        SdsFacts {
+            id: sds.id.clone(),
+            ips: sds.ips().map(str::to_string).collect(),
+            devices: SdsFacts::paths_of(devices),
+        }
+    }
+
+    /// The paths of devices as the gateway lists them.
+    pub fn paths_of(devices: &[Device]) -> Vec<String> {
+        devices
             .iter()
-            .filter_map(|d| d.get("deviceCurrentPathName").and_then(Value::as_str))
-            .map(str::to_string)
-            .collect();
-        Some(SdsFacts { id, ips, devices })
+            .map(|d| d.device_current_path_name.clone())
+            .collect()
     }
 }
 

@@ -4,11 +4,12 @@
 //! protection domain and storage pool exist.
 //!
 //! The decisions ([`check_system`], [`parse_version`]) are pure functions of the gateway's
-//! JSON; [`run`] only fetches what they need.
+//! typed answers; [`run`] only fetches what they need.
 
+use crate::gateway::api;
 use crate::gateway::client::{GatewayClient, GatewayError};
+use crate::gateway::types::{MdmCluster, MdmMember, System};
 use crate::scheduler::flags::{Config, Mdms};
-use serde_json::{json, Value};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
@@ -147,70 +148,73 @@ pub fn gateway_address(config: &Config) -> Option<String> {
     Some(SocketAddr::new(ip, s.gateway_port.unwrap_or(HTTPS)).to_string())
 }
 
-fn ips_of(member: &Value) -> Vec<String> {
-    let mut ips = Vec::new();
-    for key in ["ips", "managementIPs"] {
-        if let Some(list) = member.get(key).and_then(Value::as_array) {
-            ips.extend(list.iter().filter_map(Value::as_str).map(str::to_string));
-        }
-    }
-    ips
-}
-
-fn members(cluster: &Value, key: &str) -> Vec<String> {
-    match cluster.get(key) {
-        Some(Value::Array(items)) => items.iter().flat_map(ips_of).collect(),
-        Some(one @ Value::Object(_)) => ips_of(one),
-        _ => Vec::new(),
-    }
-}
-
 /// Chooses the system and checks its MDMs and version (pure).
-pub fn check_system(systems: &[Value], wanted: &Wanted) -> Result<Passed, Failure> {
-    let names: Vec<String> = systems
-        .iter()
-        .map(|s| {
-            format!(
-                "{} (id {})",
-                s["name"].as_str().unwrap_or("unnamed"),
-                s["id"].as_str().unwrap_or("?")
-            )
-        })
-        .collect();
-    let system = if let Some(id) = &wanted.cluster_id {
+pub fn check_system(systems: &[System], wanted: &Wanted) -> Result<Passed, Failure> {
+    let system = choose_system(systems, wanted)?;
+    let system_name = system.name.clone().unwrap_or_default();
+    let swapped = check_mdms(&system.mdm_cluster, &system_name, &wanted.mdms)?;
+    let version = check_version(system, &system_name)?;
+    Ok(Passed {
+        system_id: system.id.clone(),
+        system_name,
+        version: version.to_string(),
+        swapped,
+    })
+}
+
+/// The system `-storage.clusterid` names, else the one `-storage.clustername` names, else
+/// the only one.
+fn choose_system<'a>(systems: &'a [System], wanted: &Wanted) -> Result<&'a System, Failure> {
+    let names = || -> Vec<String> {
         systems
             .iter()
-            .find(|s| s["id"].as_str() == Some(id))
-            .ok_or_else(|| {
-                fail(
-                    "-storage.clusterid",
-                    format!("no system with id {id:?}; the gateway has {}", list(&names)),
-                )
-            })?
-    } else if let Some(s) = systems
+            .map(|s| format!("{} (id {})", s.name.as_deref().unwrap_or("unnamed"), s.id))
+            .collect()
+    };
+    if let Some(id) = &wanted.cluster_id {
+        return systems.iter().find(|s| &s.id == id).ok_or_else(|| {
+            fail(
+                "-storage.clusterid",
+                format!(
+                    "no system with id {id:?}; the gateway has {}",
+                    list(&names())
+                ),
+            )
+        });
+    }
+    if let Some(s) = systems
         .iter()
-        .find(|s| s["name"].as_str() == Some(wanted.cluster_name.as_str()))
+        .find(|s| s.name.as_deref() == Some(wanted.cluster_name.as_str()))
     {
-        s
-    } else if systems.len() == 1 {
-        &systems[0]
-    } else {
-        return Err(fail(
+        return Ok(s);
+    }
+    match systems {
+        [only] => Ok(only),
+        _ => Err(fail(
             "-storage.clustername",
             format!(
                 "no system named {:?}; the gateway has {}",
                 wanted.cluster_name,
-                list(&names)
+                list(&names())
             ),
-        ));
-    };
-    let system_id = system["id"].as_str().unwrap_or_default().to_string();
-    let system_name = system["name"].as_str().unwrap_or_default().to_string();
+        )),
+    }
+}
 
-    let cluster = &system["mdmCluster"];
-    let masters = members(cluster, "master");
-    let slaves = members(cluster, "slaves");
-    let tiebreakers = members(cluster, "tieBreakers");
+fn addresses(members: &[MdmMember]) -> Vec<String> {
+    members
+        .iter()
+        .flat_map(MdmMember::addresses)
+        .cloned()
+        .collect()
+}
+
+/// The flags' MDMs hold their roles, or the primary and secondary have swapped them (after
+/// an MDM failover): whether they have.
+fn check_mdms(cluster: &MdmCluster, system_name: &str, mdms: &Mdms) -> Result<bool, Failure> {
+    let masters = addresses(&cluster.masters);
+    let slaves = addresses(&cluster.slaves);
+    let tiebreakers = addresses(&cluster.tie_breakers);
     let found = format!(
         "system {system_name:?} has master {}, slaves {}, tie-breakers {}",
         list(&masters),
@@ -218,9 +222,9 @@ pub fn check_system(systems: &[Value], wanted: &Wanted) -> Result<Passed, Failur
         list(&tiebreakers)
     );
     let (primary, secondary, tiebreaker) = (
-        wanted.mdms.primary.to_string(),
-        wanted.mdms.secondary.to_string(),
-        wanted.mdms.tiebreaker.to_string(),
+        mdms.primary.to_string(),
+        mdms.secondary.to_string(),
+        mdms.tiebreaker.to_string(),
     );
     let swapped =
         !masters.contains(&primary) && slaves.contains(&primary) && masters.contains(&secondary);
@@ -244,9 +248,13 @@ pub fn check_system(systems: &[Value], wanted: &Wanted) -> Result<Passed, Failur
             format!("{tiebreaker} is not the tie-breaker MDM: {found}"),
         ));
     }
+    Ok(swapped)
+}
 
-    // Members' versionInfo carries patch 0 on real systems: only systemVersionName counts.
-    let text = system["systemVersionName"].as_str().unwrap_or("");
+/// 2.0.1-2072 or newer within 2.x. Members' `versionInfo` carries patch 0 on real systems:
+/// only `systemVersionName` counts.
+fn check_version(system: &System, system_name: &str) -> Result<Version, Failure> {
+    let text = system.system_version_name.as_deref().unwrap_or("");
     let version = parse_version(text).ok_or_else(|| {
         fail(
             "storage system version",
@@ -261,12 +269,7 @@ pub fn check_system(systems: &[Value], wanted: &Wanted) -> Result<Passed, Failur
             ),
         ));
     }
-    Ok(Passed {
-        system_id,
-        system_name,
-        version: version.to_string(),
-        swapped,
-    })
+    Ok(version)
 }
 
 fn list(items: &[String]) -> String {
@@ -288,13 +291,10 @@ pub fn run(client: &mut GatewayClient, wanted: &Wanted) -> Result<Passed, Failur
         _ => fail("storage gateway", e.to_string()),
     };
     client.login().map_err(gateway)?;
-    let systems = client
-        .list("/api/types/System/instances")
-        .map_err(gateway)?;
+    let systems = api::systems(client).map_err(gateway)?;
     let passed = check_system(&systems, wanted)?;
     let pd = &wanted.protection_domain;
-    if client
-        .query_id("ProtectionDomain", &json!({ "name": pd }))
+    if api::protection_domain_id(client, pd)
         .map_err(gateway)?
         .is_none()
     {
@@ -307,9 +307,7 @@ pub fn run(client: &mut GatewayClient, wanted: &Wanted) -> Result<Passed, Failur
         ));
     }
     let pool = &wanted.storage_pool;
-    let key = json!({ "name": pool, "protectionDomainName": pd });
-    if client
-        .query_id("StoragePool", &key)
+    if api::storage_pool_id(client, pd, pool)
         .map_err(gateway)?
         .is_none()
     {
@@ -324,6 +322,7 @@ pub fn run(client: &mut GatewayClient, wanted: &Wanted) -> Result<Passed, Failur
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn wanted() -> Wanted {
         Wanted {
@@ -339,8 +338,8 @@ mod tests {
         }
     }
 
-    fn system(name: &str, version: &str, master: &str, slave: &str) -> Value {
-        json!({
+    fn system(name: &str, version: &str, master: &str, slave: &str) -> System {
+        serde_json::from_value(json!({
             "id": format!("{name}-id"), "name": name,
             "systemVersionName": format!("EMC ScaleIO Version: {version}"),
             "mdmCluster": {
@@ -348,7 +347,8 @@ mod tests {
                 "slaves": [{"ips": [slave], "status": "Normal"}],
                 "tieBreakers": [{"ips": ["10.0.0.13"], "status": "Normal"}],
             }
-        })
+        }))
+        .unwrap()
     }
 
     #[test]
