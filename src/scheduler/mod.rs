@@ -211,11 +211,11 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
     let gateway = match storage::startup::check_before_subscribing(
         &config,
         metrics.clone(),
-        &in_rx,
-        &state.model,
+        |reason, delay| exchange::serve_views_while_waiting(&in_rx, &state.model, reason, delay),
     ) {
         Ok(g) => g,
-        Err(code) => return code,
+        Err(storage::startup::Halt::Prerequisite) => return storage::prereq::EXIT_PREREQUISITE,
+        Err(storage::startup::Halt::Shutdown) => return EXIT_OK,
     };
 
     let mut threads = Vec::new();

@@ -1,18 +1,23 @@
 //! Start-up with the storage gateway: the client for the configured address, and the
-//! prerequisite checks run before subscribing (with `-storage.wait`, answering the REST
-//! server's view requests while they wait).
+//! prerequisite checks run before subscribing (with `-storage.wait`, retried while the
+//! caller's `wait` serves whoever asks meanwhile).
 
 use super::prereq;
 use crate::backoff::Backoff;
 use crate::gateway::client::{self, GatewayClient, GatewayConfig};
-use crate::scheduler::exchange::{Input, View};
 use crate::scheduler::flags::Config;
 use crate::scheduler::metrics::Metrics;
-use crate::scheduler::model::ClusterModel;
-use crate::scheduler::EXIT_OK;
-use crossbeam_channel::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+/// Why the scheduler stops before subscribing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Halt {
+    /// A prerequisite failed (logged): exit with [`prereq::EXIT_PREREQUISITE`].
+    Prerequisite,
+    /// A shutdown was asked for while waiting for the storage cluster.
+    Shutdown,
+}
 
 /// The client for the configured gateway, `None` when its address is not known yet
 /// (experimental mode before the MDM trio exists).
@@ -50,18 +55,18 @@ pub fn client_for(
 }
 
 /// Pre-configured mode: checks the storage cluster before the scheduler subscribes. A
-/// failure is one error line and exit code 3; with `-storage.wait=true` the checks are
-/// retried with backoff while `/health` and the page say what is awaited. Returns the
-/// logged-in client, or the exit code.
+/// failure is one error line and [`Halt::Prerequisite`]; with `-storage.wait=true` the
+/// checks are retried with backoff, and between two checks `wait(reason, delay)` lets
+/// `/health` and the page say what is awaited (it answers false when a shutdown is asked
+/// for). Returns the logged-in client.
 pub fn check_before_subscribing(
     config: &Config,
     metrics: Arc<Metrics>,
-    inputs: &Receiver<Input>,
-    model: &ClusterModel,
-) -> Result<Option<GatewayClient>, i32> {
+    mut wait: impl FnMut(&str, Duration) -> bool,
+) -> Result<Option<GatewayClient>, Halt> {
     let fatal = |message: String| {
         log::error!("{message}");
-        prereq::EXIT_PREREQUISITE
+        Halt::Prerequisite
     };
     let mut client = match client_for(config, metrics) {
         Ok(Some(c)) => c,
@@ -97,46 +102,10 @@ pub fn check_before_subscribing(
                     delay.as_secs_f64()
                 );
                 let reason = format!("waiting for the storage cluster: {f}");
-                if !serve_while_waiting(inputs, model, &reason, delay) {
-                    return Err(EXIT_OK);
+                if !wait(&reason, delay) {
+                    return Err(Halt::Shutdown);
                 }
             }
-        }
-    }
-}
-
-/// Answers the REST server's view requests with a "waiting" view for `delay`; false when a
-/// shutdown was asked for.
-fn serve_while_waiting(
-    inputs: &Receiver<Input>,
-    model: &ClusterModel,
-    reason: &str,
-    delay: Duration,
-) -> bool {
-    let until = Instant::now() + delay;
-    loop {
-        let left = until.saturating_duration_since(Instant::now());
-        match inputs.recv_timeout(left) {
-            Ok(Input::View(reply)) => {
-                let now = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
-                let _ = reply.send(Arc::new(View {
-                    subscribed: false,
-                    master: None,
-                    disconnected_reason: Some(reason.to_string()),
-                    suppressed: false,
-                    model: model.clone(),
-                    generated_ms: now,
-                    // Far above the dispatcher's own counter (which starts at 0), and new
-                    // for each wait view, so REST caches never mix the two.
-                    generation: (1 << 62) + now,
-                }));
-            }
-            Ok(Input::Shutdown) => return false,
-            // Nothing else can be served before the dispatcher runs; executor calls get
-            // their error from the dropped reply channel and retry.
-            Ok(_) => {}
-            Err(RecvTimeoutError::Timeout) => return true,
-            Err(RecvTimeoutError::Disconnected) => return false,
         }
     }
 }
