@@ -5,8 +5,8 @@
 use devcluster::master::{self, MasterConfig};
 use std::time::Duration;
 use storage_framework::mesos::client::ClientConfig;
-use storage_framework::scheduler::agents;
 use storage_framework::scheduler::exchange::Input;
+use storage_framework::scheduler::master::agent_watcher;
 
 const AGENTS: usize = 3000;
 
@@ -36,7 +36,7 @@ fn thousands_of_agents_are_listed_through_the_standby() {
     // The standby first: it answers 307 to the leader.
     let masters = vec![m.standby_addr().to_string(), m.addr().to_string()];
     let watcher = std::thread::spawn(move || {
-        agents::run(
+        agent_watcher::run(
             masters,
             ClientConfig::default(),
             Duration::from_secs(30),

@@ -126,3 +126,180 @@ fn the_scan_sees_macros_and_paths() {
         ["scheduler".to_string(), "store".to_string()]
     );
 }
+
+/// Inside `scheduler/`: submodule -> the sibling submodules it may use. `mod.rs` (the
+/// start-up steps) and `wiring.rs` (the threads) sit above all of them; leaves use none.
+fn scheduler_allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
+    BTreeMap::from([
+        ("exit", &[][..]),
+        ("stop", &[][..]),
+        ("metrics", &[][..]),
+        ("flags", &[][..]),
+        ("model", &[][..]),
+        ("placement", &["model"][..]),
+        ("node_plan", &["model", "flags"][..]),
+        ("persist", &["model", "flags", "exit"][..]),
+        // What the REST server and the dispatcher exchange: data, no behaviour of either.
+        // `storage`: the gateway worker's report type, a leaf (`storage/report.rs`).
+        ("exchange", &["model", "metrics", "storage"][..]),
+        ("signals", &["exchange", "exit"][..]),
+        ("master", &["exchange", "flags", "metrics", "stop"][..]),
+        ("storage", &["model", "flags", "metrics"][..]),
+        (
+            "dispatcher",
+            &[
+                "exchange",
+                "master",
+                "metrics",
+                "model",
+                "node_plan",
+                "persist",
+                "placement",
+                "storage",
+                "flags",
+            ][..],
+        ),
+        (
+            "teardown",
+            &["exit", "flags", "master", "model", "persist"][..],
+        ),
+        (
+            "wiring",
+            &[
+                "dispatcher",
+                "exchange",
+                "flags",
+                "master",
+                "metrics",
+                "model",
+                "node_plan",
+                "persist",
+                "placement",
+                "storage",
+            ][..],
+        ),
+    ])
+}
+
+/// Code without comments, and without the unit tests (which may build fixtures from anywhere).
+fn shipped_code(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod tests") {
+        Some(i) => &text[..i],
+        None => text,
+    };
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// (submodule of `scheduler`, what it names) for every `crate::scheduler::<name>` in a file
+/// under `src/scheduler/<submodule>`, and every `super::<name>` in a file directly in
+/// `src/scheduler/` (where `super` is the scheduler's own `mod.rs`).
+fn scheduler_arrows() -> BTreeSet<(String, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scheduler");
+    let mut all = Vec::new();
+    files(&dir, &mut all);
+    let mut out = BTreeSet::new();
+    for f in all {
+        let rel = f.strip_prefix(&dir).unwrap();
+        let first = rel.components().next().unwrap().as_os_str();
+        let module = first.to_string_lossy().trim_end_matches(".rs").to_string();
+        if module == "mod" {
+            continue;
+        }
+        let text = shipped_code(&std::fs::read_to_string(&f).unwrap());
+        let mut names = BTreeSet::new();
+        for (i, _) in text.match_indices("crate::scheduler::") {
+            names.insert(ident_at(&text[i + "crate::scheduler::".len()..]));
+        }
+        if rel.components().count() == 1 {
+            for (i, _) in text.match_indices("super::") {
+                let before = text[..i].chars().last();
+                if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                    continue;
+                }
+                names.insert(ident_at(&text[i + "super::".len()..]));
+            }
+        }
+        for name in names {
+            if !name.is_empty() && name != module {
+                out.insert((module.clone(), name));
+            }
+        }
+    }
+    out
+}
+
+fn ident_at(text: &str) -> String {
+    text.chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
+}
+
+#[test]
+fn scheduler_submodules_follow_their_layers() {
+    let allowed = scheduler_allowed();
+    let arrows = scheduler_arrows();
+    assert!(
+        arrows
+            .iter()
+            .any(|(a, b)| a == "dispatcher" && b == "model"),
+        "the scan found no dispatcher -> model arrow: it reads nothing"
+    );
+    let wrong: Vec<String> = arrows
+        .iter()
+        .filter(|(from, to)| {
+            !allowed
+                .get(from.as_str())
+                .is_some_and(|ok| ok.contains(&to.as_str()))
+        })
+        .map(|(from, to)| {
+            if allowed.contains_key(to.as_str()) {
+                format!("{from} -> {to} (against the layers)")
+            } else {
+                // An item of `scheduler/mod.rs` itself, or a module the table does not know.
+                format!("{from} -> {to} (upward into scheduler/mod.rs, or an unknown module)")
+            }
+        })
+        .collect();
+    assert!(wrong.is_empty(), "scheduler imports: {wrong:?}");
+}
+
+#[test]
+fn the_scheduler_layers_have_no_circle() {
+    let allowed = scheduler_allowed();
+    // Depth-first search for a back edge.
+    fn visit<'a>(
+        m: &'a str,
+        allowed: &BTreeMap<&'a str, &'a [&'a str]>,
+        path: &mut Vec<&'a str>,
+        done: &mut BTreeSet<&'a str>,
+    ) {
+        if done.contains(m) {
+            return;
+        }
+        assert!(!path.contains(&m), "circle: {path:?} -> {m}");
+        path.push(m);
+        for next in allowed.get(m).copied().unwrap_or_default() {
+            visit(next, allowed, path, done);
+        }
+        path.pop();
+        done.insert(m);
+    }
+    let mut done = BTreeSet::new();
+    for m in allowed.keys() {
+        visit(m, &allowed, &mut Vec::new(), &mut done);
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scheduler");
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        let module = name.trim_end_matches(".rs");
+        if module != "mod" {
+            assert!(
+                allowed.contains_key(module),
+                "scheduler/{name} has no row in scheduler_allowed(): give it its layer"
+            );
+        }
+    }
+}

@@ -387,7 +387,7 @@ fn json_encoding_covers_every_agent() {
 fn failed_over_instance_stops_and_keeps_the_framework_id() {
     use storage_framework::mesos::client::{ClientConfig, SchedulerClient};
     use storage_framework::mesos::types::FrameworkInfo;
-    use storage_framework::scheduler::subscription::subscribe_call;
+    use storage_framework::scheduler::master::subscription::subscribe_call;
 
     let dir = tempdir("failed-over");
     let m = cluster(&dir);

@@ -107,6 +107,7 @@ fn start_full(state: Persisted, conn: Connection, opts: ServerOptions) -> Server
             inputs: fake.inputs.clone(),
             metrics: metrics.clone(),
             secrets: Some(secrets),
+            state_warning: None,
         },
         opts,
     )
@@ -1570,6 +1571,7 @@ fn a_stuck_or_gone_dispatcher_gives_503_not_a_hang() {
             inputs: tx,
             metrics: Arc::new(Metrics::default()),
             secrets: None,
+            state_warning: None,
         },
         ServerOptions {
             dispatcher_timeout: Duration::from_millis(300),

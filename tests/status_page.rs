@@ -173,6 +173,7 @@ fn status_page_renders_every_node_in_chromium() {
             inputs: fake.inputs.clone(),
             metrics: Arc::new(Metrics::default()),
             secrets: None,
+            state_warning: None,
         },
         ServerOptions {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
@@ -295,6 +296,7 @@ fn status_page_pages_filters_and_orders_naturally_in_chromium() {
             inputs: fake.inputs.clone(),
             metrics: Arc::new(Metrics::default()),
             secrets: None,
+            state_warning: None,
         },
         ServerOptions {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),

@@ -9,7 +9,7 @@ mod zookeeper;
 use std::path::Path;
 use std::process::{Command, Output};
 use storage_framework::scheduler::model::{Node, Persisted, Persona};
-use storage_framework::scheduler::state_store::StateStore;
+use storage_framework::scheduler::persist::StateStore;
 use storage_framework::store::JournalStore;
 
 fn run(store_flags: &[String], extra: &[&str]) -> Output {

@@ -1,5 +1,7 @@
 //! The ZooKeeper store against a real ZooKeeper server (issue 12).
 
+#[path = "support/store_suite.rs"]
+mod store_suite;
 #[path = "support/zookeeper.rs"]
 mod zookeeper;
 
@@ -33,7 +35,7 @@ const ROOT: &str = r#"{"format":"storage-framework-state","version":2}"#;
 fn zookeeper_store_passes_the_shared_suite() {
     let dir = tempdir("suite");
     let zk = ZooKeeper::start(&dir);
-    storage_framework::scheduler::store_suite::run(&mut || Box::new(store(&zk, "/sf/suite")));
+    store_suite::run(&mut || Box::new(store(&zk, "/sf/suite")));
 }
 
 #[test]

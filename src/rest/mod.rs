@@ -471,7 +471,13 @@ impl Router {
         let (status, html) = match self.try_view() {
             Ok(v) => (
                 200,
-                page::render(&v, &query, self.options.clock.now_ms(), partial),
+                page::render(
+                    &v,
+                    &query,
+                    self.options.clock.now_ms(),
+                    self.config.state_warning.as_deref(),
+                    partial,
+                ),
             ),
             Err(w) => {
                 let (error, detail) = w.describe();
@@ -510,7 +516,7 @@ impl Router {
                     "master": v.master,
                     "framework_id": v.model.framework_id,
                     // issue 12: null when the state survives a relaunch.
-                    "state_warning": crate::store::volatile_note(),
+                    "state_warning": self.config.state_warning,
                 }),
             ),
             Ok(v) => Response::error(

@@ -272,8 +272,14 @@ fn document(content: &str, filter: Option<&Filter>) -> String {
 }
 
 /// The page (or with `partial`, just its content) for a view.
-pub fn render(v: &View, q: &PageQuery, now_ms: u64, partial: bool) -> String {
-    let content = content(v, q, now_ms);
+pub fn render(
+    v: &View,
+    q: &PageQuery,
+    now_ms: u64,
+    state_warning: Option<&str>,
+    partial: bool,
+) -> String {
+    let content = content(v, q, now_ms, state_warning);
     if partial {
         content
     } else {
@@ -297,7 +303,7 @@ pub fn render_unavailable(error: &str, detail: &str, partial: bool) -> String {
     }
 }
 
-fn content(v: &View, q: &PageQuery, now_ms: u64) -> String {
+fn content(v: &View, q: &PageQuery, now_ms: u64, state_warning: Option<&str>) -> String {
     let model = &v.model;
     let (rows, matched) = select(
         model.nodes.values(),
@@ -307,8 +313,8 @@ fn content(v: &View, q: &PageQuery, now_ms: u64) -> String {
     );
     let mut out = String::with_capacity(4096 + rows.len() * 900);
     header(&mut out, v);
-    if let Some(note) = crate::store::volatile_note() {
-        // issue 12: the operator must know that a relaunch loses the state.
+    if let Some(note) = state_warning {
+        // The operator must know that a relaunch loses the state.
         let _ = write!(out, "<p class=\"conn bad\">Warning: {}</p>", esc(note));
     }
     facts(&mut out, v);
@@ -719,7 +725,7 @@ mod tests {
             generated_ms: 0,
             generation: 1,
         };
-        let html = render(&v, &PageQuery::default(), 0, false);
+        let html = render(&v, &PageQuery::default(), 0, None, false);
         assert!(html.len() < 150_000, "{} bytes", html.len());
         assert_eq!(html.matches("<tr").count(), 101, "a header and 100 rows");
         assert!(html.contains("Showing 1–100 of 10000 nodes"));

@@ -34,201 +34,262 @@ fn label(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
-pub fn render(s: &Sources) -> String {
-    let m = s.metrics;
-    let mut out = String::with_capacity(4096);
+/// One metric family: its name (after the scheduler's prefix), type, help, and its samples
+/// (`None`: the family is left out, e.g. the model's gauges when the dispatcher is silent).
+struct Family {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    samples: fn(&Sources) -> Option<Vec<Sample>>,
+}
 
-    family(
-        &mut out,
-        "info",
-        "gauge",
-        "Build of this scheduler (always 1).",
-    );
-    let _ = writeln!(
-        out,
-        "{P}info{{version=\"{}\"}} 1",
-        label(env!("CARGO_PKG_VERSION"))
-    );
+/// A sample's labels (`a="x",b="y"`, already escaped; empty for none) and value.
+type Sample = (String, String);
 
-    family(
-        &mut out,
-        "events_total",
-        "counter",
-        "Scheduler events received from the master, by event type.",
-    );
-    for (i, name) in EVENT_NAMES.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "{P}events_total{{type=\"{}\"}} {}",
-            label(name),
-            get(&m.events[i])
-        );
-    }
+fn one(value: impl ToString) -> Option<Vec<Sample>> {
+    Some(vec![(String::new(), value.to_string())])
+}
 
-    family(
-        &mut out,
-        "calls_total",
-        "counter",
-        "Calls sent to the master, by call type and result (ok: accepted by the master).",
-    );
-    for (i, name) in CALL_NAMES.iter().enumerate() {
-        for (result, c) in [("ok", &m.calls_ok[i]), ("failed", &m.calls_failed[i])] {
-            let _ = writeln!(
-                out,
-                "{P}calls_total{{type=\"{}\",result=\"{result}\"}} {}",
-                label(name),
-                get(c)
-            );
-        }
-    }
+fn counter(c: &AtomicU64) -> Option<Vec<Sample>> {
+    one(get(c))
+}
 
-    for (name, help, c) in [
-        (
-            "offers_accepted_total",
-            "Offers accepted to launch a storage executor.",
-            &m.offers_accepted,
-        ),
-        (
-            "offers_declined_total",
-            "Offers declined.",
-            &m.offers_declined,
-        ),
-        (
-            "reconnects_total",
-            "Subscriptions to the master after the first one.",
-            &m.reconnects,
-        ),
-        (
-            "gateway_calls_total",
-            "Requests made to the storage gateway.",
-            &m.gateway.calls,
-        ),
-        (
-            "gateway_errors_total",
-            "Requests to the storage gateway that failed.",
-            &m.gateway.errors,
-        ),
-    ] {
-        family(&mut out, name, "counter", help);
-        let _ = writeln!(out, "{P}{name} {}", get(c));
-    }
+/// From the view, when the dispatcher answered.
+fn of_view(s: &Sources, f: impl FnOnce(&View) -> Vec<Sample>) -> Option<Vec<Sample>> {
+    s.view.map(f)
+}
 
-    let last = get(&m.last_event_ms);
-    if last > 0 {
-        family(
-            &mut out,
-            "last_event_age_seconds",
-            "gauge",
-            "Seconds since the last event from the master (absent before the first one).",
-        );
-        let _ = writeln!(
-            out,
-            "{P}last_event_age_seconds {:.3}",
-            s.now_ms.saturating_sub(last) as f64 / 1000.0
-        );
-    }
+/// The scheduler's own families, in the order they are written; the storage pools' follow
+/// them, then [`REST_FAMILIES`].
+const SCHEDULER_FAMILIES: &[Family] = &[
+    Family {
+        name: "info",
+        kind: "gauge",
+        help: "Build of this scheduler (always 1).",
+        samples: |_| {
+            let version = label(env!("CARGO_PKG_VERSION"));
+            Some(vec![(format!("version=\"{version}\""), "1".into())])
+        },
+    },
+    Family {
+        name: "events_total",
+        kind: "counter",
+        help: "Scheduler events received from the master, by event type.",
+        samples: |s| {
+            let events = EVENT_NAMES.iter().zip(&s.metrics.events);
+            Some(
+                events
+                    .map(|(name, c)| (format!("type=\"{}\"", label(name)), get(c).to_string()))
+                    .collect(),
+            )
+        },
+    },
+    Family {
+        name: "calls_total",
+        kind: "counter",
+        help: "Calls sent to the master, by call type and result (ok: accepted by the master).",
+        samples: |s| {
+            let m = s.metrics;
+            let mut out = Vec::new();
+            for (i, name) in CALL_NAMES.iter().enumerate() {
+                for (result, c) in [("ok", &m.calls_ok[i]), ("failed", &m.calls_failed[i])] {
+                    let labels = format!("type=\"{}\",result=\"{result}\"", label(name));
+                    out.push((labels, get(c).to_string()));
+                }
+            }
+            Some(out)
+        },
+    },
+    Family {
+        name: "offers_accepted_total",
+        kind: "counter",
+        help: "Offers accepted to launch a storage executor.",
+        samples: |s| counter(&s.metrics.offers_accepted),
+    },
+    Family {
+        name: "offers_declined_total",
+        kind: "counter",
+        help: "Offers declined.",
+        samples: |s| counter(&s.metrics.offers_declined),
+    },
+    Family {
+        name: "reconnects_total",
+        kind: "counter",
+        help: "Subscriptions to the master after the first one.",
+        samples: |s| counter(&s.metrics.reconnects),
+    },
+    Family {
+        name: "gateway_calls_total",
+        kind: "counter",
+        help: "Requests made to the storage gateway.",
+        samples: |s| counter(&s.metrics.gateway.calls),
+    },
+    Family {
+        name: "gateway_errors_total",
+        kind: "counter",
+        help: "Requests to the storage gateway that failed.",
+        samples: |s| counter(&s.metrics.gateway.errors),
+    },
+    Family {
+        name: "last_event_age_seconds",
+        kind: "gauge",
+        help: "Seconds since the last event from the master (absent before the first one).",
+        samples: |s| {
+            let last = get(&s.metrics.last_event_ms);
+            if last == 0 {
+                return None;
+            }
+            one(format!(
+                "{:.3}",
+                s.now_ms.saturating_sub(last) as f64 / 1000.0
+            ))
+        },
+    },
+    Family {
+        name: "subscribed",
+        kind: "gauge",
+        help: "1 while subscribed to the master, else 0.",
+        samples: |s| {
+            of_view(s, |v| {
+                vec![(String::new(), u8::from(v.subscribed).to_string())]
+            })
+        },
+    },
+    Family {
+        name: "offers_suppressed",
+        kind: "gauge",
+        help: "1 while offers are suppressed (every agent has its executor), else 0.",
+        samples: |s| {
+            of_view(s, |v| {
+                vec![(String::new(), u8::from(v.suppressed).to_string())]
+            })
+        },
+    },
+    Family {
+        name: "nodes",
+        kind: "gauge",
+        help: "Nodes by phase.",
+        samples: |s| {
+            of_view(s, |v| {
+                let counts = v.model.phase_counts().into_iter();
+                counts
+                    .map(|(phase, n)| {
+                        (
+                            format!("phase=\"{}\"", label(phase.as_str())),
+                            n.to_string(),
+                        )
+                    })
+                    .collect()
+            })
+        },
+    },
+    Family {
+        name: "nodes_with_error",
+        kind: "gauge",
+        help: "Nodes whose last report or status carried an error.",
+        samples: |s| {
+            of_view(s, |v| {
+                let nodes = v.model.nodes.values();
+                let errors = nodes.filter(|n| n.last_error.is_some()).count();
+                vec![(String::new(), errors.to_string())]
+            })
+        },
+    },
+    Family {
+        name: "nodes_running_ratio",
+        kind: "gauge",
+        help: "Share of the nodes in phase running (1 when there are none).",
+        samples: |s| {
+            of_view(s, |v| {
+                let total = v.model.nodes.len();
+                let nodes = v.model.nodes.values();
+                let running = nodes.filter(|n| n.phase == Phase::Running).count();
+                let ratio = if total == 0 {
+                    1.0
+                } else {
+                    running as f64 / total as f64
+                };
+                vec![(String::new(), format!("{ratio:.4}"))]
+            })
+        },
+    },
+];
 
-    if let Some(v) = s.view {
-        family(
-            &mut out,
-            "subscribed",
-            "gauge",
-            "1 while subscribed to the master, else 0.",
-        );
-        let _ = writeln!(out, "{P}subscribed {}", u8::from(v.subscribed));
-        family(
-            &mut out,
-            "offers_suppressed",
-            "gauge",
-            "1 while offers are suppressed (every agent has its executor), else 0.",
-        );
-        let _ = writeln!(out, "{P}offers_suppressed {}", u8::from(v.suppressed));
-        family(&mut out, "nodes", "gauge", "Nodes by phase.");
-        for (phase, n) in v.model.phase_counts() {
-            let _ = writeln!(out, "{P}nodes{{phase=\"{}\"}} {n}", label(phase.as_str()));
-        }
-        family(
-            &mut out,
-            "nodes_with_error",
-            "gauge",
-            "Nodes whose last report or status carried an error.",
-        );
-        let errors = v
-            .model
-            .nodes
-            .values()
-            .filter(|n| n.last_error.is_some())
-            .count();
-        let _ = writeln!(out, "{P}nodes_with_error {errors}");
-        family(
-            &mut out,
-            "nodes_running_ratio",
-            "gauge",
-            "Share of the nodes in phase running (1 when there are none).",
-        );
-        let total = v.model.nodes.len();
-        let running = v
-            .model
-            .nodes
-            .values()
-            .filter(|n| n.phase == Phase::Running)
-            .count();
-        let ratio = if total == 0 {
-            1.0
-        } else {
-            running as f64 / total as f64
+/// The REST server's own families.
+const REST_FAMILIES: &[Family] = &[
+    Family {
+        name: "http_connections_total",
+        kind: "counter",
+        help: "Connections accepted by the REST server.",
+        samples: |s| counter(&s.http.connections),
+    },
+    Family {
+        name: "http_rejected_total",
+        kind: "counter",
+        help: "Connections refused with 503 because every REST worker was busy.",
+        samples: |s| counter(&s.http.rejected),
+    },
+    Family {
+        name: "http_timeouts_total",
+        kind: "counter",
+        help: "Requests cut off because the client was too slow to send them (408).",
+        samples: |s| counter(&s.http.timeouts),
+    },
+    Family {
+        name: "http_responses_total",
+        kind: "counter",
+        help: "REST responses by status class.",
+        samples: |s| {
+            let classes = 1..=5;
+            Some(
+                classes
+                    .map(|c| {
+                        (
+                            format!("code=\"{c}xx\""),
+                            get(&s.http.responses[c]).to_string(),
+                        )
+                    })
+                    .collect(),
+            )
+        },
+    },
+    Family {
+        name: "executor_plan_waits",
+        kind: "gauge",
+        help: "Executors waiting now for a change of their node plan.",
+        samples: |s| one(s.long_polls),
+    },
+];
+
+fn write_families(out: &mut String, s: &Sources, families: &[Family]) {
+    for f in families {
+        let Some(samples) = (f.samples)(s) else {
+            continue;
         };
-        let _ = writeln!(out, "{P}nodes_running_ratio {ratio:.4}");
+        family(out, f.name, f.kind, f.help);
+        for (labels, value) in samples {
+            let name = f.name;
+            if labels.is_empty() {
+                let _ = writeln!(out, "{P}{name} {value}");
+            } else {
+                let _ = writeln!(out, "{P}{name}{{{labels}}} {value}");
+            }
+        }
+    }
+}
+
+pub fn render(s: &Sources) -> String {
+    let mut out = String::with_capacity(4096);
+    write_families(&mut out, s, SCHEDULER_FAMILIES);
+    if let Some(v) = s.view {
         pools(&mut out, v);
     }
-
-    let h = s.http;
-    family(
-        &mut out,
-        "http_connections_total",
-        "counter",
-        "Connections accepted by the REST server.",
-    );
-    let _ = writeln!(out, "{P}http_connections_total {}", get(&h.connections));
-    family(
-        &mut out,
-        "http_rejected_total",
-        "counter",
-        "Connections refused with 503 because every REST worker was busy.",
-    );
-    let _ = writeln!(out, "{P}http_rejected_total {}", get(&h.rejected));
-    family(
-        &mut out,
-        "http_timeouts_total",
-        "counter",
-        "Requests cut off because the client was too slow to send them (408).",
-    );
-    let _ = writeln!(out, "{P}http_timeouts_total {}", get(&h.timeouts));
-    family(
-        &mut out,
-        "http_responses_total",
-        "counter",
-        "REST responses by status class.",
-    );
-    for class in 1..=5 {
-        let _ = writeln!(
-            out,
-            "{P}http_responses_total{{code=\"{class}xx\"}} {}",
-            get(&h.responses[class])
-        );
-    }
-    family(
-        &mut out,
-        "executor_plan_waits",
-        "gauge",
-        "Executors waiting now for a change of their node plan.",
-    );
-    let _ = writeln!(out, "{P}executor_plan_waits {}", s.long_polls);
+    write_families(&mut out, s, REST_FAMILIES);
     out
 }
 
-/// Issue 9: storage pool capacity as last read from the gateway. The names are the issue's
-/// (`storage_pool_*`), not prefixed: they describe the storage cluster, not the scheduler.
+/// Storage pool capacity as last read from the gateway. The names are not prefixed
+/// (`storage_pool_*`): they describe the storage cluster, not the scheduler.
 fn pools(out: &mut String, v: &View) {
     if v.model.pools.is_empty() {
         return;

@@ -77,6 +77,16 @@ impl Waits {
     }
 }
 
+/// The waiter thread's state: every held connection and the replies that came before theirs.
+struct Waiter {
+    entries: HashMap<u64, Entry>,
+    early: HashMap<u64, Vec<ExecutorReply>>,
+    /// Deadlines, lazily deleted: an entry is expired only if its deadline is still this one.
+    deadlines: BinaryHeap<Reverse<(Instant, u64)>>,
+    count: Arc<AtomicUsize>,
+    dispatcher_timeout: Duration,
+}
+
 fn run(
     parks: Receiver<Park>,
     replies: Receiver<(u64, ExecutorReply)>,
@@ -84,18 +94,16 @@ fn run(
     count: Arc<AtomicUsize>,
     dispatcher_timeout: Duration,
 ) {
-    let mut entries: HashMap<u64, Entry> = HashMap::new();
-    let mut early: HashMap<u64, Vec<ExecutorReply>> = HashMap::new();
-    // Deadlines, lazily deleted: an entry is expired only if its deadline is still this one.
-    let mut deadlines: BinaryHeap<Reverse<(Instant, u64)>> = BinaryHeap::new();
-    let finish = |entries: &mut HashMap<u64, Entry>, id: u64, resp: &Response| {
-        if let Some(e) = entries.remove(&id) {
-            count.fetch_sub(1, Ordering::Relaxed);
-            e.conn.answer(resp);
-        }
+    let mut w = Waiter {
+        entries: HashMap::new(),
+        early: HashMap::new(),
+        deadlines: BinaryHeap::new(),
+        count,
+        dispatcher_timeout,
     };
     loop {
-        let timeout = deadlines
+        let timeout = w
+            .deadlines
             .peek()
             .map(|Reverse((t, _))| t.saturating_duration_since(Instant::now()))
             .unwrap_or(Duration::from_secs(3600));
@@ -103,12 +111,7 @@ fn run(
         select! {
             recv(parks) -> p => {
                 let Ok(p) = p else { break };
-                let deadline = Instant::now() + dispatcher_timeout;
-                deadlines.push(Reverse((deadline, p.id)));
-                entries.insert(p.id, Entry { conn: p.conn, deadline, wait: p.wait, parked: false });
-                for r in early.remove(&p.id).unwrap_or_default() {
-                    got.push((p.id, r));
-                }
+                got = w.hold(p);
             },
             recv(replies) -> r => {
                 if let Ok(r) = r {
@@ -119,28 +122,57 @@ fn run(
             default(timeout) => {},
         }
         for (id, reply) in got {
-            match (entries.get_mut(&id), reply) {
-                (None, reply) => {
-                    if early.len() >= MAX_EARLY {
-                        early.clear();
-                    }
-                    early.entry(id).or_default().push(reply);
-                }
-                (Some(e), ExecutorReply::Parked) => {
-                    e.parked = true;
-                    e.deadline = Instant::now() + e.wait;
-                    deadlines.push(Reverse((e.deadline, id)));
-                }
-                (Some(_), reply) => finish(&mut entries, id, &reply_response(reply)),
-            }
+            w.on_reply(id, reply);
         }
-        let now = Instant::now();
-        while let Some(Reverse((t, id))) = deadlines.peek().copied() {
+        w.expire(Instant::now());
+    }
+    let ids: Vec<u64> = w.entries.keys().copied().collect();
+    for id in ids {
+        w.finish(id, &Wait::Stopping.response());
+    }
+}
+
+impl Waiter {
+    /// Holds a handed-over connection; gives back the replies that came before it.
+    fn hold(&mut self, p: Park) -> Vec<(u64, ExecutorReply)> {
+        let deadline = Instant::now() + self.dispatcher_timeout;
+        self.deadlines.push(Reverse((deadline, p.id)));
+        let entry = Entry {
+            conn: p.conn,
+            deadline,
+            wait: p.wait,
+            parked: false,
+        };
+        self.entries.insert(p.id, entry);
+        let early = self.early.remove(&p.id).unwrap_or_default();
+        early.into_iter().map(|r| (p.id, r)).collect()
+    }
+
+    fn on_reply(&mut self, id: u64, reply: ExecutorReply) {
+        match (self.entries.get_mut(&id), reply) {
+            (None, reply) => {
+                if self.early.len() >= MAX_EARLY {
+                    self.early.clear();
+                }
+                self.early.entry(id).or_default().push(reply);
+            }
+            (Some(e), ExecutorReply::Parked) => {
+                e.parked = true;
+                e.deadline = Instant::now() + e.wait;
+                self.deadlines.push(Reverse((e.deadline, id)));
+            }
+            (Some(_), reply) => self.finish(id, &reply_response(reply)),
+        }
+    }
+
+    /// Answers every wait whose deadline has passed.
+    fn expire(&mut self, now: Instant) {
+        while let Some(Reverse((t, id))) = self.deadlines.peek().copied() {
             if t > now {
                 break;
             }
-            deadlines.pop();
-            let Some(e) = entries.get(&id).filter(|e| e.deadline == t) else {
+            self.deadlines.pop();
+            let Some(e) = self.entries.get(&id).filter(|e| e.deadline == t) else {
                 continue;
             };
             let resp = if e.parked {
@@ -148,13 +180,16 @@ fn run(
                 Response::new(304, "application/json", Body::Empty)
                     .with_header("Cache-Control", "no-store")
             } else {
-                Wait::TimedOut(dispatcher_timeout).response()
+                Wait::TimedOut(self.dispatcher_timeout).response()
             };
-            finish(&mut entries, id, &resp);
+            self.finish(id, &resp);
         }
     }
-    let ids: Vec<u64> = entries.keys().copied().collect();
-    for id in ids {
-        finish(&mut entries, id, &Wait::Stopping.response());
+
+    fn finish(&mut self, id: u64, resp: &Response) {
+        if let Some(e) = self.entries.remove(&id) {
+            self.count.fetch_sub(1, Ordering::Relaxed);
+            e.conn.answer(resp);
+        }
     }
 }

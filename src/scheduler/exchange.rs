@@ -360,6 +360,8 @@ pub struct RestConfig {
     /// first): the REST side checks a caller's secret before it reads the request's body.
     /// `None`: no early check; the dispatcher's own check is the only one.
     pub secrets: Option<Receiver<SecretUpdate>>,
+    /// Set when the state lives where a relaunch loses it: `/health` and the page say so.
+    pub state_warning: Option<String>,
 }
 
 /// A change of the executor secrets the dispatcher accepts, published for the REST side's

@@ -460,7 +460,7 @@ mod tests {
     use super::*;
     use crate::mesos::types::TaskState;
     use crate::scheduler::model::{Node, Persisted, Persona, TaskRecord, STATE_VERSION};
-    use crate::scheduler::state_store::{LegacyDocument, StateStore};
+    use crate::scheduler::persist::{LegacyDocument, StateStore};
 
     fn temp_path(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!(
@@ -479,15 +479,6 @@ mod tests {
             p.model.nodes.insert(n, Node::new(n, n, Persona::Data, 1));
         }
         p
-    }
-
-    #[test]
-    fn journal_passes_the_shared_suite() {
-        let path = temp_path("suite");
-        crate::scheduler::store_suite::run(&mut || {
-            Box::new(JournalStore::new(&path).expect("path"))
-        });
-        let _ = fs::remove_dir_all(path.parent().unwrap());
     }
 
     #[test]

@@ -94,12 +94,3 @@ impl RecordStore for MemoryStore {
         "memory".into()
     }
 }
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn memory_store_passes_the_shared_suite() {
-        let shared = super::MemoryStore::new();
-        crate::scheduler::store_suite::run(&mut || Box::new(shared.clone()));
-    }
-}

@@ -21,7 +21,7 @@ pub mod zk;
 pub use file::FileStore;
 pub use journal::JournalStore;
 pub use memory::MemoryStore;
-pub use settings::{set_volatile_note, volatile_note, StoreHelper, StoreKind, StoreSettings};
+pub use settings::{StoreHelper, StoreKind, StoreSettings};
 
 use std::collections::BTreeMap;
 

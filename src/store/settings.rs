@@ -2,7 +2,6 @@
 //! issue-12 flags around it (framework adoption, store helpers).
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreSettings {
@@ -42,17 +41,4 @@ pub enum StoreHelper {
     Dump,
     Delete { yes: bool },
     Import(PathBuf),
-}
-
-static VOLATILE: OnceLock<String> = OnceLock::new();
-
-/// Records, once at startup and before the REST server runs, that the state lives where a
-/// relaunch loses it (the sandbox). Write-once and read-only afterwards, so `/health` and the
-/// status page can say so without widening the REST server's interfaces.
-pub fn set_volatile_note(note: String) {
-    let _ = VOLATILE.set(note);
-}
-
-pub fn volatile_note() -> Option<&'static str> {
-    VOLATILE.get().map(String::as_str)
 }

@@ -201,6 +201,7 @@ fn main() {
             inputs: fake.inputs.clone(),
             metrics: Arc::new(Metrics::default()),
             secrets: None,
+            state_warning: None,
         },
         ServerOptions {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),

@@ -6,7 +6,7 @@ mod bench;
 
 use storage_framework::mesos::types::TaskState;
 use storage_framework::scheduler::model::{Node, Persisted, Persona, TaskRecord};
-use storage_framework::scheduler::state_store::StateStore;
+use storage_framework::scheduler::persist::StateStore;
 use storage_framework::store::JournalStore;
 
 const NODES: usize = 10_000;

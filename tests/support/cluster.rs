@@ -251,7 +251,7 @@ pub fn stored_state(path: &Path) -> storage_framework::scheduler::model::Persist
 pub fn try_stored_state(
     path: &Path,
 ) -> Result<storage_framework::scheduler::model::Persisted, String> {
-    use storage_framework::scheduler::state_store::StateStore;
+    use storage_framework::scheduler::persist::StateStore;
     use storage_framework::store::JournalStore;
     let journal = JournalStore::new(path).map_err(|e| e.to_string())?;
     StateStore::new(Box::new(journal))

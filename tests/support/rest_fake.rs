@@ -11,8 +11,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use storage_framework::clock::{Clock, SystemClock};
 use storage_framework::mesos::types::TaskState;
+use storage_framework::scheduler::dispatcher::executor_api::ExecutorApi;
 use storage_framework::scheduler::exchange::{Input, View};
-use storage_framework::scheduler::executors::ExecutorApi;
 use storage_framework::scheduler::model::{Node, Persisted, Persona, Phase, TaskRecord};
 
 type Change = Box<dyn FnOnce(&mut Persisted, &mut ExecutorApi) + Send>;

@@ -2,6 +2,10 @@
 //! found first), judged by their exit status. Output is kept only as a tail for error
 //! messages: success is never read from it.
 //!
+//! Every host command of the executor goes through a [`Runner`]: [`HostRunner`] on the host,
+//! a script in unit tests, so that what is decided from exit statuses can be tested without
+//! the host's tools.
+//!
 //! Secrets go to the one child that needs them through its environment ([`Cmd::secret_env`]);
 //! the argv and the names of variables are all that ever appear in a [`CommandError`].
 
@@ -101,9 +105,36 @@ impl fmt::Display for CommandError {
     }
 }
 
-/// Runs `cmd` to completion, with no stdin unless it has `secret_stdin`. `Ok` whatever the
-/// exit status: callers that need success use [`check`].
-pub fn run(cmd: &Cmd) -> Result<Output, CommandError> {
+/// Runs commands to completion.
+pub trait Runner {
+    /// Runs `cmd`. `Ok` whatever the exit status: callers that need success use
+    /// [`Runner::check`].
+    fn run(&mut self, cmd: &Cmd) -> Result<Output, CommandError>;
+
+    /// Runs `cmd` and fails unless it exits 0.
+    fn check(&mut self, cmd: &Cmd) -> Result<Output, CommandError> {
+        let out = self.run(cmd)?;
+        if out.status != 0 {
+            return Err(CommandError {
+                command: cmd.display(),
+                status: Some(out.status),
+                tail: out.tail,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Commands on this host, with no stdin unless the command has `secret_stdin`.
+pub struct HostRunner;
+
+impl Runner for HostRunner {
+    fn run(&mut self, cmd: &Cmd) -> Result<Output, CommandError> {
+        spawn(cmd)
+    }
+}
+
+fn spawn(cmd: &Cmd) -> Result<Output, CommandError> {
     let mut command = Command::new(&cmd.program);
     command
         .args(&cmd.args)
@@ -167,19 +198,6 @@ pub fn run(cmd: &Cmd) -> Result<Output, CommandError> {
     Ok(output)
 }
 
-/// Runs `cmd` and fails unless it exits 0.
-pub fn check(cmd: &Cmd) -> Result<Output, CommandError> {
-    let out = run(cmd)?;
-    if out.status != 0 {
-        return Err(CommandError {
-            command: cmd.display(),
-            status: Some(out.status),
-            tail: out.tail,
-        });
-    }
-    Ok(out)
-}
-
 /// The last [`TAIL_BYTES`] of `text`, cut at a character boundary.
 pub fn tail(text: &str) -> String {
     if text.len() <= TAIL_BYTES {
@@ -198,14 +216,17 @@ mod tests {
 
     #[test]
     fn exit_status_decides_not_output() {
-        let ok = check(&Cmd::new("sh", &["-c", "echo failed; exit 0"])).unwrap();
+        let ok = HostRunner
+            .check(&Cmd::new("sh", &["-c", "echo failed; exit 0"]))
+            .unwrap();
         assert_eq!(ok.status, 0);
         assert_eq!(ok.stdout, "failed\n");
-        let e = check(&Cmd::new(
-            "sh",
-            &["-c", "echo Success; echo oops >&2; exit 3"],
-        ))
-        .unwrap_err();
+        let e = HostRunner
+            .check(&Cmd::new(
+                "sh",
+                &["-c", "echo Success; echo oops >&2; exit 3"],
+            ))
+            .unwrap_err();
         assert_eq!(e.status, Some(3));
         assert!(e.tail.contains("Success") && e.tail.contains("oops"), "{e}");
         assert!(e.to_string().contains("exited with status 3"), "{e}");
@@ -213,7 +234,9 @@ mod tests {
 
     #[test]
     fn missing_program_is_an_error_naming_it() {
-        let e = run(&Cmd::new("no-such-command-here", &[])).unwrap_err();
+        let e = HostRunner
+            .run(&Cmd::new("no-such-command-here", &[]))
+            .unwrap_err();
         assert_eq!(e.status, None);
         assert!(e.to_string().contains("no-such-command-here"), "{e}");
     }
@@ -223,7 +246,7 @@ mod tests {
         let cmd = Cmd::new("sh", &["-c", "[ \"${#TOKEN}\" = 7 ] && exit 4"])
             .env("MDM_IP", "10.0.0.1,10.0.0.2")
             .secret_env("TOKEN", "hunter2");
-        let e = check(&cmd).unwrap_err();
+        let e = HostRunner.check(&cmd).unwrap_err();
         assert_eq!(e.status, Some(4), "the child saw the secret");
         let shown = format!("{e} {cmd:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
@@ -241,7 +264,7 @@ mod tests {
         )
         .secret_stdin("one")
         .secret_stdin("Two-2");
-        let e = check(&cmd).unwrap_err();
+        let e = HostRunner.check(&cmd).unwrap_err();
         assert_eq!(e.status, Some(5), "the child read both lines");
         let shown = format!("{e} {cmd:?}");
         assert!(!shown.contains("Two-2"), "{shown}");
@@ -253,7 +276,9 @@ mod tests {
         let long = "é".repeat(3000);
         let t = tail(&long);
         assert!(t.len() <= TAIL_BYTES + 3 && t.starts_with("..."));
-        let big = check(&Cmd::new("sh", &["-c", "yes x | head -c 100000; exit 1"])).unwrap_err();
+        let big = HostRunner
+            .check(&Cmd::new("sh", &["-c", "yes x | head -c 100000; exit 1"]))
+            .unwrap_err();
         assert!(big.tail.len() <= TAIL_BYTES + 3);
     }
 }

@@ -2,7 +2,7 @@
 //! `dpkg-query`/`rpm -q`, installs with `apt-get`/`yum` (repositories) and `dpkg -i`/`rpm -Uvh`
 //! (downloaded files). A package counts as installed only when the state query says so.
 
-use super::commands::{check, run, Cmd, CommandError};
+use super::commands::{Cmd, CommandError, Runner};
 use super::facts::Platform;
 
 /// A storage component and its package.
@@ -51,9 +51,22 @@ pub fn prerequisites(platform: Platform) -> &'static [&'static str] {
     }
 }
 
+/// Repository packages an MDM node needs besides [`prerequisites`]: the gateway runs on Java
+/// (host-steps section 3), installed from the repository on RHEL 7 only.
+pub fn mdm_prerequisites(platform: Platform) -> &'static [&'static str] {
+    match platform {
+        Platform::Ubuntu1404 => &[],
+        Platform::Rhel7 => &["java-1.8.0-openjdk"],
+    }
+}
+
 /// The installed version (`version` for deb, `version-release` for rpm), `None` when the
 /// package is absent or not fully installed. Any other answer of the tool is an error.
-pub fn installed_version(platform: Platform, name: &str) -> Result<Option<String>, CommandError> {
+pub fn installed_version(
+    r: &mut dyn Runner,
+    platform: Platform,
+    name: &str,
+) -> Result<Option<String>, CommandError> {
     match platform {
         Platform::Ubuntu1404 => {
             // Not `dpkg -s`: the earlier code took its exit 0 with a message on stderr as
@@ -62,7 +75,7 @@ pub fn installed_version(platform: Platform, name: &str) -> Result<Option<String
                 "dpkg-query",
                 &["-W", "--showformat=${Status}\\t${Version}", name],
             );
-            let out = run(&cmd)?;
+            let out = r.run(&cmd)?;
             match out.status {
                 0 => Ok(out
                     .stdout
@@ -80,7 +93,7 @@ pub fn installed_version(platform: Platform, name: &str) -> Result<Option<String
         }
         Platform::Rhel7 => {
             let cmd = Cmd::new("rpm", &["-q", "--qf", "%{VERSION}-%{RELEASE}", name]);
-            let out = run(&cmd)?;
+            let out = r.run(&cmd)?;
             match out.status {
                 0 => Ok(Some(out.stdout.trim().to_string()).filter(|v| !v.is_empty())),
                 1 => Ok(None),
@@ -95,18 +108,27 @@ pub fn installed_version(platform: Platform, name: &str) -> Result<Option<String
 }
 
 /// Installs repository packages.
-pub fn install_from_repository(platform: Platform, names: &[&str]) -> Result<(), CommandError> {
+pub fn install_from_repository(
+    r: &mut dyn Runner,
+    platform: Platform,
+    names: &[&str],
+) -> Result<(), CommandError> {
     let mut args = vec!["-y", "install"];
     args.extend_from_slice(names);
     let tool = match platform {
         Platform::Ubuntu1404 => "apt-get",
         Platform::Rhel7 => "yum",
     };
-    check(&Cmd::new(tool, &args)).map(|_| ())
+    r.check(&Cmd::new(tool, &args)).map(drop)
 }
 
 /// `dpkg -i <file>` / `rpm -Uvh <file>`, with the component's environment in `base`.
-pub fn install_file(platform: Platform, file: &str, base: Cmd) -> Result<(), CommandError> {
+pub fn install_file(
+    r: &mut dyn Runner,
+    platform: Platform,
+    file: &str,
+    base: Cmd,
+) -> Result<(), CommandError> {
     let (program, flag) = match platform {
         Platform::Ubuntu1404 => ("dpkg", "-i"),
         Platform::Rhel7 => ("rpm", "-Uvh"),
@@ -116,7 +138,7 @@ pub fn install_file(platform: Platform, file: &str, base: Cmd) -> Result<(), Com
         args: vec![flag.into(), file.into()],
         ..base
     };
-    check(&cmd).map(|_| ())
+    r.check(&cmd).map(drop)
 }
 
 /// The version a vendor package file carries in its name:
@@ -205,5 +227,7 @@ mod tests {
             "EMC-ScaleIO-gateway"
         );
         assert_eq!(prerequisites(Platform::Ubuntu1404), ["libaio1", "zip"]);
+        assert_eq!(mdm_prerequisites(Platform::Rhel7), ["java-1.8.0-openjdk"]);
+        assert!(mdm_prerequisites(Platform::Ubuntu1404).is_empty());
     }
 }

@@ -12,9 +12,10 @@
 use super::machine::Findings;
 use super::plan::{Check, ClusterInit, ScliStep};
 use super::{volume, Node, StepResult};
-use crate::host::commands::{self, Cmd, CommandError, Output};
+use crate::host::commands::{self, Cmd, CommandError, Runner};
 use crate::host::facts::Platform;
 use crate::host::packages::Component;
+use crate::host::services::Service;
 use std::time::{Duration, Instant};
 
 /// The factory password of a new MDM cluster (not a secret).
@@ -29,32 +30,6 @@ const GATEWAY_SERVICE: &str = "scaleio-gateway";
 /// How long a step's effect may take to show in `--query_cluster` after it exited 0.
 const VERIFY_DEADLINE: Duration = Duration::from_secs(30);
 const VERIFY_POLL: Duration = Duration::from_millis(200);
-
-/// Runs commands: the host's `PATH` in the executor, a script in tests.
-pub trait Runner {
-    fn run(&mut self, cmd: &Cmd) -> Result<Output, CommandError>;
-}
-
-/// Commands on the host, through [`commands::run`].
-pub struct HostRunner;
-
-impl Runner for HostRunner {
-    fn run(&mut self, cmd: &Cmd) -> Result<Output, CommandError> {
-        commands::run(cmd)
-    }
-}
-
-fn run_checked(r: &mut dyn Runner, cmd: &Cmd) -> Result<Output, CommandError> {
-    let out = r.run(cmd)?;
-    if out.status != 0 {
-        return Err(CommandError {
-            command: cmd.display(),
-            status: Some(out.status),
-            tail: out.tail,
-        });
-    }
-    Ok(out)
-}
 
 fn scli(args: &[&str]) -> Cmd {
     Cmd::new("scli", args)
@@ -163,7 +138,7 @@ fn holds(r: &mut dyn Runner, check: &Check, password: &str) -> Result<bool, Stri
         Check::ClusterExists => Ok(r.run(&scli(&["--query_cluster"])).map_err(fail)?.status == 0),
         Check::PasswordSet => Ok(r.run(&login(password, None)).map_err(fail)?.status == 0),
         other => {
-            let out = run_checked(r, &scli(&["--query_cluster"])).map_err(fail)?;
+            let out = r.check(&scli(&["--query_cluster"])).map_err(fail)?;
             Ok(shows(other, &out.stdout))
         }
     }
@@ -204,7 +179,7 @@ pub fn create_cluster(
         for which in &step.stdin {
             cmd = cmd.secret_stdin(stdin_line(which, password)?);
         }
-        run_checked(r, &cmd).map_err(|e| format!("{}: {e}", what()))?;
+        r.check(&cmd).map_err(|e| format!("{}: {e}", what()))?;
         if let Some(c) = step.check.as_ref().filter(|_| step.verify) {
             let until = Instant::now() + deadline;
             while !holds(r, c, password).map_err(|e| format!("{}: {e}", what()))? {
@@ -234,9 +209,10 @@ pub fn read_installation_id(
     primary: &str,
     password: &str,
 ) -> Result<String, String> {
-    run_checked(r, &login(password, Some(primary)))
+    r.check(&login(password, Some(primary)))
         .map_err(|e| format!("logging in to the MDM cluster at {primary}: {e}"))?;
-    let out = run_checked(r, &scli(&["--mdm_ip", primary, "--query_all"]))
+    let out = r
+        .check(&scli(&["--mdm_ip", primary, "--query_all"]))
         .map_err(|e| format!("reading the installation id: {e}"))?;
     installation_id(&out.stdout).ok_or_else(|| {
         format!(
@@ -250,20 +226,13 @@ pub fn read_installation_id(
 /// Restarts the gateway service and checks it runs (exit status of the init system's own
 /// query, not its wording).
 pub fn restart_gateway(r: &mut dyn Runner, platform: Platform) -> Result<(), String> {
-    let (restart, status) = match platform {
-        Platform::Rhel7 => (
-            Cmd::new("systemctl", &["restart", GATEWAY_SERVICE]),
-            Cmd::new("systemctl", &["is-active", GATEWAY_SERVICE]),
-        ),
-        Platform::Ubuntu1404 => (
-            Cmd::new("service", &[GATEWAY_SERVICE, "restart"]),
-            Cmd::new("service", &[GATEWAY_SERVICE, "status"]),
-        ),
-    };
-    run_checked(r, &restart).map_err(|e| format!("restarting the gateway: {e}"))?;
-    run_checked(r, &status)
-        .map_err(|e| format!("the gateway does not run after its restart: {e}"))?;
-    Ok(())
+    let gateway = Service::new(platform, GATEWAY_SERVICE);
+    gateway
+        .restart(r)
+        .map_err(|e| format!("restarting the gateway: {e}"))?;
+    gateway
+        .check_running(r)
+        .map_err(|e| format!("the gateway does not run after its restart: {e}"))
 }
 
 /// Whether the plan lets this MDM node do its part now: the primary once it holds its
@@ -296,9 +265,8 @@ impl Node {
             .primary_ip
             .clone()
             .ok_or("the plan names no primary MDM address")?;
-        let mut host = HostRunner;
         if ci.role == "primary" {
-            let ran = create_cluster(&mut host, &ci.steps, &password, VERIFY_DEADLINE)?;
+            let ran = create_cluster(self.runner.as_mut(), &ci.steps, &password, VERIFY_DEADLINE)?;
             log::info!(
                 "node {}: MDM cluster {} ({} of {} scli steps run, the rest were done)",
                 self.plan.hostname,
@@ -312,16 +280,15 @@ impl Node {
             );
         }
         self.install_component(platform, Component::Lia)?;
-        let id = read_installation_id(&mut host, &primary, &password)?;
+        let id = read_installation_id(self.runner.as_mut(), &primary, &password)?;
         volume::write_if_changed(&self.facts.path(INSTALLATION_ID), &format!("{id}\n"), 0o644)?;
         self.install_component(platform, Component::Gateway)?;
-        self.point_gateway_at_mdms(&mut host, platform, &ci.mdm_ips)?;
+        self.point_gateway_at_mdms(platform, &ci.mdm_ips)?;
         Ok(Findings::default())
     }
 
     fn point_gateway_at_mdms(
         &mut self,
-        r: &mut dyn Runner,
         platform: Platform,
         mdm_ips: &[String],
     ) -> Result<(), String> {
@@ -347,7 +314,7 @@ impl Node {
             );
             return Ok(());
         }
-        restart_gateway(r, platform)?;
+        restart_gateway(self.runner.as_mut(), platform)?;
         let _ = std::fs::remove_file(&pending);
         log::info!(
             "node {}: gateway points at MDMs {} and was restarted",
@@ -361,6 +328,7 @@ impl Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::commands::Output;
 
     const QUERY_1_NODE: &str = "Cluster:\n    Name: N/A, ID: 1a2b, Mode: 1_node, State: Normal, \
         Active: 1/1, Replicas: 1/1\n    Virtual IPs: N/A\nMaster MDM:\n    Name: mdm1, ID: 0x1\n        \

@@ -5,12 +5,13 @@
 pub mod api;
 pub mod cluster;
 pub mod download;
+pub mod install;
 pub mod machine;
 pub mod plan;
 pub mod volume;
 pub mod volume_driver;
 
-use crate::host::commands::{check, Cmd};
+use crate::host::commands::{Cmd, HostRunner, Runner};
 use crate::host::devices;
 use crate::host::facts::{Facts, Platform, UBUNTU_KERNEL};
 use crate::host::packages::{self, Component};
@@ -50,6 +51,8 @@ pub struct Node {
     sandbox: PathBuf,
     plan: Plan,
     platform: Option<Platform>,
+    /// Every host command of the node's phases.
+    runner: Box<dyn Runner + Send>,
     /// The isolator was installed by this executor: the agent must restart to load it.
     isolator_installed: bool,
 }
@@ -62,6 +65,7 @@ impl Node {
             sandbox,
             plan: Plan::default(),
             platform: None,
+            runner: Box::new(HostRunner),
             isolator_installed: false,
         }
     }
@@ -195,42 +199,21 @@ impl Node {
     fn environment(&mut self) -> StepResult {
         let platform = self.platform()?;
         let mut wanted: Vec<&str> = packages::prerequisites(platform).to_vec();
-        if self.plan.is_mdm() && platform == Platform::Rhel7 {
-            // The gateway runs on Java (host-steps section 3).
-            wanted.push("java-1.8.0-openjdk");
+        if self.plan.is_mdm() {
+            wanted.extend_from_slice(packages::mdm_prerequisites(platform));
         }
-        let mut missing = Vec::new();
-        for name in wanted {
-            if packages::installed_version(platform, name)
-                .map_err(|e| e.to_string())?
-                .is_none()
-            {
-                missing.push(name);
-            }
-        }
-        if !missing.is_empty() {
-            packages::install_from_repository(platform, &missing).map_err(|e| e.to_string())?;
-            for name in &missing {
-                if packages::installed_version(platform, name)
-                    .map_err(|e| e.to_string())?
-                    .is_none()
-                {
-                    return Err(format!(
-                        "{name} is still not installed after the package manager succeeded"
-                    ));
-                }
-            }
-        }
+        install::from_repository(self.runner.as_mut(), platform, &wanted)?;
         let mut findings = Findings::default();
         if platform == Platform::Ubuntu1404 {
             let kernel = self.facts.kernel()?;
             if kernel != UBUNTU_KERNEL {
                 let image = format!("linux-image-{UBUNTU_KERNEL}");
-                if packages::installed_version(platform, &image)
+                let r = self.runner.as_mut();
+                if packages::installed_version(r, platform, &image)
                     .map_err(|e| e.to_string())?
                     .is_none()
                 {
-                    packages::install_from_repository(platform, &[&image])
+                    packages::install_from_repository(r, platform, &[&image])
                         .map_err(|e| e.to_string())?;
                 }
                 log::info!(
@@ -287,7 +270,9 @@ impl Node {
         let marker = self.facts.path(REBOOT_MARKER);
         volume::write_if_changed(&marker, &format!("{boot}\n"), 0o600)?;
         log::warn!("node {}: rebooting the host", self.plan.hostname);
-        check(&Cmd::new("shutdown", &["-r", "now"])).map_err(|e| e.to_string())?;
+        self.runner
+            .check(&Cmd::new("shutdown", &["-r", "now"]))
+            .map_err(|e| e.to_string())?;
         // The reboot ends this process; waiting is all that is left to do.
         let deadline = Instant::now() + REBOOT_DEADLINE;
         while Instant::now() < deadline {
@@ -313,10 +298,39 @@ impl Node {
         Ok(Findings::default())
     }
 
+    /// Installs component `c`'s package from the URL the plan gives for this platform,
+    /// unless the package database shows it at that file's version.
     fn install_component(&mut self, platform: Platform, c: Component) -> Result<(), String> {
+        let url = self.component_url(platform, c)?;
+        let name = c.package(platform);
+        let file = install::PackageFile {
+            name,
+            url: &url,
+            sha256: None,
+        };
+        let r = self.runner.as_mut();
+        let Some(pending) = install::missing(r, platform, file, &self.plan.hostname)? else {
+            return Ok(());
+        };
+        if c == Component::Sdc && self.plan.experimental {
+            // The SDC connects to the MDMs its MDM_IP names: the trio's, once placed.
+            self.wait_for_plan(
+                "the primary and secondary MDM addresses (install.mdm_ips)",
+                |p| !p.install.mdm_ips.is_empty(),
+            )?;
+        }
+        let path = pending.download(&self.sandbox.join("packages"))?;
+        let env = self.component_env(c, name)?;
+        let r = self.runner.as_mut();
+        pending.install(r, platform, &path, env, &self.plan.hostname)
+    }
+
+    /// Where the plan says component `c`'s package comes from on `platform`. Without a URL
+    /// the node waits for a plan that has one, naming the flag.
+    fn component_url(&self, platform: Platform, c: Component) -> Result<String, String> {
         let key = platform.key();
         let urls = self.plan.install.packages.get(key);
-        let url = match c {
+        match c {
             Component::Mdm => urls.and_then(|u| u.mdm.clone()),
             Component::Sds => urls.and_then(|u| u.sds.clone()),
             Component::Sdc => urls.and_then(|u| u.sdc.clone()),
@@ -329,39 +343,19 @@ impl Node {
                 c.key().to_uppercase(),
                 c.key()
             )
-        })?;
-        let name = c.package(platform);
-        let file = download::file_name(&url)
-            .ok_or_else(|| format!("{url}: the URL names no package file"))?;
-        let wanted = packages::version_in_file_name(&file, name)
-            .ok_or_else(|| format!("{url}: the file name carries no version of package {name}"))?;
-        let installed = packages::installed_version(platform, name).map_err(|e| e.to_string())?;
-        if installed
-            .as_deref()
-            .is_some_and(|v| packages::same_version(v, &wanted))
-        {
-            log::info!(
-                "node {}: {name} {wanted} already installed",
-                self.plan.hostname
-            );
-            return Ok(());
-        }
-        if c == Component::Sdc && self.plan.experimental {
-            // The SDC connects to the MDMs its MDM_IP names: the trio's, once placed.
-            self.wait_for_plan(
-                "the primary and secondary MDM addresses (install.mdm_ips)",
-                |p| !p.install.mdm_ips.is_empty(),
-            )?;
-        }
-        let path = download::fetch(&url, &self.sandbox.join("packages"))?;
-        let mut cmd = Cmd::default();
-        match c {
+        })
+    }
+
+    /// The environment component `c`'s package scripts read when package `name` installs.
+    fn component_env(&self, c: Component, name: &str) -> Result<Cmd, String> {
+        let cmd = Cmd::default();
+        Ok(match c {
             Component::Mdm => {
                 let manager = matches!(self.plan.persona.as_str(), "primary" | "secondary");
-                cmd = cmd.env("MDM_ROLE_IS_MANAGER", if manager { "1" } else { "0" });
+                cmd.env("MDM_ROLE_IS_MANAGER", if manager { "1" } else { "0" })
             }
             Component::Sdc if !self.plan.install.mdm_ips.is_empty() => {
-                cmd = cmd.env("MDM_IP", &self.plan.install.mdm_ips.join(","));
+                cmd.env("MDM_IP", &self.plan.install.mdm_ips.join(","))
             }
             Component::Lia | Component::Gateway => {
                 let password = self.plan.password().ok_or_else(|| {
@@ -372,26 +366,10 @@ impl Node {
                 } else {
                     "GATEWAY_ADMIN_PASSWORD"
                 };
-                cmd = cmd.secret_env(var, password);
+                cmd.secret_env(var, password)
             }
-            _ => {}
-        }
-        log::info!(
-            "node {}: installing {name} {wanted}{}",
-            self.plan.hostname,
-            installed
-                .map(|v| format!(" (replacing {v})"))
-                .unwrap_or_default()
-        );
-        packages::install_file(platform, &path.to_string_lossy(), cmd)
-            .map_err(|e| e.to_string())?;
-        match packages::installed_version(platform, name).map_err(|e| e.to_string())? {
-            Some(v) if packages::same_version(&v, &wanted) => Ok(()),
-            other => Err(format!(
-                "installing {name} {wanted} exited 0, but the package database then shows {}",
-                other.unwrap_or_else(|| "it not installed".into())
-            )),
-        }
+            _ => cmd,
+        })
     }
 
     fn devices(&mut self) -> StepResult {

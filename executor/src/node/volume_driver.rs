@@ -5,15 +5,15 @@
 //! step checks the host first and does nothing that is already done, so a resumed executor
 //! reinstalls nothing.
 //!
-//! Downloads are checked against the SHA-256 the operator gave ([`download::fetch_verified`]);
-//! packages are judged installed by the package database, as the storage packages are.
+//! Packages install through [`install`], as the storage packages do: downloads checked against
+//! the SHA-256 the operator gave, packages judged installed by the package database.
 
 use super::machine::{Findings, Phase};
 use super::plan::{Download, Plan};
-use super::{download, volume, Node, StepResult, NEEDS_CONFIGURATION};
-use crate::host::commands::{check, Cmd};
+use super::{download, install, volume, Node, StepResult, NEEDS_CONFIGURATION};
+use crate::host::commands::{Cmd, Runner};
 use crate::host::facts::{Facts, Platform};
-use crate::host::packages;
+use crate::host::services::{Service, State};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -53,9 +53,11 @@ impl Node {
     pub(super) fn volume_driver(&mut self) -> StepResult {
         let platform = self.platform()?;
         let installed = self.install_driver_package(platform, DriverPackage::Rexray)?;
-        let ordered = order_after_scini(&self.facts, platform, &self.plan.hostname)?;
+        let r = self.runner.as_mut();
+        let ordered = order_after_scini(r, &self.facts, platform, &self.plan.hostname)?;
         let configured = self.write_rexray_config()?;
         ensure_rexray_runs(
+            self.runner.as_mut(),
             platform,
             installed || ordered || configured,
             &self.plan.hostname,
@@ -115,8 +117,14 @@ impl Node {
         p: DriverPackage,
     ) -> Result<bool, String> {
         let download = driver_download(&self.plan, platform, p)?;
+        let file = install::PackageFile {
+            name: p.name(),
+            url: &download.url,
+            sha256: download.sha256.as_deref(),
+        };
         let dir = self.sandbox.join("volume-driver");
-        install_package_file(platform, p.name(), &download, &dir, &self.plan.hostname)
+        let r = self.runner.as_mut();
+        install::install_package_file(r, platform, file, &dir, Cmd::default(), &self.plan.hostname)
     }
 }
 
@@ -171,59 +179,16 @@ pub fn install_isolator(
     Ok(true)
 }
 
-/// The version package `name`'s file carries (`rexray_0.11.4-1_amd64.deb` -> `0.11.4-1`).
-pub fn wanted_version(name: &str, d: &Download) -> Result<String, String> {
-    let file = download::file_name(&d.url)
-        .ok_or_else(|| format!("{}: the URL names no package file", d.url))?;
-    packages::version_in_file_name(&file, name).ok_or_else(|| {
-        format!(
-            "{}: the file name carries no version of package {name}",
-            d.url
-        )
-    })
-}
-
-/// Installs package `name` from `d` (`dpkg -i` / `rpm -Uvh`, exit status checked) unless the
-/// package database shows it at the version its file name carries; true when installed now.
-pub fn install_package_file(
-    platform: Platform,
-    name: &str,
-    d: &Download,
-    dir: &Path,
-    host: &str,
-) -> Result<bool, String> {
-    let wanted = wanted_version(name, d)?;
-    let installed = packages::installed_version(platform, name).map_err(|e| e.to_string())?;
-    if installed
-        .as_deref()
-        .is_some_and(|v| packages::same_version(v, &wanted))
-    {
-        log::info!("node {host}: {name} {wanted} already installed");
-        return Ok(false);
-    }
-    let path = download::fetch_verified(&d.url, d.sha256.as_deref(), dir)?;
-    log::info!(
-        "node {host}: installing {name} {wanted}{}",
-        installed
-            .map(|v| format!(" (replacing {v})"))
-            .unwrap_or_default()
-    );
-    packages::install_file(platform, &path.to_string_lossy(), Cmd::default())
-        .map_err(|e| e.to_string())?;
-    match packages::installed_version(platform, name).map_err(|e| e.to_string())? {
-        Some(v) if packages::same_version(&v, &wanted) => Ok(true),
-        other => Err(format!(
-            "installing {name} {wanted} exited 0, but the package database then shows {}",
-            other.unwrap_or_else(|| "it not installed".into())
-        )),
-    }
-}
-
 /// Makes REX-Ray start after the SDC's `scini` module (host-steps section 7): `scini` in the
 /// init script's `Required-Start` (Ubuntu 14.04), or a systemd drop-in with
 /// `After=scini.service` followed by `systemctl daemon-reload` (RHEL 7). Nothing when in place;
 /// true when changed now.
-pub fn order_after_scini(facts: &Facts, platform: Platform, host: &str) -> Result<bool, String> {
+pub fn order_after_scini(
+    r: &mut dyn Runner,
+    facts: &Facts,
+    platform: Platform,
+    host: &str,
+) -> Result<bool, String> {
     match platform {
         Platform::Ubuntu1404 => {
             let path = facts.path(volume::REXRAY_INIT_SCRIPT);
@@ -259,7 +224,8 @@ pub fn order_after_scini(facts: &Facts, platform: Platform, host: &str) -> Resul
             if !volume::write_if_changed(&dropin, volume::REXRAY_SCINI_DROPIN_TEXT, 0o644)? {
                 return Ok(false);
             }
-            check(&Cmd::new("systemctl", &["daemon-reload"])).map_err(|e| e.to_string())?;
+            r.check(&Cmd::new("systemctl", &["daemon-reload"]))
+                .map_err(|e| e.to_string())?;
             log::info!("node {host}: REX-Ray's unit now starts after scini.service");
             Ok(true)
         }
@@ -267,43 +233,30 @@ pub fn order_after_scini(facts: &Facts, platform: Platform, host: &str) -> Resul
 }
 
 /// REX-Ray running with what was just installed or written: restarted when `changed`, else
-/// started only when its state query (`service rexray status`, `systemctl is-active rexray`)
-/// says it is not running, so that a resumed executor starts one that a crash left stopped.
-/// On RHEL 7 it is also enabled at boot.
-pub fn ensure_rexray_runs(platform: Platform, changed: bool, host: &str) -> Result<(), String> {
-    let cmd = |verb: &str| match platform {
-        Platform::Ubuntu1404 => Cmd::new("service", &["rexray", verb]),
-        Platform::Rhel7 => Cmd::new("systemctl", &[verb, "rexray"]),
-    };
-    let checked = |verb: &str| check(&cmd(verb)).map(|_| ()).map_err(|e| e.to_string());
-    let status = |verb: &str| {
-        crate::host::commands::run(&cmd(verb))
-            .map(|o| o.status)
-            .map_err(|e| e.to_string())
-    };
-    if platform == Platform::Rhel7 && status("is-enabled")? != 0 {
-        checked("enable")?;
-    }
+/// started only when its state query says it is not running, so that a resumed executor
+/// starts one that a crash left stopped. It is also made to start at boot.
+pub fn ensure_rexray_runs(
+    r: &mut dyn Runner,
+    platform: Platform,
+    changed: bool,
+    host: &str,
+) -> Result<(), String> {
+    let rexray = Service::new(platform, "rexray");
+    rexray.enable_at_boot(r).map_err(|e| e.to_string())?;
     if changed {
-        checked("restart")?;
+        rexray.restart(r).map_err(|e| e.to_string())?;
         log::info!("node {host}: REX-Ray restarted");
         return Ok(());
     }
-    let query = match platform {
-        Platform::Ubuntu1404 => "status",
-        Platform::Rhel7 => "is-active",
-    };
-    // LSB scripts and systemd both answer 3 for "not running"; anything else is an error.
-    match status(query)? {
-        0 => log::info!("node {host}: REX-Ray already running"),
-        3 => {
-            checked("start")?;
+    match rexray.state(r).map_err(|e| e.to_string())? {
+        State::Running => log::info!("node {host}: REX-Ray already running"),
+        State::Stopped => {
+            rexray.start(r).map_err(|e| e.to_string())?;
             log::info!("node {host}: REX-Ray started");
         }
-        s => {
+        State::Unknown { query, status } => {
             return Err(format!(
-                "`{}` exited with status {s}: REX-Ray's state is unknown",
-                cmd(query).display()
+                "`{query}` exited with status {status}: REX-Ray's state is unknown"
             ))
         }
     }
@@ -313,6 +266,12 @@ pub fn ensure_rexray_runs(platform: Platform, changed: bool, host: &str) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::scripted::Scripted;
+
+    /// A runner whose every command exits 0.
+    fn ok_runner() -> Scripted<impl FnMut(&Cmd) -> (i32, String)> {
+        Scripted::new(|_: &Cmd| (0, String::new()))
+    }
 
     fn plan(json: &str) -> Plan {
         serde_json::from_str(json).unwrap()
@@ -333,7 +292,10 @@ mod tests {
         );
         let d = driver_download(&p, Platform::Rhel7, DriverPackage::Rexray).unwrap();
         assert_eq!(d.sha256.as_deref(), Some("ab"));
-        assert_eq!(wanted_version("rexray", &d).unwrap(), "0.11.4-1");
+        assert_eq!(
+            install::wanted_version("rexray", &d.url).unwrap(),
+            "0.11.4-1"
+        );
         for (platform, pkg, flag) in [
             (
                 Platform::Rhel7,
@@ -356,12 +318,15 @@ mod tests {
             url: "http://r/dvdcli_0.2.1-1_amd64.deb".into(),
             sha256: None,
         };
-        assert_eq!(wanted_version("dvdcli", &deb).unwrap(), "0.2.1-1");
+        assert_eq!(
+            install::wanted_version("dvdcli", &deb.url).unwrap(),
+            "0.2.1-1"
+        );
         let bad = Download {
             url: "http://r/rexray.deb".into(),
             sha256: None,
         };
-        let e = wanted_version("rexray", &bad).unwrap_err();
+        let e = install::wanted_version("rexray", &bad.url).unwrap_err();
         assert!(e.contains("no version of package rexray"), "{e}");
     }
 
@@ -369,7 +334,8 @@ mod tests {
     fn ubuntu_init_script_is_ordered_after_scini_once() {
         let d = tmp("sysv");
         let facts = Facts::new(&d);
-        let e = order_after_scini(&facts, Platform::Ubuntu1404, "h").unwrap_err();
+        let mut r = ok_runner();
+        let e = order_after_scini(&mut r, &facts, Platform::Ubuntu1404, "h").unwrap_err();
         assert!(e.contains("/etc/init.d/rexray"), "{e}");
         let script = d.join("etc/init.d/rexray");
         fs::create_dir_all(script.parent().unwrap()).unwrap();
@@ -379,12 +345,12 @@ mod tests {
         )
         .unwrap();
         fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
-        assert!(order_after_scini(&facts, Platform::Ubuntu1404, "h").unwrap());
+        assert!(order_after_scini(&mut r, &facts, Platform::Ubuntu1404, "h").unwrap());
         let text = fs::read_to_string(&script).unwrap();
         assert!(text.contains("# Required-Start: $syslog scini\n"), "{text}");
         let mode = fs::metadata(&script).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o755, "the script stays executable");
-        assert!(!order_after_scini(&facts, Platform::Ubuntu1404, "h").unwrap());
+        assert!(!order_after_scini(&mut r, &facts, Platform::Ubuntu1404, "h").unwrap());
         assert_eq!(fs::read_to_string(&script).unwrap(), text);
         let _ = fs::remove_dir_all(d);
     }
@@ -393,15 +359,20 @@ mod tests {
     fn rhel_needs_the_unit_and_skips_a_drop_in_in_place() {
         let d = tmp("unit");
         let facts = Facts::new(&d);
-        let e = order_after_scini(&facts, Platform::Rhel7, "h").unwrap_err();
+        let mut r = ok_runner();
+        let e = order_after_scini(&mut r, &facts, Platform::Rhel7, "h").unwrap_err();
         assert!(e.contains("no rexray.service"), "{e}");
         fs::create_dir_all(d.join("usr/lib/systemd/system")).unwrap();
         fs::write(d.join("usr/lib/systemd/system/rexray.service"), "[Unit]\n").unwrap();
-        // The drop-in in place: nothing to write, so no `systemctl daemon-reload` either (this
-        // machine's systemctl is never run by a unit test).
+        // Written once, with one `systemctl daemon-reload`; in place: nothing to do.
+        assert!(order_after_scini(&mut r, &facts, Platform::Rhel7, "h").unwrap());
+        assert!(!order_after_scini(&mut r, &facts, Platform::Rhel7, "h").unwrap());
+        assert_eq!(r.ran, ["systemctl daemon-reload"]);
         let dropin = facts.path(volume::REXRAY_SCINI_DROPIN);
-        volume::write_if_changed(&dropin, volume::REXRAY_SCINI_DROPIN_TEXT, 0o644).unwrap();
-        assert!(!order_after_scini(&facts, Platform::Rhel7, "h").unwrap());
+        assert_eq!(
+            fs::read_to_string(dropin).unwrap(),
+            volume::REXRAY_SCINI_DROPIN_TEXT
+        );
         assert!(volume::REXRAY_SCINI_DROPIN_TEXT.contains("After=scini.service"));
         let _ = fs::remove_dir_all(d);
     }
@@ -438,6 +409,37 @@ mod tests {
         );
         assert!(e.contains(&crate::sha256::hex(b"module v2")), "{e}");
         let _ = fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn rexray_is_restarted_when_changed_else_started_only_when_stopped() {
+        // RHEL 7, enabled at boot and stopped: started, not restarted.
+        let mut r =
+            Scripted::new(|c: &Cmd| (if c.args[0] == "is-active" { 3 } else { 0 }, String::new()));
+        ensure_rexray_runs(&mut r, Platform::Rhel7, false, "h").unwrap();
+        assert_eq!(
+            r.ran,
+            [
+                "systemctl is-enabled rexray",
+                "systemctl is-active rexray",
+                "systemctl start rexray"
+            ]
+        );
+        // Ubuntu 14.04, changed: restarted without asking its state.
+        let mut r = ok_runner();
+        ensure_rexray_runs(&mut r, Platform::Ubuntu1404, true, "h").unwrap();
+        assert_eq!(r.ran, ["service rexray restart"]);
+        // Running: left alone.
+        let mut r = ok_runner();
+        ensure_rexray_runs(&mut r, Platform::Ubuntu1404, false, "h").unwrap();
+        assert_eq!(r.ran, ["service rexray status"]);
+        // A state the query does not know: an error naming it.
+        let mut r = Scripted::new(|_: &Cmd| (4, String::new()));
+        let e = ensure_rexray_runs(&mut r, Platform::Ubuntu1404, false, "h").unwrap_err();
+        assert_eq!(
+            e,
+            "`service rexray status` exited with status 4: REX-Ray's state is unknown"
+        );
     }
 
     #[test]

@@ -7,20 +7,24 @@
 //! scheduler killed at any instant never launches a second executor on an agent and never
 //! loses an update.
 
+pub mod debug_tally;
+pub mod executor_api;
+pub mod faults;
+
 use crate::backoff::relaunch_delay;
 use crate::clock::{self, Clock};
 use crate::mesos::scheduler::{call, event, Call, Event};
 use crate::mesos::types::{
     offer, AgentID, Filters, FrameworkID, OfferID, TaskID, TaskState, TaskStatus,
 };
+use crate::scheduler::dispatcher::executor_api::ExecutorApi;
 use crate::scheduler::exchange::{CallOutcome, Input, KnownAgent, View};
-use crate::scheduler::executors::ExecutorApi;
-use crate::scheduler::launch::{self, LaunchContext};
+use crate::scheduler::master::sender::Outgoing;
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::model::{ClusterModel, Node, Persisted, Phase, TaskRecord};
+use crate::scheduler::persist::StateStore;
+use crate::scheduler::placement::launch::{self, LaunchContext};
 use crate::scheduler::placement::{self, Decision, Settings};
-use crate::scheduler::sender::Outgoing;
-use crate::scheduler::state_store::StateStore;
 use crate::secret::random_token;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use log::{debug, error, info, warn};
@@ -87,7 +91,7 @@ pub struct Dispatcher {
     /// Where executor secret changes go to the REST side (see `secrets.rs`).
     secret_feed: Option<Sender<crate::scheduler::exchange::SecretUpdate>>,
     /// Per-offer, per-update and per-call debug lines past a budget, counted.
-    debug_tally: crate::scheduler::debug_tally::DebugTally,
+    debug_tally: crate::scheduler::dispatcher::debug_tally::DebugTally,
     /// Offers not looked at yet: they wait for room in the launch window.
     offer_backlog: offer_backlog::OfferBacklog,
     /// ACCEPTs decided and not yet reported on by the sender.
@@ -396,7 +400,7 @@ impl Dispatcher {
                     .map(|e| e.message.to_string())
                     .unwrap_or_else(|| "no message".into());
                 self.pending.clear();
-                if !crate::scheduler::subscription::is_removal(&msg) {
+                if !crate::scheduler::master::subscription::is_removal(&msg) {
                     error!("master sent ERROR: {msg}; keeping the framework id and stopping");
                     self.dirty = true;
                     return Some(Exit::Error(msg));
@@ -509,10 +513,10 @@ impl Dispatcher {
         // (after a failed save it stays in memory, marked dirty, for the next attempt, and
         // its sender was answered 503 above).
         self.executors.after_batch(&self.state, self.clock.now_ms());
-        if saved && crate::scheduler::faults::hold_after_launch_save() {
+        if saved && crate::scheduler::dispatcher::faults::hold_after_launch_save() {
             let accept = |c: &Call| c.r#type == Some(call::Type::Accept);
             if self.pending.iter().any(accept) {
-                crate::scheduler::faults::hold("hold-after-launch-save");
+                crate::scheduler::dispatcher::faults::hold("hold-after-launch-save");
             }
         }
         for c in self.pending.take() {

@@ -14,6 +14,29 @@ struct Undo {
     node: Option<Arc<Node>>,
 }
 
+/// How long an agent whose launch could not be recorded or saved is refused (ms is the
+/// key of the grouping below): long enough to not spin, short enough to retry soon.
+const LAUNCH_FAILED_REFUSE_SECS: f64 = 5.0;
+
+/// The calls answering one batch of offers.
+#[derive(Default)]
+struct OfferAnswer {
+    accepts: Vec<(OfferID, TaskInfo)>,
+    undo: Vec<Undo>,
+    /// Offers to decline, grouped by refuse time in ms (with that time in seconds).
+    declines: BTreeMap<u64, (Vec<OfferID>, f64)>,
+}
+
+impl OfferAnswer {
+    fn decline(&mut self, id: OfferID, refuse_seconds: f64) {
+        self.declines
+            .entry((refuse_seconds * 1000.0) as u64)
+            .or_insert((Vec::new(), refuse_seconds))
+            .0
+            .push(id);
+    }
+}
+
 impl Dispatcher {
     /// Answers waiting offers while the launch window has room (see `offer_backlog.rs`).
     pub(super) fn work_offer_backlog(&mut self) {
@@ -73,19 +96,7 @@ impl Dispatcher {
                 .iter()
                 .map(|o| (o.agent_id.value.as_str(), o.hostname.as_str())),
         );
-        let decisions = if may_launch {
-            placement::decide(&self.state.model, &offers, &self.settings, now)
-        } else {
-            placement::screen_declines(&self.state.model, &offers, now)
-                .into_iter()
-                .map(|d| {
-                    d.unwrap_or(Decision::Decline {
-                        reason: "the launch window is full".into(),
-                        refuse_seconds: offer_backlog::WINDOW_FULL_REFUSE_SECS,
-                    })
-                })
-                .collect()
-        };
+        let decisions = self.decide(&offers, now, may_launch);
         // An offer names the executors running on its agent: ours that are not the
         // current launch (an old task ended, its executor did not) are shut down.
         for o in &offers {
@@ -94,9 +105,46 @@ impl Dispatcher {
             }
         }
         let seq_before = self.state.model.launch_seq;
-        let mut undo = Vec::new();
-        let mut accepts = Vec::new();
-        let mut declines: BTreeMap<u64, (Vec<OfferID>, f64)> = BTreeMap::new();
+        let mut answer = self.apply_decisions(offers, decisions, now);
+        if !answer.accepts.is_empty() {
+            // Write ahead: the launches must be on disk before any ACCEPT leaves.
+            if let Err(e) = self.save() {
+                error!("cannot save state before launching ({e}); declining these offers instead");
+                self.undo_launches(std::mem::take(&mut answer.undo), seq_before);
+                for (id, _) in std::mem::take(&mut answer.accepts) {
+                    answer.decline(id, LAUNCH_FAILED_REFUSE_SECS);
+                }
+            }
+        }
+        self.push_offer_calls(answer.accepts, answer.declines);
+        self.touch_view();
+    }
+
+    /// A decision per offer: with the launch window full, only what needs no launch.
+    fn decide(&self, offers: &[Offer], now: u64, may_launch: bool) -> Vec<Decision> {
+        if may_launch {
+            return placement::decide(&self.state.model, offers, &self.settings, now);
+        }
+        placement::screen_declines(&self.state.model, offers, now)
+            .into_iter()
+            .map(|d| {
+                d.unwrap_or(Decision::Decline {
+                    reason: "the launch window is full".into(),
+                    refuse_seconds: offer_backlog::WINDOW_FULL_REFUSE_SECS,
+                })
+            })
+            .collect()
+    }
+
+    /// Records each launch in the model (not yet saved) and sorts the offers into ACCEPTs and
+    /// DECLINEs grouped by their refuse time.
+    fn apply_decisions(
+        &mut self,
+        offers: Vec<Offer>,
+        decisions: Vec<Decision>,
+        now: u64,
+    ) -> OfferAnswer {
+        let mut answer = OfferAnswer::default();
         for (offer, decision) in offers.into_iter().zip(decisions) {
             match decision {
                 Decision::Launch {
@@ -105,23 +153,13 @@ impl Dispatcher {
                     task_resources,
                     executor_resources,
                 } => {
-                    match self.record_launch(
-                        &offer,
-                        persona,
-                        layout,
-                        task_resources,
-                        executor_resources,
-                        now,
-                    ) {
+                    let resources = (task_resources, executor_resources);
+                    match self.record_launch(&offer, persona, layout, resources, now) {
                         Some((task, u)) => {
-                            accepts.push((offer.id, task));
-                            undo.push(u);
+                            answer.accepts.push((offer.id, task));
+                            answer.undo.push(u);
                         }
-                        None => declines
-                            .entry(5000)
-                            .or_insert((Vec::new(), 5.0))
-                            .0
-                            .push(offer.id),
+                        None => answer.decline(offer.id, LAUNCH_FAILED_REFUSE_SECS),
                     }
                 }
                 Decision::Decline {
@@ -135,27 +173,11 @@ impl Dispatcher {
                             offer.id.value
                         );
                     }
-                    declines
-                        .entry((refuse_seconds * 1000.0) as u64)
-                        .or_insert((Vec::new(), refuse_seconds))
-                        .0
-                        .push(offer.id);
+                    answer.decline(offer.id, refuse_seconds);
                 }
             }
         }
-
-        if !accepts.is_empty() {
-            // Write ahead: the launches must be on disk before any ACCEPT leaves.
-            if let Err(e) = self.save() {
-                error!("cannot save state before launching ({e}); declining these offers instead");
-                self.undo_launches(undo, seq_before);
-                for (id, _) in accepts.drain(..) {
-                    declines.entry(5000).or_insert((Vec::new(), 5.0)).0.push(id);
-                }
-            }
-        }
-        self.push_offer_calls(accepts, declines);
-        self.touch_view();
+        answer
     }
 
     /// Puts back what launches changed, newest first (their save failed, so no ACCEPT
@@ -197,8 +219,7 @@ impl Dispatcher {
         offer: &Offer,
         persona: Persona,
         layout: Layout,
-        task_resources: Vec<Resource>,
-        executor_resources: Vec<Resource>,
+        (task_resources, executor_resources): (Vec<Resource>, Vec<Resource>),
         now: u64,
     ) -> Option<(TaskInfo, Undo)> {
         let secret = match random_token() {
@@ -251,6 +272,20 @@ impl Dispatcher {
         let launch = TaskRecord::new(&task_id, &executor_id, TaskState::Staging, now)
             .with_secret(Token::new(&secret));
         self.publish_grant(&launch);
+        self.put_launch_on_node(offer, persona, layout, launch, now);
+        Some((task, undo))
+    }
+
+    /// The node of the offer's agent (made when new) now runs `launch`.
+    fn put_launch_on_node(
+        &mut self,
+        offer: &Offer,
+        persona: Persona,
+        layout: Layout,
+        launch: TaskRecord,
+        now: u64,
+    ) {
+        let agent = offer.agent_id.value.to_string();
         let nodes = &mut self.state.model.nodes;
         if !nodes.contains_key(&agent) {
             nodes.insert(
@@ -271,7 +306,6 @@ impl Dispatcher {
         node.retry_after_ms = None;
         node.updated_ms = now;
         node.task = Some(launch);
-        Some((task, undo))
     }
 
     /// The ACCEPT of each launch and one DECLINE per refusal period.

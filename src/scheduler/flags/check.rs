@@ -1,7 +1,7 @@
 //! Validation: the given values into a typed [`Config`], one error per problem.
 
-use super::parse::{find_placeholder, is_whole_placeholder, parse_bool, Given};
 use super::table::FLAGS;
+use super::values::{find_placeholder, is_whole_placeholder, parse_bool, Given};
 use super::*;
 use crate::store::StoreHelper;
 use std::collections::{HashMap, HashSet};

@@ -190,6 +190,11 @@ pub const VOLUME_DRIVER_NO_USER: &str = "-rexray.username and -rexray.password a
      will fail until they are given";
 
 impl Config {
+    /// Base URL of this scheduler's REST server as agents and operators reach it.
+    pub fn scheduler_url(&self) -> String {
+        format!("http://{}:{}", self.rest_address, self.rest_port)
+    }
+
     /// One log line of the effective settings; no secrets.
     pub fn summary(&self) -> String {
         let mdms = match &self.storage.preconfig {
@@ -246,6 +251,7 @@ impl Config {
 mod check;
 mod parse;
 mod table;
+mod values;
 mod volume;
 
 pub use parse::parse;
@@ -253,8 +259,8 @@ pub use table::{help_text, version_line};
 
 #[cfg(test)]
 mod tests {
-    use super::parse::find_placeholder;
     use super::table::{lookup, Kind, FLAGS, NOT_USED_YET, REQUIRED};
+    use super::values::find_placeholder;
     use super::*;
 
     const PASSWORD: &str = "S3cr3t-pw!";

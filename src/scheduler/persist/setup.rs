@@ -13,10 +13,10 @@
 //! The decisions are pure functions of the masters' JSON; the I/O is kept to `resolve`,
 //! `guard` and `run_helper`.
 
-use super::flags::Config;
-use super::model::Persisted;
 use crate::mesos::client::{get_json, ClientConfig};
-use crate::scheduler::state_store::{self, StateStore};
+use crate::scheduler::flags::Config;
+use crate::scheduler::model::Persisted;
+use crate::scheduler::persist::{self, StateStore};
 use crate::store::{self, JournalStore, StoreHelper, StoreKind, StoreSettings};
 use serde_json::Value;
 
@@ -65,12 +65,12 @@ fn master_json(config: &Config, client: &ClientConfig, path: &str) -> Result<Val
     Err(errors.join("; "))
 }
 
-/// The store to use: the flags' when given, else the master's ZooKeeper, else the file
-/// (noted as volatile).
-pub fn resolve(config: &Config, client: &ClientConfig) -> StoreSettings {
+/// The store to use: the flags' when given, else the master's ZooKeeper, else the file,
+/// with the warning that operators must see when the state dies with the sandbox.
+pub fn resolve(config: &Config, client: &ClientConfig) -> (StoreSettings, Option<String>) {
     let mut settings = config.store.clone();
     if settings.explicit {
-        return settings;
+        return (settings, None);
     }
     match master_json(config, client, "/master/flags") {
         Ok(flags) => {
@@ -78,7 +78,7 @@ pub fn resolve(config: &Config, client: &ClientConfig) -> StoreSettings {
                 log::info!("no store flag: keeping state in the master's ZooKeeper, {uri}");
                 settings.kind = StoreKind::ZooKeeper;
                 settings.uri = uri;
-                return settings;
+                return (settings, None);
             }
         }
         Err(e) => log::warn!("cannot read the master's flags ({e}); keeping the file store"),
@@ -89,8 +89,7 @@ pub fn resolve(config: &Config, client: &ClientConfig) -> StoreSettings {
         settings.uri
     );
     log::warn!("{note}");
-    store::set_volatile_note(note);
-    settings
+    (settings, Some(note))
 }
 
 /// With no stored framework id: adopt `-framework.id`, or refuse beside an active twin.
@@ -131,13 +130,13 @@ pub fn run_helper(settings: &StoreSettings, helper: &StoreHelper) -> i32 {
         Ok(s) => s,
         Err(e) => {
             log::error!("cannot open the state store: {e}");
-            return super::EXIT_FAILURE;
+            return crate::scheduler::exit::EXIT_FAILURE;
         }
     };
     let result = match helper {
         StoreHelper::Dump => target.load().map(|state| {
             let text =
-                serde_json::to_string_pretty(&state_store::dump_json(&state)).unwrap_or_default();
+                serde_json::to_string_pretty(&persist::dump_json(&state)).unwrap_or_default();
             println!("{text}");
         }),
         StoreHelper::Delete { yes: false } => {
@@ -181,10 +180,10 @@ pub fn run_helper(settings: &StoreSettings, helper: &StoreHelper) -> i32 {
         }
     };
     match result {
-        Ok(()) => super::EXIT_OK,
+        Ok(()) => crate::scheduler::exit::EXIT_OK,
         Err(e) => {
             log::error!("{e}");
-            super::EXIT_FAILURE
+            crate::scheduler::exit::EXIT_FAILURE
         }
     }
 }

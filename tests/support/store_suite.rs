@@ -4,11 +4,11 @@
 //! for a restarted scheduler, so everything checked after it was durable. The suite starts by
 //! destroying what is there, so a location may be reused.
 
-use crate::mesos::types::TaskState;
-use crate::scheduler::model::{Node, Persisted, Persona, TaskRecord};
-use crate::scheduler::state_store::StateStore;
-use crate::store::{Change, Loaded, RecordStore};
 use std::collections::BTreeMap;
+use storage_framework::mesos::types::TaskState;
+use storage_framework::scheduler::model::{Node, Persisted, Persona, TaskRecord};
+use storage_framework::scheduler::persist::StateStore;
+use storage_framework::store::{Change, Loaded, RecordStore};
 
 fn records(store: &mut dyn RecordStore) -> BTreeMap<String, Vec<u8>> {
     match store.load_all().expect("load_all") {

@@ -18,8 +18,8 @@ use crate::hash::content_hash;
 use crate::scheduler::exchange::{
     ApiError, ExecutorCall, ExecutorReply, ExecutorRequest, PhaseReport, PlanReply, ReplyTo,
 };
-use crate::scheduler::mdm_cluster;
 use crate::scheduler::model::{Layout, Node, Persisted, Persona, Phase};
+use crate::scheduler::node_plan::mdm_cluster;
 use crate::scheduler::node_plan::{self, InstallSettings};
 use crate::secret::Secret;
 use log::{debug, info, warn};
@@ -688,7 +688,7 @@ mod tests {
         let mut api = ExecutorApi::new();
         api.set_mdm_gateway_password(Some(Secret::new("Adm1n-pw")));
         api.set_install_settings(InstallSettings {
-            volume_driver: crate::scheduler::volume_driver::VolumeDriverPlan {
+            volume_driver: crate::scheduler::node_plan::volume_driver::VolumeDriverPlan {
                 username: Some("rexray".into()),
                 password: Some(Secret::new("Vol-pw1")),
                 ..Default::default()

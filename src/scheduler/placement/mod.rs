@@ -2,6 +2,8 @@
 //! whether an offer can hold the executor, and what to answer to each offer.
 //! No I/O here: the dispatcher feeds offers and the model in and sends what comes out.
 
+pub mod launch;
+
 use crate::mesos::types::{value, Attribute, Offer, Resource};
 use crate::scheduler::model::{ClusterModel, Layout, Persona};
 use std::collections::BTreeMap;

@@ -7,6 +7,8 @@
 //! the model (one `u64` per record), and cannot forget a change: the write-ahead rule holds
 //! by construction.
 
+pub mod setup;
+
 use crate::hash::content_hash;
 use crate::scheduler::model::{ClusterModel, Node, Persisted, STATE_VERSION};
 use crate::secret::{Secret, Token};

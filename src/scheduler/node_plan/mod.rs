@@ -3,6 +3,9 @@
 //! driver, and the reboot policy. Pure: built once from the flags; the secrets stay out
 //! (the gateway password goes only into MDM nodes' plans, see `executors.rs`).
 
+pub mod mdm_cluster;
+pub mod volume_driver;
+
 use crate::scheduler::flags::{Config, PackageUrls};
 use crate::scheduler::model::{Node, Phase};
 use serde::Serialize;
@@ -54,7 +57,7 @@ pub struct InstallSettings {
     /// `-debug`: never reboot.
     pub debug: bool,
     /// REX-Ray, dvdcli and the isolator (issue 10, volume driver).
-    pub volume_driver: crate::scheduler::volume_driver::VolumeDriverPlan,
+    pub volume_driver: crate::scheduler::node_plan::volume_driver::VolumeDriverPlan,
     /// Host name or address of the scheduler (`-rest.address`): its node reboots last.
     #[serde(skip)]
     pub scheduler_host: String,
@@ -89,7 +92,8 @@ impl InstallSettings {
             protection_domain: s.protection_domain.clone(),
             storage_pool: s.storage_pool.clone(),
             debug: c.debug,
-            volume_driver: crate::scheduler::volume_driver::VolumeDriverPlan::from_config(c),
+            volume_driver:
+                crate::scheduler::node_plan::volume_driver::VolumeDriverPlan::from_config(c),
             scheduler_host: c.rest_address.clone(),
             experimental: c.experimental,
         }

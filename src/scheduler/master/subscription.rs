@@ -14,8 +14,8 @@ use crate::mesos::client::{
 use crate::mesos::scheduler::{call, event, Call};
 use crate::mesos::types::{FrameworkID, FrameworkInfo};
 use crate::scheduler::exchange::Input;
+use crate::scheduler::master::sender::Outgoing;
 use crate::scheduler::metrics::Metrics;
-use crate::scheduler::sender::Outgoing;
 use crossbeam_channel::{Receiver, Sender};
 use log::{debug, error, info, warn};
 use std::sync::Arc;
@@ -145,7 +145,7 @@ impl Subscriber {
             }
             let delay = backoff.next_delay();
             debug!("next subscription attempt in {} ms", delay.as_millis());
-            if super::stop::wait(&stop, delay) {
+            if crate::scheduler::stop::wait(&stop, delay) {
                 return;
             }
         }

@@ -96,7 +96,7 @@ pub fn run(
                 Err(e) => warn!("cannot list agents from {m}: {e}"),
             }
         }
-        if super::stop::wait(&stop, every) {
+        if crate::scheduler::stop::wait(&stop, every) {
             return;
         }
     }

@@ -1,0 +1,182 @@
+//! The threads of a running scheduler and the channels between them (ARCHITECTURE.md draws
+//! them): each function starts one part and hands it the channel ends it owns.
+
+use crate::scheduler::dispatcher::Dispatcher;
+use crate::scheduler::exchange::{Input, SecretUpdate};
+use crate::scheduler::flags::Config;
+use crate::scheduler::master::{self, agent_watcher, sender, subscription};
+use crate::scheduler::metrics::Metrics;
+use crate::scheduler::model::Persisted;
+use crate::scheduler::node_plan::InstallSettings;
+use crate::scheduler::placement::{self, launch};
+use crate::scheduler::storage;
+use crossbeam_channel::{Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How often the agent watcher asks the master for its agents.
+const AGENT_POLL: Duration = Duration::from_secs(30);
+
+/// Every channel of the scheduler, made before any thread starts.
+pub struct Channels {
+    pub inputs: (Sender<Input>, Receiver<Input>),
+    pub calls: (Sender<sender::Outgoing>, Receiver<sender::Outgoing>),
+    /// Dropped to tell the master-facing threads to stop.
+    pub stop: (Sender<()>, Receiver<()>),
+    pub secrets: (Sender<SecretUpdate>, Receiver<SecretUpdate>),
+}
+
+impl Channels {
+    /// The channels, with the executor secrets known now already queued for the REST side
+    /// (the dispatcher publishes every later change).
+    pub fn new(state: &Persisted) -> Channels {
+        let secrets = crossbeam_channel::unbounded();
+        for (executor_id, secret) in state.executor_secrets() {
+            let _ = secrets.0.send(SecretUpdate::Known {
+                executor_id: executor_id.into_owned(),
+                secret: secret.reveal(),
+            });
+        }
+        Channels {
+            inputs: crossbeam_channel::unbounded(),
+            calls: crossbeam_channel::unbounded(),
+            stop: crossbeam_channel::bounded(0),
+            secrets,
+        }
+    }
+}
+
+/// The call sender, the subscription reader and the agent watcher.
+pub fn start_master_threads(
+    config: &Config,
+    state: &Persisted,
+    channels: &Channels,
+    metrics: &Arc<Metrics>,
+) -> Vec<JoinHandle<()>> {
+    let mut threads = Vec::new();
+    let reports = sender::Reports {
+        to: channels.inputs.0.clone(),
+        metrics: metrics.clone(),
+    };
+    let calls = channels.calls.1.clone();
+    threads.push(spawn("call-sender", move || sender::run(calls, reports)));
+
+    let sub = subscription::Subscriber {
+        masters: config.masters.clone(),
+        client_config: master::client_config(config),
+        framework_info: master::framework_info(config),
+        framework_id: state.model.framework_id.clone(),
+        heartbeat_secs: state.model.heartbeat_secs,
+        metrics: metrics.clone(),
+        clock: crate::clock::system(),
+    };
+    let (i, o, s) = (
+        channels.inputs.0.clone(),
+        channels.calls.0.clone(),
+        channels.stop.1.clone(),
+    );
+    threads.push(spawn("subscription", move || sub.run(i, o, s)));
+
+    let (masters, cfg, i, s) = (
+        config.masters.clone(),
+        master::client_config(config),
+        channels.inputs.0.clone(),
+        channels.stop.1.clone(),
+    );
+    threads.push(spawn("agent-watcher", move || {
+        agent_watcher::run(masters, cfg, AGENT_POLL, i, s)
+    }));
+    threads
+}
+
+/// The dispatcher, owner of the model, with the settings the flags give it.
+pub fn dispatcher(
+    config: &Config,
+    state: Persisted,
+    store: crate::scheduler::persist::StateStore,
+    channels: &Channels,
+    metrics: Arc<Metrics>,
+) -> Dispatcher {
+    let settings = placement::Settings {
+        experimental: config.experimental,
+        cpu_mdm: config.executor.cpu_mdm,
+        cpu_non: config.executor.cpu_non,
+        mem_mdm: config.executor.mem_mdm,
+        mem_non: config.executor.mem_non,
+        cpu_factor: config.executor.cpu_factor,
+        mem_factor: config.executor.mem_factor,
+    };
+    let ctx = launch::LaunchContext {
+        framework_id: state.model.framework_id.clone().unwrap_or_default(),
+        scheduler_url: config.scheduler_url(),
+        loglevel: config.loglevel.to_string().to_lowercase(),
+    };
+    let mut dispatcher = Dispatcher::new(
+        state,
+        store,
+        settings,
+        ctx,
+        channels.calls.0.clone(),
+        metrics,
+    );
+    dispatcher.set_secret_feed(channels.secrets.0.clone());
+    dispatcher.set_install_settings(InstallSettings::from_config(config));
+    if config.experimental {
+        dispatcher.set_mdm_gateway_password(Some(config.storage.password.clone()));
+    }
+    dispatcher
+}
+
+/// The gateway worker, fed by the dispatcher and answering as dispatcher inputs.
+pub fn start_gateway_worker(
+    config: &Config,
+    client: crate::gateway::client::GatewayClient,
+    dispatcher: &mut Dispatcher,
+    inputs: Sender<Input>,
+) -> JoinHandle<()> {
+    let gateway_on_primary = client.address().is_empty();
+    let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded();
+    let mut settings = storage::worker::WorkerSettings::new(
+        config.storage.capacity_interval,
+        config.storage.threshold_pct,
+    );
+    if !config.experimental {
+        settings.known_pools = vec![(
+            config.storage.protection_domain.clone(),
+            config.storage.storage_pool.clone(),
+        )];
+    }
+    let worker = storage::worker::Worker::new(client, settings);
+    dispatcher.set_storage(
+        storage::StorageSide::new(
+            jobs_tx,
+            &config.storage.protection_domain,
+            &config.storage.storage_pool,
+        )
+        .experimental(config.experimental)
+        .gateway_on_primary(gateway_on_primary),
+    );
+    spawn("gateway-worker", move || {
+        worker.run(jobs_rx, |r| inputs.send(Input::Storage(r)).is_ok())
+    })
+}
+
+/// The executor binary served to agents: `-executor.altpath`, else `storage-executor` beside
+/// this binary (the launcher fetches both into one sandbox).
+pub fn executor_path(config: &Config) -> std::path::PathBuf {
+    if let Some(p) = &config.executor.altpath {
+        return p.clone();
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("storage-executor")))
+        .unwrap_or_else(|| "storage-executor".into())
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .unwrap_or_else(|e| panic!("cannot start thread {name}: {e}"))
+}
