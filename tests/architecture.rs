@@ -143,6 +143,7 @@ fn scheduler_allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         // `storage`: the gateway worker's report type, a leaf (`storage/report.rs`).
         ("exchange", &["model", "metrics", "storage"][..]),
         ("signals", &["exchange", "exit"][..]),
+        ("standin", &["exchange", "model"][..]),
         ("master", &["exchange", "flags", "metrics", "stop"][..]),
         ("storage", &["model", "flags", "metrics"][..]),
         (

@@ -20,6 +20,7 @@ pub mod node_plan;
 pub mod persist;
 pub mod placement;
 mod signals;
+mod standin;
 pub mod stop;
 pub mod storage;
 mod teardown;
@@ -83,7 +84,7 @@ fn run_steps(config: &Config, start_rest: exchange::StartRest) -> Step<i32> {
     }
     let gateway =
         storage::startup::check_before_subscribing(config, metrics.clone(), |why, delay| {
-            exchange::serve_views_while_waiting(&channels.inputs.1, &state.model, why, delay)
+            standin::serve_views(&channels.inputs.1, &state.model, why, delay)
         })
         .map_err(|halt| match halt {
             storage::startup::Halt::Prerequisite => storage::prereq::EXIT_PREREQUISITE,
