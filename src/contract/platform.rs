@@ -282,6 +282,14 @@ impl DriverPackage {
             DriverPackage::Dvdcli => "dvdcli",
         }
     }
+
+    /// How `-help` names it.
+    pub fn title(self) -> &'static str {
+        match self {
+            DriverPackage::Rexray => "REX-Ray",
+            DriverPackage::Dvdcli => "dvdcli",
+        }
+    }
 }
 
 static UBUNTU_1404: Profile = Profile {

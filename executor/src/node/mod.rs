@@ -12,13 +12,15 @@ pub mod volume_driver;
 
 use crate::host::commands::{check, Cmd};
 use crate::host::devices;
-use crate::host::facts::{Facts, Platform, UBUNTU_KERNEL};
-use crate::host::packages::{self, Component};
+use crate::host::facts::Facts;
+use crate::host::packages;
 use api::{ApiError, SchedulerApi, PLAN_WAIT};
 use machine::{Findings, Phase, Reboot};
 use plan::Plan;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use storage_framework::contract::api::{Action, DevicesReport, PhaseReport};
+use storage_framework::contract::platform::{profile, Component, Platform};
 
 /// How long a `shutdown -r now` may take to end this process before it counts as failed.
 const REBOOT_DEADLINE: Duration = Duration::from_secs(600);
@@ -72,7 +74,7 @@ impl Node {
             Ok(()) => {}
             Err(e) => return Outcome::Refused(e.to_string()),
         }
-        let mut phase = machine::start(self.plan.resume.as_deref());
+        let mut phase = machine::start(self.plan.resume);
         log::info!(
             "node {}: {} persona{}, starting at phase {phase}{}",
             self.plan.hostname,
@@ -89,7 +91,7 @@ impl Node {
         );
         loop {
             let report = volume_driver::phase_report(&self.plan, phase);
-            if let Err(e) = self.api.report("phase", &report) {
+            if let Err(e) = self.api.report(Action::Phase, &report) {
                 return Outcome::Refused(e.to_string());
             }
             log::info!("node {}: phase {phase}", self.plan.hostname);
@@ -113,8 +115,8 @@ impl Node {
                         "node {}: {text}; waiting for a new plan",
                         self.plan.hostname
                     );
-                    let report = serde_json::json!({ "phase": phase.as_str(), "error": text });
-                    if let Err(e) = self.api.report("phase", &report) {
+                    let report = PhaseReport::failed(phase, text);
+                    if let Err(e) = self.api.report(Action::Phase, &report) {
                         return Outcome::Refused(e.to_string());
                     }
                     let v = self.plan.version;
@@ -127,8 +129,8 @@ impl Node {
                 Err(detail) => {
                     let text = format!("{phase}: {detail}");
                     log::error!("node {}: {text}", self.plan.hostname);
-                    let report = serde_json::json!({ "phase": phase.as_str(), "error": text });
-                    if let Err(e) = self.api.report("phase", &report) {
+                    let report = PhaseReport::failed(phase, text.clone());
+                    if let Err(e) = self.api.report(Action::Phase, &report) {
                         log::warn!("node {}: failure not recorded: {e}", self.plan.hostname);
                     }
                     return Outcome::Failed(text);
@@ -189,15 +191,18 @@ impl Node {
                 let _ = std::fs::remove_file(self.facts.path(REBOOT_MARKER));
                 Ok(Findings::default())
             }
+            Phase::Launching | Phase::Failed | Phase::Lost => Err(format!(
+                "{phase} is the scheduler's phase, not a step of the executor"
+            )),
         }
     }
 
     fn environment(&mut self) -> StepResult {
         let platform = self.platform()?;
-        let mut wanted: Vec<&str> = packages::prerequisites(platform).to_vec();
-        if self.plan.is_mdm() && platform == Platform::Rhel7 {
-            // The gateway runs on Java (host-steps section 3).
-            wanted.push("java-1.8.0-openjdk");
+        let prof = profile(platform);
+        let mut wanted: Vec<&str> = prof.prerequisites.to_vec();
+        if self.plan.is_mdm() {
+            wanted.extend_from_slice(prof.mdm_prerequisites);
         }
         let mut missing = Vec::new();
         for name in wanted {
@@ -222,20 +227,21 @@ impl Node {
             }
         }
         let mut findings = Findings::default();
-        if platform == Platform::Ubuntu1404 {
+        if let Some(rule) = &prof.kernel {
             let kernel = self.facts.kernel()?;
-            if kernel != UBUNTU_KERNEL {
-                let image = format!("linux-image-{UBUNTU_KERNEL}");
-                if packages::installed_version(platform, &image)
+            if kernel != rule.release {
+                let image = rule.package;
+                if packages::installed_version(platform, image)
                     .map_err(|e| e.to_string())?
                     .is_none()
                 {
-                    packages::install_from_repository(platform, &[&image])
+                    packages::install_from_repository(platform, &[image])
                         .map_err(|e| e.to_string())?;
                 }
                 log::info!(
-                    "node {}: kernel {kernel} runs; {UBUNTU_KERNEL} is installed and needs a reboot",
-                    self.plan.hostname
+                    "node {}: kernel {kernel} runs; {} is installed and needs a reboot",
+                    self.plan.hostname,
+                    rule.release
                 );
                 findings.needs_reboot = true;
             }
@@ -245,12 +251,14 @@ impl Node {
 
     fn reboot_prerequisites(&mut self) -> StepResult {
         let kernel = self.facts.kernel()?;
-        let needed = self.platform()? == Platform::Ubuntu1404 && kernel != UBUNTU_KERNEL;
+        let wanted = profile(self.platform()?).kernel.as_ref().map(|k| k.release);
+        let needed = wanted.is_some_and(|w| kernel != w);
         match machine::reboot(needed, self.plan.install.debug, self.plan.reboot_wait) {
             Reboot::Skip => Ok(Findings::default()),
             Reboot::Forbidden => Err(format!(
-                "kernel {kernel} runs and the storage client needs {UBUNTU_KERNEL}, which is \
-                 installed; only a reboot starts it, and -debug=true forbids reboots"
+                "kernel {kernel} runs and the storage client needs {}, which is \
+                 installed; only a reboot starts it, and -debug=true forbids reboots",
+                wanted.unwrap_or_default()
             )),
             Reboot::Wait | Reboot::Now => self.reboot_now(),
         }
@@ -315,21 +323,18 @@ impl Node {
 
     fn install_component(&mut self, platform: Platform, c: Component) -> Result<(), String> {
         let key = platform.key();
-        let urls = self.plan.install.packages.get(key);
-        let url = match c {
-            Component::Mdm => urls.and_then(|u| u.mdm.clone()),
-            Component::Sds => urls.and_then(|u| u.sds.clone()),
-            Component::Sdc => urls.and_then(|u| u.sdc.clone()),
-            Component::Lia => urls.and_then(|u| u.lia.clone()),
-            Component::Gateway => urls.and_then(|u| u.gw.clone()),
-        }
-        .ok_or_else(|| {
-            format!(
-                "{NEEDS_CONFIGURATION}no {} package URL for {key}: set -storage.{key}.{}",
-                c.key().to_uppercase(),
-                c.key()
-            )
-        })?;
+        let url = self
+            .plan
+            .install
+            .package_url(platform, c)
+            .map(str::to_string)
+            .ok_or_else(|| {
+                format!(
+                    "{NEEDS_CONFIGURATION}no {} package URL for {key}: set -storage.{key}.{}",
+                    c.key().to_uppercase(),
+                    c.key()
+                )
+            })?;
         let name = c.package(platform);
         let file = download::file_name(&url)
             .ok_or_else(|| format!("{url}: the URL names no package file"))?;
@@ -357,7 +362,7 @@ impl Node {
         let mut cmd = Cmd::default();
         match c {
             Component::Mdm => {
-                let manager = matches!(self.plan.persona.as_str(), "primary" | "secondary");
+                let manager = self.plan.persona.is_manager();
                 cmd = cmd.env("MDM_ROLE_IS_MANAGER", if manager { "1" } else { "0" });
             }
             Component::Sdc if !self.plan.install.mdm_ips.is_empty() => {
@@ -415,7 +420,12 @@ impl Node {
             }
         );
         self.api
-            .report("devices", &serde_json::json!({ "devices": found }))
+            .report(
+                Action::Devices,
+                &DevicesReport {
+                    devices: found.into(),
+                },
+            )
             .map_err(|e| format!("device report refused: {e}"))?;
         Ok(Findings {
             cluster_init: self.plan.experimental && self.plan.is_mdm(),

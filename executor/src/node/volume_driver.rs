@@ -12,39 +12,25 @@ use super::machine::{Findings, Phase};
 use super::plan::{Download, Plan};
 use super::{download, volume, Node, StepResult, NEEDS_CONFIGURATION};
 use crate::host::commands::{check, Cmd};
-use crate::host::facts::{Facts, Platform};
+use crate::host::facts::Facts;
 use crate::host::packages;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use storage_framework::contract::api::PhaseReport;
+pub use storage_framework::contract::platform::DriverPackage;
+use storage_framework::contract::platform::{profile, Platform, RexrayOrder};
 
 /// Shown with the node (its phase reports' `warning`) when REX-Ray gets no credentials.
 pub const NO_CREDENTIALS: &str = "REX-Ray is configured without gateway credentials: give \
      the scheduler -rexray.username and -rexray.password (or -rexray.password.file)";
 
-/// A package of the volume driver: its installed name and the flag that gives its URL.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DriverPackage {
-    Rexray,
-    Dvdcli,
-}
-
-impl DriverPackage {
-    /// Installed-package name on both platforms (host-steps section 3).
-    pub fn name(self) -> &'static str {
-        match self {
-            DriverPackage::Rexray => "rexray",
-            DriverPackage::Dvdcli => "dvdcli",
-        }
-    }
-}
-
 /// The phase report: from `volume-driver` on, it carries [`NO_CREDENTIALS`] when the plan
 /// gives REX-Ray no user (derived from the plan, so a resumed executor reports it too).
-pub fn phase_report(plan: &Plan, phase: Phase) -> serde_json::Value {
-    let mut report = serde_json::json!({ "phase": phase.as_str() });
+pub fn phase_report(plan: &Plan, phase: Phase) -> PhaseReport {
+    let mut report = PhaseReport::entered(phase);
     if phase >= Phase::VolumeDriver && plan.rexray_user().is_none() {
-        report["warning"] = NO_CREDENTIALS.into();
+        report.warning = Some(NO_CREDENTIALS.into());
     }
     report
 }
@@ -130,12 +116,8 @@ pub fn driver_download(
     let (key, name) = (platform.key(), p.name());
     plan.install
         .volume_driver
-        .packages
-        .get(key)
-        .and_then(|d| match p {
-            DriverPackage::Rexray => d.rexray.clone(),
-            DriverPackage::Dvdcli => d.dvdcli.clone(),
-        })
+        .download(platform, p)
+        .cloned()
         .ok_or_else(|| {
             format!(
                 "{NEEDS_CONFIGURATION}no {name} package URL for {key}: set -rexray.{key}.{name}"
@@ -224,8 +206,8 @@ pub fn install_package_file(
 /// `After=scini.service` followed by `systemctl daemon-reload` (RHEL 7). Nothing when in place;
 /// true when changed now.
 pub fn order_after_scini(facts: &Facts, platform: Platform, host: &str) -> Result<bool, String> {
-    match platform {
-        Platform::Ubuntu1404 => {
+    match profile(platform).rexray_order {
+        RexrayOrder::InitScriptRequiredStart => {
             let path = facts.path(volume::REXRAY_INIT_SCRIPT);
             let script = fs::read_to_string(&path).map_err(|e| {
                 format!(
@@ -245,7 +227,7 @@ pub fn order_after_scini(facts: &Facts, platform: Platform, host: &str) -> Resul
             log::info!("node {host}: REX-Ray's init script now requires scini");
             Ok(true)
         }
-        Platform::Rhel7 => {
+        RexrayOrder::SystemdDropIn => {
             let unit = volume::REXRAY_UNIT_DIRS
                 .iter()
                 .any(|d| facts.path(&format!("{d}/rexray.service")).is_file());
@@ -271,9 +253,10 @@ pub fn order_after_scini(facts: &Facts, platform: Platform, host: &str) -> Resul
 /// says it is not running, so that a resumed executor starts one that a crash left stopped.
 /// On RHEL 7 it is also enabled at boot.
 pub fn ensure_rexray_runs(platform: Platform, changed: bool, host: &str) -> Result<(), String> {
-    let cmd = |verb: &str| match platform {
-        Platform::Ubuntu1404 => Cmd::new("service", &["rexray", verb]),
-        Platform::Rhel7 => Cmd::new("systemctl", &[verb, "rexray"]),
+    let services = profile(platform).services;
+    let cmd = |verb: &str| {
+        let (program, args) = services.command("rexray", verb);
+        Cmd::new(program, &args)
     };
     let checked = |verb: &str| check(&cmd(verb)).map(|_| ()).map_err(|e| e.to_string());
     let status = |verb: &str| {
@@ -281,7 +264,7 @@ pub fn ensure_rexray_runs(platform: Platform, changed: bool, host: &str) -> Resu
             .map(|o| o.status)
             .map_err(|e| e.to_string())
     };
-    if platform == Platform::Rhel7 && status("is-enabled")? != 0 {
+    if services.enables_at_boot() && status("is-enabled")? != 0 {
         checked("enable")?;
     }
     if changed {
@@ -289,10 +272,7 @@ pub fn ensure_rexray_runs(platform: Platform, changed: bool, host: &str) -> Resu
         log::info!("node {host}: REX-Ray restarted");
         return Ok(());
     }
-    let query = match platform {
-        Platform::Ubuntu1404 => "status",
-        Platform::Rhel7 => "is-active",
-    };
+    let query = services.state_query();
     // LSB scripts and systemd both answer 3 for "not running"; anything else is an error.
     match status(query)? {
         0 => log::info!("node {host}: REX-Ray already running"),
@@ -443,12 +423,10 @@ mod tests {
     #[test]
     fn missing_credentials_warn_from_volume_driver_on() {
         let bare = plan(r#"{"version":1}"#);
-        assert!(phase_report(&bare, Phase::Packages)
-            .get("warning")
-            .is_none());
+        assert!(phase_report(&bare, Phase::Packages).warning.is_none());
         for p in [Phase::VolumeDriver, Phase::RebootFinal, Phase::Running] {
             let r = phase_report(&bare, p);
-            let w = r["warning"].as_str().unwrap();
+            let w = r.warning.as_deref().unwrap();
             assert!(
                 w.contains("-rexray.username") && w.contains("-rexray.password"),
                 "{w}"
@@ -460,8 +438,8 @@ mod tests {
         );
         assert_eq!(with_user.rexray_user(), Some(("rexray", "Vol-pw1")));
         let r = phase_report(&with_user, Phase::Running);
-        assert!(r.get("warning").is_none());
-        assert!(!r.to_string().contains("Vol-pw1"));
+        assert!(r.warning.is_none());
+        assert!(!serde_json::to_string(&r).unwrap().contains("Vol-pw1"));
         // A user without its password (or the reverse) is no user.
         let half = plan(r#"{"version":1,"secrets":{"rexray_password":"x"}}"#);
         assert_eq!(half.rexray_user(), None);

@@ -1150,7 +1150,7 @@ mod tests {
         let Ok(Parsed::Help(text)) = parse(&args(&["-help"]), &test_env()) else {
             panic!("-help must give help");
         };
-        for f in FLAGS {
+        for f in FLAGS.iter() {
             assert!(
                 text.contains(&format!("-{}", f.name)),
                 "-{} missing from help",
@@ -1225,7 +1225,7 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), n, "duplicate flag names");
-        for f in FLAGS {
+        for f in FLAGS.iter() {
             assert!(
                 !f.name.starts_with("scaleio."),
                 "aliases are not table entries"
