@@ -33,6 +33,7 @@ mod waits;
 
 use crate::clock::Clock;
 use crate::contract::api::{self, Action};
+use crate::contract::env;
 use crate::hash::content_hash;
 pub use crate::scheduler::exchange::RestConfig;
 use crate::scheduler::exchange::{
@@ -430,7 +431,9 @@ impl Router {
             "/health" => (GET_HEAD, Router::health),
             "/metrics" => (GET_HEAD, Router::metrics),
             "/api/state" => (GET_HEAD, Router::state),
-            "/storage-executor" => (GET_HEAD, Router::executor_binary),
+            p if p.strip_prefix('/') == Some(env::EXECUTOR_BINARY) => {
+                (GET_HEAD, Router::executor_binary)
+            }
             other => return not_found(other),
         };
         if !allowed.contains(&req.method.as_str()) {

@@ -354,8 +354,11 @@ pub fn executor_path(config: &Config) -> std::path::PathBuf {
     }
     std::env::current_exe()
         .ok()
-        .and_then(|p| p.parent().map(|d| d.join("storage-executor")))
-        .unwrap_or_else(|| "storage-executor".into())
+        .and_then(|p| {
+            p.parent()
+                .map(|d| d.join(crate::contract::env::EXECUTOR_BINARY))
+        })
+        .unwrap_or_else(|| crate::contract::env::EXECUTOR_BINARY.into())
 }
 
 /// `-teardown`: subscribe with the stored framework id, unregister it (Mesos then kills
