@@ -391,6 +391,16 @@ mod tests {
     }
 
     #[test]
+    fn every_route_of_the_contract_has_its_url() {
+        let (api, _tx) = api("http://s:1/");
+        for r in api::ROUTES {
+            let url = api.url(r.action);
+            let path = url.strip_prefix("http://s:1").unwrap();
+            assert_eq!(api::split_path(path), Some(("e1", r.segment)));
+        }
+    }
+
+    #[test]
     fn statuses_are_classified() {
         assert!(matches!(classify("x", 401, b""), ApiError::Refused(_)));
         assert!(matches!(classify("x", 404, b"gone"), ApiError::Refused(_)));
