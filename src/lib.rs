@@ -3,6 +3,7 @@
 
 pub mod backoff;
 pub mod clock;
+pub mod contract;
 pub mod hash;
 pub mod logging;
 pub mod mesos;

@@ -1602,3 +1602,22 @@ fn a_stuck_or_gone_dispatcher_gives_503_not_a_hang() {
     let r = call(addr, "POST", H2, "heartbeat", b"");
     assert_json_error(&r, 503, "scheduler stopping", "dispatcher");
 }
+
+/// Every route of the contract's table reaches the router's secret check with its method
+/// (a missing secret is 401, not 404 or 405), and no other method is taken.
+#[test]
+fn every_route_of_the_contract_is_served() {
+    use storage_framework::contract::api::{self, Method, ROUTES};
+    let s = start();
+    for r in ROUTES {
+        let path = api::path(&fake::executor_id(H2), r.action);
+        let reply = request(s.addr, r.method.as_str(), &path, &[], b"");
+        assert_json_error(&reply, 401, "unauthorized", "Bearer");
+        let other = match r.method {
+            Method::Get => "POST",
+            Method::Post => "GET",
+        };
+        let reply = request(s.addr, other, &path, &[], b"");
+        assert_eq!(reply.status, 405, "{other} {path}: {}", reply.text());
+    }
+}

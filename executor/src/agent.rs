@@ -87,7 +87,7 @@ enum Incoming {
 }
 
 /// The setting naming the scheduler's REST server.
-const SCHEDULER_URL: &str = "STORAGE_SCHEDULER_URL";
+const SCHEDULER_URL: &str = storage_framework::contract::env::SCHEDULER_URL;
 
 enum Flow {
     Continue,
@@ -677,7 +677,7 @@ impl Executor {
 /// `executor_secret` of the task data's JSON object.
 fn executor_secret(data: &[u8]) -> Option<String> {
     let v: serde_json::Value = serde_json::from_slice(data).ok()?;
-    v.get("executor_secret")?
+    v.get(storage_framework::contract::env::DATA_EXECUTOR_SECRET)?
         .as_str()
         .filter(|s| !s.is_empty())
         .map(str::to_string)

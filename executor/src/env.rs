@@ -18,7 +18,7 @@ pub const CHECKPOINT: &str = "MESOS_CHECKPOINT";
 pub const RECOVERY_TIMEOUT: &str = "MESOS_RECOVERY_TIMEOUT";
 pub const SUBSCRIPTION_BACKOFF_MAX: &str = "MESOS_SUBSCRIPTION_BACKOFF_MAX";
 pub const SHUTDOWN_GRACE_PERIOD: &str = "MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD";
-pub const LOG_LEVEL: &str = "STORAGE_EXECUTOR_LOGLEVEL";
+pub const LOG_LEVEL: &str = storage_framework::contract::env::LOG_LEVEL;
 
 /// Retry limits that only exist when the framework checkpoints: the agent sets
 /// `MESOS_RECOVERY_TIMEOUT` and `MESOS_SUBSCRIPTION_BACKOFF_MAX` only then.

@@ -9,6 +9,7 @@
 //! remains the owner of the secrets and checks every call that passes here once more.
 
 use super::http::{Gate, Request, Response};
+use crate::contract::api::{self, Action};
 use crate::scheduler::exchange::SecretUpdate;
 use crate::secret::Secret;
 use crossbeam_channel::{select, Receiver, Sender};
@@ -132,11 +133,10 @@ fn run(updates: Receiver<SecretUpdate>, checks: Receiver<Check>) {
 
 /// The answer for an executor call that must not go further, else `None`.
 fn early_answer(req: &Request, checks: &Sender<Check>) -> Option<Response> {
-    let rest = req.path.strip_prefix("/api/v1/executors/")?;
-    let (raw_id, action) = rest.split_once('/')?;
+    let (raw_id, action) = api::split_path(&req.path)?;
     // Unknown endpoints, wrong methods and malformed ids get the router's answer.
-    let methods = super::executor_methods(action)?;
-    if !methods.contains(&req.method.as_str()) {
+    let action = Action::from_segment(action)?;
+    if !action.allowed_methods().contains(&req.method.as_str()) {
         return None;
     }
     let executor_id = super::http::percent_decode(raw_id)

@@ -32,6 +32,8 @@ mod state_render;
 mod waits;
 
 use crate::clock::Clock;
+use crate::contract::api::{self, Action};
+use crate::contract::env;
 use crate::hash::content_hash;
 pub use crate::scheduler::exchange::RestConfig;
 use crate::scheduler::exchange::{
@@ -86,7 +88,7 @@ impl Default for ServerOptions {
             write_timeout: Duration::from_secs(30),
             dispatcher_timeout: Duration::from_secs(5),
             max_long_polls: 10_000,
-            max_wait: Duration::from_secs(60),
+            max_wait: api::MAX_PLAN_WAIT,
             clock: crate::clock::system(),
         }
     }
@@ -330,8 +332,6 @@ impl ExecutorBinary {
 }
 
 const GET_HEAD: &[&str] = &["GET", "HEAD"];
-const GET: &[&str] = &["GET"];
-const POST: &[&str] = &["POST"];
 
 type Route = fn(&Router, &Request) -> Response;
 
@@ -413,7 +413,7 @@ impl Wait {
 
 impl Router {
     fn handle(&self, req: &Request) -> Response {
-        if let Some(rest) = req.path.strip_prefix("/api/v1/executors/") {
+        if let Some(rest) = req.path.strip_prefix(api::PREFIX) {
             return self.executor_route(req, rest);
         }
         if let Some(host) = req.path.strip_prefix("/api/nodes/") {
@@ -431,7 +431,9 @@ impl Router {
             "/health" => (GET_HEAD, Router::health),
             "/metrics" => (GET_HEAD, Router::metrics),
             "/api/state" => (GET_HEAD, Router::state),
-            "/storage-executor" => (GET_HEAD, Router::executor_binary),
+            p if p.strip_prefix('/') == Some(env::EXECUTOR_BINARY) => {
+                (GET_HEAD, Router::executor_binary)
+            }
             other => return not_found(other),
         };
         if !allowed.contains(&req.method.as_str()) {
@@ -584,16 +586,18 @@ impl Router {
             Ok(_) => return not_found(&req.path),
             Err(e) => return Response::error(400, "bad executor id", &e),
         };
-        let Some(allowed) = executor_methods(action) else {
+        let Some(action) = Action::from_segment(action) else {
             return Response::error(
                 404,
                 "not found",
                 &format!(
-                    "unknown executor endpoint {:?}; expected plan, phase, devices or heartbeat",
-                    action.chars().take(100).collect::<String>()
+                    "unknown executor endpoint {:?}; expected {}",
+                    action.chars().take(100).collect::<String>(),
+                    api::segments_listed()
                 ),
             );
         };
+        let allowed = action.allowed_methods();
         if !allowed.contains(&req.method.as_str()) {
             return method_not_allowed(&req.method, allowed);
         }
@@ -603,10 +607,10 @@ impl Router {
             Err(r) => return r,
         };
         let parsed = match action {
-            "plan" => self.plan_params(req),
-            "phase" => report(ExecutorCall::phase_from_json(&req.body)),
-            "devices" => report(ExecutorCall::devices_from_json(&req.body)),
-            _ => report(ExecutorCall::heartbeat_from_json(&req.body)),
+            Action::Plan => self.plan_params(req),
+            Action::Phase => report(ExecutorCall::phase_from_json(&req.body)),
+            Action::Devices => report(ExecutorCall::devices_from_json(&req.body)),
+            Action::Heartbeat => report(ExecutorCall::heartbeat_from_json(&req.body)),
         };
         let (call, wait) = match parsed {
             Ok(p) => p,
@@ -619,21 +623,29 @@ impl Router {
         let bad = |name: &str, e: String| {
             Response::error(400, "bad query parameter", &format!("{name}: {e}"))
         };
-        let version = match req.query_param("version").map_err(|e| bad("version", e))? {
+        let version = match req
+            .query_param(api::PLAN_VERSION_PARAM)
+            .map_err(|e| bad(api::PLAN_VERSION_PARAM, e))?
+        {
             None => None,
             Some(v) => Some(v.parse::<u64>().map_err(|_| {
                 bad(
-                    "version",
+                    api::PLAN_VERSION_PARAM,
                     format!("{v:?} is not a plan version (a whole number)"),
                 )
             })?),
         };
-        let wait = match req.query_param("wait").map_err(|e| bad("wait", e))? {
+        let wait = match req
+            .query_param(api::PLAN_WAIT_PARAM)
+            .map_err(|e| bad(api::PLAN_WAIT_PARAM, e))?
+        {
             None => Duration::ZERO,
-            Some(w) => Duration::from_secs(
-                w.parse::<u64>()
-                    .map_err(|_| bad("wait", format!("{w:?} is not a number of seconds")))?,
-            ),
+            Some(w) => Duration::from_secs(w.parse::<u64>().map_err(|_| {
+                bad(
+                    api::PLAN_WAIT_PARAM,
+                    format!("{w:?} is not a number of seconds"),
+                )
+            })?),
         }
         .min(self.options.max_wait);
         Ok((
@@ -706,15 +718,6 @@ impl Router {
         }
         let waits = self.waits.clone();
         Response::later(move |conn| waits.park(wait_id, conn, wait))
-    }
-}
-
-/// The methods of an executor endpoint; `None`: no such endpoint.
-fn executor_methods(action: &str) -> Option<&'static [&'static str]> {
-    match action {
-        "plan" => Some(GET),
-        "phase" | "devices" | "heartbeat" => Some(POST),
-        _ => None,
     }
 }
 

@@ -9,18 +9,7 @@ use crate::scheduler::model::{Node, Phase};
 use std::fmt::Write;
 
 /// The install path, in order: progress is the position of a node's phase on it.
-const INSTALL: [Phase; 10] = [
-    Phase::Launching,
-    Phase::Environment,
-    Phase::RebootPrerequisites,
-    Phase::Packages,
-    Phase::Devices,
-    Phase::ClusterInit,
-    Phase::StorageAttach,
-    Phase::VolumeDriver,
-    Phase::RebootFinal,
-    Phase::Running,
-];
+const INSTALL: [Phase; 10] = Phase::INSTALL;
 
 const REFRESH_MS: u32 = 5000;
 /// Last contact older than this is shown as stale.

@@ -116,12 +116,9 @@ impl Filter {
         };
         let phase = match get("phase")? {
             None => None,
-            Some(p) => Some(
-                Phase::ALL
-                    .into_iter()
-                    .find(|x| x.as_str() == p)
-                    .ok_or_else(|| format!("phase: {p:?} is not a phase"))?,
-            ),
+            Some(p) => {
+                Some(Phase::parse(&p).ok_or_else(|| format!("phase: {p:?} is not a phase"))?)
+            }
         };
         let persona = match get("persona")? {
             None => None,

@@ -2,12 +2,12 @@
 //! read-side [`View`] it hands out (one per generation), and the executor API's requests,
 //! replies and errors. Both sides import this module; neither imports the other's internals.
 
+use crate::contract::api::DevicesReport;
 use crate::mesos::scheduler::Event;
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::model::{ClusterModel, Phase};
 use crate::secret::Secret;
 use crossbeam_channel::{Receiver, Sender};
-use serde::Deserialize;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -70,14 +70,7 @@ pub enum ExecutorCall {
     Heartbeat,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PhaseReport {
-    pub phase: Phase,
-    pub message: Option<String>,
-    pub error: Option<String>,
-    /// Non-fatal: shown with the node until a report without it.
-    pub warning: Option<String>,
-}
+pub use crate::contract::api::PhaseReport;
 
 /// The answer to one request.
 pub enum ExecutorReply {
@@ -143,22 +136,6 @@ impl fmt::Display for ApiError {
     }
 }
 
-#[derive(Deserialize)]
-struct PhaseBody {
-    phase: String,
-    #[serde(default)]
-    message: Option<String>,
-    #[serde(default)]
-    error: Option<String>,
-    #[serde(default)]
-    warning: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct DevicesBody {
-    devices: Vec<String>,
-}
-
 fn malformed(e: serde_json::Error) -> ApiError {
     ApiError::new(400, "malformed JSON", e.to_string())
 }
@@ -170,24 +147,20 @@ impl ExecutorCall {
         // Two steps so that a body that is not JSON at all gets the parser's own message,
         // and a JSON value of the wrong shape gets one naming the field.
         let value: serde_json::Value = serde_json::from_slice(body).map_err(malformed)?;
-        let b: PhaseBody = serde_json::from_value(value)
+        let b: PhaseReport<String> = serde_json::from_value(value)
             .map_err(|e| ApiError::new(400, "invalid phase report", e.to_string()))?;
-        let phase = Phase::ALL
-            .iter()
-            .copied()
-            .find(|p| p.as_str() == b.phase)
-            .ok_or_else(|| {
-                ApiError::new(
-                    400,
-                    "invalid phase report",
-                    format!(
-                        "unknown phase {:?}; expected one of {}",
-                        b.phase,
-                        reportable_phases().join(", ")
-                    ),
-                )
-            })?;
-        if matches!(phase, Phase::Launching | Phase::Lost) {
+        let phase = Phase::parse(&b.phase).ok_or_else(|| {
+            ApiError::new(
+                400,
+                "invalid phase report",
+                format!(
+                    "unknown phase {:?}; expected one of {}",
+                    b.phase,
+                    reportable_phases().join(", ")
+                ),
+            )
+        })?;
+        if phase.set_by_scheduler_only() {
             return Err(ApiError::new(
                 400,
                 "invalid phase report",
@@ -209,11 +182,11 @@ impl ExecutorCall {
     /// [`MAX_DEVICES`], no duplicates.
     pub fn devices_from_json(body: &[u8]) -> Result<ExecutorCall, ApiError> {
         let value: serde_json::Value = serde_json::from_slice(body).map_err(malformed)?;
-        let b: DevicesBody = serde_json::from_value(value)
+        let b: DevicesReport = serde_json::from_value(value)
             .map_err(|e| ApiError::new(400, "invalid device report", e.to_string()))?;
         validate_devices(&b.devices)
             .map_err(|detail| ApiError::new(400, "invalid device report", detail))?;
-        Ok(ExecutorCall::Devices(b.devices))
+        Ok(ExecutorCall::Devices(b.devices.into_owned()))
     }
 
     /// The heartbeat needs no body; one that is sent must still be JSON.
@@ -228,7 +201,7 @@ impl ExecutorCall {
 fn reportable_phases() -> Vec<&'static str> {
     Phase::ALL
         .iter()
-        .filter(|p| !matches!(p, Phase::Launching | Phase::Lost))
+        .filter(|p| !p.set_by_scheduler_only())
         .map(|p| p.as_str())
         .collect()
 }

@@ -6,134 +6,18 @@
 //! launch ([`TaskRecord::secret`]) as a [`Token`], which has no `Serialize`: serializing the
 //! model (for `/api/state`) cannot reach it; the store writes it beside the node on purpose.
 
+use crate::contract::ids::{self, EXECUTOR_PREFIX};
 use crate::mesos::types::TaskState;
-use crate::scheduler::placement::EXECUTOR_PREFIX;
 use crate::secret::Token;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::Arc;
 
 /// The version of the persisted state format this build writes and reads.
 pub const STATE_VERSION: u32 = 1;
 
-/// Role of a node in the storage cluster (design section 3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
-#[serde(rename_all = "lowercase")]
-pub enum Persona {
-    Primary,
-    Secondary,
-    Tiebreaker,
-    Data,
-}
-
-impl Persona {
-    pub fn is_mdm(self) -> bool {
-        !matches!(self, Persona::Data)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Persona::Primary => "primary",
-            Persona::Secondary => "secondary",
-            Persona::Tiebreaker => "tiebreaker",
-            Persona::Data => "data",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Persona> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "primary" | "1" => Some(Persona::Primary),
-            "secondary" | "2" => Some(Persona::Secondary),
-            "tiebreaker" | "tie-breaker" | "3" => Some(Persona::Tiebreaker),
-            "data" | "4" => Some(Persona::Data),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for Persona {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Where a node is in its install (design section 4). The executor reports phases; the
-/// scheduler sets `Launching`, `Failed` and `Lost` from Mesos status updates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
-#[serde(rename_all = "kebab-case")]
-pub enum Phase {
-    Launching,
-    Environment,
-    RebootPrerequisites,
-    Packages,
-    Devices,
-    ClusterInit,
-    StorageAttach,
-    VolumeDriver,
-    RebootFinal,
-    Running,
-    Failed,
-    Lost,
-}
-
-impl Phase {
-    pub const ALL: [Phase; 12] = [
-        Phase::Launching,
-        Phase::Environment,
-        Phase::RebootPrerequisites,
-        Phase::Packages,
-        Phase::Devices,
-        Phase::ClusterInit,
-        Phase::StorageAttach,
-        Phase::VolumeDriver,
-        Phase::RebootFinal,
-        Phase::Running,
-        Phase::Failed,
-        Phase::Lost,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Launching => "launching",
-            Phase::Environment => "environment",
-            Phase::RebootPrerequisites => "reboot-prerequisites",
-            Phase::Packages => "packages",
-            Phase::Devices => "devices",
-            Phase::ClusterInit => "cluster-init",
-            Phase::StorageAttach => "storage-attach",
-            Phase::VolumeDriver => "volume-driver",
-            Phase::RebootFinal => "reboot-final",
-            Phase::Running => "running",
-            Phase::Failed => "failed",
-            Phase::Lost => "lost",
-        }
-    }
-}
-
-impl fmt::Display for Phase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Imperative storage layout declared by agent attributes (design section 3).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Layout {
-    /// Protection domain -> pool -> devices this agent contributes (SDS).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub sds: BTreeMap<String, BTreeMap<String, Vec<String>>>,
-    /// Protection domain -> pools this agent consumes volumes from (SDC).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub sdc: BTreeMap<String, Vec<String>>,
-}
-
-impl Layout {
-    /// No attributes: the single global pool of the flags, devices discovered.
-    pub fn is_global(&self) -> bool {
-        self.sds.is_empty() && self.sdc.is_empty()
-    }
-}
+pub use crate::contract::plan::Layout;
+pub use crate::contract::{Persona, Phase};
 
 /// A node's [`Layout`], boxed when it has one: most nodes use the global pool, and an empty
 /// `Layout` inline is 48 bytes in every node (issue 12). Reads see a `Layout` either way;
@@ -201,10 +85,6 @@ pub struct TaskRecord {
     pub secret: Option<Token>,
 }
 
-/// Task ids are `storage.<host>.<seq>`, their executors' `storage-executor.<host>.<seq>`
-/// (`launch::ids`).
-const TASK_PREFIX: &str = "storage.";
-
 impl TaskRecord {
     /// A launch in `state`, not yet running, without a secret.
     pub fn new(task_id: &str, executor_id: &str, state: TaskState, launched_at_ms: u64) -> Self {
@@ -232,7 +112,7 @@ impl TaskRecord {
 
     /// The derived executor id's part after its prefix, when the task id has the usual form.
     fn derived_suffix(&self) -> Option<&str> {
-        self.task_id.strip_prefix(TASK_PREFIX)
+        ids::task_suffix(&self.task_id)
     }
 
     pub fn executor_id(&self) -> std::borrow::Cow<'_, str> {
@@ -248,7 +128,7 @@ impl TaskRecord {
     pub fn is_executor(&self, id: &str) -> bool {
         match (&self.executor_id, self.derived_suffix()) {
             (Some(mine), _) => **mine == *id,
-            (None, Some(suffix)) => id.strip_prefix(EXECUTOR_PREFIX) == Some(suffix),
+            (None, Some(suffix)) => ids::executor_suffix(id) == Some(suffix),
             (None, None) => false,
         }
     }
@@ -256,7 +136,7 @@ impl TaskRecord {
     pub fn set_executor_id(&mut self, id: &str) {
         let derived = self
             .derived_suffix()
-            .is_some_and(|suffix| id.strip_prefix(EXECUTOR_PREFIX) == Some(suffix));
+            .is_some_and(|suffix| ids::executor_suffix(id) == Some(suffix));
         self.executor_id = (!derived).then(|| id.into());
     }
 
@@ -642,14 +522,6 @@ impl Persisted {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn persona_parses_names_and_earlier_numbers() {
-        assert_eq!(Persona::parse("Primary"), Some(Persona::Primary));
-        assert_eq!(Persona::parse("tie-breaker"), Some(Persona::Tiebreaker));
-        assert_eq!(Persona::parse("4"), Some(Persona::Data));
-        assert_eq!(Persona::parse("mdm"), None);
-    }
 
     #[test]
     fn covered_means_an_active_task() {

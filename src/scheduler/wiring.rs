@@ -1,6 +1,7 @@
 //! The threads of a running scheduler and the channels between them (ARCHITECTURE.md draws
 //! them): each function starts one part and hands it the channel ends it owns.
 
+use crate::contract::env::EXECUTOR_BINARY;
 use crate::scheduler::dispatcher::Dispatcher;
 use crate::scheduler::exchange::{Input, SecretUpdate};
 use crate::scheduler::flags::Config;
@@ -170,8 +171,8 @@ pub fn executor_path(config: &Config) -> std::path::PathBuf {
     }
     std::env::current_exe()
         .ok()
-        .and_then(|p| p.parent().map(|d| d.join("storage-executor")))
-        .unwrap_or_else(|| "storage-executor".into())
+        .and_then(|p| p.parent().map(|d| d.join(EXECUTOR_BINARY)))
+        .unwrap_or_else(|| EXECUTOR_BINARY.into())
 }
 
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {

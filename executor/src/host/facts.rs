@@ -5,29 +5,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The environment variable naming the root (the dev cluster's stand-in contract).
-pub const ROOT_ENV: &str = "STORAGE_HOST_ROOT";
+pub const ROOT_ENV: &str = storage_framework::contract::env::HOST_ROOT;
 
-/// The operating systems the storage packages exist for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Platform {
-    /// Ubuntu 14.04: dpkg and apt-get.
-    Ubuntu1404,
-    /// RHEL or CentOS 7: rpm and yum.
-    Rhel7,
-}
-
-impl Platform {
-    /// The name used in the plan's package table and in messages.
-    pub fn key(self) -> &'static str {
-        match self {
-            Platform::Ubuntu1404 => "ubuntu14",
-            Platform::Rhel7 => "rhel7",
-        }
-    }
-}
-
-/// The kernel the storage client needs on Ubuntu 14.04.
-pub const UBUNTU_KERNEL: &str = "4.4.0-38-generic";
+pub use storage_framework::contract::Platform;
 
 /// Reads host files under one root.
 #[derive(Debug, Clone)]
@@ -207,28 +187,7 @@ pub struct BlockDevice {
 
 /// `ID` and `VERSION_ID` of an os-release text decide; anything else is refused by name.
 pub fn detect_platform(os_release: &str) -> Result<Platform, String> {
-    let field = |key: &str| {
-        os_release.lines().find_map(|l| {
-            let (k, v) = l.split_once('=')?;
-            (k.trim() == key).then(|| v.trim().trim_matches('"').to_string())
-        })
-    };
-    let id = field("ID").unwrap_or_default().to_ascii_lowercase();
-    let version = field("VERSION_ID").unwrap_or_default();
-    let major = version.split('.').next().unwrap_or("");
-    match (id.as_str(), version.as_str()) {
-        ("ubuntu", "14.04") => Ok(Platform::Ubuntu1404),
-        ("rhel" | "centos", _) if major == "7" => Ok(Platform::Rhel7),
-        _ => {
-            let name = field("PRETTY_NAME")
-                .filter(|n| !n.is_empty())
-                .unwrap_or_else(|| format!("ID={id:?} VERSION_ID={version:?}"));
-            Err(format!(
-                "unsupported operating system {name}: the storage packages exist for \
-                 Ubuntu 14.04 and RHEL/CentOS 7 only"
-            ))
-        }
-    }
+    Platform::detect(os_release)
 }
 
 #[cfg(test)]

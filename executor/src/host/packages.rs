@@ -3,62 +3,7 @@
 //! (downloaded files). A package counts as installed only when the state query says so.
 
 use super::commands::{Cmd, CommandError, Runner};
-use super::facts::Platform;
-
-/// A storage component and its package.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Component {
-    Mdm,
-    Sds,
-    Sdc,
-    Lia,
-    Gateway,
-}
-
-impl Component {
-    pub fn key(self) -> &'static str {
-        match self {
-            Component::Mdm => "mdm",
-            Component::Sds => "sds",
-            Component::Sdc => "sdc",
-            Component::Lia => "lia",
-            Component::Gateway => "gw",
-        }
-    }
-
-    /// The installed package's name.
-    pub fn package(self, platform: Platform) -> &'static str {
-        match (platform, self) {
-            (Platform::Ubuntu1404, Component::Mdm) => "emc-scaleio-mdm",
-            (Platform::Ubuntu1404, Component::Sds) => "emc-scaleio-sds",
-            (Platform::Ubuntu1404, Component::Sdc) => "emc-scaleio-sdc",
-            (Platform::Ubuntu1404, Component::Lia) => "emc-scaleio-lia",
-            (Platform::Ubuntu1404, Component::Gateway) => "emc-scaleio-gateway",
-            (Platform::Rhel7, Component::Mdm) => "EMC-ScaleIO-mdm",
-            (Platform::Rhel7, Component::Sds) => "EMC-ScaleIO-sds",
-            (Platform::Rhel7, Component::Sdc) => "EMC-ScaleIO-sdc",
-            (Platform::Rhel7, Component::Lia) => "EMC-ScaleIO-lia",
-            (Platform::Rhel7, Component::Gateway) => "EMC-ScaleIO-gateway",
-        }
-    }
-}
-
-/// Repository packages every node needs first (design.md section 4).
-pub fn prerequisites(platform: Platform) -> &'static [&'static str] {
-    match platform {
-        Platform::Ubuntu1404 => &["libaio1", "zip"],
-        Platform::Rhel7 => &["libaio", "zip", "unzip"],
-    }
-}
-
-/// Repository packages an MDM node needs besides [`prerequisites`]: the gateway runs on Java
-/// (host-steps section 3), installed from the repository on RHEL 7 only.
-pub fn mdm_prerequisites(platform: Platform) -> &'static [&'static str] {
-    match platform {
-        Platform::Ubuntu1404 => &[],
-        Platform::Rhel7 => &["java-1.8.0-openjdk"],
-    }
-}
+use storage_framework::contract::platform::{profile, PackageTool, Platform};
 
 /// The installed version (`version` for deb, `version-release` for rpm), `None` when the
 /// package is absent or not fully installed. Any other answer of the tool is an error.
@@ -67,8 +12,8 @@ pub fn installed_version(
     platform: Platform,
     name: &str,
 ) -> Result<Option<String>, CommandError> {
-    match platform {
-        Platform::Ubuntu1404 => {
+    match profile(platform).package_tool {
+        PackageTool::Deb => {
             // Not `dpkg -s`: the earlier code took its exit 0 with a message on stderr as
             // "installed". dpkg-query exits 1 for an unknown package.
             let cmd = Cmd::new(
@@ -91,7 +36,7 @@ pub fn installed_version(
                 }),
             }
         }
-        Platform::Rhel7 => {
+        PackageTool::Rpm => {
             let cmd = Cmd::new("rpm", &["-q", "--qf", "%{VERSION}-%{RELEASE}", name]);
             let out = r.run(&cmd)?;
             match out.status {
@@ -115,10 +60,7 @@ pub fn install_from_repository(
 ) -> Result<(), CommandError> {
     let mut args = vec!["-y", "install"];
     args.extend_from_slice(names);
-    let tool = match platform {
-        Platform::Ubuntu1404 => "apt-get",
-        Platform::Rhel7 => "yum",
-    };
+    let tool = profile(platform).package_tool.repository_installer();
     r.check(&Cmd::new(tool, &args)).map(drop)
 }
 
@@ -129,10 +71,7 @@ pub fn install_file(
     file: &str,
     base: Cmd,
 ) -> Result<(), CommandError> {
-    let (program, flag) = match platform {
-        Platform::Ubuntu1404 => ("dpkg", "-i"),
-        Platform::Rhel7 => ("rpm", "-Uvh"),
-    };
+    let (program, flag) = profile(platform).package_tool.file_installer();
     let cmd = Cmd {
         program: program.into(),
         args: vec![flag.into(), file.into()],
@@ -181,6 +120,7 @@ pub fn same_version(a: &str, b: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use storage_framework::contract::platform::Component;
 
     #[test]
     fn versions_come_from_vendor_file_names() {
@@ -226,8 +166,9 @@ mod tests {
             Component::Gateway.package(Platform::Rhel7),
             "EMC-ScaleIO-gateway"
         );
-        assert_eq!(prerequisites(Platform::Ubuntu1404), ["libaio1", "zip"]);
-        assert_eq!(mdm_prerequisites(Platform::Rhel7), ["java-1.8.0-openjdk"]);
-        assert!(mdm_prerequisites(Platform::Ubuntu1404).is_empty());
+        assert_eq!(
+            profile(Platform::Ubuntu1404).prerequisites,
+            ["libaio1", "zip"]
+        );
     }
 }

@@ -1,10 +1,10 @@
-//! Services through the platform's init system (host-steps.md sections 7 and 9):
-//! `service <name> <verb>` on Ubuntu 14.04, `systemctl <verb> <name>` on RHEL 7. Whether a
+//! Services through the platform's init system (host-steps.md sections 7 and 9), as its
+//! profile names it (`service <name> <verb>` or `systemctl <verb> <name>`). Whether a
 //! service runs is read from its state query's exit status (LSB scripts and systemd both: 0
 //! running, 3 not running), never from its wording.
 
 use super::commands::{Cmd, CommandError, Runner};
-use super::facts::Platform;
+use storage_framework::contract::platform::{profile, Platform, ServiceManager};
 
 /// One service on one platform.
 #[derive(Debug, Clone, Copy)]
@@ -30,19 +30,18 @@ impl<'a> Service<'a> {
         Service { platform, name }
     }
 
+    fn manager(&self) -> ServiceManager {
+        profile(self.platform).services
+    }
+
     fn cmd(&self, verb: &str) -> Cmd {
-        match self.platform {
-            Platform::Ubuntu1404 => Cmd::new("service", &[self.name, verb]),
-            Platform::Rhel7 => Cmd::new("systemctl", &[verb, self.name]),
-        }
+        let (program, args) = self.manager().command(self.name, verb);
+        Cmd::new(program, &args)
     }
 
     /// The query whose exit status says whether the service runs.
     fn state_query(&self) -> Cmd {
-        match self.platform {
-            Platform::Ubuntu1404 => self.cmd("status"),
-            Platform::Rhel7 => self.cmd("is-active"),
-        }
+        self.cmd(self.manager().state_query())
     }
 
     pub fn start(&self, r: &mut dyn Runner) -> Result<(), CommandError> {
@@ -72,16 +71,11 @@ impl<'a> Service<'a> {
 
     /// Makes the service start at boot unless its init system says it does.
     pub fn enable_at_boot(&self, r: &mut dyn Runner) -> Result<(), CommandError> {
-        match self.platform {
-            // `service` has no such verb: a package's rc links start its SysV script at boot.
-            Platform::Ubuntu1404 => Ok(()),
-            Platform::Rhel7 => {
-                if r.run(&self.cmd("is-enabled"))?.status != 0 {
-                    r.check(&self.cmd("enable"))?;
-                }
-                Ok(())
-            }
+        // `service` has no such verb: a package's rc links start its SysV script at boot.
+        if self.manager().enables_at_boot() && r.run(&self.cmd("is-enabled"))?.status != 0 {
+            r.check(&self.cmd("enable"))?;
         }
+        Ok(())
     }
 }
 

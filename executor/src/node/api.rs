@@ -20,6 +20,7 @@ use std::io::Read;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 use storage_framework::backoff::Backoff;
+use storage_framework::contract::api::{self, Action};
 
 /// Longest wait of one plan long poll (the scheduler caps it at 60 s).
 pub const PLAN_WAIT: Duration = Duration::from_secs(50);
@@ -122,16 +123,22 @@ impl SchedulerApi {
         }
     }
 
-    fn url(&self, tail: &str) -> String {
-        format!("{}/api/v1/executors/{}/{tail}", self.root, self.executor_id)
+    fn url(&self, action: Action) -> String {
+        format!("{}{}", self.root, api::path(&self.executor_id, action))
     }
 
     /// The plan: at once without `version`, else when it differs from `version` or `wait`
     /// ran out (`Ok(None)`: unchanged). One attempt.
     pub fn plan(&self, version: Option<u64>, wait: Duration) -> Result<Option<Plan>, ApiError> {
         let url = match version {
-            Some(v) => format!("{}?version={v}&wait={}", self.url("plan"), wait.as_secs()),
-            None => self.url("plan"),
+            Some(v) => format!(
+                "{}?{}={v}&{}={}",
+                self.url(Action::Plan),
+                api::PLAN_VERSION_PARAM,
+                api::PLAN_WAIT_PARAM,
+                wait.as_secs()
+            ),
+            None => self.url(Action::Plan),
         };
         let what = "GET plan";
         let response = self
@@ -152,14 +159,16 @@ impl SchedulerApi {
     }
 
     /// `POST <base>/<action>` once.
-    pub fn post(&self, action: &str, body: &serde_json::Value) -> Result<(), ApiError> {
-        let what = format!("POST {action}");
+    pub fn post(&self, action: Action, body: &impl serde::Serialize) -> Result<(), ApiError> {
+        let what = format!("POST {}", action.segment());
+        let body = serde_json::to_string(body)
+            .map_err(|e| ApiError::Transient(format!("{what}: cannot encode the body: {e}")))?;
         let response = self
             .agent
             .post(&self.url(action))
             .header("Authorization", &format!("Bearer {}", self.secret))
             .header("Content-Type", "application/json")
-            .send(body.to_string().as_bytes())
+            .send(body.as_bytes())
             .map_err(|e| ApiError::Unreachable(format!("{what}: {e}")))?;
         let status = response.status().as_u16();
         let text = read_body(response);
@@ -171,7 +180,7 @@ impl SchedulerApi {
     }
 
     /// Posts until the scheduler records it.
-    pub fn report(&mut self, action: &str, body: &serde_json::Value) -> Result<(), ApiError> {
+    pub fn report(&mut self, action: Action, body: &impl serde::Serialize) -> Result<(), ApiError> {
         self.retry(|api| api.post(action, body))
     }
 
@@ -243,7 +252,7 @@ pub fn announced_url(data: &[u8]) -> Result<String, String> {
     let value: serde_json::Value =
         serde_json::from_slice(data).map_err(|e| format!("not JSON: {e}"))?;
     let url = value
-        .get("scheduler_url")
+        .get(storage_framework::contract::env::ANNOUNCED_SCHEDULER_URL)
         .and_then(|u| u.as_str())
         .ok_or("no \"scheduler_url\" string in it")?;
     let authority = url
@@ -335,7 +344,7 @@ mod tests {
         let gap = calls[3].1 - calls[2].1;
         assert!(gap < Duration::from_millis(200), "{gap:?}");
         assert!(api
-            .url("plan")
+            .url(Action::Plan)
             .starts_with("http://new:2/api/v1/executors/e1/"));
     }
 
@@ -379,6 +388,16 @@ mod tests {
         }
         let huge = vec![b' '; MAX_ANNOUNCEMENT + 1];
         assert!(announced_url(&huge).unwrap_err().contains("bytes"));
+    }
+
+    #[test]
+    fn every_route_of_the_contract_has_its_url() {
+        let (api, _tx) = api("http://s:1/");
+        for r in api::ROUTES {
+            let url = api.url(r.action);
+            let path = url.strip_prefix("http://s:1").unwrap();
+            assert_eq!(api::split_path(path), Some(("e1", r.segment)));
+        }
     }
 
     #[test]

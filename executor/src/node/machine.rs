@@ -6,61 +6,13 @@
 //! the scheduler recorded is the one to resume: every phase's work is idempotent (it checks
 //! the host's state before it acts), so redoing the recorded phase redoes nothing done.
 
-use std::fmt;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Phase {
-    Environment,
-    RebootPrerequisites,
-    Packages,
-    Devices,
-    ClusterInit,
-    StorageAttach,
-    VolumeDriver,
-    RebootFinal,
-    Running,
-}
-
-impl Phase {
-    pub const ALL: [Phase; 9] = [
-        Phase::Environment,
-        Phase::RebootPrerequisites,
-        Phase::Packages,
-        Phase::Devices,
-        Phase::ClusterInit,
-        Phase::StorageAttach,
-        Phase::VolumeDriver,
-        Phase::RebootFinal,
-        Phase::Running,
-    ];
-
-    /// The scheduler's name of the phase.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Environment => "environment",
-            Phase::RebootPrerequisites => "reboot-prerequisites",
-            Phase::Packages => "packages",
-            Phase::Devices => "devices",
-            Phase::ClusterInit => "cluster-init",
-            Phase::StorageAttach => "storage-attach",
-            Phase::VolumeDriver => "volume-driver",
-            Phase::RebootFinal => "reboot-final",
-            Phase::Running => "running",
-        }
-    }
-}
-
-impl fmt::Display for Phase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use storage_framework::contract::Phase;
 
 /// Where an executor starts: the phase the node's last executor reached (the plan's
 /// `resume`), or the beginning when there is none or it is not one of ours.
-pub fn start(resume: Option<&str>) -> Phase {
+pub fn start(resume: Option<Phase>) -> Phase {
     resume
-        .and_then(|r| Phase::ALL.into_iter().find(|p| p.as_str() == r))
+        .filter(|p| p.walked_by_executor())
         .unwrap_or(Phase::Environment)
 }
 
@@ -85,6 +37,8 @@ pub fn next(done: Phase, f: Findings) -> Phase {
         Phase::StorageAttach => Phase::VolumeDriver,
         Phase::VolumeDriver if f.needs_reboot => Phase::RebootFinal,
         Phase::VolumeDriver | Phase::RebootFinal | Phase::Running => Phase::Running,
+        // Never an executor's own phase (`start` never returns one): from the top.
+        Phase::Launching | Phase::Failed | Phase::Lost => Phase::Environment,
     }
 }
 
@@ -112,6 +66,19 @@ pub fn reboot(needed: bool, debug: bool, wait: bool) -> Reboot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The phases an executor walks, in order.
+    const WALK: [Phase; 9] = [
+        Phase::Environment,
+        Phase::RebootPrerequisites,
+        Phase::Packages,
+        Phase::Devices,
+        Phase::ClusterInit,
+        Phase::StorageAttach,
+        Phase::VolumeDriver,
+        Phase::RebootFinal,
+        Phase::Running,
+    ];
 
     fn walk(from: Phase, f: Findings) -> Vec<Phase> {
         let mut out = vec![from];
@@ -146,7 +113,7 @@ mod tests {
             needs_reboot: true,
             cluster_init: true,
         };
-        assert_eq!(walk(Environment, all), Phase::ALL);
+        assert_eq!(walk(Environment, all), WALK);
         assert_eq!(next(Devices, all), ClusterInit);
         assert_eq!(next(VolumeDriver, all), RebootFinal);
         assert_eq!(next(RebootFinal, Findings::default()), Running);
@@ -155,8 +122,8 @@ mod tests {
 
     #[test]
     fn resume_starts_at_the_recorded_phase() {
-        for p in Phase::ALL {
-            assert_eq!(start(Some(p.as_str())), p);
+        for p in WALK {
+            assert_eq!(start(Phase::parse(p.as_str())), p);
         }
         // Nothing recorded, or a phase only the scheduler sets: from the start.
         for r in [
@@ -166,11 +133,11 @@ mod tests {
             Some("lost"),
             Some("bogus"),
         ] {
-            assert_eq!(start(r), Phase::Environment, "{r:?}");
+            assert_eq!(start(r.and_then(Phase::parse)), Phase::Environment, "{r:?}");
         }
         // A restart mid-install redoes only the recorded phase onwards.
         assert_eq!(
-            walk(start(Some("storage-attach")), Findings::default()),
+            walk(start(Phase::parse("storage-attach")), Findings::default()),
             [Phase::StorageAttach, Phase::VolumeDriver, Phase::Running]
         );
     }

@@ -13,13 +13,15 @@ pub mod volume_driver;
 
 use crate::host::commands::{Cmd, HostRunner, Runner};
 use crate::host::devices;
-use crate::host::facts::{Facts, Platform, UBUNTU_KERNEL};
-use crate::host::packages::{self, Component};
+use crate::host::facts::Facts;
+use crate::host::packages;
 use api::{ApiError, SchedulerApi, PLAN_WAIT};
 use machine::{Findings, Phase, Reboot};
 use plan::Plan;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use storage_framework::contract::api::{Action, DevicesReport, PhaseReport};
+use storage_framework::contract::platform::{profile, Component, Platform};
 
 /// How long a `shutdown -r now` may take to end this process before it counts as failed.
 const REBOOT_DEADLINE: Duration = Duration::from_secs(600);
@@ -76,7 +78,7 @@ impl Node {
             Ok(()) => {}
             Err(e) => return Outcome::Refused(e.to_string()),
         }
-        let mut phase = machine::start(self.plan.resume.as_deref());
+        let mut phase = machine::start(self.plan.resume);
         log::info!(
             "node {}: {} persona{}, starting at phase {phase}{}",
             self.plan.hostname,
@@ -93,7 +95,7 @@ impl Node {
         );
         loop {
             let report = volume_driver::phase_report(&self.plan, phase);
-            if let Err(e) = self.api.report("phase", &report) {
+            if let Err(e) = self.api.report(Action::Phase, &report) {
                 return Outcome::Refused(e.to_string());
             }
             log::info!("node {}: phase {phase}", self.plan.hostname);
@@ -117,8 +119,8 @@ impl Node {
                         "node {}: {text}; waiting for a new plan",
                         self.plan.hostname
                     );
-                    let report = serde_json::json!({ "phase": phase.as_str(), "error": text });
-                    if let Err(e) = self.api.report("phase", &report) {
+                    let report = PhaseReport::failed(phase, text);
+                    if let Err(e) = self.api.report(Action::Phase, &report) {
                         return Outcome::Refused(e.to_string());
                     }
                     let v = self.plan.version;
@@ -131,8 +133,8 @@ impl Node {
                 Err(detail) => {
                     let text = format!("{phase}: {detail}");
                     log::error!("node {}: {text}", self.plan.hostname);
-                    let report = serde_json::json!({ "phase": phase.as_str(), "error": text });
-                    if let Err(e) = self.api.report("phase", &report) {
+                    let report = PhaseReport::failed(phase, text.clone());
+                    if let Err(e) = self.api.report(Action::Phase, &report) {
                         log::warn!("node {}: failure not recorded: {e}", self.plan.hostname);
                     }
                     return Outcome::Failed(text);
@@ -193,32 +195,37 @@ impl Node {
                 let _ = std::fs::remove_file(self.facts.path(REBOOT_MARKER));
                 Ok(Findings::default())
             }
+            Phase::Launching | Phase::Failed | Phase::Lost => Err(format!(
+                "{phase} is the scheduler's phase, not a step of the executor"
+            )),
         }
     }
 
     fn environment(&mut self) -> StepResult {
         let platform = self.platform()?;
-        let mut wanted: Vec<&str> = packages::prerequisites(platform).to_vec();
+        let prof = profile(platform);
+        let mut wanted: Vec<&str> = prof.prerequisites.to_vec();
         if self.plan.is_mdm() {
-            wanted.extend_from_slice(packages::mdm_prerequisites(platform));
+            wanted.extend_from_slice(prof.mdm_prerequisites);
         }
         install::from_repository(self.runner.as_mut(), platform, &wanted)?;
         let mut findings = Findings::default();
-        if platform == Platform::Ubuntu1404 {
+        if let Some(rule) = &prof.kernel {
             let kernel = self.facts.kernel()?;
-            if kernel != UBUNTU_KERNEL {
-                let image = format!("linux-image-{UBUNTU_KERNEL}");
+            if kernel != rule.release {
+                let image = rule.package;
                 let r = self.runner.as_mut();
-                if packages::installed_version(r, platform, &image)
+                if packages::installed_version(r, platform, image)
                     .map_err(|e| e.to_string())?
                     .is_none()
                 {
-                    packages::install_from_repository(r, platform, &[&image])
+                    packages::install_from_repository(r, platform, &[image])
                         .map_err(|e| e.to_string())?;
                 }
                 log::info!(
-                    "node {}: kernel {kernel} runs; {UBUNTU_KERNEL} is installed and needs a reboot",
-                    self.plan.hostname
+                    "node {}: kernel {kernel} runs; {} is installed and needs a reboot",
+                    self.plan.hostname,
+                    rule.release
                 );
                 findings.needs_reboot = true;
             }
@@ -228,12 +235,14 @@ impl Node {
 
     fn reboot_prerequisites(&mut self) -> StepResult {
         let kernel = self.facts.kernel()?;
-        let needed = self.platform()? == Platform::Ubuntu1404 && kernel != UBUNTU_KERNEL;
+        let wanted = profile(self.platform()?).kernel.as_ref().map(|k| k.release);
+        let needed = wanted.is_some_and(|w| kernel != w);
         match machine::reboot(needed, self.plan.install.debug, self.plan.reboot_wait) {
             Reboot::Skip => Ok(Findings::default()),
             Reboot::Forbidden => Err(format!(
-                "kernel {kernel} runs and the storage client needs {UBUNTU_KERNEL}, which is \
-                 installed; only a reboot starts it, and -debug=true forbids reboots"
+                "kernel {kernel} runs and the storage client needs {}, which is \
+                 installed; only a reboot starts it, and -debug=true forbids reboots",
+                wanted.unwrap_or_default()
             )),
             Reboot::Wait | Reboot::Now => self.reboot_now(),
         }
@@ -329,21 +338,17 @@ impl Node {
     /// the node waits for a plan that has one, naming the flag.
     fn component_url(&self, platform: Platform, c: Component) -> Result<String, String> {
         let key = platform.key();
-        let urls = self.plan.install.packages.get(key);
-        match c {
-            Component::Mdm => urls.and_then(|u| u.mdm.clone()),
-            Component::Sds => urls.and_then(|u| u.sds.clone()),
-            Component::Sdc => urls.and_then(|u| u.sdc.clone()),
-            Component::Lia => urls.and_then(|u| u.lia.clone()),
-            Component::Gateway => urls.and_then(|u| u.gw.clone()),
-        }
-        .ok_or_else(|| {
-            format!(
-                "{NEEDS_CONFIGURATION}no {} package URL for {key}: set -storage.{key}.{}",
-                c.key().to_uppercase(),
-                c.key()
-            )
-        })
+        self.plan
+            .install
+            .package_url(platform, c)
+            .map(str::to_string)
+            .ok_or_else(|| {
+                format!(
+                    "{NEEDS_CONFIGURATION}no {} package URL for {key}: set -storage.{key}.{}",
+                    c.key().to_uppercase(),
+                    c.key()
+                )
+            })
     }
 
     /// The environment component `c`'s package scripts read when package `name` installs.
@@ -351,7 +356,7 @@ impl Node {
         let cmd = Cmd::default();
         Ok(match c {
             Component::Mdm => {
-                let manager = matches!(self.plan.persona.as_str(), "primary" | "secondary");
+                let manager = self.plan.persona.is_manager();
                 cmd.env("MDM_ROLE_IS_MANAGER", if manager { "1" } else { "0" })
             }
             Component::Sdc if !self.plan.install.mdm_ips.is_empty() => {
@@ -393,7 +398,12 @@ impl Node {
             }
         );
         self.api
-            .report("devices", &serde_json::json!({ "devices": found }))
+            .report(
+                Action::Devices,
+                &DevicesReport {
+                    devices: found.into(),
+                },
+            )
             .map_err(|e| format!("device report refused: {e}"))?;
         Ok(Findings {
             cluster_init: self.plan.experimental && self.plan.is_mdm(),

@@ -12,39 +12,25 @@ use super::machine::{Findings, Phase};
 use super::plan::{Download, Plan};
 use super::{download, install, volume, Node, StepResult, NEEDS_CONFIGURATION};
 use crate::host::commands::{Cmd, Runner};
-use crate::host::facts::{Facts, Platform};
+use crate::host::facts::Facts;
 use crate::host::services::{Service, State};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use storage_framework::contract::api::PhaseReport;
+pub use storage_framework::contract::platform::DriverPackage;
+use storage_framework::contract::platform::{profile, Platform, RexrayOrder};
 
 /// Shown with the node (its phase reports' `warning`) when REX-Ray gets no credentials.
 pub const NO_CREDENTIALS: &str = "REX-Ray is configured without gateway credentials: give \
      the scheduler -rexray.username and -rexray.password (or -rexray.password.file)";
 
-/// A package of the volume driver: its installed name and the flag that gives its URL.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DriverPackage {
-    Rexray,
-    Dvdcli,
-}
-
-impl DriverPackage {
-    /// Installed-package name on both platforms (host-steps section 3).
-    pub fn name(self) -> &'static str {
-        match self {
-            DriverPackage::Rexray => "rexray",
-            DriverPackage::Dvdcli => "dvdcli",
-        }
-    }
-}
-
 /// The phase report: from `volume-driver` on, it carries [`NO_CREDENTIALS`] when the plan
 /// gives REX-Ray no user (derived from the plan, so a resumed executor reports it too).
-pub fn phase_report(plan: &Plan, phase: Phase) -> serde_json::Value {
-    let mut report = serde_json::json!({ "phase": phase.as_str() });
+pub fn phase_report(plan: &Plan, phase: Phase) -> PhaseReport {
+    let mut report = PhaseReport::entered(phase);
     if phase >= Phase::VolumeDriver && plan.rexray_user().is_none() {
-        report["warning"] = NO_CREDENTIALS.into();
+        report.warning = Some(NO_CREDENTIALS.into());
     }
     report
 }
@@ -138,12 +124,8 @@ pub fn driver_download(
     let (key, name) = (platform.key(), p.name());
     plan.install
         .volume_driver
-        .packages
-        .get(key)
-        .and_then(|d| match p {
-            DriverPackage::Rexray => d.rexray.clone(),
-            DriverPackage::Dvdcli => d.dvdcli.clone(),
-        })
+        .download(platform, p)
+        .cloned()
         .ok_or_else(|| {
             format!(
                 "{NEEDS_CONFIGURATION}no {name} package URL for {key}: set -rexray.{key}.{name}"
@@ -189,8 +171,8 @@ pub fn order_after_scini(
     platform: Platform,
     host: &str,
 ) -> Result<bool, String> {
-    match platform {
-        Platform::Ubuntu1404 => {
+    match profile(platform).rexray_order {
+        RexrayOrder::InitScriptRequiredStart => {
             let path = facts.path(volume::REXRAY_INIT_SCRIPT);
             let script = fs::read_to_string(&path).map_err(|e| {
                 format!(
@@ -210,7 +192,7 @@ pub fn order_after_scini(
             log::info!("node {host}: REX-Ray's init script now requires scini");
             Ok(true)
         }
-        Platform::Rhel7 => {
+        RexrayOrder::SystemdDropIn => {
             let unit = volume::REXRAY_UNIT_DIRS
                 .iter()
                 .any(|d| facts.path(&format!("{d}/rexray.service")).is_file());
@@ -445,12 +427,10 @@ mod tests {
     #[test]
     fn missing_credentials_warn_from_volume_driver_on() {
         let bare = plan(r#"{"version":1}"#);
-        assert!(phase_report(&bare, Phase::Packages)
-            .get("warning")
-            .is_none());
+        assert!(phase_report(&bare, Phase::Packages).warning.is_none());
         for p in [Phase::VolumeDriver, Phase::RebootFinal, Phase::Running] {
             let r = phase_report(&bare, p);
-            let w = r["warning"].as_str().unwrap();
+            let w = r.warning.as_deref().unwrap();
             assert!(
                 w.contains("-rexray.username") && w.contains("-rexray.password"),
                 "{w}"
@@ -462,8 +442,8 @@ mod tests {
         );
         assert_eq!(with_user.rexray_user(), Some(("rexray", "Vol-pw1")));
         let r = phase_report(&with_user, Phase::Running);
-        assert!(r.get("warning").is_none());
-        assert!(!r.to_string().contains("Vol-pw1"));
+        assert!(r.warning.is_none());
+        assert!(!serde_json::to_string(&r).unwrap().contains("Vol-pw1"));
         // A user without its password (or the reverse) is no user.
         let half = plan(r#"{"version":1,"secrets":{"rexray_password":"x"}}"#);
         assert_eq!(half.rexray_user(), None);

@@ -16,7 +16,7 @@ use crate::mesos::Bytes;
 
 /// The MESSAGE data announcing `scheduler_url`.
 pub(super) fn announcement(scheduler_url: &str) -> Vec<u8> {
-    serde_json::json!({ "scheduler_url": scheduler_url })
+    serde_json::json!({ crate::contract::env::ANNOUNCED_SCHEDULER_URL: scheduler_url })
         .to_string()
         .into_bytes()
 }

@@ -14,16 +14,17 @@
 //! itself and answers "unchanged" when it runs out; parked entries past their deadline are
 //! dropped on the next batch.
 
+use crate::contract::plan::{NodePlan, PlanBody, PlanSecrets};
 use crate::hash::content_hash;
 use crate::scheduler::exchange::{
     ApiError, ExecutorCall, ExecutorReply, ExecutorRequest, PhaseReport, PlanReply, ReplyTo,
 };
-use crate::scheduler::model::{Layout, Node, Persisted, Persona, Phase};
+use crate::scheduler::model::{Node, Persisted, Phase};
 use crate::scheduler::node_plan::mdm_cluster;
 use crate::scheduler::node_plan::{self, InstallSettings};
 use crate::secret::Secret;
 use log::{debug, info, warn};
-use serde::Serialize;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasher, RandomState};
@@ -35,59 +36,6 @@ pub const MAX_PARKED: usize = 16_384;
 /// Plan versions stay below 2^53 so that JSON readers that use doubles (JavaScript) see
 /// them exactly.
 const VERSION_MASK: u64 = (1 << 53) - 1;
-
-/// What an executor is told about its node. Versioned by a hash of this content, so the
-/// version changes exactly when the content does, also across scheduler restarts.
-#[derive(Serialize)]
-struct PlanBody<'a> {
-    executor_id: &'a str,
-    agent_id: &'a str,
-    hostname: &'a str,
-    persona: Persona,
-    layout: &'a Layout,
-    /// The phase the scheduler has recorded for the node.
-    phase: Phase,
-    devices: &'a [String],
-    attached: &'a [String],
-    /// The storage-attach handshake: the executor leaves `storage-attach` once this is true.
-    storage_ready: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    framework_id: Option<&'a str>,
-    // issue 10: what the executor needs to install the node and where it resumes.
-    install: &'a InstallSettings,
-    /// The phase the node's last executor reached (kept across relaunches).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    resume: Option<Phase>,
-    runs_scheduler: bool,
-    /// The scheduler's node: do not reboot yet, others are still on their way.
-    reboot_wait: bool,
-    /// Experimental mode: the SDC waits for the trio's addresses (`install.mdm_ips`).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    experimental: bool,
-    /// Experimental mode, MDM nodes: the cluster build (`mdm_cluster`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cluster_init: Option<mdm_cluster::ClusterInit>,
-}
-
-#[derive(Serialize)]
-struct Plan<'a> {
-    version: u64,
-    #[serde(flatten)]
-    body: &'a PlanBody<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    secrets: Option<PlanSecrets<'a>>,
-}
-
-/// Secrets handed to an executor; they exist only while a plan is being serialized for its
-/// executor. Only MDM nodes get the gateway (admin) password; every node gets the volume
-/// driver's scoped user's password.
-#[derive(Serialize)]
-struct PlanSecrets<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    gateway_password: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    rexray_password: Option<&'a str>,
-}
 
 struct Parked {
     agent: String,
@@ -374,39 +322,39 @@ impl ExecutorApi {
             .ok_or_else(|| gone_executor(executor_id))?;
         let experimental = self.install.experimental;
         let with_trio;
-        let mut install = &self.install;
+        let mut install = &self.install.plan;
         let mut cluster_init = None;
         if let Some(trio) = trio.filter(|_| experimental) {
             if install.mdm_ips.is_empty() {
-                let mut i = self.install.clone();
+                let mut i = self.install.plan.clone();
                 i.mdm_ips = trio.managers();
                 with_trio = i;
                 install = &with_trio;
             }
             if node.persona.is_mdm() {
-                cluster_init =
-                    mdm_cluster::plan(node, state.model.nodes.values(), &self.install.system_name);
+                cluster_init = mdm_cluster::plan(
+                    node,
+                    state.model.nodes.values(),
+                    &self.install.plan.system_name,
+                );
             }
         }
+        let runs_scheduler = self.install.runs_scheduler(node);
         let body = PlanBody {
-            executor_id,
-            agent_id: &node.agent_id,
-            hostname: &node.hostname,
+            executor_id: Cow::Borrowed(executor_id),
+            agent_id: Cow::Borrowed(&node.agent_id),
+            hostname: Cow::Borrowed(&node.hostname),
             persona: node.persona,
-            layout: &node.layout,
-            phase: node.phase,
-            devices: &node.devices,
-            attached: &node.attached,
+            layout: Cow::Borrowed(&node.layout),
+            phase: Some(node.phase),
+            devices: Cow::Borrowed(&node.devices),
+            attached: Cow::Borrowed(&node.attached),
             storage_ready: node.storage_ready,
-            framework_id: state.model.framework_id.as_deref(),
-            install,
+            framework_id: state.model.framework_id.as_deref().map(Cow::Borrowed),
+            install: Cow::Borrowed(install),
             resume: node.progress,
-            runs_scheduler: self.install.runs_scheduler(node),
-            reboot_wait: node_plan::reboot_wait(
-                node,
-                self.install.runs_scheduler(node),
-                state.model.nodes.values(),
-            ),
+            runs_scheduler,
+            reboot_wait: node_plan::reboot_wait(node, runs_scheduler, state.model.nodes.values()),
             experimental,
             cluster_init,
         };
@@ -417,7 +365,7 @@ impl ExecutorApi {
             .mdm_gateway_password
             .as_ref()
             .filter(|_| node.persona.is_mdm());
-        let rexray_password = self.install.volume_driver.password.as_ref();
+        let rexray_password = self.install.rexray_password.as_ref();
         let mut version = content_hash(&hashed);
         if password.is_some() || rexray_password.is_some() {
             // The secret's value stays out of the version; its presence and generation count.
@@ -426,12 +374,12 @@ impl ExecutorApi {
             );
         }
         let version = version & VERSION_MASK;
-        let plan = Plan {
+        let plan = NodePlan {
             version,
             body: &body,
             secrets: (password.is_some() || rexray_password.is_some()).then(|| PlanSecrets {
-                gateway_password: password.map(Secret::expose),
-                rexray_password: rexray_password.map(Secret::expose),
+                gateway_password: password.map(|p| Cow::Borrowed(p.expose())),
+                rexray_password: rexray_password.map(|p| Cow::Borrowed(p.expose())),
             }),
         };
         let json = serde_json::to_vec(&plan).map_err(encode_error)?;
@@ -523,7 +471,7 @@ fn record_devices(node: &mut Node, devices: Vec<String>, now_ms: u64) {
 mod tests {
     use super::*;
     use crate::clock::{Clock, SystemClock};
-    use crate::scheduler::model::{Node, TaskRecord};
+    use crate::scheduler::model::{Node, Persona, TaskRecord};
     use crossbeam_channel::Receiver;
 
     const SECRET: &str = "0123456789abcdef0123456789abcdef";
@@ -687,14 +635,12 @@ mod tests {
     fn every_plan_carries_the_volume_driver_user_and_only_mdm_plans_the_admin() {
         let mut api = ExecutorApi::new();
         api.set_mdm_gateway_password(Some(Secret::new("Adm1n-pw")));
-        api.set_install_settings(InstallSettings {
-            volume_driver: crate::scheduler::node_plan::volume_driver::VolumeDriverPlan {
-                username: Some("rexray".into()),
-                password: Some(Secret::new("Vol-pw1")),
-                ..Default::default()
-            },
+        let mut install = InstallSettings {
+            rexray_password: Some(Secret::new("Vol-pw1")),
             ..Default::default()
-        });
+        };
+        install.plan.volume_driver.username = Some("rexray".into());
+        api.set_install_settings(install);
         let mut s = state();
         let (r, rx) = plan_req(None, 0, SECRET);
         api.handle(&mut s, r, 1);
@@ -766,13 +712,16 @@ mod tests {
     fn plan_carries_install_settings_progress_and_readiness() {
         let mut api = ExecutorApi::new();
         let mut install = InstallSettings {
-            mdm_ips: vec!["10.0.0.1".into(), "10.0.0.2".into()],
-            debug: true,
+            plan: crate::contract::plan::Install {
+                mdm_ips: vec!["10.0.0.1".into(), "10.0.0.2".into()],
+                debug: true,
+                ..Default::default()
+            },
             ..Default::default()
         };
-        install.packages.insert(
-            "rhel7",
-            node_plan::PlatformPackages {
+        install.plan.packages.insert(
+            "rhel7".into(),
+            crate::contract::plan::Packages {
                 sds: Some("http://repo/EMC-ScaleIO-sds-2.0-10000.2072.el7.x86_64.rpm".into()),
                 ..Default::default()
             },
@@ -809,7 +758,10 @@ mod tests {
         let mut api = ExecutorApi::new();
         api.set_install_settings(InstallSettings {
             experimental: true,
-            system_name: "sys".into(),
+            plan: crate::contract::plan::Install {
+                system_name: "sys".into(),
+                ..Default::default()
+            },
             ..Default::default()
         });
         api.set_mdm_gateway_password(Some(Secret::new("Gw-pass")));
@@ -917,6 +869,99 @@ mod tests {
         assert!(!api.handle(&mut s, r, 2));
         match rx.try_recv() {
             Ok(ExecutorReply::Failed(e)) => assert_eq!(e.status, 404),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod captured_plan {
+    use super::*;
+    use crate::scheduler::model::{Node, Persona, TaskRecord};
+
+    #[test]
+    /// A plan's JSON, byte for byte, as the scheduler wrote it before the contract module.
+    fn the_plan_json_is_unchanged() {
+        let args: Vec<String> = [
+            "-uri=10.0.0.1:5050",
+            "-rest.port=31000",
+            "-rest.address=h9",
+            "-storage.password=Adm1n-pw",
+            "-storage.protectiondomain=pd",
+            "-storage.storagepool=sp",
+            "-experimental",
+            "-storage.clustername=sys",
+            "-storage.lbgateway=gw.example:8443",
+            "-storage.ubuntu14.sds=http://repo/EMC-ScaleIO-sds-2.0-10000.2072.Ubuntu.14.04.x86_64.deb",
+            "-storage.ubuntu14.mdm=http://repo/EMC-ScaleIO-mdm-2.0-10000.2072.Ubuntu.14.04.x86_64.deb",
+            "-storage.rhel7.sdc=http://repo/EMC-ScaleIO-sdc-2.0-10000.2072.el7.x86_64.rpm",
+            "-storage.rhel7.gw=http://repo/EMC-ScaleIO-gateway-2.0-10000.2072.el7.noarch.rpm",
+            "-rexray.ubuntu14.rexray=http://r/rexray_0.11.4-1_amd64.deb",
+            "-rexray.ubuntu14.rexray.sha256=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+            "-rexray.rhel7.dvdcli=http://r/dvdcli-0.2.1-1.x86_64.rpm",
+            "-isolator.binary=http://r/libmesos_dvdi_isolator-1.0.1.so",
+            "-rexray.username=rexray",
+            "-rexray.password=Vol-pw1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let c = match crate::scheduler::flags::parse(&args, &|_: &str| None).unwrap() {
+            crate::scheduler::flags::Parsed::Run(c) => c,
+            _ => panic!(),
+        };
+        let mut api = ExecutorApi::new();
+        api.set_install_settings(InstallSettings::from_config(&c));
+        api.set_mdm_gateway_password(Some(Secret::new("Gw-pass")));
+        let mut s = Persisted::default();
+        s.model.framework_id = Some("fw-1".into());
+        for (agent, persona, ip, progress) in [
+            ("a1", Persona::Primary, "10.0.0.1", Phase::ClusterInit),
+            ("a2", Persona::Secondary, "10.0.0.2", Phase::Devices),
+            ("a3", Persona::Tiebreaker, "10.0.0.3", Phase::Devices),
+        ] {
+            let mut n = Node::new(agent, &format!("h-{agent}"), persona, 1);
+            n.ip = Some(ip.into());
+            n.progress = Some(progress);
+            n.phase = progress;
+            n.devices = vec!["/dev/sdb".into()];
+            n.attached = vec!["/dev/sdb".into()];
+            n.layout
+                .sds
+                .entry("pd1".into())
+                .or_default()
+                .insert("sp1".into(), vec!["/dev/sdb".into()]);
+            n.layout.sdc.insert("pd1".into(), vec!["sp1".into()]);
+            n.task = Some(
+                TaskRecord::new(
+                    &format!("storage.h-{agent}.1"),
+                    &format!("storage-executor.h-{agent}.1"),
+                    crate::mesos::types::TaskState::Running,
+                    1,
+                )
+                .with_secret("s".into()),
+            );
+            s.model.nodes.insert(agent, n);
+        }
+        let (tx, rx) = crossbeam_channel::bounded(2);
+        api.handle(
+            &mut s,
+            ExecutorRequest {
+                executor_id: "storage-executor.h-a1.1".into(),
+                secret: "s".into(),
+                call: ExecutorCall::Plan {
+                    version: None,
+                    wait_ms: 0,
+                },
+                reply: tx.into(),
+            },
+            1,
+        );
+        match rx.try_recv().unwrap() {
+            ExecutorReply::Plan(p) => assert_eq!(
+                String::from_utf8(p.json).unwrap(),
+                include_str!("../../contract/testdata/plan.json").trim()
+            ),
             other => panic!("{other:?}"),
         }
     }

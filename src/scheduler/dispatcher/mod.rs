@@ -1126,7 +1126,7 @@ mod tests {
             hostname: "host-a1".into(),
         }]));
         // The moved node's old launch is revoked (its agent, and executor, are gone).
-        let first_executor = first.replacen("storage.", placement::EXECUTOR_PREFIX, 1);
+        let first_executor = crate::contract::ids::executor_of_task(&first).unwrap();
         assert_eq!(forgotten(&feed), std::slice::from_ref(&first_executor));
         let moved = r.d.model().nodes["a1b"].task.clone().unwrap();
         assert_eq!(moved.state, TaskState::Gone);
@@ -1161,7 +1161,7 @@ mod tests {
         );
         assert!(r.d.model().nodes.contains_key("a1b"));
         // Retiring the node revokes its last launch's secret.
-        let t2_executor = t2.replacen("storage.", placement::EXECUTOR_PREFIX, 1);
+        let t2_executor = crate::contract::ids::executor_of_task(&t2).unwrap();
         assert_eq!(forgotten(&feed), [t2_executor]);
     }
 

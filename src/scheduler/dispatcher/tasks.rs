@@ -1,6 +1,7 @@
 //! Task records and their state machine: status updates, executor and agent failures.
 
 use super::*;
+use crate::contract::ids;
 
 impl Dispatcher {
     pub(super) fn on_update(&mut self, status: TaskStatus, now: u64) {
@@ -148,7 +149,7 @@ impl Dispatcher {
         // Not the current launch of any node: a leftover of an earlier launch (its
         // record lost or superseded). Keep every agent at one executor: kill it.
         if !state.is_terminal() && !matches!(state, TaskState::Unknown) {
-            let stray = task_id.starts_with("storage.");
+            let stray = ids::is_task_id(&task_id);
             if stray {
                 warn!(
                     "agent {}: task {task_id} is not the current launch; killing it",
@@ -166,7 +167,8 @@ impl Dispatcher {
                     .executor_id
                     .as_ref()
                     .map(|e| e.value.to_string())
-                    .unwrap_or_else(|| task_id.replacen("storage.", placement::EXECUTOR_PREFIX, 1));
+                    .or_else(|| ids::executor_of_task(&task_id))
+                    .unwrap_or_default();
                 if let Some(agent) = &agent {
                     self.shutdown_executor(&executor, agent);
                 }
@@ -207,7 +209,7 @@ impl Dispatcher {
             .get(agent_id)
             .and_then(|n| n.task.as_ref())
             .is_some_and(|t| t.is_executor(executor_id) && t.is_active());
-        if current || !executor_id.starts_with(placement::EXECUTOR_PREFIX) {
+        if current || !ids::is_executor_id(executor_id) {
             return;
         }
         warn!(

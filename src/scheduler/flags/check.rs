@@ -339,29 +339,7 @@ impl Check<'_> {
                 format!("{api_version:?} is not a version like 2.0"),
             );
         }
-        let mut urls = |[mdm, sds, sdc, lia, gw]: [&'static str; 5]| PackageUrls {
-            mdm: self.url(mdm),
-            sds: self.url(sds),
-            sdc: self.url(sdc),
-            lia: self.url(lia),
-            gw: self.url(gw),
-        };
-        let packages = Packages {
-            ubuntu14: urls([
-                "storage.ubuntu14.mdm",
-                "storage.ubuntu14.sds",
-                "storage.ubuntu14.sdc",
-                "storage.ubuntu14.lia",
-                "storage.ubuntu14.gw",
-            ]),
-            rhel7: urls([
-                "storage.rhel7.mdm",
-                "storage.rhel7.sds",
-                "storage.rhel7.sdc",
-                "storage.rhel7.lia",
-                "storage.rhel7.gw",
-            ]),
-        };
+        let packages = self.package_urls();
         StorageSettings {
             password,
             protection_domain,

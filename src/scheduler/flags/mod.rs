@@ -9,9 +9,11 @@
 //! Validation reports every problem at once, one line each naming the flag as the operator
 //! wrote it, because a launcher round trip per typo is slow. The password is never echoed.
 
+use crate::contract::Platform;
 use crate::mesos::Encoding;
 use crate::secret::Secret;
 pub use crate::store::{StoreKind, StoreSettings};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -106,21 +108,9 @@ pub struct Mdms {
     pub tiebreaker: IpAddr,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Packages {
-    pub ubuntu14: PackageUrls,
-    /// RHEL 7 and CentOS 7 use the same packages.
-    pub rhel7: PackageUrls,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PackageUrls {
-    pub mdm: Option<String>,
-    pub sds: Option<String>,
-    pub sdc: Option<String>,
-    pub lia: Option<String>,
-    pub gw: Option<String>,
-}
+/// Storage package URLs by platform: only the platforms given any.
+pub type Packages = BTreeMap<Platform, PackageUrls>;
+pub use crate::contract::plan::Packages as PackageUrls;
 
 #[derive(Debug, Clone)]
 pub struct RexRay {
@@ -135,29 +125,9 @@ pub struct RexRay {
     pub user: Option<VolumeDriverUser>,
 }
 
-/// REX-Ray and dvdcli package downloads per platform.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct VolumeDriverPackages {
-    pub ubuntu14: DriverPackages,
-    /// RHEL 7 and CentOS 7 use the same packages.
-    pub rhel7: DriverPackages,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct DriverPackages {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rexray: Option<Download>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dvdcli: Option<Download>,
-}
-
-/// A file to download, with the SHA-256 (lower-case hex) it must have when one is given.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Download {
-    pub url: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sha256: Option<String>,
-}
+/// REX-Ray and dvdcli package downloads by platform: only the platforms given any.
+pub type VolumeDriverPackages = BTreeMap<Platform, DriverPackages>;
+pub use crate::contract::plan::{Download, DriverPackages};
 
 /// The scoped gateway user REX-Ray logs in as on every node (never the admin).
 #[derive(Debug, Clone)]
@@ -474,13 +444,13 @@ mod tests {
         assert_eq!(c.storage.cluster_id.as_deref(), Some("6f831c6866417634"));
         assert_eq!(c.storage.lb_gateway.as_deref(), Some("gw.example:8443"));
         assert_eq!(c.storage.api_version, "2.1");
-        let u = &c.storage.packages.ubuntu14;
+        let u = &c.storage.packages[&Platform::Ubuntu1404];
         assert_eq!(u.mdm.as_deref(), Some("http://pkgs/mdm.deb"));
         assert_eq!(u.sds.as_deref(), Some("http://pkgs/sds.deb"));
         assert_eq!(u.sdc.as_deref(), Some("http://pkgs/sdc.deb"));
         assert_eq!(u.lia.as_deref(), Some("http://pkgs/lia.deb"));
         assert_eq!(u.gw.as_deref(), Some("http://pkgs/gw.deb"));
-        let r = &c.storage.packages.rhel7;
+        let r = &c.storage.packages[&Platform::Rhel7];
         assert_eq!(r.mdm.as_deref(), Some("https://pkgs/mdm.rpm"));
         assert_eq!(r.sds.as_deref(), Some("https://pkgs/sds.rpm"));
         assert_eq!(r.sdc.as_deref(), Some("https://pkgs/sdc.rpm"));
@@ -580,19 +550,19 @@ mod tests {
         assert_eq!(c.storage.cluster_name, "n");
         assert_eq!(c.storage.lb_gateway.as_deref(), Some("lb"));
         assert_eq!(
-            c.storage.packages.ubuntu14.sds.as_deref(),
+            c.storage.packages[&Platform::Ubuntu1404].sds.as_deref(),
             Some("http://p/sds.deb")
         );
         assert_eq!(
-            c.storage.packages.rhel7.mdm.as_deref(),
+            c.storage.packages[&Platform::Rhel7].mdm.as_deref(),
             Some("http://p/mdm.rpm")
         );
         assert_eq!(
-            c.storage.packages.rhel7.sdc.as_deref(),
+            c.storage.packages[&Platform::Rhel7].sdc.as_deref(),
             Some("http://p/sdc.rpm")
         );
         assert_eq!(
-            c.storage.packages.rhel7.lia.as_deref(),
+            c.storage.packages[&Platform::Rhel7].lia.as_deref(),
             Some("http://p/lia.rpm")
         );
     }
@@ -1186,7 +1156,7 @@ mod tests {
         let Ok(Parsed::Help(text)) = parse(&args(&["-help"]), &test_env()) else {
             panic!("-help must give help");
         };
-        for f in FLAGS {
+        for f in FLAGS.iter() {
             assert!(
                 text.contains(&format!("-{}", f.name)),
                 "-{} missing from help",
@@ -1261,7 +1231,7 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), n, "duplicate flag names");
-        for f in FLAGS {
+        for f in FLAGS.iter() {
             assert!(
                 !f.name.starts_with("scaleio."),
                 "aliases are not table entries"

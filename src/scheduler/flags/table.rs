@@ -1,6 +1,8 @@
 //! The flag table: the single source for parsing, validation lookups and `-help`.
 
+use crate::contract::platform::{Component, DriverPackage, Platform};
 use std::fmt::Write as _;
+use std::sync::LazyLock;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
@@ -8,6 +10,7 @@ pub(super) enum Kind {
     Value,
 }
 
+#[derive(Clone)]
 pub(super) struct FlagDef {
     pub(super) name: &'static str,
     pub(super) group: &'static str,
@@ -52,7 +55,8 @@ const G_EXECUTOR: &str = "Executor resources";
 const G_REXRAY: &str = "Volume driver";
 const G_STORE: &str = "State store";
 
-pub(super) static FLAGS: &[FlagDef] = &[
+/// The rows before the storage packages' (generated per platform).
+static HEAD: &[FlagDef] = &[
     flag!(G_GENERAL, "loglevel", "level", "info",
         "Log verbosity: error, warn, info, debug or trace"),
     flag!(G_GENERAL, "debug", bool, "false",
@@ -113,16 +117,10 @@ pub(super) static FLAGS: &[FlagDef] = &[
         "How often pool capacity is read from the gateway: seconds, or a number with unit s, m, h or d"),
     flag!(G_STORAGE, "storage.threshold", "percent", "80",
         "A storage pool with more than this percent of its capacity in use is flagged"),
-    flag!(G_PACKAGES, "storage.ubuntu14.mdm", "url", "", "MDM package for Ubuntu 14.04"),
-    flag!(G_PACKAGES, "storage.ubuntu14.sds", "url", "", "SDS package for Ubuntu 14.04"),
-    flag!(G_PACKAGES, "storage.ubuntu14.sdc", "url", "", "SDC package for Ubuntu 14.04"),
-    flag!(G_PACKAGES, "storage.ubuntu14.lia", "url", "", "LIA package for Ubuntu 14.04"),
-    flag!(G_PACKAGES, "storage.ubuntu14.gw", "url", "", "Gateway package for Ubuntu 14.04"),
-    flag!(G_PACKAGES, "storage.rhel7.mdm", "url", "", "MDM package for RHEL/CentOS 7"),
-    flag!(G_PACKAGES, "storage.rhel7.sds", "url", "", "SDS package for RHEL/CentOS 7"),
-    flag!(G_PACKAGES, "storage.rhel7.sdc", "url", "", "SDC package for RHEL/CentOS 7"),
-    flag!(G_PACKAGES, "storage.rhel7.lia", "url", "", "LIA package for RHEL/CentOS 7"),
-    flag!(G_PACKAGES, "storage.rhel7.gw", "url", "", "Gateway package for RHEL/CentOS 7"),
+];
+
+/// The rows between the storage packages' and the volume driver's packages'.
+static MIDDLE: &[FlagDef] = &[
     flag!(G_EXECUTOR, "executor.cpu.mdm", "cpus", "1.5",
         "CPUs reserved for the executor on an MDM node"),
     flag!(G_EXECUTOR, "executor.cpu.non", "cpus", "0.5",
@@ -141,24 +139,10 @@ pub(super) static FLAGS: &[FlagDef] = &[
         "Ignored, accepted so that earlier app definitions still start: it chose a REX-Ray release on Bintray, which is gone. Give the package URLs below instead"),
     flag!(G_REXRAY, "rexray.version", "version", "latest",
         "Ignored, like -rexray.branch"),
-    // issue 10: the volume driver's packages from URLs (Bintray is gone), each with an
-    // optional SHA-256 the executor checks the download against.
-    flag!(G_REXRAY, "rexray.ubuntu14.rexray", "url", "",
-        "REX-Ray package (.deb) for Ubuntu 14.04"),
-    flag!(G_REXRAY, "rexray.ubuntu14.rexray.sha256", "hex", "",
-        "SHA-256 of the REX-Ray package for Ubuntu 14.04 (64 hex digits; checked after download)"),
-    flag!(G_REXRAY, "rexray.ubuntu14.dvdcli", "url", "",
-        "dvdcli package (.deb) for Ubuntu 14.04 (installed with the isolator)"),
-    flag!(G_REXRAY, "rexray.ubuntu14.dvdcli.sha256", "hex", "",
-        "SHA-256 of the dvdcli package for Ubuntu 14.04"),
-    flag!(G_REXRAY, "rexray.rhel7.rexray", "url", "",
-        "REX-Ray package (.rpm) for RHEL/CentOS 7"),
-    flag!(G_REXRAY, "rexray.rhel7.rexray.sha256", "hex", "",
-        "SHA-256 of the REX-Ray package for RHEL/CentOS 7"),
-    flag!(G_REXRAY, "rexray.rhel7.dvdcli", "url", "",
-        "dvdcli package (.rpm) for RHEL/CentOS 7 (installed with the isolator)"),
-    flag!(G_REXRAY, "rexray.rhel7.dvdcli.sha256", "hex", "",
-        "SHA-256 of the dvdcli package for RHEL/CentOS 7"),
+];
+
+/// The rows after the volume driver's packages'.
+static TAIL: &[FlagDef] = &[
     flag!(G_REXRAY, "rexray.username", "user", "",
         "Gateway user REX-Ray logs in as on every node: a user scoped to volume work, not the admin (whose password goes only to MDM nodes). Give it with -rexray.password; without both, REX-Ray's configuration has no credentials and every node shows a warning"),
     flag!(G_REXRAY, "rexray.password", "password", "",
@@ -188,6 +172,72 @@ pub(super) static FLAGS: &[FlagDef] = &[
         "Copy a state file into the ZooKeeper store given by -store.type=zk/-store.uri and exit"),
 ];
 
+/// Every flag, in `-help` order: the fixed rows and, per platform profile, the package URL
+/// flags (`-storage.<key>.<component>`, `-rexray.<key>.<package>[.sha256]`).
+pub(super) static FLAGS: LazyLock<Vec<FlagDef>> = LazyLock::new(|| {
+    let mut all: Vec<FlagDef> = HEAD.to_vec();
+    all.extend(Platform::ALL.into_iter().flat_map(storage_package_flags));
+    all.extend_from_slice(MIDDLE);
+    all.extend(
+        Platform::ALL
+            .into_iter()
+            .enumerate()
+            .flat_map(|(i, p)| driver_package_flags(p, i == 0)),
+    );
+    all.extend_from_slice(TAIL);
+    all
+});
+
+/// Made once per process for the table, which lives as long.
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+fn storage_package_flags(p: Platform) -> Vec<FlagDef> {
+    let prof = p.profile();
+    Component::ALL
+        .into_iter()
+        .map(|c| {
+            let name = leak(format!("storage.{}.{}", prof.key, c.key()));
+            let help = leak(format!("{} package for {}", c.title(), prof.title));
+            flag!(G_PACKAGES, name, "url", "", help)
+        })
+        .collect()
+}
+
+/// The first platform's first digest flag says what a digest is; the others do not repeat it.
+fn driver_package_flags(p: Platform, first: bool) -> Vec<FlagDef> {
+    let prof = p.profile();
+    let ext = prof.package_tool.file_extension();
+    let mut out = Vec::new();
+    for (i, d) in DriverPackage::ALL.into_iter().enumerate() {
+        let name = leak(format!("rexray.{}.{}", prof.key, d.name()));
+        let extra = match d {
+            DriverPackage::Rexray => "",
+            DriverPackage::Dvdcli => " (installed with the isolator)",
+        };
+        let help = leak(format!(
+            "{} package ({ext}) for {}{extra}",
+            d.title(),
+            prof.title
+        ));
+        out.push(flag!(G_REXRAY, name, "url", "", help));
+        let note = if first && i == 0 {
+            " (64 hex digits; checked after download)"
+        } else {
+            ""
+        };
+        let sha = leak(format!("{name}.sha256"));
+        let help = leak(format!(
+            "SHA-256 of the {} package for {}{note}",
+            d.title(),
+            prof.title
+        ));
+        out.push(flag!(G_REXRAY, sha, "hex", "", help));
+    }
+    out
+}
+
 /// Flags that are checked but that this build does not act on yet; `-help` says so. None
 /// today: the package flags and `-debug` are wired since the node work landed.
 pub(super) const NOT_USED_YET: &[&str] = &[];
@@ -198,15 +248,23 @@ pub(super) fn lookup(name: &str) -> Option<&'static FlagDef> {
         Some(rest) => format!("storage.{rest}"),
         None => name.to_owned(),
     };
-    let name = match name.strip_prefix("storage.centos7.") {
-        Some(rest) => format!("storage.rhel7.{rest}"),
-        None => name,
-    };
-    let name = match name.strip_prefix("rexray.centos7.") {
-        Some(rest) => format!("rexray.rhel7.{rest}"),
-        None => name,
-    };
+    let name = unalias_platform(name);
     FLAGS.iter().find(|f| f.name == name)
+}
+
+/// `<group>.<platform alias>.<rest>` as `<group>.<platform key>.<rest>`.
+fn unalias_platform(name: String) -> String {
+    for p in Platform::ALL {
+        let prof = p.profile();
+        for alias in prof.key_aliases {
+            for group in ["storage", "rexray"] {
+                if let Some(rest) = name.strip_prefix(&format!("{group}.{alias}.")) {
+                    return format!("{group}.{}.{rest}", prof.key);
+                }
+            }
+        }
+    }
+    name
 }
 
 pub(super) fn is_help(name: &str) -> bool {
@@ -229,11 +287,19 @@ pub fn help_text() -> String {
     out.push_str(
         "Usage: storage-scheduler -name=value ...\n\
          Also accepted: -name value, --name=value, and a bare -flag for true.\n\
-         Every -storage.* flag may be written -scaleio.* (earlier ScaleIO framework);\n\
-         -storage.centos7.* is the same as -storage.rhel7.*.\n",
+         Every -storage.* flag may be written -scaleio.* (earlier ScaleIO framework);\n",
     );
+    for p in Platform::ALL {
+        for alias in p.profile().key_aliases {
+            let _ = writeln!(
+                out,
+                "-storage.{alias}.* is the same as -storage.{}.*.",
+                p.key()
+            );
+        }
+    }
     let mut group = "";
-    for f in FLAGS {
+    for f in FLAGS.iter() {
         if f.group != group {
             group = f.group;
             let _ = writeln!(out, "\n{group}:");

@@ -4,6 +4,14 @@
 
 use super::check::{Check, SecretFlag};
 use super::*;
+use crate::contract::platform::{Component, DriverPackage, Platform};
+
+/// The flag `-<group>.<platform key>.<name>`, as the flag table spells it (every platform's
+/// flags are in the table: `every_platform_has_its_flags`).
+fn platform_flag(group: &str, platform: Platform, name: &str) -> &'static str {
+    let wanted = format!("{group}.{}.{name}", platform.key());
+    super::table::lookup(&wanted).map_or("", |f| f.name)
+}
 
 const REXRAY_PASSWORD: SecretFlag = SecretFlag {
     name: "rexray.password",
@@ -14,16 +22,22 @@ const REXRAY_PASSWORD: SecretFlag = SecretFlag {
 
 impl Check<'_> {
     pub(super) fn volume_driver(&mut self) -> RexRay {
-        let packages = VolumeDriverPackages {
-            ubuntu14: DriverPackages {
-                rexray: self.download("rexray.ubuntu14.rexray", "rexray.ubuntu14.rexray.sha256"),
-                dvdcli: self.download("rexray.ubuntu14.dvdcli", "rexray.ubuntu14.dvdcli.sha256"),
-            },
-            rhel7: DriverPackages {
-                rexray: self.download("rexray.rhel7.rexray", "rexray.rhel7.rexray.sha256"),
-                dvdcli: self.download("rexray.rhel7.dvdcli", "rexray.rhel7.dvdcli.sha256"),
-            },
-        };
+        let mut packages = VolumeDriverPackages::new();
+        for platform in Platform::ALL {
+            let mut p = DriverPackages::default();
+            for package in DriverPackage::ALL {
+                let url = platform_flag("rexray", platform, package.name());
+                let sha = platform_flag("rexray", platform, &format!("{}.sha256", package.name()));
+                let d = self.download(url, sha);
+                match package {
+                    DriverPackage::Rexray => p.rexray = d,
+                    DriverPackage::Dvdcli => p.dvdcli = d,
+                }
+            }
+            if p != DriverPackages::default() {
+                packages.insert(platform, p);
+            }
+        }
         let isolator = self.download("isolator.binary", "isolator.sha256");
         let username = self.raw("rexray.username");
         if let Some(u) = &username {
@@ -63,6 +77,23 @@ impl Check<'_> {
             packages,
             user,
         }
+    }
+
+    /// The storage packages' URL flags (`-storage.<platform>.<component>`) of every platform
+    /// given any.
+    pub(super) fn package_urls(&mut self) -> Packages {
+        let mut packages = Packages::new();
+        for platform in Platform::ALL {
+            let mut urls = PackageUrls::default();
+            for c in Component::ALL {
+                let url = self.url(platform_flag("storage", platform, c.key()));
+                urls.set(c, url);
+            }
+            if urls != PackageUrls::default() {
+                packages.insert(platform, urls);
+            }
+        }
+        packages
     }
 
     /// A URL flag and the flag of its digest; a digest without its URL is an error.
@@ -137,19 +168,36 @@ mod tests {
             &[],
         )
         .unwrap();
-        let u = c.rexray.packages.ubuntu14.rexray.unwrap();
+        let u = c.rexray.packages[&Platform::Ubuntu1404]
+            .rexray
+            .clone()
+            .unwrap();
         assert_eq!(u.url, "http://r/rexray_0.11.4-1_amd64.deb");
         assert_eq!(u.sha256.as_deref(), Some(SHA.to_ascii_lowercase().as_str()));
-        let d = c.rexray.packages.rhel7.dvdcli.unwrap();
+        let d = c.rexray.packages[&Platform::Rhel7].dvdcli.clone().unwrap();
         assert_eq!(
             (d.url.as_str(), d.sha256),
             ("http://r/dvdcli-0.2.1-1.x86_64.rpm", None)
         );
-        assert!(c.rexray.packages.rhel7.rexray.is_none());
+        assert!(c.rexray.packages[&Platform::Rhel7].rexray.is_none());
         assert_eq!(
             c.rexray.isolator_sha256.as_deref(),
             Some(SHA.to_ascii_lowercase().as_str())
         );
+    }
+
+    #[test]
+    fn every_platform_has_its_flags() {
+        for platform in Platform::ALL {
+            for c in Component::ALL {
+                assert!(!platform_flag("storage", platform, c.key()).is_empty());
+            }
+            for p in DriverPackage::ALL {
+                assert!(!platform_flag("rexray", platform, p.name()).is_empty());
+                let sha = format!("{}.sha256", p.name());
+                assert!(!platform_flag("rexray", platform, &sha).is_empty());
+            }
+        }
     }
 
     #[test]

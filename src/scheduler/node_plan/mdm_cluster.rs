@@ -1,4 +1,4 @@
-//! Experimental mode's MDM cluster build, as pure decisions (issues 9 and 10; host-steps.md
+//! Experimental mode's MDM cluster build, as pure decisions (host-steps.md
 //! sections 2 and 4): which addresses the trio has, when the primary may create the cluster,
 //! the exact `scli` steps it runs, and when the secondary and tie-breaker may go on.
 //!
@@ -8,8 +8,8 @@
 //! standby add). No step carries a password: `stdin` names which password the executor
 //! writes to the command's standard input (the factory one, `admin`, or the plan's secret).
 
+pub use crate::contract::plan::{Check, ClusterInit, ScliStep, StdinPassword};
 use crate::scheduler::model::{Node, Persona, Phase};
-use serde::Serialize;
 
 /// The MDM name of the primary, the secondary and the tie-breaker in the cluster.
 pub const MDM_NAMES: [&str; 3] = ["mdm1", "mdm2", "tb"];
@@ -49,51 +49,6 @@ impl Trio {
     }
 }
 
-/// Which password a step reads on its standard input, one line each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StdinPassword {
-    /// The factory password `admin` (not a secret).
-    Factory,
-    /// The admin password the plan's secrets carry.
-    Admin,
-}
-
-/// The state that shows a step done, read with `scli --query_cluster` (or, for the
-/// password, a login with the new one).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum Check {
-    /// `scli --query_cluster` exits 0.
-    ClusterExists,
-    /// A login with the admin password succeeds.
-    PasswordSet,
-    /// `--query_cluster` lists an MDM with this address.
-    Member { ip: String },
-    /// `--query_cluster` shows `Mode: <mode>`.
-    Mode { mode: String },
-    /// `--query_cluster` shows `Name: <name>`.
-    Named { name: String },
-}
-
-/// One `scli` run of the cluster build.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ScliStep {
-    /// What it does, for logs and error messages.
-    pub name: String,
-    /// The arguments after `scli`; never a password.
-    pub args: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub stdin: Vec<StdinPassword>,
-    /// Skip the step when this holds before it. `None`: always run (a login).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub check: Option<Check>,
-    /// The step brings `check` about: after it exits 0, `check` must hold (polled with a
-    /// deadline). False for the factory login, which `check` only makes unnecessary.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub verify: bool,
-}
-
 fn step(name: &str, args: &[&str], stdin: &[StdinPassword], check: Option<Check>) -> ScliStep {
     ScliStep {
         name: name.to_string(),
@@ -107,8 +62,37 @@ fn step(name: &str, args: &[&str], stdin: &[StdinPassword], check: Option<Check>
 /// The primary's steps, host-steps.md section 4, in order. Passwords go on standard input
 /// (`--login` and `--set_password` without their password options), never on the argv.
 pub fn creation_steps(pri: &str, sec: &str, tb: &str, system_name: &str) -> Vec<ScliStep> {
+    let mut steps = vec![create_cluster(pri)];
+    steps.extend(passwords());
+    steps.extend(add_standbys(sec, tb));
+    steps.push(three_nodes());
+    steps.push(name_system(pri, system_name));
+    steps
+}
+
+fn create_cluster(pri: &str) -> ScliStep {
+    let [m1, _, _] = MDM_NAMES;
+    step(
+        "create the MDM cluster",
+        &[
+            "--create_mdm_cluster",
+            "--master_mdm_ip",
+            pri,
+            "--master_mdm_management_ip",
+            pri,
+            "--master_mdm_name",
+            m1,
+            "--accept_license",
+            "--approve_certificate",
+        ],
+        &[],
+        Some(Check::ClusterExists),
+    )
+}
+
+/// The factory login, the new admin password, and the login with it.
+fn passwords() -> [ScliStep; 3] {
     use StdinPassword::{Admin, Factory};
-    let [m1, m2, t] = MDM_NAMES;
     let mut factory_login = step(
         "log in with the factory password",
         &["--login", "--username", "admin"],
@@ -116,23 +100,7 @@ pub fn creation_steps(pri: &str, sec: &str, tb: &str, system_name: &str) -> Vec<
         Some(Check::PasswordSet),
     );
     factory_login.verify = false;
-    vec![
-        step(
-            "create the MDM cluster",
-            &[
-                "--create_mdm_cluster",
-                "--master_mdm_ip",
-                pri,
-                "--master_mdm_management_ip",
-                pri,
-                "--master_mdm_name",
-                m1,
-                "--accept_license",
-                "--approve_certificate",
-            ],
-            &[],
-            Some(Check::ClusterExists),
-        ),
+    [
         factory_login,
         step(
             "set the admin password",
@@ -146,6 +114,12 @@ pub fn creation_steps(pri: &str, sec: &str, tb: &str, system_name: &str) -> Vec<
             &[Admin],
             None,
         ),
+    ]
+}
+
+fn add_standbys(sec: &str, tb: &str) -> [ScliStep; 2] {
+    let [_, m2, t] = MDM_NAMES;
+    [
         step(
             "add the secondary MDM",
             &[
@@ -176,56 +150,44 @@ pub fn creation_steps(pri: &str, sec: &str, tb: &str, system_name: &str) -> Vec<
             &[],
             Some(Check::Member { ip: tb.into() }),
         ),
-        step(
-            "switch to a three-node cluster",
-            &[
-                "--switch_cluster_mode",
-                "--cluster_mode",
-                "3_node",
-                "--add_slave_mdm_name",
-                m2,
-                "--add_tb_name",
-                t,
-            ],
-            &[],
-            Some(Check::Mode {
-                mode: "3_node".into(),
-            }),
-        ),
-        step(
-            "name the system",
-            &[
-                "--mdm_ip",
-                pri,
-                "--rename_system",
-                "--new_name",
-                system_name,
-            ],
-            &[],
-            Some(Check::Named {
-                name: system_name.into(),
-            }),
-        ),
     ]
 }
 
-/// What an MDM node's plan says about `cluster-init`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ClusterInit {
-    pub role: Persona,
-    /// The primary's address: where `scli --mdm_ip` goes for the installation id.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub primary_ip: Option<String>,
-    /// Primary and secondary, for the gateway's `mdm.ip.addresses`.
-    pub mdm_ips: Vec<String>,
-    /// The primary's steps, once every MDM node has installed its MDM package; empty
-    /// otherwise (and always for the secondary and tie-breaker).
-    pub steps: Vec<ScliStep>,
-    /// Why the node must wait, when it must.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub waiting_for: Option<String>,
-    /// The primary has passed `cluster-init`: the cluster exists, named, three nodes.
-    pub cluster_created: bool,
+fn three_nodes() -> ScliStep {
+    let [_, m2, t] = MDM_NAMES;
+    step(
+        "switch to a three-node cluster",
+        &[
+            "--switch_cluster_mode",
+            "--cluster_mode",
+            "3_node",
+            "--add_slave_mdm_name",
+            m2,
+            "--add_tb_name",
+            t,
+        ],
+        &[],
+        Some(Check::Mode {
+            mode: "3_node".into(),
+        }),
+    )
+}
+
+fn name_system(pri: &str, system_name: &str) -> ScliStep {
+    step(
+        "name the system",
+        &[
+            "--mdm_ip",
+            pri,
+            "--rename_system",
+            "--new_name",
+            system_name,
+        ],
+        &[],
+        Some(Check::Named {
+            name: system_name.into(),
+        }),
+    )
 }
 
 /// Past `cluster-init` on the way to `running` (a failed or lost node is not).

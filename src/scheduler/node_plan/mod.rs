@@ -1,79 +1,56 @@
-//! What every node plan tells its executor about the install (issue 10): package URLs per
-//! platform, the MDM addresses for the SDC, the gateway and storage system for the volume
-//! driver, and the reboot policy. Pure: built once from the flags; the secrets stay out
-//! (the gateway password goes only into MDM nodes' plans, see `executors.rs`).
+//! What every node plan tells its executor about the install: package URLs per platform,
+//! the MDM addresses for the SDC, the gateway and storage system for the volume driver, and
+//! the reboot policy. Pure: built once from the flags; the secrets stay out of the plan's
+//! body (the gateway password goes only into MDM nodes' plans, see `dispatcher/executor_api.rs`).
 
 pub mod mdm_cluster;
 pub mod volume_driver;
 
-use crate::scheduler::flags::{Config, PackageUrls};
+use crate::contract::plan::Install;
+use crate::contract::Platform;
+use crate::scheduler::flags::Config;
 use crate::scheduler::model::{Node, Phase};
-use serde::Serialize;
-use std::collections::BTreeMap;
+use crate::secret::Secret;
 
-/// Package URLs of one platform, by component.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct PlatformPackages {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mdm: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sds: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sdc: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lia: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gw: Option<String>,
-}
-
-impl From<&PackageUrls> for PlatformPackages {
-    fn from(u: &PackageUrls) -> Self {
-        PlatformPackages {
-            mdm: u.mdm.clone(),
-            sds: u.sds.clone(),
-            sdc: u.sdc.clone(),
-            lia: u.lia.clone(),
-            gw: u.gw.clone(),
-        }
-    }
-}
-
-/// The install settings shared by every node's plan.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+/// The install settings every node's plan carries, and what the scheduler keeps beside them.
+#[derive(Debug, Clone, Default)]
 pub struct InstallSettings {
-    /// `ubuntu14` and `rhel7` (RHEL and CentOS 7 share packages).
-    pub packages: BTreeMap<&'static str, PlatformPackages>,
-    /// Primary and secondary MDM, the SDC's `MDM_IP` (empty in experimental mode until the
-    /// framework has built its MDM trio).
-    pub mdm_ips: Vec<String>,
-    /// `host[:port]` of the gateway the volume driver talks to (`https://<it>/api`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gateway: Option<String>,
-    pub system_name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub system_id: Option<String>,
-    pub protection_domain: String,
-    pub storage_pool: String,
-    /// `-debug`: never reboot.
-    pub debug: bool,
-    /// REX-Ray, dvdcli and the isolator (issue 10, volume driver).
-    pub volume_driver: crate::scheduler::node_plan::volume_driver::VolumeDriverPlan,
+    /// What every plan carries.
+    pub plan: Install,
+    /// The volume driver user's password: handed out as a plan secret, never in `plan`.
+    pub rexray_password: Option<Secret>,
     /// Host name or address of the scheduler (`-rest.address`): its node reboots last.
-    #[serde(skip)]
     pub scheduler_host: String,
     /// Experimental mode: MDM nodes' plans carry the cluster build (`mdm_cluster`), and the
     /// SDC's addresses are the trio's.
-    #[serde(skip)]
     pub experimental: bool,
 }
+
+impl PartialEq for InstallSettings {
+    fn eq(&self, other: &Self) -> bool {
+        let pw = |p: &Option<Secret>| p.as_ref().map(|s| s.expose().to_owned());
+        self.plan == other.plan
+            && pw(&self.rexray_password) == pw(&other.rexray_password)
+            && self.scheduler_host == other.scheduler_host
+            && self.experimental == other.experimental
+    }
+}
+
+impl Eq for InstallSettings {}
 
 impl InstallSettings {
     pub fn from_config(c: &Config) -> InstallSettings {
         let s = &c.storage;
-        let packages = BTreeMap::from([
-            ("ubuntu14", PlatformPackages::from(&s.packages.ubuntu14)),
-            ("rhel7", PlatformPackages::from(&s.packages.rhel7)),
-        ]);
+        // Every platform, given or not: the plan has always listed each.
+        let packages = Platform::ALL
+            .into_iter()
+            .map(|p| {
+                (
+                    p.key().to_string(),
+                    s.packages.get(&p).cloned().unwrap_or_default(),
+                )
+            })
+            .collect();
         let mdm_ips = s
             .preconfig
             .map(|m| vec![m.primary.to_string(), m.secondary.to_string()])
@@ -83,17 +60,21 @@ impl InstallSettings {
             .clone()
             .or_else(|| s.gateway.map(|g| g.to_string()))
             .or_else(|| s.preconfig.map(|m| m.primary.to_string()));
+        let (volume_driver, rexray_password) =
+            crate::scheduler::node_plan::volume_driver::from_config(c);
         InstallSettings {
-            packages,
-            mdm_ips,
-            gateway,
-            system_name: s.cluster_name.clone(),
-            system_id: s.cluster_id.clone(),
-            protection_domain: s.protection_domain.clone(),
-            storage_pool: s.storage_pool.clone(),
-            debug: c.debug,
-            volume_driver:
-                crate::scheduler::node_plan::volume_driver::VolumeDriverPlan::from_config(c),
+            plan: Install {
+                packages,
+                mdm_ips,
+                gateway,
+                system_name: s.cluster_name.clone(),
+                system_id: s.cluster_id.clone(),
+                protection_domain: s.protection_domain.clone(),
+                storage_pool: s.storage_pool.clone(),
+                debug: c.debug,
+                volume_driver,
+            },
+            rexray_password,
             scheduler_host: c.rest_address.clone(),
             experimental: c.experimental,
         }

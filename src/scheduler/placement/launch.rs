@@ -1,11 +1,11 @@
 //! Builds the TaskInfo that puts the storage executor on a node (pure).
 
+use crate::contract::{env, ids};
 use crate::mesos::types::{
     command_info, environment, executor_info, AgentID, CommandInfo, DurationInfo, Environment,
     ExecutorID, ExecutorInfo, FrameworkID, Label, Labels, Resource, TaskID, TaskInfo,
 };
 use crate::scheduler::model::Persona;
-use crate::scheduler::placement::EXECUTOR_PREFIX;
 
 /// What every launch shares.
 #[derive(Debug, Clone)]
@@ -17,24 +17,9 @@ pub struct LaunchContext {
     pub loglevel: String,
 }
 
-/// Ids of one launch: unique per launch (the sequence number is persisted), readable (the
-/// host name is in them), and valid Mesos ids (no `/`, spaces or control characters).
+/// Ids of one launch: `storage.<host>.<seq>` and `storage-executor.<host>.<seq>`.
 pub fn ids(hostname: &str, seq: u64) -> (String, String) {
-    let host: String = hostname
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(100)
-        .collect();
-    (
-        format!("storage.{host}.{seq}"),
-        format!("{EXECUTOR_PREFIX}{host}.{seq}"),
-    )
+    ids::make(hostname, seq)
 }
 
 pub struct Launch<'a> {
@@ -61,7 +46,7 @@ pub fn task_info(ctx: &LaunchContext, l: Launch<'_>) -> TaskInfo {
     let (task_id, executor_id) = ids(l.hostname, l.seq);
     let command = CommandInfo {
         uris: vec![command_info::Uri {
-            value: format!("{}/storage-executor", ctx.scheduler_url).into(),
+            value: format!("{}/{}", ctx.scheduler_url, env::EXECUTOR_BINARY).into(),
             executable: Some(true),
             extract: Some(false),
             // The binary changes with every scheduler upgrade: never take a cached copy.
@@ -70,19 +55,19 @@ pub fn task_info(ctx: &LaunchContext, l: Launch<'_>) -> TaskInfo {
         }],
         environment: Some(Environment {
             variables: vec![
-                var("STORAGE_SCHEDULER_URL", &ctx.scheduler_url),
-                var("STORAGE_PERSONA", l.persona.as_str()),
-                var("STORAGE_EXECUTOR_LOGLEVEL", &ctx.loglevel),
+                var(env::SCHEDULER_URL, &ctx.scheduler_url),
+                var(env::PERSONA, l.persona.as_str()),
+                var(env::LOG_LEVEL, &ctx.loglevel),
             ],
         }),
-        value: Some("./storage-executor".into()),
+        value: Some(format!("./{}", env::EXECUTOR_BINARY).into()),
         shell: Some(true),
         ..Default::default()
     };
     // The secret travels in the task's data, which the master's and agents' state endpoints
     // do not serve (unlike the ExecutorInfo environment): Mesos' `json(const Task&)` writes no
     // data field, and a `Task` does not even keep it.
-    let data = serde_json::json!({ "executor_secret": l.secret }).to_string();
+    let data = serde_json::json!({ env::DATA_EXECUTOR_SECRET: l.secret }).to_string();
     TaskInfo {
         name: format!("storage {} on {}", l.persona, l.hostname).into(),
         data: Some(crate::mesos::Bytes(data.into_bytes())),
@@ -109,7 +94,7 @@ pub fn task_info(ctx: &LaunchContext, l: Launch<'_>) -> TaskInfo {
             }),
             labels: Some(Labels {
                 labels: vec![Label {
-                    key: "storage-persona".into(),
+                    key: env::PERSONA_LABEL.into(),
                     value: Some(l.persona.as_str().into()),
                 }],
             }),

@@ -4,13 +4,10 @@
 
 pub mod launch;
 
+use crate::contract::ids;
 use crate::mesos::types::{value, Attribute, Offer, Resource};
 use crate::scheduler::model::{ClusterModel, Layout, Persona};
 use std::collections::BTreeMap;
-
-/// Executor ids this framework launches start with this; an offer listing one means the
-/// agent already runs our executor, whatever the model says.
-pub const EXECUTOR_PREFIX: &str = "storage-executor.";
 
 /// Slice of the launch that the task itself holds; the rest goes to the executor.
 pub const TASK_CPUS: f64 = 0.05;
@@ -319,7 +316,7 @@ fn screen(
             || offer
                 .executor_ids
                 .iter()
-                .any(|e| e.value.starts_with(EXECUTOR_PREFIX))
+                .any(|e| ids::is_executor_id(&e.value))
         {
             decisions[i] = Some(decline(
                 format!("{} already runs the storage executor", offer.hostname),
@@ -497,7 +494,7 @@ mod tests {
             task: state.map(|s| {
                 TaskRecord::new(
                     &format!("t-{agent}"),
-                    &format!("{EXECUTOR_PREFIX}{agent}"),
+                    &format!("{}{agent}", crate::contract::ids::EXECUTOR_PREFIX),
                     crate::mesos::types::TaskState::from_name(s).unwrap(),
                     0,
                 )
@@ -606,7 +603,7 @@ mod tests {
             .insert("a1", node("a1", Persona::Data, Some("TASK_RUNNING")));
         let mut o2 = offer("a2", 4.0, 8192.0, vec![]);
         o2.executor_ids.push(ExecutorID {
-            value: format!("{EXECUTOR_PREFIX}old").into(),
+            value: format!("{}old", crate::contract::ids::EXECUTOR_PREFIX).into(),
         });
         let d = decide(
             &model,

@@ -102,6 +102,7 @@ use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+use storage_framework::contract::Platform;
 
 /// The executor reads host facts under this root (default `/`).
 pub const ROOT_ENV: &str = "STORAGE_HOST_ROOT";
@@ -200,6 +201,17 @@ impl HostProfile {
         match self {
             HostProfile::Ubuntu1404 => Init::Upstart,
             _ => Init::Systemd,
+        }
+    }
+
+    /// The product platform this stand-in plays, `None` for an unsupported system (the
+    /// contract's [`Platform::detect`] reads the same from its `os_release`). Every
+    /// platform of the contract has a stand-in (`every_platform_has_a_stand_in`).
+    pub fn platform(self) -> Option<Platform> {
+        match self {
+            HostProfile::Ubuntu1404 => Some(Platform::Ubuntu1404),
+            HostProfile::Rhel7 | HostProfile::Centos7 => Some(Platform::Rhel7),
+            HostProfile::Ubuntu1604 => None,
         }
     }
 
@@ -1402,6 +1414,19 @@ fn split_nvr(s: &str) -> Option<(&str, &str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_platform_has_a_stand_in() {
+        for p in Platform::ALL {
+            assert!(
+                HostProfile::ALL.iter().any(|h| h.platform() == Some(p)),
+                "no stand-in host profile plays {p:?}"
+            );
+        }
+        for h in HostProfile::ALL {
+            assert_eq!(Platform::detect(h.os_release()).ok(), h.platform(), "{h:?}");
+        }
+    }
 
     #[test]
     fn package_file_names_parse_like_the_packages_name_themselves() {

@@ -19,14 +19,16 @@ const KILLED_BY_SIGTERM: i32 = 15;
 
 /// Environment of the ExecutorInfo's command that tells the storage executor where the
 /// scheduler is.
-const SCHEDULER_URL_VAR: &str = "STORAGE_SCHEDULER_URL";
+const SCHEDULER_URL_VAR: &str = storage_framework::contract::env::SCHEDULER_URL;
 
 /// The executor secret in a task's data (`{"executor_secret": "..."}`), as the storage
 /// scheduler sends it and the storage executor reads it.
 fn secret_of(task: &TaskInfo) -> Option<String> {
     let data = task.data.as_ref()?;
     let v: serde_json::Value = serde_json::from_slice(&data.0).ok()?;
-    v["executor_secret"].as_str().map(str::to_string)
+    v[storage_framework::contract::env::DATA_EXECUTOR_SECRET]
+        .as_str()
+        .map(str::to_string)
 }
 
 /// What an emulated executor needs to report node phases to the scheduler's executor REST

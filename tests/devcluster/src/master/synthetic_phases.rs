@@ -12,14 +12,16 @@ use super::synthetic::PhaseReportTarget;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+use storage_framework::contract::api::{self, Action, PhaseReport};
+use storage_framework::contract::Phase;
 
 /// The phases a pre-configured node reports, in order.
-const WALK: [&str; 5] = [
-    "environment",
-    "packages",
-    "devices",
-    "storage-attach",
-    "running",
+const WALK: [Phase; 5] = [
+    Phase::Environment,
+    Phase::Packages,
+    Phase::Devices,
+    Phase::StorageAttach,
+    Phase::Running,
 ];
 
 pub(super) struct PhaseReporter {
@@ -76,15 +78,16 @@ fn walk(new: &Receiver<PhaseReportTarget>, every: Duration) {
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
         next = Instant::now().max(next) + every;
         let url = format!(
-            "{}/api/v1/executors/{}/phase",
+            "{}{}",
             target.scheduler_url.trim_end_matches('/'),
-            target.executor_id
+            api::path(&target.executor_id, Action::Phase)
         );
+        let body = serde_json::to_string(&PhaseReport::entered(WALK[step])).unwrap_or_default();
         let sent = http
             .post(&url)
             .header("Authorization", &format!("Bearer {}", target.secret))
             .header("Content-Type", "application/json")
-            .send(format!("{{\"phase\":\"{}\"}}", WALK[step]).as_bytes());
+            .send(body.as_bytes());
         let step = match sent.map(|r| r.status().as_u16()) {
             Ok(200..=299) => step + 1,
             // Tried again on its next turn: the scheduler may be restarting.

@@ -1,0 +1,218 @@
+//! The executor API (design section 5): `/api/v1/executors/<id>/<action>`, every call with
+//! the executor's secret as a bearer token. [`ROUTES`] is the one table of its actions: the
+//! scheduler's router and its early secret check read it, and the executor's client builds
+//! its calls from it.
+
+use super::Phase;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::time::Duration;
+
+/// Every executor API path starts with this, then the (percent-encoded) executor id.
+pub const PREFIX: &str = "/api/v1/executors/";
+
+/// The plan's query parameters: the version the executor holds, and how long it may wait
+/// for another (whole seconds).
+pub const PLAN_VERSION_PARAM: &str = "version";
+pub const PLAN_WAIT_PARAM: &str = "wait";
+/// The longest plan wait the scheduler grants.
+pub const MAX_PLAN_WAIT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Post,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+        }
+    }
+}
+
+/// One call of the executor API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// The node plan (long poll with `version` and `wait`).
+    Plan,
+    /// A [`PhaseReport`].
+    Phase,
+    /// A [`DevicesReport`].
+    Devices,
+    /// A sign of life; no body needed.
+    Heartbeat,
+}
+
+/// An action, the last segment of its path, and its method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    pub action: Action,
+    pub segment: &'static str,
+    pub method: Method,
+}
+
+/// Every action of the executor API, in the order error messages list them.
+pub const ROUTES: [Route; 4] = [
+    Route {
+        action: Action::Plan,
+        segment: "plan",
+        method: Method::Get,
+    },
+    Route {
+        action: Action::Phase,
+        segment: "phase",
+        method: Method::Post,
+    },
+    Route {
+        action: Action::Devices,
+        segment: "devices",
+        method: Method::Post,
+    },
+    Route {
+        action: Action::Heartbeat,
+        segment: "heartbeat",
+        method: Method::Post,
+    },
+];
+
+impl Action {
+    pub fn route(self) -> &'static Route {
+        let i = match self {
+            Action::Plan => 0,
+            Action::Phase => 1,
+            Action::Devices => 2,
+            Action::Heartbeat => 3,
+        };
+        &ROUTES[i]
+    }
+
+    pub fn segment(self) -> &'static str {
+        self.route().segment
+    }
+
+    pub fn method(self) -> Method {
+        self.route().method
+    }
+
+    /// The action of a path's last segment.
+    pub fn from_segment(segment: &str) -> Option<Action> {
+        ROUTES
+            .iter()
+            .find(|r| r.segment == segment)
+            .map(|r| r.action)
+    }
+
+    /// The methods the route accepts, as HTTP names (one each today).
+    pub fn allowed_methods(self) -> &'static [&'static str] {
+        match self.method() {
+            Method::Get => &["GET"],
+            Method::Post => &["POST"],
+        }
+    }
+}
+
+/// `plan, phase, devices or heartbeat`: the segments, for error messages.
+pub fn segments_listed() -> String {
+    let names: Vec<&str> = ROUTES.iter().map(|r| r.segment).collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.join(""),
+    }
+}
+
+/// `/api/v1/executors/<id>/<action>` for an id that needs no percent-encoding (ids of the
+/// [`super::ids`] scheme never do).
+pub fn path(executor_id: &str, action: Action) -> String {
+    format!("{PREFIX}{executor_id}/{}", action.segment())
+}
+
+/// The raw (still percent-encoded) executor id and the action segment of a path under
+/// [`PREFIX`]; `None` for other paths.
+pub fn split_path(path: &str) -> Option<(&str, &str)> {
+    path.strip_prefix(PREFIX)?.split_once('/')
+}
+
+/// `POST phase`: the phase the executor enters (or failed in), with an optional message,
+/// error and warning (a non-fatal problem shown with the node until a report without it).
+/// The scheduler reads the phase as text first (`PhaseReport<String>`), to answer an unknown
+/// one by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseReport<P = Phase> {
+    pub phase: P,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+impl PhaseReport {
+    /// A report of entering `phase`.
+    pub fn entered(phase: Phase) -> PhaseReport {
+        PhaseReport {
+            phase,
+            message: None,
+            error: None,
+            warning: None,
+        }
+    }
+
+    /// A report that `phase` failed with `error`.
+    pub fn failed(phase: Phase, error: String) -> PhaseReport {
+        PhaseReport {
+            error: Some(error),
+            ..PhaseReport::entered(phase)
+        }
+    }
+}
+
+/// `POST devices`: the usable devices the executor found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DevicesReport<'a> {
+    pub devices: Cow<'a, [String]>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_action_has_one_route_and_its_path_leads_back_to_it() {
+        for r in ROUTES {
+            assert_eq!(r.action.route(), &r);
+            assert_eq!(Action::from_segment(r.segment), Some(r.action));
+            let p = path("storage-executor.h.1", r.action);
+            assert_eq!(split_path(&p), Some(("storage-executor.h.1", r.segment)));
+            assert_eq!(r.action.allowed_methods(), [r.method.as_str()]);
+        }
+        assert_eq!(Action::from_segment("dance"), None);
+        assert_eq!(segments_listed(), "plan, phase, devices or heartbeat");
+        assert_eq!(split_path("/api/state"), None);
+    }
+
+    #[test]
+    fn reports_keep_their_json() {
+        let r = PhaseReport::failed(Phase::Packages, "boom".into());
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            r#"{"phase":"packages","error":"boom"}"#
+        );
+        let raw: PhaseReport<String> =
+            serde_json::from_str(r#"{"phase":"dancing","warning":"w"}"#).unwrap();
+        assert_eq!(
+            (raw.phase.as_str(), raw.warning.as_deref()),
+            ("dancing", Some("w"))
+        );
+        let d = DevicesReport {
+            devices: vec!["/dev/sdb".to_string()].into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&d).unwrap(),
+            r#"{"devices":["/dev/sdb"]}"#
+        );
+    }
+}

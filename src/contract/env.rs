@@ -1,0 +1,26 @@
+//! Names both sides agree on outside the executor API: the environment the scheduler gives
+//! its executors, the fields of `TaskInfo.data`, and the framework MESSAGE that tells running
+//! executors the scheduler's new address.
+
+/// The scheduler's REST base URL (`http://host:port`).
+pub const SCHEDULER_URL: &str = "STORAGE_SCHEDULER_URL";
+/// The node's persona, by its name.
+pub const PERSONA: &str = "STORAGE_PERSONA";
+/// The executor's log level.
+pub const LOG_LEVEL: &str = "STORAGE_EXECUTOR_LOGLEVEL";
+/// A root directory the executor reads and changes the host under (the dev cluster's fake
+/// hosts); unset: `/`.
+pub const HOST_ROOT: &str = "STORAGE_HOST_ROOT";
+
+/// `TaskInfo.data` is a JSON object with this field: the executor's bearer secret for the
+/// executor API. The data is not served by the master's or agents' state endpoints.
+pub const DATA_EXECUTOR_SECRET: &str = "executor_secret";
+
+/// A framework MESSAGE's JSON field with the scheduler's new REST base URL.
+pub const ANNOUNCED_SCHEDULER_URL: &str = "scheduler_url";
+
+/// The executor binary's name, and the path the scheduler serves it at (`/<name>`).
+pub const EXECUTOR_BINARY: &str = "storage-executor";
+
+/// The executor label that carries the node's persona.
+pub const PERSONA_LABEL: &str = "storage-persona";
