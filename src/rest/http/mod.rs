@@ -1,0 +1,259 @@
+//! A small HTTP/1.1 server on std sockets for the REST API.
+//!
+//! Why not tiny_http: it cannot time out a client (no read timeout on its sockets, and none
+//! can be set through its API), it starts a thread per connection without bound, and
+//! dropping a request whose body was not read drains the whole declared `Content-Length`
+//! into one buffer of that size, so a refused 1 TB upload blocks the worker, then aborts the
+//! process on the allocation. Here every read has a deadline, the pool is bounded, and an
+//! oversized body is refused from its headers and never read.
+//!
+//! Model: an acceptor thread puts connections in a bounded queue (full: 503 at once); a
+//! fixed pool of workers each serves one connection at a time, keep-alive included. A
+//! connection idle between requests gives its worker up as soon as other connections wait.
+
+mod conn;
+mod message;
+mod parse;
+mod write;
+
+pub use message::{percent_decode, reason, Body, Later, Request, Response};
+
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use log::warn;
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use conn::serve;
+use write::write_response;
+
+/// Request bodies larger than this are refused with 413.
+pub const MAX_BODY: usize = 1024 * 1024;
+/// Request line plus headers.
+pub const MAX_HEAD: usize = 16 * 1024;
+pub const MAX_HEADERS: usize = 100;
+
+/// How long stopping waits for connections to finish before cutting them.
+const STOP_GRACE: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Threads serving connections.
+    pub workers: usize,
+    /// Accepted connections waiting for a worker; beyond that, 503.
+    pub queue: usize,
+    /// Time to receive one whole request (head and body) once it has started, and the first
+    /// request on a new connection.
+    pub request_timeout: Duration,
+    /// Keep-alive: how long a connection may sit idle between requests.
+    pub idle_timeout: Duration,
+    /// Longest time to send one whole response: one deadline per response, not per
+    /// `write()`, so that a client that reads a byte now and then cannot hold a worker.
+    pub write_timeout: Duration,
+}
+
+pub type Handler = dyn Fn(&Request) -> Response + Send + Sync;
+
+/// Sees each request after its head is read and before its body is (the body is empty
+/// here): an answer ends the request there, the body unread, and closes the connection.
+pub type Gate = dyn Fn(&Request) -> Option<Response> + Send + Sync;
+
+/// Counters for `/metrics`.
+#[derive(Debug, Default)]
+pub struct HttpStats {
+    pub connections: AtomicU64,
+    /// Refused with 503 because every worker was busy and the queue full.
+    pub rejected: AtomicU64,
+    /// Requests answered, by status class (index 1 = 1xx ... 5 = 5xx).
+    pub responses: [AtomicU64; 6],
+    /// Requests that did not arrive in time (408).
+    pub timeouts: AtomicU64,
+}
+
+struct Shared {
+    handler: Arc<Handler>,
+    gate: Option<Arc<Gate>>,
+    limits: Limits,
+    stats: Arc<HttpStats>,
+    stopping: AtomicBool,
+    /// Open connections, so that stopping can cut them.
+    open: Mutex<HashMap<u64, TcpStream>>,
+    /// Signalled when a connection ends.
+    closed: Condvar,
+    next_id: AtomicU64,
+}
+
+pub struct Server {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    acceptor: Option<JoinHandle<()>>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl Server {
+    pub fn start(
+        listener: TcpListener,
+        limits: Limits,
+        stats: Arc<HttpStats>,
+        handler: Arc<Handler>,
+    ) -> io::Result<Server> {
+        Server::start_gated(listener, limits, stats, handler, None)
+    }
+
+    /// [`start`](Self::start), with a [`Gate`] in front of the handler.
+    pub fn start_gated(
+        listener: TcpListener,
+        limits: Limits,
+        stats: Arc<HttpStats>,
+        handler: Arc<Handler>,
+        gate: Option<Arc<Gate>>,
+    ) -> io::Result<Server> {
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            handler,
+            gate,
+            limits: limits.clone(),
+            stats,
+            stopping: AtomicBool::new(false),
+            open: Mutex::new(HashMap::new()),
+            closed: Condvar::new(),
+            next_id: AtomicU64::new(0),
+        });
+        let (tx, rx) = crossbeam_channel::bounded::<TcpStream>(limits.queue.max(1));
+        let mut server = Server {
+            addr,
+            shared: shared.clone(),
+            acceptor: None,
+            workers: Vec::new(),
+        };
+        for i in 0..limits.workers.max(1) {
+            let (rx, shared) = (rx.clone(), shared.clone());
+            match std::thread::Builder::new()
+                .name(format!("rest-{i}"))
+                .spawn(move || worker(rx, shared))
+            {
+                Ok(h) => server.workers.push(h),
+                Err(e) => {
+                    // Closing the queue first lets `server`'s drop join the workers.
+                    drop(tx);
+                    return Err(e);
+                }
+            }
+        }
+        let acc_shared = shared.clone();
+        server.acceptor = Some(
+            std::thread::Builder::new()
+                .name("rest-accept".into())
+                .spawn(move || accept(listener, tx, acc_shared))?,
+        );
+        Ok(server)
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shared.stopping.store(true, Relaxed);
+        if let Some(acceptor) = self.acceptor.take() {
+            // accept() has no timeout: a connection of our own wakes it to see the flag.
+            let mut wake = self.addr;
+            if wake.ip().is_unspecified() {
+                wake.set_ip(match wake.ip() {
+                    IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+                    IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+                });
+            }
+            let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
+            let _ = acceptor.join();
+        }
+        // Responses in progress get a moment to finish (connections close after them, and
+        // idle ones notice the stop within IDLE_SLICE); then the rest are cut.
+        let deadline = Instant::now() + STOP_GRACE;
+        let mut open = self.shared.open.lock().unwrap_or_else(|e| e.into_inner());
+        while !open.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            open = match self.shared.closed.wait_timeout(open, left) {
+                Ok((guard, _)) => guard,
+                Err(e) => e.into_inner().0,
+            };
+        }
+        for s in open.values() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        drop(open);
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+fn accept(listener: TcpListener, tx: Sender<TcpStream>, shared: Arc<Shared>) {
+    for stream in listener.incoming() {
+        if shared.stopping.load(Relaxed) {
+            break;
+        }
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                // Out of file descriptors and the like: back off a little rather than spin.
+                warn!("REST server: accept failed: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        shared.stats.connections.fetch_add(1, Relaxed);
+        let _ = stream.set_nodelay(true);
+        match tx.try_send(stream) {
+            Ok(()) => {}
+            Err(TrySendError::Full(mut s)) => {
+                shared.stats.rejected.fetch_add(1, Relaxed);
+                shared.stats.responses[5].fetch_add(1, Relaxed);
+                // A fresh socket's send buffer is empty: this small write does not block.
+                let _ = write_response(
+                    &mut s,
+                    &Response::error(
+                        503,
+                        "server busy",
+                        "every REST worker is busy and the queue is full; retry shortly",
+                    )
+                    .with_header("Retry-After", "1"),
+                    false,
+                    false,
+                    Instant::now() + Duration::from_secs(1),
+                );
+                let _ = s.shutdown(Shutdown::Write);
+            }
+            Err(TrySendError::Disconnected(_)) => break,
+        }
+    }
+}
+
+fn worker(rx: Receiver<TcpStream>, shared: Arc<Shared>) {
+    while let Ok(stream) = rx.recv() {
+        let id = shared.next_id.fetch_add(1, Relaxed);
+        match (stream.try_clone(), shared.open.lock()) {
+            (Ok(clone), Ok(mut open)) => {
+                open.insert(id, clone);
+            }
+            _ => continue,
+        }
+        // Checked after registering: a stop that swept the registry before sees it here.
+        if !shared.stopping.load(Relaxed) {
+            serve(stream, &shared, &rx);
+        }
+        if let Ok(mut open) = shared.open.lock() {
+            open.remove(&id);
+        }
+        shared.closed.notify_all();
+    }
+}
