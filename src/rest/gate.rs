@@ -142,7 +142,7 @@ fn early_answer(req: &Request, checks: &Sender<Check>) -> Option<Response> {
     let executor_id = super::http::percent_decode(raw_id)
         .ok()
         .filter(|id| !id.is_empty() && !id.contains('/'))?;
-    let presented = match super::bearer(req) {
+    let presented = match super::executor_api::bearer(req) {
         Ok(s) => s,
         Err(resp) => return Some(resp),
     };

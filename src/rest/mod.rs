@@ -22,8 +22,11 @@
 //! aside); bodies over 1 MiB get 413. When every long-poll slot is taken a plan wait gets 503
 //! with `Retry-After`.
 
+mod executor_api;
+mod executor_binary;
 mod gate;
 pub mod http;
+mod json_cache;
 mod page;
 mod paging;
 mod prom;
@@ -32,24 +35,22 @@ mod state_render;
 mod waits;
 
 use crate::clock::Clock;
-use crate::contract::api::{self, Action};
+use crate::contract::api;
 use crate::contract::env;
-use crate::hash::content_hash;
 pub use crate::scheduler::exchange::RestConfig;
-use crate::scheduler::exchange::{
-    ApiError, ExecutorCall, ExecutorReply, ExecutorRequest, Input, View,
-};
-use crate::secret::Secret;
+use crate::scheduler::exchange::{Input, View};
 use crossbeam_channel::{select, Receiver, Sender};
 use http::{Body, HttpStats, Request, Response};
 use log::info;
-use serde::Serialize;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::time::Duration;
 use waits::Waits;
+
+use executor_binary::ExecutorBinary;
+use json_cache::compress;
+pub use json_cache::JsonCache;
 
 /// Tuning of the server; `Default` is what the scheduler runs with.
 #[derive(Debug, Clone)]
@@ -168,101 +169,6 @@ pub fn start_with(mut config: RestConfig, options: ServerOptions) -> Result<Rest
     })
 }
 
-/// A value's JSON and its gzip form, each made at most once and then shared (the
-/// `/api/state` body of one view, asked for by many clients).
-#[derive(Clone, Default)]
-pub struct JsonCache {
-    plain: OnceLock<Result<Arc<Vec<u8>>, String>>,
-    gzip: OnceLock<Result<Arc<Vec<u8>>, String>>,
-}
-
-impl JsonCache {
-    pub fn get_or_encode<T: Serialize>(&self, value: &T) -> Result<Arc<Vec<u8>>, String> {
-        self.get_or_make(|| serde_json::to_vec(value).map_err(|e| e.to_string()))
-    }
-
-    pub fn get_or_encode_gzip<T: Serialize>(&self, value: &T) -> Result<Arc<Vec<u8>>, String> {
-        self.get_or_make_gzip(|| serde_json::to_vec(value).map_err(|e| e.to_string()))
-    }
-
-    /// The JSON `make` makes, made at most once.
-    pub fn get_or_make(
-        &self,
-        make: impl FnOnce() -> Result<Vec<u8>, String>,
-    ) -> Result<Arc<Vec<u8>>, String> {
-        self.get_or_make_shared(|| make().map(Arc::new))
-    }
-
-    /// The same, for JSON that `make` shares with others (a render kept for the next one).
-    pub fn get_or_make_shared(
-        &self,
-        make: impl FnOnce() -> Result<Arc<Vec<u8>>, String>,
-    ) -> Result<Arc<Vec<u8>>, String> {
-        self.plain.get_or_init(make).clone()
-    }
-
-    /// Its gzip form, made at most once (from the JSON, made if needed).
-    pub fn get_or_make_gzip(
-        &self,
-        make: impl FnOnce() -> Result<Vec<u8>, String>,
-    ) -> Result<Arc<Vec<u8>>, String> {
-        self.gzip
-            .get_or_init(|| gzip(&self.get_or_make(make)?).map(Arc::new))
-            .clone()
-    }
-}
-
-/// Responses smaller than this are not worth compressing.
-const GZIP_MIN: usize = 1024;
-
-fn gzip(bytes: &[u8]) -> Result<Vec<u8>, String> {
-    use std::io::Write;
-    // Level 1: repetitive JSON and HTML shrink about as well as at higher levels, at a
-    // fraction of the time, which the first request after each change waits for.
-    let mut e = flate2::write::GzEncoder::new(
-        Vec::with_capacity(bytes.len() / 8 + 64),
-        flate2::Compression::fast(),
-    );
-    e.write_all(bytes)
-        .and_then(|_| e.finish())
-        .map_err(|e| format!("gzip: {e}"))
-}
-
-/// Compresses a successful text response for a client that accepts gzip.
-fn compress(req: &Request, mut resp: Response) -> Response {
-    let text = resp.headers.iter().any(|(n, v)| {
-        *n == "Content-Type" && (v.starts_with("text/") || v.starts_with("application/json"))
-    });
-    if resp.status != 200
-        || !text
-        || resp.body.bytes().len() < GZIP_MIN
-        || resp.headers.iter().any(|(n, _)| *n == "Content-Encoding")
-    {
-        return resp;
-    }
-    resp.headers.push(("Vary", "Accept-Encoding".into()));
-    if !req.accepts_gzip() {
-        return resp;
-    }
-    match gzip(resp.body.bytes()) {
-        Ok(z) => {
-            resp.body = Body::Owned(z);
-            resp.with_header("Content-Encoding", "gzip")
-        }
-        Err(_) => resp,
-    }
-}
-
-impl std::fmt::Debug for JsonCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.plain.get() {
-            Some(Ok(b)) => write!(f, "JsonCache({} bytes)", b.len()),
-            Some(Err(e)) => write!(f, "JsonCache(error: {e})"),
-            None => f.write_str("JsonCache(empty)"),
-        }
-    }
-}
-
 /// `1.2.3` -> 10203 (the earlier framework's `versionint`).
 pub fn version_int(v: &str) -> u64 {
     v.split('.')
@@ -275,60 +181,6 @@ pub fn version_int(v: &str) -> u64 {
                 .unwrap_or(0)
         })
         .fold(0, |acc, p| acc * 100 + p)
-}
-
-/// The executor binary, read once and served from memory; read again only when it was
-/// missing or its size or modification time changed.
-struct ExecutorBinary {
-    path: PathBuf,
-    cached: Mutex<Option<Arc<Binary>>>,
-}
-
-struct Binary {
-    bytes: Arc<Vec<u8>>,
-    etag: String,
-    len: u64,
-    modified: Option<SystemTime>,
-}
-
-impl ExecutorBinary {
-    fn new(path: PathBuf) -> Self {
-        ExecutorBinary {
-            path,
-            cached: Mutex::new(None),
-        }
-    }
-
-    fn get(&self) -> Result<Arc<Binary>, String> {
-        let shown = self.path.display();
-        let hint = "it is served from beside the scheduler binary, or from -executor.altpath";
-        let meta = std::fs::metadata(&self.path).map_err(|e| format!("{shown}: {e}; {hint}"))?;
-        if !meta.is_file() {
-            return Err(format!("{shown} is not a regular file; {hint}"));
-        }
-        let (len, modified) = (meta.len(), meta.modified().ok());
-        // Held while reading, so that a crowd of fetchers reads the file once, not each.
-        let mut slot = self.cached.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(b) = slot.as_ref() {
-            if b.len == len && b.modified == modified {
-                return Ok(b.clone());
-            }
-        }
-        let bytes = std::fs::read(&self.path).map_err(|e| format!("{shown}: {e}; {hint}"))?;
-        let etag = format!("\"{:016x}-{:x}\"", content_hash(&bytes), bytes.len());
-        info!(
-            "executor binary {shown}: {} bytes loaded, ETag {etag}",
-            bytes.len()
-        );
-        let b = Arc::new(Binary {
-            bytes: Arc::new(bytes),
-            etag,
-            len,
-            modified,
-        });
-        *slot = Some(b.clone());
-        Ok(b)
-    }
 }
 
 const GET_HEAD: &[&str] = &["GET", "HEAD"];
@@ -576,191 +428,11 @@ impl Router {
             Err(detail) => Response::error(404, "executor binary not found", &detail),
         }
     }
-
-    fn executor_route(&self, req: &Request, rest: &str) -> Response {
-        let Some((raw_id, action)) = rest.split_once('/') else {
-            return not_found(&req.path);
-        };
-        let id = match http::percent_decode(raw_id) {
-            Ok(id) if !id.is_empty() && !id.contains('/') => id,
-            Ok(_) => return not_found(&req.path),
-            Err(e) => return Response::error(400, "bad executor id", &e),
-        };
-        let Some(action) = Action::from_segment(action) else {
-            return Response::error(
-                404,
-                "not found",
-                &format!(
-                    "unknown executor endpoint {:?}; expected {}",
-                    action.chars().take(100).collect::<String>(),
-                    api::segments_listed()
-                ),
-            );
-        };
-        let allowed = action.allowed_methods();
-        if !allowed.contains(&req.method.as_str()) {
-            return method_not_allowed(&req.method, allowed);
-        }
-        // Credentials first: a body from a caller without them is never parsed.
-        let secret = match bearer(req) {
-            Ok(s) => s,
-            Err(r) => return r,
-        };
-        let parsed = match action {
-            Action::Plan => self.plan_params(req),
-            Action::Phase => report(ExecutorCall::phase_from_json(&req.body)),
-            Action::Devices => report(ExecutorCall::devices_from_json(&req.body)),
-            Action::Heartbeat => report(ExecutorCall::heartbeat_from_json(&req.body)),
-        };
-        let (call, wait) = match parsed {
-            Ok(p) => p,
-            Err(r) => return r,
-        };
-        self.executor_call(id, secret, call, wait)
-    }
-
-    fn plan_params(&self, req: &Request) -> Result<(ExecutorCall, Duration), Response> {
-        let bad = |name: &str, e: String| {
-            Response::error(400, "bad query parameter", &format!("{name}: {e}"))
-        };
-        let version = match req
-            .query_param(api::PLAN_VERSION_PARAM)
-            .map_err(|e| bad(api::PLAN_VERSION_PARAM, e))?
-        {
-            None => None,
-            Some(v) => Some(v.parse::<u64>().map_err(|_| {
-                bad(
-                    api::PLAN_VERSION_PARAM,
-                    format!("{v:?} is not a plan version (a whole number)"),
-                )
-            })?),
-        };
-        let wait = match req
-            .query_param(api::PLAN_WAIT_PARAM)
-            .map_err(|e| bad(api::PLAN_WAIT_PARAM, e))?
-        {
-            None => Duration::ZERO,
-            Some(w) => Duration::from_secs(w.parse::<u64>().map_err(|_| {
-                bad(
-                    api::PLAN_WAIT_PARAM,
-                    format!("{w:?} is not a number of seconds"),
-                )
-            })?),
-        }
-        .min(self.options.max_wait);
-        Ok((
-            ExecutorCall::Plan {
-                version,
-                wait_ms: wait.as_millis() as u64,
-            },
-            wait,
-        ))
-    }
-
-    fn executor_call(
-        &self,
-        id: String,
-        secret: Secret,
-        call: ExecutorCall,
-        wait: Duration,
-    ) -> Response {
-        if !wait.is_zero() {
-            return self.long_poll(id, secret, call, wait);
-        }
-        let (tx, rx) = crossbeam_channel::bounded(2);
-        let req = ExecutorRequest {
-            executor_id: id,
-            secret,
-            call,
-            reply: tx.into(),
-        };
-        if self.config.inputs.send(Input::Executor(req)).is_err() {
-            return Response::error(503, "scheduler stopping", "the dispatcher is not running");
-        }
-        match self.wait(&rx, self.options.dispatcher_timeout) {
-            Ok(reply) => reply_response(reply),
-            Err(w) => w.response(),
-        }
-    }
-
-    /// A plan request that may wait for a change: the connection goes to the waiter
-    /// thread, and this worker is free at once.
-    fn long_poll(
-        &self,
-        id: String,
-        secret: Secret,
-        call: ExecutorCall,
-        wait: Duration,
-    ) -> Response {
-        let before = self.waits.count.fetch_add(1, Ordering::Relaxed);
-        if before >= self.options.max_long_polls {
-            self.waits.count.fetch_sub(1, Ordering::Relaxed);
-            return Response::error(
-                503,
-                "too many waiting executors",
-                &format!(
-                    "{} plan requests are already waiting for a change; retry later",
-                    self.options.max_long_polls
-                ),
-            )
-            .with_header("Retry-After", "5");
-        }
-        let (wait_id, reply) = self.waits.reply_to();
-        let req = ExecutorRequest {
-            executor_id: id,
-            secret,
-            call,
-            reply,
-        };
-        if self.config.inputs.send(Input::Executor(req)).is_err() {
-            self.waits.count.fetch_sub(1, Ordering::Relaxed);
-            return Response::error(503, "scheduler stopping", "the dispatcher is not running");
-        }
-        let waits = self.waits.clone();
-        Response::later(move |conn| waits.park(wait_id, conn, wait))
-    }
-}
-
-/// The HTTP answer to the dispatcher's reply.
-fn reply_response(reply: ExecutorReply) -> Response {
-    match reply {
-        ExecutorReply::Plan(p) => Response::json(200, p.json)
-            .with_header("ETag", format!("\"{}\"", p.version))
-            .with_header("Cache-Control", "no-store"),
-        ExecutorReply::Recorded => json_value(200, serde_json::json!({ "recorded": true })),
-        // Only a long poll can be parked, and the waiter handles that.
-        ExecutorReply::Parked => Response::error(500, "internal error", "parked twice"),
-        ExecutorReply::Failed(e) if e.status == 401 => unauthorized(&e.detail),
-        ExecutorReply::Failed(e) => Response::error(e.status, e.error, &e.detail),
-    }
-}
-
-/// A parsed report: no wait.
-fn report(parsed: Result<ExecutorCall, ApiError>) -> Result<(ExecutorCall, Duration), Response> {
-    parsed
-        .map(|c| (c, Duration::ZERO))
-        .map_err(|e| Response::error(e.status, e.error, &e.detail))
-}
-
-/// The bearer token of `Authorization: Bearer <token>`.
-fn bearer(req: &Request) -> Result<Secret, Response> {
-    let Some(value) = req.header("authorization") else {
-        return Err(unauthorized(
-            "missing credentials: send Authorization: Bearer <this executor's secret from its TaskInfo.data>",
-        ));
-    };
-    let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
-    let token = token.trim();
-    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
-        return Err(unauthorized(
-            "malformed credentials: expected Authorization: Bearer <secret>",
-        ));
-    }
-    Ok(Secret::new(token))
 }
 
 #[cfg(test)]
 mod tests {
+    use super::executor_api::bearer;
     use super::*;
 
     #[test]

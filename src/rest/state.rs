@@ -11,9 +11,9 @@
 //! render of the same window (`state_render.rs`).
 
 use super::http::{Body, Request, Response};
+use super::json_cache::{JsonCache, GZIP_MIN};
 use super::paging::{Counts, Window, STATE_DEFAULT_LIMIT, STATE_MAX_LIMIT};
 use super::state_render::{self, Render};
-use super::{JsonCache, GZIP_MIN};
 use crate::scheduler::exchange::View;
 use crate::scheduler::model::ClusterModel;
 use serde::Serialize;

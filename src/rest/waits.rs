@@ -3,8 +3,9 @@
 //! and serves others; this one thread holds every waiting connection (10,000 executors may
 //! wait at once) and answers each when the dispatcher does, or at its deadline.
 
+use super::executor_api::reply_response;
 use super::http::{Body, Later, Response};
-use super::{reply_response, Wait};
+use super::Wait;
 use crate::scheduler::exchange::{ExecutorReply, ReplyTo};
 use crossbeam_channel::{select, Receiver, Sender};
 use std::cmp::Reverse;
