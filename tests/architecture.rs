@@ -150,12 +150,12 @@ fn scheduler_allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("node_plan", &["model", "flags"][..]),
         ("persist", &["model", "flags", "exit"][..]),
         // What the REST server and the dispatcher exchange: data, no behaviour of either.
-        // `storage`: the gateway worker's report type, a leaf (`storage/report.rs`).
-        ("exchange", &["model", "metrics", "storage"][..]),
+        // `gateway_work`: only the gateway worker's report type, a leaf (`gateway_work/report.rs`).
+        ("exchange", &["model", "metrics", "gateway_work"][..]),
         ("signals", &["exchange", "exit"][..]),
         ("standin", &["exchange", "model"][..]),
         ("master", &["exchange", "flags", "metrics", "stop"][..]),
-        ("storage", &["model", "flags", "metrics"][..]),
+        ("gateway_work", &["model", "flags", "metrics"][..]),
         (
             "dispatcher",
             &[
@@ -166,7 +166,7 @@ fn scheduler_allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "node_plan",
                 "persist",
                 "placement",
-                "storage",
+                "gateway_work",
                 "flags",
             ][..],
         ),
@@ -186,7 +186,7 @@ fn scheduler_allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "node_plan",
                 "persist",
                 "placement",
-                "storage",
+                "gateway_work",
             ][..],
         ),
     ])

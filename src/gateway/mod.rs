@@ -2,7 +2,7 @@
 //! calls ([`api`]) with their requests and answers ([`types`]) and paths ([`paths`]), over
 //! the HTTPS client ([`client`]: login, token, retries, TLS, wire errors, MDM return codes).
 //! What the scheduler does with the gateway (start-up checks, reconciliation planning, the
-//! worker thread) lives in `scheduler::storage`.
+//! worker thread) lives in `scheduler::gateway_work`.
 
 pub mod api;
 pub mod client;

@@ -291,7 +291,7 @@ pub enum Input {
     /// SIGTERM/SIGINT: save and stop, leaving the framework and its executors in place.
     Shutdown,
     /// The gateway worker's outcome of storage work (issue 9).
-    Storage(crate::scheduler::storage::report::Report),
+    Storage(crate::scheduler::gateway_work::report::Report),
     /// What became of a call (call sender): every failure, every ACCEPT (the dispatcher's
     /// launch window), and REVIVE/SUPPRESS successes.
     CallOutcome(CallOutcome),

@@ -13,6 +13,7 @@ pub mod dispatcher;
 pub mod exchange;
 pub mod exit;
 pub mod flags;
+pub mod gateway_work;
 pub mod master;
 pub mod metrics;
 pub mod model;
@@ -22,7 +23,6 @@ pub mod placement;
 mod signals;
 mod standin;
 pub mod stop;
-pub mod storage;
 mod teardown;
 mod wiring;
 
@@ -83,12 +83,12 @@ fn run_steps(config: &Config, start_rest: exchange::StartRest) -> Step<i32> {
         warn!("cannot install signal handlers: {e}");
     }
     let gateway =
-        storage::startup::check_before_subscribing(config, metrics.clone(), |why, delay| {
+        gateway_work::startup::check_before_subscribing(config, metrics.clone(), |why, delay| {
             standin::serve_views(&channels.inputs.1, &state.model, why, delay)
         })
         .map_err(|halt| match halt {
-            storage::startup::Halt::Prerequisite => storage::prereq::EXIT_PREREQUISITE,
-            storage::startup::Halt::Shutdown => EXIT_OK,
+            gateway_work::startup::Halt::Prerequisite => gateway_work::prereq::EXIT_PREREQUISITE,
+            gateway_work::startup::Halt::Shutdown => EXIT_OK,
         })?;
 
     let _threads = wiring::start_master_threads(config, &state, &channels, &metrics);

@@ -5,12 +5,12 @@ use crate::contract::env::EXECUTOR_BINARY;
 use crate::scheduler::dispatcher::Dispatcher;
 use crate::scheduler::exchange::{Input, SecretUpdate};
 use crate::scheduler::flags::Config;
+use crate::scheduler::gateway_work;
 use crate::scheduler::master::{self, agent_watcher, sender, subscription};
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::model::Persisted;
 use crate::scheduler::node_plan::InstallSettings;
 use crate::scheduler::placement::{self, launch};
-use crate::scheduler::storage;
 use crossbeam_channel::{Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -138,7 +138,7 @@ pub fn start_gateway_worker(
 ) -> JoinHandle<()> {
     let gateway_on_primary = client.address().is_empty();
     let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded();
-    let mut settings = storage::worker::WorkerSettings::new(
+    let mut settings = gateway_work::worker::WorkerSettings::new(
         config.storage.capacity_interval,
         config.storage.threshold_pct,
     );
@@ -148,9 +148,9 @@ pub fn start_gateway_worker(
             config.storage.storage_pool.clone(),
         )];
     }
-    let worker = storage::worker::Worker::new(client, settings);
+    let worker = gateway_work::worker::Worker::new(client, settings);
     dispatcher.set_storage(
-        storage::StorageSide::new(
+        gateway_work::StorageSide::new(
             jobs_tx,
             &config.storage.protection_domain,
             &config.storage.storage_pool,

@@ -18,8 +18,8 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 use storage_framework::gateway::client::{GatewayClient, GatewayConfig as ClientConfig};
 use storage_framework::scheduler::exchange::Input;
-use storage_framework::scheduler::storage::plan::{DeviceWant, NodeWant};
-use storage_framework::scheduler::storage::worker::{Job, Report, Worker, WorkerSettings};
+use storage_framework::scheduler::gateway_work::attach_plan::{DeviceWant, NodeWant};
+use storage_framework::scheduler::gateway_work::worker::{Job, Report, Worker, WorkerSettings};
 use storage_framework::secret::Secret;
 
 const NODES: usize = 100;

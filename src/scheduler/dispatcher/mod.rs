@@ -84,7 +84,7 @@ pub struct Dispatcher {
     view: Option<Arc<View>>,
     executors: ExecutorApi,
     /// Storage work for the gateway worker (issue 9; see `storage.rs`).
-    storage: crate::scheduler::storage::StorageSide,
+    storage: crate::scheduler::gateway_work::StorageSide,
     clock: Arc<dyn Clock>,
     /// Bumped whenever the view would show something new (see [`View::generation`]).
     generation: u64,
@@ -141,7 +141,7 @@ impl Dispatcher {
     }
 
     /// Issue 9: hands storage work to the gateway worker.
-    pub fn set_storage(&mut self, storage: crate::scheduler::storage::StorageSide) {
+    pub fn set_storage(&mut self, storage: crate::scheduler::gateway_work::StorageSide) {
         self.storage = storage;
     }
 

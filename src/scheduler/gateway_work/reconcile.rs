@@ -1,9 +1,9 @@
 //! Carries a node's storage out against the gateway for the worker thread: finds or creates
 //! the protection domains and pools it needs (and remembers their ids), reads what the
-//! gateway holds of the node's SDS, runs the steps [`plan::plan_node`] decides; and reads
+//! gateway holds of the node's SDS, runs the steps [`attach_plan::plan_node`] decides; and reads
 //! pool capacity. Every call goes through the typed [`api`].
 
-use super::plan::{self, NodeWant, SdsFacts, Step};
+use super::attach_plan::{self, NodeWant, SdsFacts, Step};
 use crate::clock::Clock;
 use crate::gateway::api;
 use crate::gateway::client::{code, GatewayClient, GatewayError};
@@ -106,7 +106,7 @@ impl Reconciler {
         let facts = self.sds_facts(&want.sds_name).map_err(fail)?;
         let pools = self.pool_ids.clone();
         let lookup = |pd: &str, pool: &str| pools.get(&(pd.to_string(), pool.to_string())).cloned();
-        let steps = plan::plan_node(want, facts.as_ref(), &lookup)?;
+        let steps = attach_plan::plan_node(want, facts.as_ref(), &lookup)?;
         let mut sds_id = facts.as_ref().map(|f| f.id.clone());
         let mut present: Vec<String> = facts.map(|f| f.devices).unwrap_or_default();
         let added = !steps.is_empty();

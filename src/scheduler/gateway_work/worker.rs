@@ -7,7 +7,7 @@
 //! capacity is read every `capacity_interval` and soon after each attachment. Its time is
 //! the injected [`Clock`]'s, in milliseconds.
 
-use super::plan::NodeWant;
+use super::attach_plan::NodeWant;
 use super::reconcile::Reconciler;
 pub use super::report::{NodeReport, Report};
 use crate::backoff::Backoff;

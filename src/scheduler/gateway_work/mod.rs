@@ -6,7 +6,7 @@
 //! recorded in the model (`storage_intent`), and released to the worker only after the state
 //! is saved (write-ahead).
 
-pub mod plan;
+pub mod attach_plan;
 pub mod prereq;
 pub mod reconcile;
 pub mod report;
@@ -14,8 +14,8 @@ pub mod startup;
 pub mod worker;
 
 use crate::scheduler::model::{ClusterModel, Node, Persona, Phase};
+use attach_plan::{DeviceWant, NodeWant};
 use crossbeam_channel::Sender;
-use plan::{DeviceWant, NodeWant};
 use report::{NodeReport, Report};
 use std::collections::HashMap;
 use worker::Job;
@@ -78,7 +78,7 @@ impl StorageSide {
     }
 
     fn wanted(&self, node: &Node) -> Vec<DeviceWant> {
-        plan::wanted_devices(node, &self.protection_domain, &self.storage_pool)
+        attach_plan::wanted_devices(node, &self.protection_domain, &self.storage_pool)
     }
 
     /// Whether a node's devices are known so that the cluster should match them.
@@ -133,7 +133,7 @@ impl StorageSide {
                 agent_id: node.agent_id.to_string(),
                 hostname: node.hostname.clone(),
                 ip: ip.to_string(),
-                sds_name: plan::sds_name(&node.hostname),
+                sds_name: attach_plan::sds_name(&node.hostname),
                 protection_domain: wanted
                     .first()
                     .map(|d| d.protection_domain.clone())
