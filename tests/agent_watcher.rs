@@ -1,4 +1,4 @@
-//! The agent watcher against the dev cluster's master (issue 8, item 7): a cluster whose
+//! The agent watcher against the dev cluster's master: a cluster whose
 //! `/master/state` is far beyond the old 1 MiB cap is still listed in full, a standby
 //! master's redirect is followed, and the watcher ends when its stop channel closes.
 

@@ -322,7 +322,7 @@ fn mixed_hosts_reach_running_and_failures_name_their_cause() {
             text.contains("endpoint: \"https://127.0.0.1/api\""),
             "{text}"
         );
-        // issue 10, volume driver: REX-Ray from its URL (checked against its digest), once,
+        // REX-Ray from its URL (checked against its digest), once,
         // ordered after scini; no isolator asked for, so no dvdcli. No -rexray.username: no
         // credentials, and a warning on the node naming the flags.
         assert_eq!(installs_of(&h, "rexray"), 1, "agent-{n}");
@@ -433,7 +433,7 @@ fn mixed_hosts_reach_running_and_failures_name_their_cause() {
 #[test]
 fn an_executor_killed_mid_install_resumes_without_reinstalling() {
     let mut rig = Rig::start("resume", &[HostProfile::Rhel7], |_| {});
-    // issue 10, volume driver: the isolator (from the package server, with its digest) and
+    // The isolator (from the package server, with its digest) and
     // REX-Ray's scoped gateway user.
     let packages = rig.dir.join("packages");
     let module = "libmesos_dvdi_isolator-1.0.1.so";

@@ -377,7 +377,7 @@ fn json_encoding_covers_every_agent() {
     let _ = child.wait();
 }
 
-// ---- issue 8: behaviour under the master's own faults ----
+// ---- behaviour under the master's own faults ----
 
 /// A second instance subscribing with our framework id makes the master send ERROR
 /// "Framework failed over" to the first one (Mesos' `Master::failoverFramework`). The first

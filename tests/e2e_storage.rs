@@ -466,7 +466,7 @@ fn injected_500s_delays_and_token_expiry_are_survived() {
     rig.assert_exactly_once();
 }
 
-/// Issue 9's last "Done when", with issue 10's executors doing the node side for real: on
+/// Experimental mode end to end, with real executors doing the node side: on
 /// the empty gateway the primary's executor builds the MDM cluster with the stand-ins' `scli`
 /// (which creates the gateway's system), every MDM node installs LIA and the gateway, and
 /// the scheduler creates the domain and pool and attaches every node.

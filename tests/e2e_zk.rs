@@ -1,4 +1,4 @@
-//! End to end, state that survives its host (issue 12): the real scheduler on the dev
+//! End to end, state that survives its host: the real scheduler on the dev
 //! cluster, whose master's `/flags` names a real ZooKeeper (Debian's package).
 //!
 //! - A scheduler SIGKILLed and started again from another working directory, with no store

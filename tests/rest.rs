@@ -235,7 +235,7 @@ fn state_shows_every_node() {
     assert!(h.body.is_empty());
 }
 
-/// Issue 12 item 5: a large cluster's state comes in pages; a small one's keeps its shape.
+/// A large cluster's state comes in pages; a small one's keeps its shape.
 #[test]
 fn state_pages_large_clusters() {
     let small = start();
@@ -682,7 +682,7 @@ fn executor_calls_need_the_right_secret() {
     assert!(r
         .header("www-authenticate")
         .is_some_and(|v| v.starts_with("Bearer")));
-    // Credentials are checked before the body is parsed (issue 8, item 10).
+    // Credentials are checked before the body is parsed.
     let phase = format!("/api/v1/executors/{}/phase", fake::executor_id(H2));
     let r = request(s.addr, "POST", &phase, &[], b"{not json");
     assert_json_error(&r, 401, "unauthorized", "missing credentials");

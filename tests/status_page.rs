@@ -256,7 +256,7 @@ fn status_page_renders_every_node_in_chromium() {
     drop(rest);
 }
 
-/// Issue 12 item 5: a large cluster's page shows counts per phase and persona, failed nodes
+/// A large cluster's page shows counts per phase and persona, failed nodes
 /// first, then hosts in natural order (`node-2` before `node-11`), 100 rows a page with
 /// links to the next, and a filter box; its size stays bounded.
 #[test]

@@ -1,4 +1,4 @@
-//! The store helpers of the real binary (issue 12): `-store.dump`, `-store.delete` (asks for
+//! The store helpers of the real binary: `-store.dump`, `-store.delete` (asks for
 //! `-yes`), `-store.import` (a state file into ZooKeeper). None needs a master.
 
 #[path = "support/cluster.rs"]

@@ -1,4 +1,4 @@
-//! The ZooKeeper store against a real ZooKeeper server (issue 12).
+//! The ZooKeeper store against a real ZooKeeper server.
 
 #[path = "support/store_suite.rs"]
 mod store_suite;

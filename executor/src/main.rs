@@ -19,7 +19,7 @@ const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
     // Agents start the executor without arguments; `-version` is for operators checking a
-    // release artifact (issue 11).
+    // release artifact.
     if std::env::args()
         .skip(1)
         .any(|a| storage_framework::version::is_version_flag(&a))

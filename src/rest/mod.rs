@@ -369,7 +369,7 @@ impl Router {
                     "status": "subscribed",
                     "master": v.master,
                     "framework_id": v.model.framework_id,
-                    // issue 12: null when the state survives a relaunch.
+                    // Null when the state survives a relaunch.
                     "state_warning": self.config.state_warning,
                 }),
             ),

@@ -473,7 +473,7 @@ fn pager(out: &mut String, q: &PageQuery, shown: usize, matched: usize, nodes: u
     }
     out.push_str("</nav>");
 }
-/// Issue 9: a bar per storage pool (use of its usable capacity), red above the threshold.
+/// A bar per storage pool (use of its usable capacity), red above the threshold.
 fn pools(out: &mut String, model: &crate::scheduler::model::ClusterModel) {
     if model.pools.is_empty() {
         return;
@@ -666,7 +666,7 @@ mod tests {
         assert!(!html.contains("above threshold"), "{html}");
     }
 
-    /// Issue 10: a node's non-fatal warning shows in its row, an error takes precedence.
+    /// A node's non-fatal warning shows in its row, an error takes precedence.
     #[test]
     fn a_warning_shows_in_the_row_unless_an_error_does() {
         let mut n = Node::new("a1", "h1", crate::scheduler::model::Persona::Data, 0);

@@ -1,4 +1,4 @@
-//! Pure: pages of nodes for `/api/state` and the status page (issue 12 item 5), so that
+//! Pure: pages of nodes for `/api/state` and the status page, so that
 //! what one response holds is bounded however large the cluster is. Query parsing, natural
 //! order, the page's node selection and the counts per phase and persona; no I/O.
 

@@ -1,4 +1,4 @@
-//! `GET /api/state` and `GET /api/nodes/<host>` (issue 12 item 5).
+//! `GET /api/state` and `GET /api/nodes/<host>`.
 //!
 //! `/api/state` of a cluster of up to [`STATE_DEFAULT_LIMIT`] nodes is the whole view, as it
 //! always was. Above that, or whenever `offset` or `limit` is given, it is a page: the same

@@ -290,7 +290,7 @@ pub enum Input {
     Executor(ExecutorRequest),
     /// SIGTERM/SIGINT: save and stop, leaving the framework and its executors in place.
     Shutdown,
-    /// The gateway worker's outcome of storage work (issue 9).
+    /// The gateway worker's outcome of storage work.
     Storage(crate::scheduler::gateway_work::report::Report),
     /// What became of a call (call sender): every failure, every ACCEPT (the dispatcher's
     /// launch window), and REVIVE/SUPPRESS successes.

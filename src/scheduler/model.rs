@@ -20,7 +20,7 @@ pub use crate::contract::plan::Layout;
 pub use crate::contract::{Persona, Phase};
 
 /// A node's [`Layout`], boxed when it has one: most nodes use the global pool, and an empty
-/// `Layout` inline is 48 bytes in every node (issue 12). Reads see a `Layout` either way;
+/// `Layout` inline is 48 bytes in every node. Reads see a `Layout` either way;
 /// it is saved and shown as before (`{}` for the global pool).
 #[derive(Debug, Clone, Default)]
 pub struct NodeLayout(Option<Box<Layout>>);
@@ -72,7 +72,7 @@ impl<'de> Deserialize<'de> for NodeLayout {
 pub struct TaskRecord {
     pub task_id: Box<str>,
     /// `None`: the usual executor id, derived from the task id ([`TaskRecord::executor_id`]);
-    /// kept only when it differs (issue 12: not a second id string per node).
+    /// kept only when it differs (not a second id string per node).
     executor_id: Option<Box<str>>,
     /// Last Mesos state seen; saved and shown by its Mesos name (`TASK_RUNNING`).
     pub state: TaskState,
@@ -80,7 +80,7 @@ pub struct TaskRecord {
     pub running_since_ms: Option<u64>,
     /// The secret this launch's executor presents; `None` once revoked (its agent is gone)
     /// or for a launch saved without one. Held here, 32 bytes, rather than in a map keyed by
-    /// another copy of the executor id (issue 12: ~2 MB at 10,000 executors). Never
+    /// another copy of the executor id (~2 MB at 10,000 executors). Never
     /// serialized with the record (see its `Serialize`).
     pub secret: Option<Token>,
 }
@@ -210,7 +210,7 @@ pub struct Node {
     /// Devices attached to the storage cluster (so a restart does not attach them again).
     #[serde(default)]
     pub attached: Vec<String>,
-    /// The storage-attach handshake (issue 9/10 contract): every reported device is attached
+    /// The storage-attach handshake (the contract between gateway work and node plan): every reported device is attached
     /// and the SDC is connected; the executor may go on to `volume-driver`.
     #[serde(default)]
     pub storage_ready: bool,
@@ -230,7 +230,7 @@ pub struct Node {
     pub storage_intent: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<Box<str>>,
-    /// A non-fatal problem the executor reported with its last phase (issue 10: REX-Ray
+    /// A non-fatal problem the executor reported with its last phase (REX-Ray
     /// configured without gateway credentials).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warning: Option<Box<str>>,
@@ -247,7 +247,7 @@ pub struct Node {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gone_since_ms: Option<u64>,
     pub updated_ms: u64,
-    /// The last phase an executor reported on its way to `running` (issue 10). Unlike
+    /// The last phase an executor reported on its way to `running`. Unlike
     /// `phase`, a relaunch or a failure does not reset it: the next executor resumes here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<Phase>,
@@ -301,18 +301,18 @@ pub struct ClusterModel {
     /// next one before SUBSCRIBED says it again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_secs: Option<f64>,
-    /// Storage pools' capacity as last read from the gateway (issue 9).
+    /// Storage pools' capacity as last read from the gateway.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pools: Vec<PoolCapacity>,
 }
 
 /// The nodes by agent id, each shared (`Arc`) with the views and the store's last save until
-/// it changes (issue 12): a view of 10,000 nodes copies 10,000 pointers, not the nodes, and
+/// it changes: a view of 10,000 nodes copies 10,000 pointers, not the nodes, and
 /// a save finds the changed nodes by pointer instead of serializing every node. Writing to
 /// a node ([`Nodes::get_mut`], [`NodeMut`]) copies it first when it is shared, so a view or
 /// the store's copy never changes under their feet.
 ///
-/// A node is keyed by its own `agent_id`, one shared `Arc<str>` (issue 12: not a second copy
+/// A node is keyed by its own `agent_id`, one shared `Arc<str>` (not a second copy
 /// of every agent id).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Nodes(BTreeMap<Arc<str>, Arc<Node>>);

@@ -131,7 +131,7 @@ pub type Writes<'a> = dyn FnMut(&File) -> io::Result<()> + 'a;
 
 impl FileStore {
     /// Replaces the file by what `write` writes, as [`Store::save`] does: the state is
-    /// written as it is made, never held whole (issue 12: the journal's compaction at
+    /// written as it is made, never held whole (the journal's compaction at
     /// 10,000 nodes is megabytes).
     pub fn save_with(&mut self, write: &mut Writes<'_>) -> Result<(), StoreError> {
         if !self.dir.is_dir() {

@@ -180,7 +180,7 @@ fn parse_line(line: &[u8]) -> Result<Batch, String> {
 
 /// One journal line written straight into its buffer, record by record. The checksum leads
 /// the line but covers the JSON after it: room is left for it and filled in at the end, so a
-/// batch (megabytes in a 10,000-node launch wave or a compaction) is copied once (issue 12).
+/// batch (megabytes in a 10,000-node launch wave or a compaction) is copied once.
 #[derive(Default)]
 struct Line {
     /// Where the checksum and the JSON start, once the first record is in.
@@ -384,7 +384,7 @@ impl RecordStore for JournalStore {
                 what: format!("{} must be rewritten whole first", self.describe()),
             });
         }
-        // The records go straight into the line as they are made (issue 12: a launch wave's
+        // The records go straight into the line as they are made (a launch wave's
         // batch of 10,000 records is megabytes).
         let mut line = Vec::new();
         let mut writer = Line::default();

@@ -1,5 +1,5 @@
 //! Where the scheduler keeps its state, as the flags (`-store.type`, `-store.uri`) say, and the
-//! issue-12 flags around it (framework adoption, store helpers).
+//! flags around it (framework adoption, store helpers).
 
 use std::path::PathBuf;
 

@@ -1,8 +1,7 @@
 //! `cargo bench --bench memory`: what the shipped scheduler (the static musl artifact of
 //! `scripts/build-release.sh`, `dist/last-build`) costs in memory and CPU from its start until
 //! every agent's task is TASK_RUNNING, on the dev cluster's synthetic agents (executors
-//! emulated by the dev cluster, so only the scheduler's own work is measured). Issue 12
-//! item 4.
+//! emulated by the dev cluster, so only the scheduler's own work is measured).
 //!
 //! - `scheduler_peak_rss_mb_10k`, `scheduler_peak_rss_mb_100`: the kernel's high-water mark
 //!   of the process's resident set (`VmHWM` in `/proc/<pid>/status`), read once every task

@@ -1,4 +1,4 @@
-//! `cargo bench --bench node`: one node's install on the dev cluster (issue 10).
+//! `cargo bench --bench node`: one node's install on the dev cluster.
 //!
 //! - `node_install_seconds`: from the scheduler's launch of the node's task to the node in
 //!   phase `running`, on a RHEL 7 host stand-in whose commands take no time: the framework's

@@ -1,5 +1,5 @@
 //! `cargo bench --bench store`: bytes the file store writes for one node's update when the
-//! cluster has 10,000 nodes (issue 12: a save costs what changed, not the whole model).
+//! cluster has 10,000 nodes (a save costs what changed, not the whole model).
 
 #[path = "../support/bench.rs"]
 mod bench;

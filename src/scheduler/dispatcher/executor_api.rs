@@ -60,7 +60,7 @@ pub struct ExecutorApi {
     parked: HashMap<String, Parked>,
     /// Executor id (its keyed hash) -> agent id (the model's own `Arc`), to avoid a scan of
     /// every node per call; checked on use, so a stale or colliding entry only costs the scan.
-    /// Not two strings per executor (issue 12: ~1.5 MB once 10,000 executors have called).
+    /// Not two strings per executor (~1.5 MB once 10,000 executors have called).
     index: HashMap<u64, Arc<str>>,
     index_keys: RandomState,
     /// Replies to reports, sent after the batch (see `after_batch`).
@@ -69,7 +69,7 @@ pub struct ExecutorApi {
     mdm_gateway_password: Option<Secret>,
     /// Changes with the password, so that plans that carry it change version.
     secrets_generation: u64,
-    /// Install settings every plan carries (issue 10).
+    /// Install settings every plan carries.
     install: InstallSettings,
 }
 
@@ -629,7 +629,7 @@ mod tests {
         assert!(!format!("{mdm:?}").contains("Gw-pass"));
     }
 
-    /// Issue 10: every node gets the volume driver's scoped user; the admin password only
+    /// Every node gets the volume driver's scoped user; the admin password only
     /// MDM nodes. Neither is in the hashed plan body, the model or a Debug line.
     #[test]
     fn every_plan_carries_the_volume_driver_user_and_only_mdm_plans_the_admin() {

@@ -78,12 +78,12 @@ pub struct Dispatcher {
     offer_mode: OfferMode,
     recon: Reconciliation,
     /// Agents the master listed at its last report with no node then, less those launched
-    /// on since (plus those whose launch was undone); `None` before the first report. Only these ids are kept (issue 12): the
+    /// on since (plus those whose launch was undone); `None` before the first report. Only these ids are kept: the
     /// managed ones are the nodes whose agent is not gone.
     unmanaged_agents: Option<BTreeSet<String>>,
     view: Option<Arc<View>>,
     executors: ExecutorApi,
-    /// Storage work for the gateway worker (issue 9; see `storage.rs`).
+    /// Storage work for the gateway worker (see `gateway_work/`).
     storage: crate::scheduler::gateway_work::StorageSide,
     clock: Arc<dyn Clock>,
     /// Bumped whenever the view would show something new (see [`View::generation`]).
@@ -140,12 +140,12 @@ impl Dispatcher {
         self
     }
 
-    /// Issue 9: hands storage work to the gateway worker.
+    /// Hands storage work to the gateway worker.
     pub fn set_storage(&mut self, storage: crate::scheduler::gateway_work::StorageSide) {
         self.storage = storage;
     }
 
-    /// Install settings for every node plan (issue 10).
+    /// Install settings for every node plan.
     pub fn set_install_settings(&mut self, install: crate::scheduler::node_plan::InstallSettings) {
         self.executors.set_install_settings(install);
     }
@@ -486,7 +486,7 @@ impl Dispatcher {
     }
 
     fn save(&mut self) -> Result<(), String> {
-        // Writes only the records that changed (issue 12).
+        // Writes only the records that changed.
         self.store
             .save(&self.state)
             .map_err(|e| format!("{}: {e}", self.store.describe()))?;

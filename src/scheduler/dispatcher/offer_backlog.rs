@@ -1,6 +1,6 @@
 //! Offers wait here, encoded, until the launch window has room for what they may become.
 //!
-//! Issue 12: at 10,000 agents the first OFFERS event became 10,000 ACCEPTs at once, each a
+//! At 10,000 agents the first OFFERS event became 10,000 ACCEPTs at once, each a
 //! few kilobytes of Call held until the sender had posted it (some 30 MB), next to the
 //! decoded event (11 MB). Now at most [`LAUNCH_WINDOW`] ACCEPTs are between the dispatcher
 //! and the master; up to [`MAX_WAITING`] offers wait as the master encoded them (about 550

@@ -326,7 +326,7 @@ impl Dispatcher {
                 }],
                 // What the launch leaves of the agent is of no use: refused like a covered
                 // agent's offer. Re-offered after 5 s (the old filter), a 10,000-agent wave
-                // came back as 10,000 offers to queue and decline (issue 12); a node that
+                // came back as 10,000 offers to queue and decline; a node that
                 // loses its launch brings a REVIVE, which clears the filter (`offer_mode.rs`).
                 filters: Some(Filters {
                     refuse_seconds: Some(placement::REFUSE_COVERED_SECS),

@@ -3,7 +3,7 @@
 
 use crate::mesos::scheduler::Call;
 
-/// Boxed as they are made (issue 12): a `Call` is 776 bytes inline and a launch wave is
+/// Boxed as they are made: a `Call` is 776 bytes inline and a launch wave is
 /// 10,000 ACCEPTs. In a growing `Vec<Call>` they were copied at every doubling, copied again
 /// into a box for the sender, and the vector's capacity (some 12 MB) stayed allocated after
 /// the wave. Boxed, each call is made once and moves to the sender as a pointer (hence

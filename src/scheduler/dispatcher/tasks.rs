@@ -230,7 +230,7 @@ impl Dispatcher {
 
 /// The agent whose node's current launch is `task_id`. Mesos names the agent in every update
 /// of a launched task, so that is a lookup; an update without one costs a scan. (An index
-/// of task ids was 10,000 more copies of every task id and agent id, issue 12.)
+/// of task ids was 10,000 more copies of every task id and agent id.)
 pub(super) fn current_launch_of(
     model: &ClusterModel,
     task_id: &str,

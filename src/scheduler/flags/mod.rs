@@ -93,7 +93,7 @@ pub struct StorageSettings {
     pub packages: Packages,
     /// Port given with `-storage.preconfig.gateway=ip:port` (default 443).
     pub gateway_port: Option<u16>,
-    /// Issue 9: gateway TLS, start-up wait, capacity polling.
+    /// Gateway TLS, start-up wait, capacity polling.
     pub gateway_ca: Option<PathBuf>,
     pub wait: bool,
     pub capacity_interval: Duration,
@@ -119,7 +119,7 @@ pub struct RexRay {
     pub version: String,
     /// URL of the DVDI isolator module.
     pub isolator_binary: Option<String>,
-    /// issue 10: the volume driver's packages, the isolator's digest, and its gateway user.
+    /// The volume driver's packages, the isolator's digest, and its gateway user.
     pub isolator_sha256: Option<String>,
     pub packages: VolumeDriverPackages,
     pub user: Option<VolumeDriverUser>,
@@ -609,7 +609,7 @@ mod tests {
         let e = one_error(&with(&[], &["-scaleio.pasword", "hunter2"]));
         assert_mentions(&e, &["-scaleio.pasword", "unknown flag"]);
         assert!(!e.contains("hunter2"), "{e}");
-        // The earlier framework's store helpers exist again (issue 12).
+        // The earlier framework's store helpers exist again.
         let c = run(&with(&[], &["-store.dump=true"]));
         assert_eq!(c.store.helper, Some(crate::store::StoreHelper::Dump));
     }
@@ -830,7 +830,7 @@ mod tests {
         assert_eq!(c.storage.gateway, Some("fd00::7".parse().expect("ip")));
     }
 
-    /// Issue 9: gateway port, CA, wait, capacity interval and threshold.
+    /// Gateway port, CA, wait, capacity interval and threshold.
     #[test]
     fn gateway_flags_parse_and_refuse_bad_values() {
         let c = run(&with(
@@ -1197,7 +1197,7 @@ mod tests {
         }
     }
 
-    // issue 8 owns STORAGE_PASSWORD; this covers the minimal fallback deploy.sh needs.
+    // STORAGE_PASSWORD is the documented way; this covers the minimal fallback deploy.sh needs.
     #[test]
     fn password_from_storage_password_env() {
         let without: Vec<String> = base()

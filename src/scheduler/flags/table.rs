@@ -85,7 +85,7 @@ static HEAD: &[FlagDef] = &[
         "Host or IP address the executors use to reach this scheduler"),
     flag!(G_STORAGE, "storage.password", "password", "",
         "Password of the storage gateway's admin user. Required from one of: -storage.password, -storage.password.file, or the environment variable STORAGE_PASSWORD (first given wins, in that order; giving both flags is an error). The file and the environment keep it out of process listings"),
-    // issue 8: the password off the command line.
+    // The password off the command line.
     flag!(G_STORAGE, "storage.password.file", "path", "",
         "File holding the gateway password (one trailing newline is ignored)"),
     flag!(G_STORAGE, "storage.protectiondomain", "name", REQUIRED,
@@ -108,7 +108,7 @@ static HEAD: &[FlagDef] = &[
         "Id of the storage system; takes precedence over -storage.clustername"),
     flag!(G_STORAGE, "storage.apiversion", "major.minor", "2.0",
         "Gateway REST API version"),
-    // Issue 9: gateway TLS, start-up wait, capacity.
+    // Gateway TLS, start-up wait, capacity.
     flag!(G_STORAGE, "storage.gateway.cacert", "path", "",
         "PEM CA certificate to verify the gateway's TLS certificate against (default: not verified, as gateways ship self-signed ones)"),
     flag!(G_STORAGE, "storage.wait", bool, "false",
@@ -154,10 +154,10 @@ static TAIL: &[FlagDef] = &[
     flag!(G_REXRAY, "isolator.sha256", "hex", "",
         "SHA-256 of the isolator module"),
     flag!(G_STORE, "store.type", "file|zk", "file",
-        "Where the scheduler keeps its state: a journal file, or ZooKeeper (issue 12)"),
+        "Where the scheduler keeps its state: a journal file, or ZooKeeper"),
     flag!(G_STORE, "store.uri", "path", "$MESOS_SANDBOX/storage-scheduler-state.json, else ./storage-scheduler-state.json",
         "Location of the state: a file path, or zk://host:port,.../path (default path /storage-framework/<framework.name>)"),
-    // issue 12: framework adoption and store helpers.
+    // Framework adoption and store helpers.
     flag!(G_STORE, "framework.id", "id", "",
         "With nothing stored: adopt this running framework instead of registering a new one"),
     flag!(G_STORE, "framework.new", bool, "false",

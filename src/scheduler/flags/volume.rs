@@ -1,4 +1,4 @@
-//! The `Volume driver` flag group (issue 10): REX-Ray and dvdcli package URLs per platform
+//! The `Volume driver` flag group: REX-Ray and dvdcli package URLs per platform
 //! with their optional SHA-256, the isolator module, and the scoped gateway user REX-Ray logs
 //! in as. The user's password is read like the gateway password (flag, file, environment).
 

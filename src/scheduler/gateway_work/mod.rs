@@ -1,4 +1,4 @@
-//! The dispatcher's side of the storage work (issue 9): which nodes need the gateway worker,
+//! The dispatcher's side of the storage work: which nodes need the gateway worker,
 //! what it reported, and the storage-attach handshake fields of the model (`attached`,
 //! `sdc_connected`, `storage_ready`).
 //!

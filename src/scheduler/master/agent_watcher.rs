@@ -20,7 +20,7 @@ pub const MAX_AGENTS_BODY: u64 = 64 * 1024 * 1024;
 
 /// The parts of `GET /master/slaves` (or `/master/state`) the watcher reads; everything else
 /// in an entry (resources, attributes, ...) is skipped while parsing, so 10,000 agents cost
-/// their ids and host names only (issue 12: as a generic JSON value the body of 10,000
+/// their ids and host names only (as a generic JSON value the body of 10,000
 /// agents took some 60 MB).
 #[derive(Debug, Default, Deserialize)]
 pub struct AgentList {

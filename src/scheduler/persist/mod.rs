@@ -80,7 +80,7 @@ pub struct StateStore {
 /// A node record as saved: the node itself (shared with the model until the node is written
 /// to, so an unchanged node, its secret included, is the same pointer and is skipped without
 /// serializing it) and the record's content hash.
-/// Keyed by the node's own agent id (the model's key for it), not by a copy of it (issue 12).
+/// Keyed by the node's own agent id (the model's key for it), not by a copy of it.
 struct SavedNode {
     node: Arc<Node>,
     hash: u64,
@@ -160,7 +160,7 @@ impl StateStore {
         if self.backend.wants_rewrite() {
             return self.replace(state).map(|()| self.saved_nodes.len() + 1);
         }
-        // The changed records go to the store as they are made (issue 12: a launch wave's
+        // The changed records go to the store as they are made (a launch wave's
         // 10,000 records were copied into a batch, then again into the journal's line).
         let mut root_hash = None;
         let mut nodes_seen = Vec::new();
@@ -234,7 +234,7 @@ impl StateStore {
     }
 
     /// Replaces everything stored by `state` (compaction, teardown, import).
-    /// Records are handed to the store as they are made, not collected first (issue 12: a
+    /// Records are handed to the store as they are made, not collected first (a
     /// compaction at 10,000 nodes held the state twice).
     pub fn replace(&mut self, state: &Persisted) -> Result<(), StoreError> {
         let buf = &mut self.buf;

@@ -1,4 +1,4 @@
-//! Where the state lives and whether it may start a framework (issue 12).
+//! Where the state lives and whether it may start a framework.
 //!
 //! - With no store flag, the master's `zk` flag (`GET /master/flags`) names the ensemble the
 //!   usual Mesos deployment already runs: the state goes there, under

@@ -228,7 +228,7 @@ pub fn fit(
         carve(&mut pool, "mem", round3(mem - task_mem))
             .ok_or_else(|| short("mem", mem, have_mem))?,
     );
-    // Issue 12: a launch wave holds 10,000 of these until their ACCEPTs are sent; grown by
+    // A launch wave holds 10,000 of these until their ACCEPTs are sent; grown by
     // push and extend they had room for twice the (176-byte) resources they hold.
     task.shrink_to_fit();
     exec.shrink_to_fit();

@@ -1,5 +1,5 @@
 //! What the REX-Ray and dvdcli packages leave on a stand-in host when `dpkg`/`rpm` install
-//! them (issue 10, volume driver): REX-Ray's service definition, so that the executor's
+//! them: REX-Ray's service definition, so that the executor's
 //! ordering after `scini` (host-steps section 7) has a real file to act on, and the binaries.
 //! REX-Ray 0.x installs a SysV init script where there is no systemd (Ubuntu 14.04) and a
 //! unit in `/etc/systemd/system` otherwise. The service is enabled at boot but not started:

@@ -1352,7 +1352,7 @@ fn scli_reaches_the_master_from_another_host_and_the_trio_becomes_the_gateways()
     assert_eq!(snap["sdc"][0]["connected"], serde_json::json!(true));
 }
 
-/// Issue 9: an SDC installed with `MDM_IP` naming this cluster's MDMs registers with the
+/// An SDC installed with `MDM_IP` naming this cluster's MDMs registers with the
 /// gateway (its Sdc list, by the agent's address); one naming other MDMs does not; a reboot
 /// of the agent disconnects it.
 #[test]

@@ -76,7 +76,7 @@ impl MasterFront {
                     Err(_) => gone(),
                 }
             }
-            // Mesos's /master/frameworks: the frameworks part of the state (issue 12's guard
+            // Mesos's /master/frameworks: the frameworks part of the state (the scheduler's guard
             // against a second framework of the same name and role reads it).
             "/frameworks" => {
                 if leader != self.index {

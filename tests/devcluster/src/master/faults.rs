@@ -1,4 +1,4 @@
-//! Faults of the master toward a scheduler (issue 8): calls the master does not take, and
+//! Faults of the master toward a scheduler: calls the master does not take, and
 //! agents that re-register over a window after a failover. A new leader knows an agent's
 //! tasks only once that agent has re-registered; until then it does not answer
 //! reconciliation about them (Mesos' reconciliation guide: no update is sent for tasks on

@@ -54,7 +54,7 @@ pub enum Cmd {
     Process(ProcessEvent),
     /// The body of `/master/state`.
     MasterState(Sender<Result<Vec<u8>, String>>),
-    /// `/master/slaves` (issue 8: the agent watcher's endpoint).
+    /// `/master/slaves` (the agent watcher's endpoint).
     MasterSlaves(Sender<Result<Vec<u8>, String>>),
     AgentState {
         agent: usize,
@@ -126,7 +126,7 @@ pub enum Control {
     /// Half-open streams: see `MasterHandle::freeze_scheduler_streams`.
     FreezeStreams(Sender<Result<usize, String>>),
     Shutdown(Sender<()>),
-    // issue 8: scheduler-facing faults (see `faults.rs`).
+    // Scheduler-facing faults (see `faults.rs`).
     DropNextCall {
         kind: String,
         reply: Sender<Result<(), String>>,
