@@ -219,8 +219,13 @@ impl Config {
 }
 
 mod check;
+mod framework;
 mod parse;
+mod secrets;
+mod state_store;
+mod storage;
 mod table;
+mod value_syntax;
 mod values;
 mod volume;
 

@@ -1,0 +1,181 @@
+//! Validation of the storage cluster flags: gateway, its password, the existing MDMs, the
+//! API version and the capacity watch.
+
+use super::check::Check;
+use super::secrets::SecretFlag;
+use super::value_syntax::parse_duration;
+use super::*;
+
+impl Check<'_> {
+    pub(super) fn storage(&mut self, experimental: bool) -> StorageSettings {
+        let password = self.password();
+        let protection_domain = self.required("storage.protectiondomain");
+        let storage_pool = self.required("storage.storagepool");
+        let preconfig = self.mdms(experimental);
+        let (gateway, gateway_port) = self.gateway_address();
+        let lb_gateway = self
+            .raw("storage.lbgateway")
+            .map(|v| self.host("storage.lbgateway", v, true));
+        let cluster_name = self.text("storage.clustername", "scaleio");
+        let cluster_id = self.raw("storage.clusterid");
+        let api_version = self.text("storage.apiversion", "2.0");
+        let is_version = api_version.split_once('.').is_some_and(|(a, b)| {
+            [a, b]
+                .iter()
+                .all(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()))
+        });
+        if !is_version {
+            self.fail(
+                "storage.apiversion",
+                format!("{api_version:?} is not a version like 2.0"),
+            );
+        }
+        let packages = self.package_urls();
+        StorageSettings {
+            password,
+            protection_domain,
+            storage_pool,
+            preconfig,
+            gateway,
+            lb_gateway,
+            cluster_name,
+            cluster_id,
+            api_version,
+            packages,
+            gateway_port,
+            gateway_ca: self.raw("storage.gateway.cacert").map(PathBuf::from),
+            wait: self.boolean("storage.wait"),
+            capacity_interval: self.capacity_interval(),
+            threshold_pct: self.threshold(),
+        }
+    }
+
+    /// `-storage.preconfig.gateway` as `ip` or `ip:port` (`[v6]:port`): a gateway may listen
+    /// on a port other than the default, and then the port comes with its address.
+    fn gateway_address(&mut self) -> (Option<IpAddr>, Option<u16>) {
+        const NAME: &str = "storage.preconfig.gateway";
+        let Some(v) = self.raw(NAME) else {
+            return (None, None);
+        };
+        if let Ok(ip) = v.parse::<IpAddr>() {
+            return (Some(ip), None);
+        }
+        match v.parse::<std::net::SocketAddr>() {
+            Ok(sa) if sa.port() != 0 => (Some(sa.ip()), Some(sa.port())),
+            _ => {
+                self.fail(NAME, format!("{v:?} is not an IP address or ip:port"));
+                (None, None)
+            }
+        }
+    }
+
+    fn capacity_interval(&mut self) -> Duration {
+        const NAME: &str = "storage.capacity.interval";
+        const DEFAULT: Duration = Duration::from_secs(60);
+        let Some(v) = self.raw(NAME) else {
+            return DEFAULT;
+        };
+        match parse_duration(&v) {
+            Some(d) if d >= Duration::from_secs(1) => d,
+            _ => {
+                self.fail(
+                    NAME,
+                    format!("{v:?} is not a duration of at least 1 second (e.g. 60 or 5m)"),
+                );
+                DEFAULT
+            }
+        }
+    }
+
+    fn threshold(&mut self) -> f64 {
+        const NAME: &str = "storage.threshold";
+        match self.number(NAME, 80.0) {
+            Some(n) if n > 0.0 && n <= 100.0 => n,
+            Some(n) => {
+                self.fail(NAME, format!("{n} is not a percentage in (0, 100]"));
+                80.0
+            }
+            None => 80.0,
+        }
+    }
+
+    /// The gateway password from `-storage.password`, else `-storage.password.file`, else
+    /// `STORAGE_PASSWORD`. Neither the value nor the file's content is ever echoed.
+    fn password(&mut self) -> Secret {
+        let names = SecretFlag {
+            name: "storage.password",
+            file: "storage.password.file",
+            env: "STORAGE_PASSWORD",
+            what: "the gateway password",
+        };
+        self.secret(&names, true).unwrap_or_default()
+    }
+
+    fn mdms(&mut self, experimental: bool) -> Option<Mdms> {
+        const NAMES: [&str; 3] = [
+            "storage.preconfig.primary",
+            "storage.preconfig.secondary",
+            "storage.preconfig.tiebreaker",
+        ];
+        let present: Vec<bool> = NAMES
+            .iter()
+            .map(|n| {
+                self.broken.contains(n)
+                    || self
+                        .given
+                        .get(n)
+                        .is_some_and(|g| !g.value.trim().is_empty())
+            })
+            .collect();
+        let ips: Vec<Option<IpAddr>> = NAMES.iter().map(|n| self.ip(n)).collect();
+        let count = present.iter().filter(|p| **p).count();
+        if count == 0 {
+            if !experimental {
+                self.errors.push(format!(
+                    "-{}, -{} and -{} are missing: give the addresses of the existing MDMs \
+                     (or -experimental=true to let the framework build the storage cluster)",
+                    NAMES[0], NAMES[1], NAMES[2]
+                ));
+            }
+            return None;
+        }
+        if count < 3 {
+            let missing: Vec<String> = NAMES
+                .iter()
+                .zip(&present)
+                .filter(|(_, p)| !**p)
+                .map(|(n, _)| format!("-{n}"))
+                .collect();
+            let given: Vec<String> = NAMES
+                .iter()
+                .zip(&present)
+                .filter(|(_, p)| **p)
+                .map(|(n, _)| self.label(n))
+                .collect();
+            self.errors.push(format!(
+                "{}: missing while {} {} given; the three MDM flags go together",
+                missing.join(" and "),
+                given.join(" and "),
+                if given.len() == 1 { "is" } else { "are" }
+            ));
+            return None;
+        }
+        let [Some(primary), Some(secondary), Some(tiebreaker)] = [ips[0], ips[1], ips[2]] else {
+            return None;
+        };
+        if primary == secondary || primary == tiebreaker || secondary == tiebreaker {
+            self.errors.push(format!(
+                "{}, {} and {}: the primary, secondary and tie-breaker MDM must be three different nodes",
+                self.label(NAMES[0]),
+                self.label(NAMES[1]),
+                self.label(NAMES[2])
+            ));
+            return None;
+        }
+        Some(Mdms {
+            primary,
+            secondary,
+            tiebreaker,
+        })
+    }
+}
