@@ -2,7 +2,7 @@
 //! and the address executors use to reach this scheduler.
 
 use super::check::Check;
-use super::value_syntax::{parse_duration, parse_master};
+use super::values::{parse_duration, parse_master};
 use std::time::Duration;
 
 impl Check<'_> {

@@ -222,10 +222,9 @@ mod check;
 mod framework;
 mod parse;
 mod secrets;
-mod state_store;
 mod storage;
+mod store;
 mod table;
-mod value_syntax;
 mod values;
 mod volume;
 

@@ -3,7 +3,7 @@
 
 use super::check::Check;
 use super::secrets::SecretFlag;
-use super::value_syntax::parse_duration;
+use super::values::parse_duration;
 use super::*;
 
 impl Check<'_> {
