@@ -314,3 +314,156 @@ fn the_scheduler_layers_have_no_circle() {
         }
     }
 }
+
+/// Longest function and largest module (non-blank, non-comment lines before the unit tests)
+/// that the shipped code may have; a file over either says why in a `//! size:` line.
+const MAX_FN_LINES: usize = 80;
+const MAX_MODULE_LINES: usize = 600;
+
+/// A line with its string and char literals blanked and its `//` comment cut, so that braces
+/// inside them are not counted.
+fn code_of(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                while let Some(d) = chars.next() {
+                    match d {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+                out.push_str("\"\"");
+            }
+            '\'' => {
+                // A char literal ('x', '\n', '{') or a lifetime ('a): only the former is skipped.
+                let rest: String = chars.clone().take(3).collect();
+                let literal = rest.starts_with('\\') || rest.chars().nth(1) == Some('\'');
+                if literal {
+                    for d in chars.by_ref() {
+                        if d == '\'' {
+                            break;
+                        }
+                    }
+                    out.push_str("''");
+                } else {
+                    out.push(c);
+                }
+            }
+            '/' if chars.peek() == Some(&'/') => break,
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// (name, lines) of every function in `text` longer than `MAX_FN_LINES`.
+fn long_functions(text: &str) -> Vec<(String, usize)> {
+    let lines: Vec<String> = text.lines().map(code_of).collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(at) = line.find("fn ") else {
+            continue;
+        };
+        let before = line[..at].trim();
+        let starts_item = before.is_empty()
+            || before.split_whitespace().all(|w| {
+                [
+                    "pub",
+                    "pub(crate)",
+                    "pub(super)",
+                    "const",
+                    "unsafe",
+                    "async",
+                ]
+                .contains(&w)
+            });
+        if !starts_item {
+            continue;
+        }
+        let name = ident_at(&line[at + 3..]);
+        let (mut depth, mut opened) = (0i64, false);
+        for (j, l) in lines.iter().enumerate().skip(i) {
+            if !opened && l.contains(';') && !l.contains('{') {
+                break; // a declaration without a body
+            }
+            for c in l.chars() {
+                match c {
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            if opened && depth <= 0 {
+                let n = j - i + 1;
+                if n > MAX_FN_LINES {
+                    out.push((name.clone(), n));
+                }
+                break;
+            }
+        }
+    }
+    out
+}
+
+fn module_lines(text: &str) -> usize {
+    shipped_code(text)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .count()
+}
+
+#[test]
+fn no_function_or_module_is_too_long() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut all = Vec::new();
+    files(&root.join("src"), &mut all);
+    files(&root.join("executor/src"), &mut all);
+    assert!(all.len() > 50, "the scan found only {} files", all.len());
+    let mut wrong = Vec::new();
+    for f in all {
+        let text = std::fs::read_to_string(&f).unwrap();
+        if text.lines().take(12).any(|l| l.starts_with("//! size:")) {
+            continue;
+        }
+        let shown = f.strip_prefix(root).unwrap().display().to_string();
+        let code = match text.find("#[cfg(test)]\nmod tests") {
+            Some(i) => &text[..i],
+            None => &text[..],
+        };
+        for (name, n) in long_functions(code) {
+            wrong.push(format!(
+                "{shown}: fn {name} has {n} lines (at most {MAX_FN_LINES})"
+            ));
+        }
+        let n = module_lines(&text);
+        if n > MAX_MODULE_LINES {
+            wrong.push(format!(
+                "{shown}: {n} lines of code (at most {MAX_MODULE_LINES})"
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "too long, or say why in a `//! size:` line: {wrong:#?}"
+    );
+}
+
+#[test]
+fn the_size_scan_sees_functions_and_ignores_braces_in_literals() {
+    let body = "    let x = 1;\n".repeat(MAX_FN_LINES);
+    let text =
+        format!("pub fn big() {{\n{body}}}\nfn small() {{ let s = \"}}\"; let c = '{{'; }}\n");
+    assert_eq!(
+        long_functions(&text),
+        [("big".to_string(), MAX_FN_LINES + 2)]
+    );
+    assert!(long_functions("fn f<'a>(x: &'a str) { let _ = x; }\n").is_empty());
+}
