@@ -38,19 +38,9 @@ impl Phase {
         Phase::Lost,
     ];
 
-    /// The install path, in order, from the launch to `running`.
-    pub const INSTALL: [Phase; 10] = [
-        Phase::Launching,
-        Phase::Environment,
-        Phase::RebootPrerequisites,
-        Phase::Packages,
-        Phase::Devices,
-        Phase::ClusterInit,
-        Phase::StorageAttach,
-        Phase::VolumeDriver,
-        Phase::RebootFinal,
-        Phase::Running,
-    ];
+    /// The install path, in order, from the launch to `running`: [`Phase::ALL`] without the
+    /// two ends that are not on it (`failed`, `lost`), which it lists last.
+    pub const INSTALL: &'static [Phase] = Phase::ALL.split_at(Phase::ALL.len() - 2).0;
 
     /// The wire name (kebab-case), as plans, reports, `/api/state` and the store spell it.
     pub fn as_str(self) -> &'static str {

@@ -9,7 +9,6 @@ use crate::scheduler::model::{Node, Phase};
 use std::fmt::Write;
 
 /// The install path, in order: progress is the position of a node's phase on it.
-const INSTALL: [Phase; 10] = Phase::INSTALL;
 
 const REFRESH_MS: u32 = 5000;
 /// Last contact older than this is shown as stale.
@@ -546,10 +545,10 @@ fn phase_cells(out: &mut String, phase: Phase) {
         "<td><span class=\"badge {class}\">{}</span></td>",
         esc(phase.as_str())
     );
-    let (pct, label) = match INSTALL.iter().position(|p| *p == phase) {
+    let (pct, label) = match Phase::INSTALL.iter().position(|p| *p == phase) {
         Some(i) => (
-            (i + 1) * 100 / INSTALL.len(),
-            format!("step {} of {}", i + 1, INSTALL.len()),
+            (i + 1) * 100 / Phase::INSTALL.len(),
+            format!("step {} of {}", i + 1, Phase::INSTALL.len()),
         ),
         None if phase == Phase::Failed => (100, "stopped: failed".into()),
         None => (100, "stopped: lost".into()),

@@ -68,17 +68,7 @@ mod tests {
     use super::*;
 
     /// The phases an executor walks, in order.
-    const WALK: [Phase; 9] = [
-        Phase::Environment,
-        Phase::RebootPrerequisites,
-        Phase::Packages,
-        Phase::Devices,
-        Phase::ClusterInit,
-        Phase::StorageAttach,
-        Phase::VolumeDriver,
-        Phase::RebootFinal,
-        Phase::Running,
-    ];
+    const WALK: &[Phase] = Phase::INSTALL.split_at(1).1;
 
     fn walk(from: Phase, f: Findings) -> Vec<Phase> {
         let mut out = vec![from];
@@ -122,7 +112,7 @@ mod tests {
 
     #[test]
     fn resume_starts_at_the_recorded_phase() {
-        for p in WALK {
+        for &p in WALK {
             assert_eq!(start(Phase::parse(p.as_str())), p);
         }
         // Nothing recorded, or a phase only the scheduler sets: from the start.
