@@ -8,8 +8,6 @@ use crate::scheduler::exchange::View;
 use crate::scheduler::model::{Node, Phase};
 use std::fmt::Write;
 
-/// The install path, in order: progress is the position of a node's phase on it.
-
 const REFRESH_MS: u32 = 5000;
 /// Last contact older than this is shown as stale.
 const STALE_MS: u64 = 2 * 60 * 1000;
