@@ -381,6 +381,15 @@ mod tests {
             Component::Gateway.package(Platform::Rhel7),
             "EMC-ScaleIO-gateway"
         );
+        assert_eq!(
+            profile(Platform::Ubuntu1404).prerequisites,
+            ["libaio1", "zip"]
+        );
+        assert_eq!(
+            profile(Platform::Rhel7).mdm_prerequisites,
+            ["java-1.8.0-openjdk"]
+        );
+        assert!(profile(Platform::Ubuntu1404).mdm_prerequisites.is_empty());
     }
 
     #[test]

@@ -120,7 +120,6 @@ pub fn same_version(a: &str, b: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use storage_framework::contract::platform::Component;
 
     #[test]
     fn versions_come_from_vendor_file_names() {
@@ -154,21 +153,5 @@ mod tests {
         assert!(same_version("2.0-10000.2072.el7", "2.0-10000.2072.el7"));
         assert!(!same_version("2.0-10000.2072", "2.0-10000.2073"));
         assert!(!same_version("2.0-10000.2072", "2.0-10000.2072.el7"));
-    }
-
-    #[test]
-    fn package_names_per_platform() {
-        assert_eq!(
-            Component::Sdc.package(Platform::Ubuntu1404),
-            "emc-scaleio-sdc"
-        );
-        assert_eq!(
-            Component::Gateway.package(Platform::Rhel7),
-            "EMC-ScaleIO-gateway"
-        );
-        assert_eq!(
-            profile(Platform::Ubuntu1404).prerequisites,
-            ["libaio1", "zip"]
-        );
     }
 }
