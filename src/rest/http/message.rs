@@ -1,12 +1,10 @@
 //! What a handler sees and answers: the parsed request, the response and its body, and a
 //! connection handed over to answer later.
 
-use super::write::write_response;
 use super::HttpStats;
-use std::net::{Shutdown, TcpStream};
-use std::sync::atomic::Ordering::Relaxed;
+use std::net::TcpStream;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub struct Request {
     pub method: String,
@@ -141,17 +139,6 @@ pub struct Later {
     pub(super) head_only: bool,
     pub(super) stats: Arc<HttpStats>,
     pub(super) write_timeout: Duration,
-}
-
-impl Later {
-    /// Writes `resp` (one deadline for the whole response) and closes the connection.
-    pub fn answer(mut self, resp: &Response) {
-        let class = usize::from(resp.status / 100).min(5);
-        self.stats.responses[class].fetch_add(1, Relaxed);
-        let deadline = Instant::now() + self.write_timeout;
-        let _ = write_response(&mut self.stream, resp, self.head_only, false, deadline);
-        let _ = self.stream.shutdown(Shutdown::Write);
-    }
 }
 
 impl Response {

@@ -1,10 +1,11 @@
 //! Sending a response under one deadline, and closing after an error without resetting
 //! the connection under the client's feet.
 
-use super::message::{reason, Response};
+use super::message::{reason, Later, Response};
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 /// After an error that closes the connection, unread input is drained this long (or this
@@ -77,4 +78,15 @@ pub(super) fn write_response(
         }
     }
     stream.flush()
+}
+
+impl Later {
+    /// Writes `resp` (one deadline for the whole response) and closes the connection.
+    pub fn answer(mut self, resp: &Response) {
+        let class = usize::from(resp.status / 100).min(5);
+        self.stats.responses[class].fetch_add(1, Relaxed);
+        let deadline = Instant::now() + self.write_timeout;
+        let _ = write_response(&mut self.stream, resp, self.head_only, false, deadline);
+        let _ = self.stream.shutdown(Shutdown::Write);
+    }
 }
