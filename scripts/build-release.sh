@@ -16,8 +16,10 @@ die() { echo "build-release.sh: $*" >&2; exit 1; }
 case "${1:-}" in -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 [ $# -le 1 ] || die "one argument at most: the tag (see --help)"
 
-# Size budgets in bytes: the launcher fetches both binaries on every (re)start.
-SCHEDULER_BUDGET=$((4 * 1024 * 1024))
+# Size budgets in bytes: the launcher fetches both binaries on every (re)start. The
+# scheduler's is the product's budget with TLS on its own API (4.5 MiB); the typed gateway
+# API and the start-up in named steps took it past the earlier 4 MiB (about 4.1 MiB).
+SCHEDULER_BUDGET=$((9 * 512 * 1024))
 EXECUTOR_BUDGET=$((3 * 1024 * 1024))
 
 crate_version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"

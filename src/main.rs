@@ -23,7 +23,14 @@ fn main() {
     let rust_log = env("RUST_LOG");
     env_logger::Builder::new()
         .parse_filters(&logging::filter_spec(config.loglevel, rust_log.as_deref()))
-        .format_timestamp_millis()
+        .format(|buf, record| {
+            // env_logger's own layout, with our timestamp.
+            use std::io::Write;
+            let at = logging::utc_millis(std::time::SystemTime::now());
+            let (level, target) = (record.level(), record.target());
+            let message = record.args().to_string().replace('\n', "\n    ");
+            writeln!(buf, "[{at} {level:<5} {target}] {message}")
+        })
         .init();
     let start_rest: scheduler::exchange::StartRest =
         Box::new(|c| rest::start(c).map(|h| Box::new(h) as Box<dyn std::any::Any>));
