@@ -19,7 +19,8 @@ pub fn installed_version(
             let cmd = Cmd::new(
                 "dpkg-query",
                 &["-W", "--showformat=${Status}\\t${Version}", name],
-            );
+            )
+            .deadline(Cmd::QUERY_DEADLINE);
             let out = r.run(&cmd)?;
             match out.status {
                 0 => Ok(out
@@ -29,24 +30,17 @@ pub fn installed_version(
                     .map(|(_, v)| v.trim().to_string())
                     .filter(|v| !v.is_empty())),
                 1 => Ok(None),
-                s => Err(CommandError {
-                    command: cmd.display(),
-                    status: Some(s),
-                    tail: out.tail,
-                }),
+                s => Err(CommandError::exited(&cmd, s, out.tail)),
             }
         }
         PackageTool::Rpm => {
-            let cmd = Cmd::new("rpm", &["-q", "--qf", "%{VERSION}-%{RELEASE}", name]);
+            let cmd = Cmd::new("rpm", &["-q", "--qf", "%{VERSION}-%{RELEASE}", name])
+                .deadline(Cmd::QUERY_DEADLINE);
             let out = r.run(&cmd)?;
             match out.status {
                 0 => Ok(Some(out.stdout.trim().to_string()).filter(|v| !v.is_empty())),
                 1 => Ok(None),
-                s => Err(CommandError {
-                    command: cmd.display(),
-                    status: Some(s),
-                    tail: out.tail,
-                }),
+                s => Err(CommandError::exited(&cmd, s, out.tail)),
             }
         }
     }
@@ -61,7 +55,8 @@ pub fn install_from_repository(
     let mut args = vec!["-y", "install"];
     args.extend_from_slice(names);
     let tool = profile(platform).package_tool.repository_installer();
-    r.check(&Cmd::new(tool, &args)).map(drop)
+    r.check(&Cmd::new(tool, &args).deadline(Cmd::INSTALL_DEADLINE))
+        .map(drop)
 }
 
 /// `dpkg -i <file>` / `rpm -Uvh <file>`, with the component's environment in `base`.
@@ -75,6 +70,7 @@ pub fn install_file(
     let cmd = Cmd {
         program: program.into(),
         args: vec![flag.into(), file.into()],
+        deadline: Cmd::INSTALL_DEADLINE,
         ..base
     };
     r.check(&cmd).map(drop)
@@ -145,6 +141,27 @@ mod tests {
         for (file, pkg, want) in cases {
             assert_eq!(version_in_file_name(file, pkg).as_deref(), want, "{file}");
         }
+    }
+
+    #[test]
+    fn installs_get_minutes_and_queries_seconds() {
+        let mut seen = Vec::new();
+        let mut r = crate::host::scripted::Scripted::new(|c: &Cmd| {
+            seen.push((c.program.clone(), c.deadline));
+            (0, String::new())
+        });
+        let _ = installed_version(&mut r, Platform::Rhel7, "rexray");
+        install_from_repository(&mut r, Platform::Rhel7, &["numactl"]).unwrap();
+        install_file(&mut r, Platform::Ubuntu1404, "x.deb", Cmd::default()).unwrap();
+        drop(r);
+        assert_eq!(
+            seen,
+            [
+                ("rpm".to_string(), Cmd::QUERY_DEADLINE),
+                ("yum".to_string(), Cmd::INSTALL_DEADLINE),
+                ("dpkg".to_string(), Cmd::INSTALL_DEADLINE),
+            ]
+        );
     }
 
     #[test]

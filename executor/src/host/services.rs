@@ -36,7 +36,11 @@ impl<'a> Service<'a> {
 
     fn cmd(&self, verb: &str) -> Cmd {
         let (program, args) = self.manager().command(self.name, verb);
-        Cmd::new(program, &args)
+        let deadline = match verb {
+            "start" | "restart" => Cmd::SERVICE_DEADLINE,
+            _ => Cmd::QUERY_DEADLINE,
+        };
+        Cmd::new(program, &args).deadline(deadline)
     }
 
     /// The query whose exit status says whether the service runs.
@@ -129,5 +133,27 @@ mod tests {
         assert!(e.to_string().contains("no such unit"), "{e}");
         let e = svc.enable_at_boot(&mut r).unwrap_err();
         assert_eq!(e.command, "systemctl enable scaleio-gateway");
+    }
+
+    #[test]
+    fn starts_wait_for_the_daemon_and_queries_do_not() {
+        let mut seen = Vec::new();
+        let mut r = Scripted::new(|c: &Cmd| {
+            seen.push((c.args[0].clone(), c.deadline));
+            (0, String::new())
+        });
+        let svc = Service::new(Platform::Rhel7, "rexray");
+        svc.restart(&mut r).unwrap();
+        svc.start(&mut r).unwrap();
+        svc.check_running(&mut r).unwrap();
+        drop(r);
+        assert_eq!(
+            seen,
+            [
+                ("restart".to_string(), Cmd::SERVICE_DEADLINE),
+                ("start".to_string(), Cmd::SERVICE_DEADLINE),
+                ("is-active".to_string(), Cmd::QUERY_DEADLINE),
+            ]
+        );
     }
 }

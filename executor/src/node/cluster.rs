@@ -32,7 +32,7 @@ const VERIFY_DEADLINE: Duration = Duration::from_secs(30);
 const VERIFY_POLL: Duration = Duration::from_millis(200);
 
 fn scli(args: &[&str]) -> Cmd {
-    Cmd::new("scli", args)
+    Cmd::new("scli", args).deadline(Cmd::SCLI_DEADLINE)
 }
 
 /// The `Cluster:` line of `scli --query_cluster` as `key -> value` pairs
@@ -358,6 +358,12 @@ mod tests {
         );
         assert!(!shows(&named("pool-sys"), QUERY_1_NODE));
         assert!(!shows(&mode("3_node"), ""));
+    }
+
+    #[test]
+    fn scli_waits_a_minute_for_the_mdm() {
+        assert_eq!(login("pw", None).deadline, Cmd::SCLI_DEADLINE);
+        assert_eq!(scli(&["--query_cluster"]).deadline, Cmd::SCLI_DEADLINE);
     }
 
     #[test]

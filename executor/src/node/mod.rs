@@ -280,7 +280,7 @@ impl Node {
         volume::write_if_changed(&marker, &format!("{boot}\n"), 0o600)?;
         log::warn!("node {}: rebooting the host", self.plan.hostname);
         self.runner
-            .check(&Cmd::new("shutdown", &["-r", "now"]))
+            .check(&Cmd::new("shutdown", &["-r", "now"]).deadline(Cmd::QUERY_DEADLINE))
             .map_err(|e| e.to_string())?;
         // The reboot ends this process; waiting is all that is left to do.
         let deadline = Instant::now() + REBOOT_DEADLINE;

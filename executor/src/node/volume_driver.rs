@@ -206,7 +206,7 @@ pub fn order_after_scini(
             if !volume::write_if_changed(&dropin, volume::REXRAY_SCINI_DROPIN_TEXT, 0o644)? {
                 return Ok(false);
             }
-            r.check(&Cmd::new("systemctl", &["daemon-reload"]))
+            r.check(&Cmd::new("systemctl", &["daemon-reload"]).deadline(Cmd::QUERY_DEADLINE))
                 .map_err(|e| e.to_string())?;
             log::info!("node {host}: REX-Ray's unit now starts after scini.service");
             Ok(true)
