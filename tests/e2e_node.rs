@@ -1,6 +1,7 @@
 //! End to end, node side: the real scheduler and executors on dev cluster agents whose hosts
 //! are stand-ins (`devcluster::host`): Ubuntu 14.04, RHEL 7 and CentOS 7 hosts walk to
-//! `running` (the Ubuntu one installs its kernel and reboots once), an unsupported OS and a
+//! `running` (the Ubuntu one installs its kernel and reboots once; one whose boot loader keeps
+//! booting the old kernel reboots once and then waits, naming both), an unsupported OS and a
 //! failing package install end as failed nodes naming the cause, an executor killed
 //! mid-install resumes without reinstalling, an agent restart keeps the executor, and no
 //! executor secret shows in the master's or agents' state endpoints.
@@ -599,4 +600,40 @@ fn an_executor_killed_mid_install_resumes_without_reinstalling() {
     assert!(dump.status.success() && out.contains("agent-1"), "{out}");
     let both = format!("{out}{}", String::from_utf8_lossy(&dump.stderr));
     assert!(!both.contains(VOLUME_PASSWORD) && !both.contains(PASSWORD));
+}
+
+/// GRUB's saved default keeps booting the old kernel: the Ubuntu host reboots once for the
+/// kernel the SDC needs, comes back on the old one, and its node then waits with a
+/// configuration error naming the running kernel and the boot loader's default instead of
+/// rebooting the host on every relaunch.
+#[test]
+fn a_boot_loader_that_boots_another_kernel_costs_one_reboot_not_endless_ones() {
+    let old = HostProfile::Ubuntu1404.initial_kernel();
+    let rig = Rig::start("grub", &[HostProfile::Ubuntu1404], |work| {
+        root_of(work, 1).set_boot_loader_default(old).unwrap();
+    });
+    let error = wait_for("agent-1 waiting with a configuration error", SETTLE, || {
+        let boots = rig.host(1).boots;
+        assert!(boots <= 1, "the host rebooted {boots} times for one reason");
+        let n = rig.node(1)?;
+        let e = n["last_error"].as_str()?.to_string();
+        (n["phase"] == "reboot-prerequisites" && e.contains("boot loader")).then_some(e)
+    });
+    assert!(
+        error.contains(&format!("kernel {old} runs"))
+            && error.contains(UBUNTU_SDC_KERNEL)
+            && error.contains(&format!(
+                "saved_entry=Advanced options for Ubuntu>Ubuntu, with Linux {old}"
+            )),
+        "{error}"
+    );
+    let h = rig.host(1);
+    assert_eq!(h.boots, 1);
+    assert_eq!(runs(&h, &["shutdown"]) + runs(&h, &["reboot"]), 1);
+    assert_eq!(h.running_kernel, old);
+    let n = rig.node(1).unwrap();
+    assert_eq!(
+        n["task"]["state"], "TASK_RUNNING",
+        "it waits for a new plan: {n}"
+    );
 }

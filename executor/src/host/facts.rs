@@ -57,6 +57,18 @@ impl Facts {
             .filter(|s| !s.is_empty())
     }
 
+    /// The boot loader's default entry, naming the file it comes from ([`grub_default`]).
+    pub fn boot_loader_default(&self) -> String {
+        let default_grub = self.read("/etc/default/grub").ok();
+        let grubenv = ["/boot/grub/grubenv", "/boot/grub2/grubenv"]
+            .into_iter()
+            .find_map(|p| Some((p, self.read(p).ok()?)));
+        grub_default(
+            default_grub.as_deref(),
+            grubenv.as_ref().map(|(p, t)| (*p, t.as_str())),
+        )
+    }
+
     /// Device paths in `/proc/mounts` and `/proc/swaps`, symlinks resolved under the root
     /// (`/dev/disk/by-uuid/...` becomes `/dev/xvda1`).
     pub fn devices_in_use(&self) -> Result<Vec<String>, String> {
@@ -185,6 +197,32 @@ pub struct BlockDevice {
     pub partitions: Vec<String>,
 }
 
+/// The entry GRUB boots by default, from `/etc/default/grub` and the grubenv file `(path,
+/// text)`: the grubenv's `saved_entry` when `GRUB_DEFAULT=saved` (or no `/etc/default/grub`),
+/// else `GRUB_DEFAULT`; `unknown` when neither says.
+pub fn grub_default(default_grub: Option<&str>, grubenv: Option<(&str, &str)>) -> String {
+    // Shell syntax: the last assignment wins; quotes are not part of the value.
+    let value = |text: &str, key: &str| {
+        text.lines()
+            .filter_map(|l| l.trim().strip_prefix(key)?.strip_prefix('='))
+            .next_back()
+            .map(|v| v.trim().trim_matches(|c| c == '"' || c == '\'').to_string())
+    };
+    let setting = default_grub.and_then(|t| value(t, "GRUB_DEFAULT"));
+    let saved = grubenv.and_then(|(path, t)| {
+        let e = value(t, "saved_entry").filter(|e| !e.is_empty())?;
+        Some(format!("saved_entry={e} ({path})"))
+    });
+    match (setting.as_deref(), saved) {
+        (Some("saved") | None, Some(s)) => s,
+        (Some("saved"), None) => {
+            "GRUB_DEFAULT=saved (/etc/default/grub) with no saved_entry: the first entry".into()
+        }
+        (Some(v), _) => format!("GRUB_DEFAULT={v} (/etc/default/grub)"),
+        (None, None) => "unknown".into(),
+    }
+}
+
 /// `ID` and `VERSION_ID` of an os-release text decide; anything else is refused by name.
 pub fn detect_platform(os_release: &str) -> Result<Platform, String> {
     Platform::detect(os_release)
@@ -212,6 +250,49 @@ mod tests {
         let rhel8 = "ID=\"rhel\"\nVERSION_ID=\"8.4\"\n";
         assert!(detect_platform(rhel8).unwrap_err().contains("8.4"));
         assert!(detect_platform("").unwrap_err().contains("unsupported"));
+    }
+
+    #[test]
+    fn the_boot_loader_default_comes_from_grub_s_files() {
+        let env = Some((
+            "/boot/grub/grubenv",
+            "# GRUB Environment Block\nsaved_entry=Ubuntu, with Linux 4.15.0-45-generic\n",
+        ));
+        let saved = "saved_entry=Ubuntu, with Linux 4.15.0-45-generic (/boot/grub/grubenv)";
+        let first = "GRUB_DEFAULT=0 (/etc/default/grub)";
+        // (/etc/default/grub, grubenv) -> what the error names
+        let table = [
+            (Some("GRUB_DEFAULT=saved\n"), env, saved),
+            (
+                Some("# GRUB_DEFAULT=1\nGRUB_DEFAULT=\"saved\"\n"),
+                env,
+                saved,
+            ),
+            (None, env, saved),
+            (Some("GRUB_DEFAULT=0\nGRUB_TIMEOUT=10\n"), env, first),
+            (Some("GRUB_DEFAULT=1\nGRUB_DEFAULT=0\n"), None, first),
+            (
+                Some("GRUB_DEFAULT='1>2'\n"),
+                None,
+                "GRUB_DEFAULT=1>2 (/etc/default/grub)",
+            ),
+            (
+                Some("GRUB_DEFAULT=saved\n"),
+                Some(("/boot/grub/grubenv", "saved_entry=\n")),
+                "GRUB_DEFAULT=saved (/etc/default/grub) with no saved_entry: the first entry",
+            ),
+            (Some("GRUB_TIMEOUT=10\n"), None, "unknown"),
+            (None, None, "unknown"),
+        ];
+        for (default_grub, grubenv, want) in table {
+            assert_eq!(
+                grub_default(default_grub, grubenv),
+                want,
+                "{default_grub:?}"
+            );
+        }
+        let dir = std::env::temp_dir().join(format!("facts-grub-{}", std::process::id()));
+        assert_eq!(Facts::new(&dir).boot_loader_default(), "unknown");
     }
 
     #[test]

@@ -52,14 +52,60 @@ pub enum Reboot {
     /// This node runs the scheduler and others are still on their way: wait for the plan.
     Wait,
     Now,
+    /// The host already rebooted for this reason and it still holds: another reboot would
+    /// end the same way, on every relaunch, so the operator has to look at the host.
+    Again,
 }
 
-pub fn reboot(needed: bool, debug: bool, wait: bool) -> Reboot {
-    match (needed, debug, wait) {
-        (false, _, _) => Reboot::Skip,
-        (true, true, _) => Reboot::Forbidden,
-        (true, false, true) => Reboot::Wait,
-        (true, false, false) => Reboot::Now,
+/// What the reboot marker says about an earlier reboot for one reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Earlier {
+    /// None asked for.
+    None,
+    /// Asked for in this boot: the executor ended before the host went down.
+    Pending,
+    /// Asked for in an earlier boot: the host rebooted since.
+    Rebooted,
+}
+
+/// The earlier reboot for `reason` the marker text records (`<phase> <boot id>` lines), seen
+/// from boot `boot`. Without a boot id a recorded reboot counts as done, since a reboot still
+/// to come could not be told from one behind us and guessing "to come" reboots forever.
+pub fn earlier(marker: &str, reason: Phase, boot: Option<&str>) -> Earlier {
+    let recorded = marker.lines().find_map(|l| {
+        let mut words = l.split_whitespace();
+        (words.next()? == reason.as_str()).then(|| words.next().unwrap_or(""))
+    });
+    match (recorded, boot) {
+        (None, _) => Earlier::None,
+        (Some(id), Some(b)) if !id.is_empty() && id == b => Earlier::Pending,
+        (Some(_), _) => Earlier::Rebooted,
+    }
+}
+
+/// The marker text once a reboot for `reason` is asked for from boot `boot`: the other
+/// reasons' lines are kept.
+pub fn mark(marker: &str, reason: Phase, boot: &str) -> String {
+    let mut out: String = marker
+        .lines()
+        .filter(|l| {
+            l.trim()
+                .split_once(' ')
+                .is_some_and(|(p, _)| p != reason.as_str())
+        })
+        .map(|l| format!("{}\n", l.trim()))
+        .collect();
+    out.push_str(&format!("{} {boot}\n", reason.as_str()));
+    out
+}
+
+pub fn reboot(needed: bool, earlier: Earlier, debug: bool, wait: bool) -> Reboot {
+    match (needed, earlier, debug, wait) {
+        (false, _, _, _) => Reboot::Skip,
+        (true, Earlier::Rebooted, _, _) => Reboot::Again,
+        (true, _, true, _) => Reboot::Forbidden,
+        (true, _, false, true) => Reboot::Wait,
+        (true, _, false, false) => Reboot::Now,
     }
 }
 
@@ -133,11 +179,72 @@ mod tests {
     }
 
     #[test]
-    fn reboots_only_when_needed_never_in_debug_scheduler_last() {
-        assert_eq!(reboot(false, false, false), Reboot::Skip);
-        assert_eq!(reboot(false, true, true), Reboot::Skip);
-        assert_eq!(reboot(true, true, false), Reboot::Forbidden);
-        assert_eq!(reboot(true, false, true), Reboot::Wait);
-        assert_eq!(reboot(true, false, false), Reboot::Now);
+    fn reboots_only_when_needed_never_twice_never_in_debug_scheduler_last() {
+        use Earlier::*;
+        // (needed, earlier, debug, wait) -> decision
+        let table = [
+            (false, None, false, false, Reboot::Skip),
+            (false, None, true, true, Reboot::Skip),
+            (false, Rebooted, false, false, Reboot::Skip),
+            (true, None, true, false, Reboot::Forbidden),
+            (true, None, false, true, Reboot::Wait),
+            (true, None, false, false, Reboot::Now),
+            (true, Pending, false, false, Reboot::Now),
+            (true, Pending, false, true, Reboot::Wait),
+            (true, Rebooted, false, false, Reboot::Again),
+            (true, Rebooted, false, true, Reboot::Again),
+            (true, Rebooted, true, false, Reboot::Again),
+        ];
+        for (needed, e, debug, wait, want) in table {
+            assert_eq!(
+                reboot(needed, e, debug, wait),
+                want,
+                "{needed} {e:?} {debug} {wait}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_marker_tells_each_reason_s_reboot_apart_by_boot() {
+        use Phase::{RebootFinal as F, RebootPrerequisites as P};
+        let both = "reboot-prerequisites b1\nreboot-final b2\n";
+        // (marker, reason, current boot) -> earlier
+        let table = [
+            ("", P, Some("b1"), Earlier::None),
+            ("reboot-final b1\n", P, Some("b1"), Earlier::None),
+            ("reboot-prerequisites b1\n", P, Some("b1"), Earlier::Pending),
+            (
+                "reboot-prerequisites b1\n",
+                P,
+                Some("b2"),
+                Earlier::Rebooted,
+            ),
+            (both, P, Some("b2"), Earlier::Rebooted),
+            (both, F, Some("b2"), Earlier::Pending),
+            // A bare boot id (no reason) guards nothing.
+            ("b1\n", P, Some("b2"), Earlier::None),
+            // No boot id, now or then: counted as rebooted rather than rebooting forever.
+            ("reboot-prerequisites b1\n", P, None, Earlier::Rebooted),
+            ("reboot-prerequisites \n", P, Some("b1"), Earlier::Rebooted),
+        ];
+        for (marker, reason, boot, want) in table {
+            assert_eq!(
+                earlier(marker, reason, boot),
+                want,
+                "{marker:?} {reason} {boot:?}"
+            );
+        }
+        let m = mark("", P, "b1");
+        assert_eq!(m, "reboot-prerequisites b1\n");
+        let m = mark(&m, F, "b2");
+        assert_eq!(m, both);
+        assert_eq!(
+            mark(&m, P, "b3"),
+            "reboot-final b2\nreboot-prerequisites b3\n"
+        );
+        assert_eq!(
+            earlier(&mark("b0\n", P, "b1"), P, Some("b1")),
+            Earlier::Pending
+        );
     }
 }

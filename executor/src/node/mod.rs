@@ -16,7 +16,7 @@ use crate::host::devices;
 use crate::host::facts::Facts;
 use crate::host::packages;
 use api::{ApiError, SchedulerApi, PLAN_WAIT};
-use machine::{Findings, Phase, Reboot};
+use machine::{Earlier, Findings, Phase, Reboot};
 use plan::Plan;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -25,7 +25,8 @@ use storage_framework::contract::platform::{profile, Component, Platform};
 
 /// How long a `shutdown -r now` may take to end this process before it counts as failed.
 const REBOOT_DEADLINE: Duration = Duration::from_secs(600);
-/// Where the executor notes the boot a reboot was asked from (durable across restarts).
+/// Where the executor notes, per reason (phase), the boot a reboot was asked from (durable
+/// across restarts): a second reboot for one reason is refused.
 const REBOOT_MARKER: &str = "/var/lib/storage-executor/reboot-requested";
 
 /// How the node's walk ended.
@@ -234,26 +235,30 @@ impl Node {
     }
 
     fn reboot_prerequisites(&mut self) -> StepResult {
+        let reason = Phase::RebootPrerequisites;
         let kernel = self.facts.kernel()?;
         let wanted = profile(self.platform()?).kernel.as_ref().map(|k| k.release);
         let needed = wanted.is_some_and(|w| kernel != w);
-        match machine::reboot(needed, self.plan.install.debug, self.plan.reboot_wait) {
+        let wanted = wanted.unwrap_or_default();
+        match self.reboot_decision(reason, needed) {
             Reboot::Skip => Ok(Findings::default()),
             Reboot::Forbidden => Err(format!(
-                "kernel {kernel} runs and the storage client needs {}, which is \
-                 installed; only a reboot starts it, and -debug=true forbids reboots",
-                wanted.unwrap_or_default()
+                "kernel {kernel} runs and the storage client needs {wanted}, which is \
+                 installed; only a reboot starts it, and -debug=true forbids reboots"
             )),
-            Reboot::Wait | Reboot::Now => self.reboot_now(),
+            Reboot::Again => Err(self.rebooted_in_vain(&format!(
+                "the storage client still needs kernel {wanted}, which is installed"
+            ))),
+            Reboot::Wait | Reboot::Now => self.reboot_now(reason),
         }
     }
 
     fn reboot_final(&mut self) -> StepResult {
-        let marker = std::fs::read_to_string(self.facts.path(REBOOT_MARKER)).ok();
+        let reason = Phase::RebootFinal;
         // After a restart, the marker tells whether the reboot asked for has happened.
-        let pending = marker.is_some_and(|m| Some(m.trim().to_string()) == self.facts.boot_id());
+        let pending = self.earlier_reboot(reason) == Earlier::Pending;
         let needed = self.isolator_installed || pending;
-        match machine::reboot(needed, self.plan.install.debug, self.plan.reboot_wait) {
+        match self.reboot_decision(reason, needed) {
             Reboot::Skip => Ok(Findings::default()),
             Reboot::Forbidden => {
                 log::warn!(
@@ -263,12 +268,46 @@ impl Node {
                 );
                 Ok(Findings::default())
             }
-            Reboot::Wait | Reboot::Now => self.reboot_now(),
+            Reboot::Again => Err(self.rebooted_in_vain(
+                "the isolator was installed again and still needs the agent to restart",
+            )),
+            Reboot::Wait | Reboot::Now => self.reboot_now(reason),
         }
     }
 
+    /// The reboot marker's word on an earlier reboot for `reason`.
+    fn earlier_reboot(&self, reason: Phase) -> Earlier {
+        let marker = std::fs::read_to_string(self.facts.path(REBOOT_MARKER)).unwrap_or_default();
+        machine::earlier(&marker, reason, self.facts.boot_id().as_deref())
+    }
+
+    fn reboot_decision(&self, reason: Phase, needed: bool) -> Reboot {
+        let earlier = self.earlier_reboot(reason);
+        machine::reboot(
+            needed,
+            earlier,
+            self.plan.install.debug,
+            self.plan.reboot_wait,
+        )
+    }
+
+    /// The configuration error of a second reboot for one reason: the host and its boot
+    /// loader are what the operator has to look at.
+    fn rebooted_in_vain(&self, still: &str) -> String {
+        let kernel = self
+            .facts
+            .kernel()
+            .unwrap_or_else(|_| "unknown".to_string());
+        format!(
+            "{NEEDS_CONFIGURATION}the host rebooted once for this phase and {still}: \
+             kernel {kernel} runs and the boot loader default is {}; not rebooting again \
+             (fix the boot loader or the host, then reboot it by hand)",
+            self.facts.boot_loader_default()
+        )
+    }
+
     /// Waits until this node may reboot, reboots, and waits to be ended by it.
-    fn reboot_now(&mut self) -> StepResult {
+    fn reboot_now(&mut self, reason: Phase) -> StepResult {
         if self.plan.reboot_wait {
             self.wait_for_plan(
                 "every other node before this one (it runs the scheduler) reboots",
@@ -277,8 +316,10 @@ impl Node {
         }
         let boot = self.facts.boot_id().unwrap_or_default();
         let marker = self.facts.path(REBOOT_MARKER);
-        volume::write_if_changed(&marker, &format!("{boot}\n"), 0o600)?;
-        log::warn!("node {}: rebooting the host", self.plan.hostname);
+        let before = std::fs::read_to_string(&marker).unwrap_or_default();
+        let text = machine::mark(&before, reason, &boot);
+        volume::write_if_changed(&marker, &text, 0o600)?;
+        log::warn!("node {}: rebooting the host ({reason})", self.plan.hostname);
         self.runner
             .check(&Cmd::new("shutdown", &["-r", "now"]).deadline(Cmd::QUERY_DEADLINE))
             .map_err(|e| e.to_string())?;

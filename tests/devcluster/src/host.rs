@@ -66,7 +66,9 @@
 //! that name when the gateway has none (experimental mode): the simulated gateway reports a
 //! named 3-node cluster and cannot rename a system, so the system appears when its final name is
 //! known. `reboot` and `shutdown -r now` ask the control API to reboot the agent: the pending
-//! kernel becomes the running one, enabled services come back, and the agent restarts (its
+//! kernel becomes the running one (unless `etc/default/grub` says `GRUB_DEFAULT=saved` and
+//! `boot/grub/grubenv`'s `saved_entry` names another installed kernel, which GRUB boots
+//! instead; Ubuntu roots start with `GRUB_DEFAULT=0`), enabled services come back, and the agent restarts (its
 //! executors die with it). `shutdown -h now` stops the agent. `mesos-slave` is a service of the
 //! fake host: restarting it (after the isolator configuration) is recorded in its `restarts`
 //! count but does not restart the devcluster agent (the control API's `restart` does that:
@@ -782,6 +784,10 @@ impl FakeRoot {
         root.write_kernel(&state.running_kernel)?;
         root.write_boot_id(hostname, 0)?;
         root.install_kernel_files(&state.running_kernel)?;
+        if profile.packaging() == Packaging::Deb {
+            // Ubuntu's default: the first menu entry, which is the newest kernel.
+            root.write("etc/default/grub", "GRUB_DEFAULT=0\nGRUB_TIMEOUT=10\n")?;
+        }
         root.lay_out_disks(profile, disks)?;
         root.mkdir("etc/mesos-slave")?;
         root.mkdir("usr/lib")?;
@@ -878,9 +884,16 @@ impl FakeRoot {
     /// enabled services run with new process ids and disabled ones are stopped. Returns the
     /// running kernel.
     pub fn boot(&self) -> Result<String, String> {
+        let chosen = self.boot_loader_kernel();
         let (kernel, boots, hostname) = self.update(|s| {
-            if let Some(k) = s.pending_kernel.take() {
-                s.running_kernel = k;
+            // The newest kernel stays GRUB's first entry while a saved default overrides it.
+            match &chosen {
+                Some(k) if s.pending_kernel.as_ref() != Some(k) => s.running_kernel = k.clone(),
+                _ => {
+                    if let Some(k) = s.pending_kernel.take() {
+                        s.running_kernel = k;
+                    }
+                }
             }
             s.boots += 1;
             s.scli.session = None;
@@ -898,6 +911,39 @@ impl FakeRoot {
         self.write_kernel(&kernel)?;
         self.write_boot_id(&hostname, boots)?;
         Ok(kernel)
+    }
+
+    /// Makes GRUB boot `release` from now on, as `grub-set-default` does: `GRUB_DEFAULT=saved`
+    /// in `etc/default/grub` and the entry in `boot/grub/grubenv`.
+    pub fn set_boot_loader_default(&self, release: &str) -> Result<(), String> {
+        self.write("etc/default/grub", "GRUB_DEFAULT=saved\nGRUB_TIMEOUT=10\n")?;
+        self.write(
+            "boot/grub/grubenv",
+            &format!(
+                "# GRUB Environment Block\nsaved_entry=Advanced options for Ubuntu>Ubuntu, \
+                 with Linux {release}\n"
+            ),
+        )
+    }
+
+    /// The kernel GRUB's saved default names, when `GRUB_DEFAULT=saved` and that kernel is
+    /// installed; otherwise GRUB boots its first entry, the newest kernel (the pending one).
+    fn boot_loader_kernel(&self) -> Option<String> {
+        let read = |p: &str| fs::read_to_string(self.join(p)).unwrap_or_default();
+        let value = |text: &str, key: &str| {
+            text.lines()
+                .filter_map(|l| l.trim().strip_prefix(key)?.strip_prefix('='))
+                .next_back()
+                .map(|v| v.trim().trim_matches('"').to_string())
+        };
+        if value(&read("etc/default/grub"), "GRUB_DEFAULT")? != "saved" {
+            return None;
+        }
+        let entry = value(&read("boot/grub/grubenv"), "saved_entry")?;
+        let release = entry.rsplit_once("with Linux ")?.1.trim().to_string();
+        self.join(&format!("boot/vmlinuz-{release}"))
+            .is_file()
+            .then_some(release)
     }
 
     /// `proc/sys/kernel/random/boot_id`: a new one every boot, as the kernel makes.

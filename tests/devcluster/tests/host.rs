@@ -513,6 +513,47 @@ fn installing_the_kernel_and_rebooting_switches_the_running_kernel() {
     );
 }
 
+/// GRUB's saved default wins over the newest kernel: the host comes back on the kernel it
+/// names, however often it reboots, until the default changes.
+#[test]
+fn a_saved_boot_loader_default_keeps_booting_its_kernel() {
+    let mut h = Host::new("grub", HostProfile::Ubuntu1404);
+    let stub = ControlStub::start(h.root.clone());
+    h.control = Some(stub.url.clone());
+    assert_eq!(
+        read(&h.root, "etc/default/grub"),
+        "GRUB_DEFAULT=0\nGRUB_TIMEOUT=10\n"
+    );
+    h.fake()
+        .set_boot_loader_default("3.13.0-170-generic")
+        .unwrap();
+    h.ok(&["apt-get", "-y", "install", "linux-image-4.4.0-38-generic"]);
+    for boot in 1..=2 {
+        h.ok(&["reboot"]);
+        assert_eq!(
+            h.ok(&["uname", "-r"]).out,
+            "3.13.0-170-generic\n",
+            "boot {boot}"
+        );
+        assert_eq!(h.state().boots, boot);
+    }
+    // A saved entry naming a kernel that is not installed: GRUB falls back to the newest.
+    assert_eq!(
+        h.state().pending_kernel.as_deref(),
+        Some("4.4.0-38-generic")
+    );
+    h.fake().set_boot_loader_default("9.9.9-1-generic").unwrap();
+    h.ok(&["reboot"]);
+    assert_eq!(h.ok(&["uname", "-r"]).out, "4.4.0-38-generic\n");
+    // Back to the first entry: the saved entry is ignored.
+    h.fake()
+        .set_boot_loader_default("3.13.0-170-generic")
+        .unwrap();
+    std::fs::write(h.root.join("etc/default/grub"), "GRUB_DEFAULT=0\n").unwrap();
+    h.ok(&["reboot"]);
+    assert_eq!(h.ok(&["uname", "-r"]).out, "4.4.0-38-generic\n");
+}
+
 #[test]
 fn the_sdc_needs_the_new_kernel_and_records_its_mdm_addresses() {
     let h = Host::new("sdc", HostProfile::Ubuntu1404);
