@@ -11,13 +11,15 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use storage_framework::mesos::client::{
-    get_json, ClientConfig, ClientError, ExecutorClient, SchedulerClient, StreamError,
-    MAX_ERROR_MESSAGE,
+    get_json, ClientConfig, ClientError, EventStream, ExecutorClient, SchedulerClient,
+    SchedulerItem, StreamError, MAX_ERROR_MESSAGE,
 };
 use storage_framework::mesos::proto::Message;
 use storage_framework::mesos::{
-    executor, recordio, scheduler, Bytes, Encoding, ExecutorID, FrameworkID, FrameworkInfo, OfferID,
+    executor, recordio, scheduler, AgentID, Bytes, Encoding, ExecutorID, FrameworkID,
+    FrameworkInfo, Offer, OfferID,
 };
+use storage_framework::scheduler::master::client_config_for;
 
 /// Generous bound for anything that should happen "promptly"; only hit when broken.
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -834,6 +836,210 @@ fn master_version_reads_get_version() {
             status, message, ..
         }) => assert_eq!((status, message.as_str()), (404, "no such path")),
         other => panic!("expected Rejected, got {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Event size caps, with the settings the scheduler subscribes with
+
+/// One agent's offer as a large cluster's master sends it: unreserved and reserved resources
+/// with their allocation, the agent's URL and the attributes the scheduler reads (and a few
+/// it does not).
+fn large_cluster_offer(i: usize) -> Offer {
+    use storage_framework::mesos::types::{resource, value, Address, Attribute, Resource, Url};
+    let uuid = "5f2c1a7e-1d7b-4c55-9a8e-0d6f3b2a1c9e";
+    let alloc = || {
+        Some(resource::AllocationInfo {
+            role: Some("storage".into()),
+        })
+    };
+    let scalar = |name: &str, v: f64, reserved: bool| Resource {
+        name: name.into(),
+        r#type: value::Type::Scalar,
+        scalar: Some(value::Scalar { value: v }),
+        allocation_info: alloc(),
+        reservations: if reserved {
+            vec![resource::ReservationInfo {
+                r#type: Some(resource::reservation_info::Type::Static),
+                role: Some("storage".into()),
+                ..Default::default()
+            }]
+        } else {
+            vec![]
+        },
+        ..Default::default()
+    };
+    let text = |name: &str, v: String| Attribute {
+        name: name.into(),
+        r#type: value::Type::Text,
+        text: Some(value::Text { value: v.into() }),
+        ..Default::default()
+    };
+    let hostname = format!("agent-{i:05}.rack-{:03}.dc1.example.com", i / 40);
+    let mut resources = Vec::new();
+    for reserved in [false, true] {
+        resources.push(scalar("cpus", 16.0, reserved));
+        resources.push(scalar("mem", 63_488.0, reserved));
+        resources.push(scalar("disk", 1_843_200.0, reserved));
+    }
+    resources.push(Resource {
+        name: "ports".into(),
+        r#type: value::Type::Ranges,
+        ranges: Some(value::Ranges {
+            range: vec![
+                value::Range {
+                    begin: 31000,
+                    end: 31499,
+                },
+                value::Range {
+                    begin: 31600,
+                    end: 32000,
+                },
+            ],
+        }),
+        allocation_info: alloc(),
+        ..Default::default()
+    });
+    Offer {
+        id: OfferID {
+            value: format!("{uuid}-O{}", 1_000_000 + i).into(),
+        },
+        framework_id: FrameworkID {
+            value: format!("{uuid}-0001").into(),
+        },
+        agent_id: AgentID {
+            value: format!("{uuid}-S{i}").into(),
+        },
+        hostname: hostname.as_str().into(),
+        url: Some(Url {
+            scheme: "http".into(),
+            address: Address {
+                hostname: Some(hostname.as_str().into()),
+                ip: Some(format!("10.{}.{}.{}", i / 65_536, (i / 256) % 256, i % 256).into()),
+                port: 5051,
+            },
+            path: Some("/slave(1)".into()),
+            ..Default::default()
+        }),
+        allocation_info: alloc(),
+        resources,
+        attributes: vec![
+            text("rack", format!("rack-{:03}", i / 40)),
+            text("zone", format!("zone-{}", i % 3)),
+            text("storage-persona", "data".into()),
+            text("storage-sds-domains", "pd1".into()),
+            text(
+                "storage-devices",
+                "/dev/sdb,/dev/sdc,/dev/sdd,/dev/sde".into(),
+            ),
+            text("os", "ubuntu-14.04".into()),
+            text("kernel", "4.4.0-142-generic".into()),
+            text("hardware", "r740xd".into()),
+        ],
+        ..Default::default()
+    }
+}
+
+fn offers_event(agents: usize) -> scheduler::Event {
+    scheduler::Event {
+        r#type: Some(scheduler::event::Type::Offers),
+        offers: Some(scheduler::event::Offers {
+            offers: (0..agents).map(large_cluster_offer).collect(),
+        }),
+        ..Default::default()
+    }
+}
+
+/// Serves `body` as the event stream of every SUBSCRIBE, in chunks of 1 MiB.
+fn stream_server(encoding: Encoding, body: Vec<u8>) -> Server {
+    let body = Arc::new(body);
+    Server::start(move |_, _, conn| {
+        stream_head(conn, encoding.content_type(), Some("s"));
+        for piece in body.chunks(1 << 20) {
+            chunk(conn, piece);
+        }
+        end_chunks(conn);
+    })
+}
+
+/// A subscription with the scheduler's own settings for talking to a master.
+fn scheduler_subscription(server: &Server, encoding: Encoding) -> EventStream {
+    let mut cfg = client_config_for(encoding);
+    cfg.stream_idle_timeout = Some(DEADLINE);
+    let mut client = SchedulerClient::new(&server.addr, cfg).unwrap();
+    client
+        .subscribe(&subscribe_call())
+        .expect("subscribe")
+        .events
+}
+
+#[test]
+fn a_ten_thousand_agent_offers_event_passes_in_both_encodings() {
+    const AGENTS: usize = 10_000;
+    let event = offers_event(AGENTS);
+    for encoding in [Encoding::Protobuf, Encoding::Json] {
+        let record = encoding.encode(&event);
+        eprintln!(
+            "{encoding:?}: OFFERS of {AGENTS} agents is {} bytes",
+            record.len()
+        );
+        assert!(
+            record.len() > client_config_for(encoding).max_event_bytes,
+            "{encoding:?}: the event must be over the cap of other events to prove anything"
+        );
+        let server = stream_server(encoding, recordio::frame(&record));
+        let mut events = scheduler_subscription(&server, encoding);
+        match events.next_item() {
+            Ok(Some(SchedulerItem::Offers(raw))) => {
+                assert_eq!(encoding, Encoding::Protobuf);
+                assert_eq!(raw.len(), AGENTS);
+            }
+            Ok(Some(SchedulerItem::Event(ev))) => {
+                assert_eq!(encoding, Encoding::Json);
+                assert_eq!(ev.r#type, Some(scheduler::event::Type::Offers));
+                let offers = ev.offers.expect("offers").offers;
+                assert_eq!(offers.len(), AGENTS);
+                assert_eq!(offers[AGENTS - 1], large_cluster_offer(AGENTS - 1));
+            }
+            other => panic!("{encoding:?}: expected the offers, got {other:?}"),
+        }
+        assert!(events.next_item().unwrap().is_none(), "{encoding:?}");
+    }
+}
+
+#[test]
+fn any_other_event_over_its_cap_is_refused_by_type_and_size_and_the_stream_goes_on() {
+    for encoding in [Encoding::Protobuf, Encoding::Json] {
+        let cap = client_config_for(encoding).max_event_bytes;
+        let huge = scheduler::Event {
+            r#type: Some(scheduler::event::Type::Error),
+            error: Some(scheduler::event::Error {
+                message: "x".repeat(cap + 1024).into(),
+            }),
+            ..Default::default()
+        };
+        let record = encoding.encode(&huge);
+        let mut body = recordio::frame(&record);
+        body.extend(framed(encoding, &scheduler_events()[1..2]));
+        let server = stream_server(encoding, body);
+        let mut events = scheduler_subscription(&server, encoding);
+        let err = events.next_item().expect_err("over the cap");
+        let text = err.to_string();
+        for wanted in [
+            "ERROR",
+            &record.len().to_string(),
+            &cap.to_string(),
+            &server.addr,
+        ] {
+            assert!(
+                text.contains(wanted),
+                "{encoding:?}: {wanted:?} missing in: {text}"
+            );
+        }
+        match events.next_item() {
+            Ok(Some(SchedulerItem::Event(ev))) => assert_eq!(*ev, scheduler_events()[1]),
+            other => panic!("{encoding:?}: expected the HEARTBEAT after it, got {other:?}"),
+        }
     }
 }
 

@@ -14,13 +14,14 @@
 //! ...
 //! ```
 //!
-//! A line that is the last one and lacks its newline or its checksum is a write cut short by a
-//! crash: it is dropped with a log line (its batch was never reported saved, so nothing that
-//! depended on it left the scheduler). Any other bad line stops the load with an error naming
-//! the file and line. When the journal has grown to twice its compacted size, the next save
-//! rewrites it as one batch of every record through [`FileStore`] (write temp, fsync, rename,
-//! fsync the directory). A file in the single-document format of earlier builds is read as
-//! [`Loaded::Legacy`] and rewritten as a journal on the first save.
+//! A line that is the last one and lacks its newline or fails its checksum is a write cut
+//! short by a crash: it is dropped with a log line (its batch was never reported saved, so
+//! nothing that depended on it left the scheduler). Any other bad line stops the load with an
+//! error naming the file, the line and its byte offset. When the journal has grown to twice
+//! its compacted size, the next save rewrites it as one batch of every record through
+//! [`FileStore`] (write temp, fsync, rename, fsync the directory). A file in the
+//! single-document format of earlier builds is read as [`Loaded::Legacy`] and rewritten as a
+//! journal on the first save.
 
 use super::{Change, FileStore, Loaded, RecordStore, Store, StoreError};
 use crate::hash::content_hash;
@@ -113,7 +114,13 @@ impl JournalStore {
             }
             number += 1;
             if let Some(why) = torn.take() {
-                return Err(self.corrupt(format!("line {} is damaged ({why})", number - 1)));
+                // Whatever the damage, the line was whole when the next one was appended
+                // after it (each append is fsynced before the next starts): dropping it would
+                // lose a batch that was reported saved.
+                return Err(self.corrupt(format!(
+                    "line {} (at byte {good}) is damaged ({why}) and more records follow it, so it is not a write cut short by a crash",
+                    number - 1
+                )));
             }
             match parse_line(&line) {
                 Ok(batch) => {
@@ -562,6 +569,70 @@ mod tests {
         assert!(text.contains(&path.display().to_string()), "{text}");
         assert!(text.contains("line 2"), "{text}");
         assert_eq!(fs::read(&path).unwrap(), bytes, "left untouched");
+    }
+
+    /// A journal of four batches (lines 2 to 5) and where each line starts.
+    fn four_batches(name: &str) -> (PathBuf, Vec<u8>, Vec<usize>) {
+        let path = temp_path(name);
+        let mut s = StateStore::new(Box::new(JournalStore::new(&path).unwrap()));
+        s.load().unwrap();
+        let mut st = state(&["a1"]);
+        for seq in 1..=4 {
+            st.model.launch_seq = seq;
+            s.save(&st).unwrap();
+        }
+        let bytes = fs::read(&path).unwrap();
+        let starts: Vec<usize> = std::iter::once(0)
+            .chain(
+                bytes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &b)| b == b'\n')
+                    .map(|(i, _)| i + 1),
+            )
+            .filter(|&i| i < bytes.len())
+            .collect();
+        assert_eq!(starts.len(), 5, "header and four batches");
+        (path, bytes, starts)
+    }
+
+    /// Spoils the checksum of the line starting at `at`, leaving it whole.
+    fn spoil_checksum(bytes: &mut [u8], at: usize) {
+        bytes[at] = if bytes[at] == b'0' { b'1' } else { b'0' };
+    }
+
+    #[test]
+    fn a_whole_line_failing_its_checksum_before_the_last_stops_the_load_naming_file_and_offset() {
+        let (path, mut bytes, starts) = four_batches("middle-sum");
+        // Line 3 is complete and followed by more: it was fsynced, not torn.
+        spoil_checksum(&mut bytes, starts[2]);
+        fs::write(&path, &bytes).unwrap();
+        let err = StateStore::new(Box::new(JournalStore::new(&path).unwrap()))
+            .load()
+            .expect_err("a damaged middle line");
+        let text = err.to_string();
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(text.contains("line 3"), "{text}");
+        assert!(text.contains(&format!("byte {}", starts[2])), "{text}");
+        assert!(text.contains("checksum"), "{text}");
+        assert_eq!(fs::read(&path).unwrap(), bytes, "left untouched");
+    }
+
+    #[test]
+    fn a_whole_last_line_failing_its_checksum_is_dropped_as_torn() {
+        let (path, mut bytes, starts) = four_batches("last-sum");
+        spoil_checksum(&mut bytes, starts[4]);
+        fs::write(&path, &bytes).unwrap();
+        let mut again = StateStore::new(Box::new(JournalStore::new(&path).unwrap()));
+        assert_eq!(again.load().unwrap().model.launch_seq, 3);
+        let mut st = state(&["a1"]);
+        st.model.launch_seq = 9;
+        again.save(&st).unwrap();
+        assert!(fs::read(&path).unwrap().starts_with(&bytes[..starts[4]]));
+        let back = StateStore::new(Box::new(JournalStore::new(&path).unwrap()))
+            .load()
+            .unwrap();
+        assert_eq!(back.model.launch_seq, 9);
     }
 
     #[test]

@@ -2,12 +2,12 @@
 //! the SUBSCRIBE stream, and turning any other answer into a [`ClientError`].
 
 use super::address::parse_leader;
-use super::stream::EventReader;
+use super::stream::{Caps, EventReader, StreamEvent};
 use super::{ClientConfig, ClientError, MAX_ERROR_MESSAGE, MAX_STREAM_ID, STREAM_ID_HEADER};
 use crate::mesos::codec::Encoding;
 use crate::mesos::proto::Message;
 use crate::mesos::recordio;
-use serde::{de::DeserializeOwned, Serialize};
+use serde::Serialize;
 use std::io::Read;
 use std::marker::PhantomData;
 use ureq::http::Response;
@@ -83,7 +83,7 @@ impl Endpoint {
     pub(super) fn subscribe<C, E>(&self, call: &C) -> Result<Opened<E>, ClientError>
     where
         C: Message + Serialize,
-        E: Message + DeserializeOwned,
+        E: StreamEvent,
     {
         let body = self.config.encoding.encode(call);
         let response = self.post(&body, None, true)?;
@@ -102,13 +102,18 @@ impl Endpoint {
                 detail,
             })?;
         let body = response.into_body().into_reader();
+        let caps = Caps {
+            event: self.config.max_event_bytes,
+            large: self.config.max_offers_event_bytes,
+        };
         Ok(Opened {
             stream_id,
             events: EventReader {
-                records: recordio::Reader::with_max_record(body, self.config.max_event_bytes),
+                records: recordio::Reader::with_max_record(body, caps.record::<E>()),
                 encoding: self.config.encoding,
                 endpoint: self.name(),
                 idle: self.config.stream_idle_timeout,
+                caps,
                 _event: PhantomData,
             },
         })

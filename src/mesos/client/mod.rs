@@ -30,7 +30,8 @@ mod stream;
 pub use address::{base_url, parse_leader};
 pub use get::{get_json, get_json_streamed, MasterVersion};
 pub use stream::{
-    EventReader, EventStream, ExecutorEventStream, SchedulerItem, StreamError, Subscription,
+    EventReader, EventStream, ExecutorEventStream, SchedulerItem, StreamError, StreamEvent,
+    Subscription,
 };
 
 use crate::mesos::codec::Encoding;
@@ -67,8 +68,11 @@ pub struct ClientConfig {
     /// [`StreamError::IdleTimeout`]; `None` waits forever. The master sends HEARTBEAT events
     /// (every 15 s unless configured otherwise), so the scheduler sets a few intervals here.
     pub stream_idle_timeout: Option<Duration>,
-    /// Largest single event accepted from the stream.
+    /// Largest single event accepted from the stream, of every type but a master's OFFERS.
     pub max_event_bytes: usize,
+    /// Largest OFFERS event accepted from a master (an executor's stream has none). Checked
+    /// apart because it alone grows with the cluster: one offer per agent.
+    pub max_offers_event_bytes: usize,
 }
 
 impl Default for ClientConfig {
@@ -79,6 +83,7 @@ impl Default for ClientConfig {
             request_timeout: Duration::from_secs(30),
             stream_idle_timeout: None,
             max_event_bytes: recordio::DEFAULT_MAX_RECORD,
+            max_offers_event_bytes: recordio::DEFAULT_MAX_RECORD,
         }
     }
 }

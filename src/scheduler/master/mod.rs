@@ -8,19 +8,31 @@ pub mod subscription;
 
 use crate::mesos::client::{ClientConfig, SchedulerClient};
 use crate::mesos::types::{framework_info, FrameworkInfo};
+use crate::mesos::Encoding;
 use crate::scheduler::flags::Config;
 use std::time::Duration;
 
 /// The HTTP settings of every connection to a master.
 pub fn client_config(config: &Config) -> ClientConfig {
+    client_config_for(config.encoding)
+}
+
+/// The HTTP settings of every connection to a master that speaks `encoding`.
+pub fn client_config_for(encoding: Encoding) -> ClientConfig {
     ClientConfig {
-        encoding: config.encoding,
+        encoding,
         connect_timeout: Duration::from_secs(5),
         request_timeout: Duration::from_secs(15),
         stream_idle_timeout: None,
-        // Real events are kilobytes; a lower cap than RecordIO's default limits what one
-        // hostile record can make the scheduler allocate.
+        // Events other than OFFERS are kilobytes; a lower cap than RecordIO's default limits
+        // what one hostile record can make the scheduler allocate.
         max_event_bytes: 4 * 1024 * 1024,
+        // One OFFERS event can hold an offer of every agent. At 10,000 agents, offers with
+        // reserved and unreserved resources, a URL and eight attributes make 19 MB in JSON
+        // (8 MB in protobuf; tests/client.rs builds that event): 128 MiB leaves room for
+        // offers seven times as rich (labels, disk sources, domains) and still bounds what
+        // one record can make the scheduler hold.
+        max_offers_event_bytes: 128 * 1024 * 1024,
     }
 }
 

@@ -256,6 +256,11 @@ impl Subscriber {
                     self.metrics.event("UNDECODABLE", self.clock.now_ms());
                     warn!("{endpoint}: skipping an undecodable event: {error}");
                 }
+                // As with an undecodable event, the framing is intact and the stream goes on.
+                Err(e @ StreamError::TooLarge { .. }) => {
+                    self.metrics.event("UNDECODABLE", self.clock.now_ms());
+                    warn!("{e}; skipping it");
+                }
                 Err(e) => return PumpEnd::Broken(e.to_string()),
             }
         }
