@@ -8,6 +8,8 @@
 //!   scheduler launches nothing twice: the master's own launch record shows one executor
 //!   per agent, ever.
 //! - A half-open master (stream open, no bytes, no heartbeats) is noticed by the watchdog.
+//! - One writer per file store: a second scheduler on the same `-store.uri` exits non-zero
+//!   naming the lock and its holder; the first carries on with its state intact.
 
 #[path = "support/cluster.rs"]
 mod cluster;
@@ -120,6 +122,8 @@ fn corrupt_and_future_version_state_files_stop_the_scheduler_untouched() {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|n| n.starts_with(name) && !n.ends_with(".log"))
             .filter(|n| n != &format!("{name}-state.json"))
+            // The writer lock stays by design (removing it would race the next locker).
+            .filter(|n| n != &format!("{name}-state.json.lock"))
             .collect();
         assert!(leftovers.is_empty(), "{name}: files left: {leftovers:?}");
     }
@@ -251,4 +255,64 @@ fn a_half_open_master_is_detected_by_the_watchdog() {
         .count();
     assert_eq!(starts, 3);
     drop(sched);
+}
+
+#[test]
+fn a_second_scheduler_on_the_same_file_store_stops_and_the_first_carries_on() {
+    const AGENTS: usize = 2;
+    let dir = tempdir("twolock");
+    let m = cluster(&dir, AGENTS);
+    let store = dir.join("state.json");
+    let master = m.addr().to_string();
+    let mut first = spawn(
+        &scheduler_args(&master, free_port(), &store, "Scaleio123"),
+        &dir.join("first.log"),
+        &[],
+    );
+    wait_for("every agent running", SETTLE, || {
+        (running(&m) == AGENTS).then_some(())
+    });
+    let before = cluster::stored_state(&store);
+    assert!(before.model.framework_id.is_some(), "{:?}", before.model);
+
+    let second_log = dir.join("second.log");
+    let mut second = spawn(
+        &scheduler_args(&master, free_port(), &store, "Scaleio123"),
+        &second_log,
+        &[],
+    );
+    let status = wait_for("the second scheduler to exit", SETTLE, || {
+        second.0.try_wait().expect("try_wait")
+    });
+    let stderr = read(&second_log);
+    assert!(!status.success(), "second exited {status:?}\n{stderr}");
+    let lock = format!("{}.lock", store.display());
+    assert!(stderr.contains(&lock), "the lock is not named:\n{stderr}");
+    assert!(
+        stderr.contains(&format!("pid {} on ", first.0.id())),
+        "the holder is not named:\n{stderr}"
+    );
+
+    assert!(
+        first.0.try_wait().expect("try_wait").is_none(),
+        "the first scheduler stopped:\n{}",
+        read(&dir.join("first.log"))
+    );
+    let after = cluster::stored_state(&store);
+    assert_eq!(after.model.framework_id, before.model.framework_id);
+    let tasks = |p: &storage_framework::scheduler::model::Persisted| -> Vec<String> {
+        p.model
+            .nodes
+            .values()
+            .filter_map(|n| Some(n.task.as_ref()?.task_id.to_string()))
+            .collect()
+    };
+    assert_eq!(tasks(&after), tasks(&before));
+    assert_eq!(running(&m), AGENTS);
+    let snap = m.snapshot().unwrap();
+    assert_eq!(
+        snap["frameworks"].as_array().map(Vec::len),
+        Some(1),
+        "{snap}"
+    );
 }

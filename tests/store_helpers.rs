@@ -52,8 +52,18 @@ fn dump_delete_and_import() {
     let mut s = StateStore::new(Box::new(JournalStore::new(&file).unwrap()));
     s.load().unwrap();
     s.save(&sample()).unwrap();
-    drop(s);
     let file_flags = vec![format!("-store.uri={}", file.display())];
+
+    // While a writer holds the file (as a running scheduler does): a dump reads beside it,
+    // a delete is refused naming the lock.
+    let out = run(&file_flags, &["-store.delete", "-yes"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}.lock", file.display())),
+        "{stderr}"
+    );
+    assert!(file.exists());
 
     // Dump: the state as JSON, the secret masked.
     let out = run(&file_flags, &["-store.dump"]);
@@ -67,6 +77,7 @@ fn dump_delete_and_import() {
     assert_eq!(json["model"]["framework_id"], "fw-helpers");
     assert_eq!(json["model"]["nodes"]["a1"]["hostname"], "host-1");
     assert!(!text.contains("s3cr3t") && !String::from_utf8_lossy(&out.stderr).contains("s3cr3t"));
+    drop(s);
 
     // Import into a real ZooKeeper, then dump from there.
     let zk = zookeeper::ZooKeeper::start(&dir.join("zk"));

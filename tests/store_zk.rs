@@ -91,3 +91,127 @@ fn stale_second_scheduler_is_fenced() {
     let got = records(&mut store(&zk, "/sf/fence"));
     assert_eq!(got["node/a"], b"{\"by\":\"new\"}");
 }
+
+/// Plants `<base>/leader` holding `data`, as a holder whose session has not ended (the node is
+/// persistent here, so only a steal removes it).
+fn plant_lock(zk: &ZooKeeper, base: &str, data: &str) {
+    use storage_framework::store::zk::wire::{op, Conn, Enc};
+    let addr = format!("127.0.0.1:{}", zk.port);
+    let mut c = Conn::connect(&addr, 10_000, None, std::time::Duration::from_secs(3))
+        .unwrap()
+        .expect("session");
+    let mut at = String::new();
+    let parts: Vec<&str> = base.split('/').filter(|p| !p.is_empty()).collect();
+    for part in parts.iter().copied().chain(["leader"]) {
+        at.push('/');
+        at.push_str(part);
+        let body = if part == "leader" { data } else { "" };
+        let mut e = Enc::default();
+        e.string(&at).buf(body.as_bytes()).open_acl().int(0);
+        let r = c.call(op::CREATE, &e.0).unwrap();
+        assert!(
+            r.err == 0 || (r.err == -110 && part != "leader"),
+            "{at}: {}",
+            r.err
+        );
+    }
+    let _ = c.call(op::CLOSE, &[]);
+}
+
+fn lock_data(zk: &ZooKeeper, base: &str) -> String {
+    use storage_framework::store::zk::wire::{op, Conn, Dec, Enc};
+    let addr = format!("127.0.0.1:{}", zk.port);
+    let mut c = Conn::connect(&addr, 10_000, None, std::time::Duration::from_secs(3))
+        .unwrap()
+        .expect("session");
+    let mut e = Enc::default();
+    e.string(&format!("{base}/leader")).boolean(false);
+    let r = c.call(op::GET_DATA, &e.0).unwrap();
+    assert_eq!(r.err, 0, "{base}/leader");
+    let _ = c.call(op::CLOSE, &[]);
+    String::from_utf8(Dec::new(&r.body).buf().unwrap()).unwrap()
+}
+
+fn host_facts() -> (String, String, String) {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap().trim().to_owned();
+    let ns = std::fs::read_link("/proc/self/ns/pid").unwrap();
+    (
+        read("/proc/sys/kernel/hostname"),
+        read("/proc/sys/kernel/random/boot_id"),
+        ns.to_string_lossy().into_owned(),
+    )
+}
+
+/// A pid that no process has now: one that ran and ended.
+fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+#[test]
+fn a_lock_is_stolen_only_from_a_dead_holder_proven_dead_here() {
+    let dir = tempdir("steal");
+    let zk = ZooKeeper::start(&dir);
+    let (host, boot, ns) = host_facts();
+    let dead = dead_pid();
+    let ours = format!("pid {dead} started 1 on {host} boot {boot} pidns {ns}");
+
+    // Our host, boot and PID namespace, and the pid is gone: the holder is dead, the lock ours.
+    plant_lock(&zk, "/sf/steal/dead", &ours);
+    let mut s = store(&zk, "/sf/steal/dead");
+    records(&mut s);
+    let now = lock_data(&zk, "/sf/steal/dead");
+    assert!(
+        now.starts_with(&format!("pid {} ", std::process::id())),
+        "{now}"
+    );
+
+    // A pid not visible here proves nothing when the holder may live in another PID namespace
+    // (a container on this host), on another boot, or did not say which.
+    let alive_elsewhere = [
+        (
+            "other-ns",
+            format!("pid {dead} started 1 on {host} boot {boot} pidns pid:[1]"),
+        ),
+        (
+            "other-boot",
+            format!("pid {dead} started 1 on {host} boot 0-0-0 pidns {ns}"),
+        ),
+        ("unsaid", format!("pid {dead} started 1 on {host}")),
+    ];
+    std::thread::scope(|scope| {
+        for (name, data) in &alive_elsewhere {
+            let zk = &zk;
+            scope.spawn(move || {
+                let base = format!("/sf/steal/{name}");
+                plant_lock(zk, &base, data);
+                let err = store(zk, &base).load_all().expect_err(name);
+                assert!(matches!(err, StoreError::Fenced { .. }), "{name}: {err}");
+                assert!(err.to_string().contains(data.as_str()), "{name}: {err}");
+                assert_eq!(&lock_data(zk, &base), data, "{name}: the lock was taken");
+            });
+        }
+        // Two stealers of one dead lock: the second takes it between the first's decision
+        // and its delete; the first's delete, made for the lock it read, loses.
+        scope.spawn(|| {
+            plant_lock(&zk, "/sf/steal/race", &ours);
+            let second = std::sync::Arc::new(std::sync::Mutex::new(None));
+            let mut first = store(&zk, "/sf/steal/race");
+            let (hosts, base) = parse_uri(&zk.uri("/sf/steal/race"), "/unused").unwrap();
+            let slot = second.clone();
+            first.before_steal_for_test(move || {
+                let mut s = ZkStore::new(hosts, base);
+                s.load_all().expect("the second stealer takes the lock");
+                *slot.lock().unwrap() = Some(s);
+            });
+            let err = first.load_all().expect_err("the first stealer must lose");
+            assert!(matches!(err, StoreError::Fenced { .. }), "{err}");
+            let mut second = second.lock().unwrap().take().expect("second stealer ran");
+            second
+                .apply(&[Change::Put("root".into(), ROOT.into())])
+                .expect("the second stealer still leads");
+        });
+    });
+}

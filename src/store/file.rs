@@ -56,6 +56,11 @@ impl FileStore {
         &self.path
     }
 
+    /// The directory the file is saved in (created on the first save).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Where a save writes before the rename (exposed for tests and for operators' docs).
     pub fn temp_path(&self) -> &Path {
         &self.temp

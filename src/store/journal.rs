@@ -22,8 +22,14 @@
 //! [`FileStore`] (write temp, fsync, rename, fsync the directory). A file in the
 //! single-document format of earlier builds is read as [`Loaded::Legacy`] and rewritten as a
 //! journal on the first save.
+//!
+//! One writer: every write first takes the [`WriterLock`] on `<journal>.lock` (the scheduler
+//! takes it when it opens the store, through [`JournalStore::lock`]) and holds it for the
+//! life of the store. A store made by [`JournalStore::read_only`] never locks and never
+//! writes, not even to remove a stray temporary file, which may be a holder's compaction
+//! under way.
 
-use super::{Change, FileStore, Loaded, RecordStore, Store, StoreError};
+use super::{Change, FileStore, Loaded, RecordStore, Store, StoreError, WriterLock};
 use crate::hash::content_hash;
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -47,6 +53,9 @@ pub struct JournalStore {
     /// A torn last line to cut off before the first append.
     truncate_to: Option<u64>,
     written: u64,
+    /// Held from the first write (or [`JournalStore::lock`]) until the store is dropped.
+    lock: Option<WriterLock>,
+    read_only: bool,
 }
 
 #[derive(serde::Deserialize)]
@@ -67,7 +76,33 @@ impl JournalStore {
             rewrite: false,
             truncate_to: None,
             written: 0,
+            lock: None,
+            read_only: false,
         })
+    }
+
+    /// A store that reads beside a running scheduler (`-store.dump`, tests): no lock, and
+    /// every write is refused.
+    pub fn read_only(path: impl AsRef<Path>) -> Result<JournalStore, StoreError> {
+        let mut store = JournalStore::new(path)?;
+        store.read_only = true;
+        Ok(store)
+    }
+
+    /// Takes the writer lock now (it is held already after the first write), so that a
+    /// second scheduler stops at its start rather than at its first save.
+    pub fn lock(&mut self) -> Result<(), StoreError> {
+        if self.lock.is_some() {
+            return Ok(());
+        }
+        if self.read_only {
+            return Err(StoreError::Unsupported {
+                what: format!("{} was opened to read only", self.describe()),
+            });
+        }
+        let path = WriterLock::path_for(self.file.path());
+        self.lock = Some(WriterLock::take(&path, self.file.dir())?);
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {
@@ -340,7 +375,9 @@ impl RecordStore for JournalStore {
     fn load_all(&mut self) -> Result<Loaded, StoreError> {
         self.append = None;
         self.truncate_to = None;
-        self.file.remove_stray_temp();
+        if self.lock.is_some() {
+            self.file.remove_stray_temp();
+        }
         let mut file = match File::open(self.file.path()) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded::Empty),
@@ -386,6 +423,7 @@ impl RecordStore for JournalStore {
         puts: &mut super::Records<'_>,
         deletes: &mut dyn FnMut() -> Vec<String>,
     ) -> Result<bool, StoreError> {
+        self.lock()?;
         if self.rewrite {
             return Err(StoreError::Unsupported {
                 what: format!("{} must be rewritten whole first", self.describe()),
@@ -413,6 +451,7 @@ impl RecordStore for JournalStore {
     }
 
     fn replace_all_with(&mut self, each: &mut super::Records<'_>) -> Result<(), StoreError> {
+        self.lock()?;
         let mut len = 0;
         self.append = None;
         self.file.save_with(&mut |file| {
@@ -432,6 +471,7 @@ impl RecordStore for JournalStore {
     }
 
     fn destroy(&mut self) -> Result<(), StoreError> {
+        self.lock()?;
         self.append = None;
         match fs::remove_file(self.file.path()) {
             Ok(()) => Ok(()),
@@ -535,6 +575,7 @@ mod tests {
         s.save(&st).unwrap();
         let full = fs::read(&path).unwrap();
         fs::write(&path, &full[..good.len() + (full.len() - good.len()) / 2]).unwrap();
+        drop(s); // the crashed scheduler's lock goes with it
         let mut again = StateStore::new(Box::new(JournalStore::new(&path).unwrap()));
         assert_eq!(again.load().unwrap().model.launch_seq, 7);
         st.model.launch_seq = 9;
@@ -702,5 +743,44 @@ mod tests {
             .load()
             .unwrap();
         assert_eq!(back.model, st.model);
+    }
+
+    #[test]
+    fn one_writer_at_a_time_and_readers_beside_it() {
+        let path = temp_path("lock");
+        let mut first = JournalStore::new(&path).unwrap();
+        first.load_all().unwrap();
+        first
+            .apply(&[Change::Put("root".into(), b"{}".to_vec())])
+            .unwrap();
+        let lock = WriterLock::path_for(&path);
+        let mut second = JournalStore::new(&path).unwrap();
+        let err = second.lock().expect_err("second writer");
+        let text = err.to_string();
+        assert!(matches!(err, StoreError::Locked { .. }), "{text}");
+        assert!(text.contains(&lock.display().to_string()), "{text}");
+        assert!(
+            text.contains(&format!("pid {} on ", std::process::id())),
+            "{text}"
+        );
+        let write = second.apply(&[Change::Put("root".into(), b"[]".to_vec())]);
+        assert!(matches!(write, Err(StoreError::Locked { .. })), "{write:?}");
+        // A reader neither waits for the lock nor touches a compaction under way.
+        fs::write(first.file.temp_path(), b"a compaction under way").unwrap();
+        let mut reader = JournalStore::read_only(&path).unwrap();
+        match reader.load_all().unwrap() {
+            Loaded::Records(r) => assert_eq!(r["root"], b"{}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(first.file.temp_path().exists());
+        let refused = reader.destroy().expect_err("read only");
+        assert!(refused.to_string().contains("read only"), "{refused}");
+        fs::remove_file(first.file.temp_path()).unwrap();
+        // The lock goes with its store.
+        drop(first);
+        second.lock().unwrap();
+        second
+            .apply(&[Change::Put("root".into(), b"[]".to_vec())])
+            .unwrap();
     }
 }

@@ -14,12 +14,14 @@
 
 pub mod file;
 pub mod journal;
+mod lockfile;
 pub mod memory;
 mod settings;
 pub mod zk;
 
 pub use file::FileStore;
 pub use journal::JournalStore;
+pub use lockfile::WriterLock;
 pub use memory::MemoryStore;
 pub use settings::{StoreHelper, StoreKind, StoreSettings};
 
@@ -126,16 +128,33 @@ pub trait Store: Send {
     fn describe(&self) -> String;
 }
 
-/// Opens the store the flags ask for.
+/// Opens the store the flags ask for, to write: the file store's writer lock is taken here,
+/// so a second scheduler on the same file stops before it reads anything.
 pub fn open(settings: &StoreSettings) -> Result<Box<dyn RecordStore>, StoreError> {
     match settings.kind {
-        StoreKind::File => Ok(Box::new(JournalStore::new(&settings.uri)?)),
-        StoreKind::ZooKeeper => {
-            let (hosts, path) = zk::parse_uri(&settings.uri, "/storage-framework")
-                .map_err(|what| StoreError::Unsupported { what })?;
-            Ok(Box::new(zk::ZkStore::new(hosts, path)))
+        StoreKind::File => {
+            let mut journal = JournalStore::new(&settings.uri)?;
+            journal.lock()?;
+            Ok(Box::new(journal))
         }
+        StoreKind::ZooKeeper => open_zk(settings),
     }
+}
+
+/// Opens the store to read only (`-store.dump`): the file store takes no lock, so it reads
+/// beside a running scheduler, and refuses every write.
+pub fn open_read_only(settings: &StoreSettings) -> Result<Box<dyn RecordStore>, StoreError> {
+    match settings.kind {
+        StoreKind::File => Ok(Box::new(JournalStore::read_only(&settings.uri)?)),
+        StoreKind::ZooKeeper => open_zk(settings),
+    }
+}
+
+/// ZooKeeper's own leader lock decides who writes (taken at the first load).
+fn open_zk(settings: &StoreSettings) -> Result<Box<dyn RecordStore>, StoreError> {
+    let (hosts, path) = zk::parse_uri(&settings.uri, "/storage-framework")
+        .map_err(|what| StoreError::Unsupported { what })?;
+    Ok(Box::new(zk::ZkStore::new(hosts, path)))
 }
 
 #[derive(Debug)]
@@ -167,6 +186,11 @@ pub enum StoreError {
     Unsupported { what: String },
     /// Another scheduler holds or has written the state: this one must not write again.
     Fenced { why: String },
+    /// Another process holds the file store's writer lock (`holder`: what it recorded).
+    Locked {
+        path: PathBuf,
+        holder: Option<String>,
+    },
 }
 
 impl StoreError {
@@ -177,7 +201,10 @@ impl StoreError {
             StoreError::Corrupt { origin, .. }
             | StoreError::WrongFormat { origin, .. }
             | StoreError::UnsupportedVersion { origin, .. } => *origin = Some(store.to_owned()),
-            StoreError::Io { .. } | StoreError::Unsupported { .. } | StoreError::Fenced { .. } => {}
+            StoreError::Io { .. }
+            | StoreError::Unsupported { .. }
+            | StoreError::Fenced { .. }
+            | StoreError::Locked { .. } => {}
         }
         self
     }
@@ -225,6 +252,16 @@ impl fmt::Display for StoreError {
             }
             StoreError::Unsupported { what } => f.write_str(what),
             StoreError::Fenced { why } => write!(f, "fenced: {why}"),
+            StoreError::Locked { path, holder } => {
+                let holder = holder
+                    .as_deref()
+                    .unwrap_or("a process that recorded no name");
+                write!(
+                    f,
+                    "another scheduler ({holder}) holds the store's lock {}: refusing to write beside it (stop it first; -store.dump reads without the lock)",
+                    path.display()
+                )
+            }
         }
     }
 }

@@ -253,7 +253,7 @@ pub fn try_stored_state(
 ) -> Result<storage_framework::scheduler::model::Persisted, String> {
     use storage_framework::scheduler::persist::StateStore;
     use storage_framework::store::JournalStore;
-    let journal = JournalStore::new(path).map_err(|e| e.to_string())?;
+    let journal = JournalStore::read_only(path).map_err(|e| e.to_string())?;
     StateStore::new(Box::new(journal))
         .load()
         .map_err(|e| e.to_string())

@@ -125,8 +125,13 @@ pub fn guard(config: &Config, client: &ClientConfig, state: &mut Persisted) -> R
 
 /// Runs a store helper; returns the exit code.
 pub fn run_helper(settings: &StoreSettings, helper: &StoreHelper) -> i32 {
-    let open = |s: &StoreSettings| store::open(s).map(StateStore::new);
-    let mut target = match open(settings) {
+    // A dump only reads: it works beside a running scheduler. The others write and need
+    // the store to themselves.
+    let opened = match helper {
+        StoreHelper::Dump => store::open_read_only(settings),
+        StoreHelper::Delete { .. } | StoreHelper::Import(_) => store::open(settings),
+    };
+    let mut target = match opened.map(StateStore::new) {
         Ok(s) => s,
         Err(e) => {
             log::error!("cannot open the state store: {e}");
@@ -154,7 +159,7 @@ pub fn run_helper(settings: &StoreSettings, helper: &StoreHelper) -> i32 {
                 log::error!("-store.import copies a state file into ZooKeeper: give -store.type=zk and -store.uri=zk://...");
                 return 2;
             }
-            let source = JournalStore::new(path).map(|j| StateStore::new(Box::new(j)));
+            let source = JournalStore::read_only(path).map(|j| StateStore::new(Box::new(j)));
             (|| {
                 let state = source?.load()?;
                 let existing = target.load()?;

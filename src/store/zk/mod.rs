@@ -4,6 +4,7 @@
 //! <base>/state          root record (framework id, launch sequence): the fencing epoch
 //! <base>/nodes/<agent>  one record per cluster node (znodes hold at most ~1 MB)
 //! <base>/leader         ephemeral lock: the session of the scheduler that writes
+//! <base>                its data version counts the locks ever made (see `lock.rs`)
 //! ```
 //!
 //! Fencing: every write is a `multi` with the expected version of each znode it replaces and a
@@ -85,6 +86,9 @@ pub struct ZkStore {
     written: u64,
     pinger: Option<std::thread::JoinHandle<()>>,
     stop: Arc<std::sync::atomic::AtomicBool>,
+    /// Run once between deciding that the lock's holder is dead and deleting its lock (tests
+    /// of two stealers).
+    before_steal: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 fn escape(agent: &str) -> String {
@@ -113,6 +117,7 @@ impl ZkStore {
             written: 0,
             pinger: None,
             stop: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            before_steal: Mutex::new(None),
         }
     }
 
@@ -165,6 +170,26 @@ impl ZkStore {
             let _ = c.call(op::CLOSE, &[]);
         }
         s.conn = None;
+    }
+}
+
+impl ZkStore {
+    /// Runs `f` once, after this store has decided to take a dead holder's lock and before
+    /// it deletes that lock: where another stealer can come between (tests).
+    #[doc(hidden)]
+    pub fn before_steal_for_test(&mut self, f: impl FnOnce() + Send + 'static) {
+        *self.before_steal.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(f));
+    }
+
+    fn run_before_steal(&self) {
+        let hook = self
+            .before_steal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(f) = hook {
+            f();
+        }
     }
 }
 
