@@ -78,6 +78,7 @@ mod tests {
         assert_eq!(executor_of_task(&t).as_deref(), Some(e.as_str()));
         assert!(pairs(&t, &e));
         assert!(!pairs(&t, "storage-executor.node-1-rack-a.8"));
+        assert_ne!(make("h", 1), make("h", 2));
         assert_eq!((seq(&t), seq(&e)), (Some(7), Some(7)));
         assert_eq!(task_suffix(&t), executor_suffix(&e));
         let (long, _) = make(&"h".repeat(300), 1);

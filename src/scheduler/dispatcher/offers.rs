@@ -247,7 +247,7 @@ impl Dispatcher {
                 secret: secret.expose(),
             },
         );
-        let (task_id, executor_id) = launch::ids(&offer.hostname, seq);
+        let (task_id, executor_id) = crate::contract::ids::make(&offer.hostname, seq);
         info!(
             "agent {} ({}): launching {persona} executor, task {task_id}",
             offer.hostname, agent

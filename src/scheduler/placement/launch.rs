@@ -17,11 +17,6 @@ pub struct LaunchContext {
     pub loglevel: String,
 }
 
-/// Ids of one launch: `storage.<host>.<seq>` and `storage-executor.<host>.<seq>`.
-pub fn ids(hostname: &str, seq: u64) -> (String, String) {
-    ids::make(hostname, seq)
-}
-
 pub struct Launch<'a> {
     pub agent_id: &'a str,
     pub hostname: &'a str,
@@ -43,7 +38,7 @@ fn var(name: &str, value: &str) -> environment::Variable {
 
 /// The TaskInfo of one launch.
 pub fn task_info(ctx: &LaunchContext, l: Launch<'_>) -> TaskInfo {
-    let (task_id, executor_id) = ids(l.hostname, l.seq);
+    let (task_id, executor_id) = ids::make(l.hostname, l.seq);
     let command = CommandInfo {
         uris: vec![command_info::Uri {
             value: format!("{}/{}", ctx.scheduler_url, env::EXECUTOR_BINARY).into(),
@@ -107,14 +102,6 @@ pub fn task_info(ctx: &LaunchContext, l: Launch<'_>) -> TaskInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ids_are_clean_and_unique_per_sequence() {
-        let (t, e) = ids("node 1/rack:a", 7);
-        assert_eq!(t, "storage.node-1-rack-a.7");
-        assert_eq!(e, "storage-executor.node-1-rack-a.7");
-        assert_ne!(ids("h", 1), ids("h", 2));
-    }
 
     #[test]
     fn executor_fetches_itself_from_the_scheduler() {
