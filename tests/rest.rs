@@ -726,7 +726,7 @@ fn executor_calls_need_the_right_secret() {
     );
 }
 
-/// Item 10: the secret is compared before the body is read or parsed. A wrong secret with a
+/// The secret is compared before the body is read or parsed. A wrong secret with a
 /// body announced at the full 1 MiB and never sent is answered at once (reading the body
 /// would wait for it until the request timeout, 10 s), and a malformed body with a wrong
 /// secret gets 401, not a parse error.
@@ -980,7 +980,7 @@ fn plan_is_returned_and_long_polls_until_it_changes() {
     }
 }
 
-/// Item 10: waiting plan requests hold no worker. With two workers, five executors wait at
+/// Waiting plan requests hold no worker. With two workers, five executors wait at
 /// once and `/health` still answers at once; a change answers every wait.
 #[test]
 fn waiting_plan_requests_hold_no_worker() {
@@ -1332,7 +1332,7 @@ fn stalled_bodies_are_cut_off_and_do_not_block_others() {
         .contains("storage_scheduler_http_timeouts_total 2"));
 }
 
-/// Item 10: one deadline per response. A client that reads the executor binary a little at a
+/// One deadline per response. A client that reads the executor binary a little at a
 /// time keeps every single write() short, yet is cut off once the response as a whole has
 /// taken `write_timeout`; the worker is free again.
 #[test]
@@ -1350,17 +1350,25 @@ fn a_slow_reader_is_cut_off_after_one_deadline_per_response() {
         .unwrap();
     // The slow reader goes on in the background: about 1 MB/s, so every write the server
     // makes progresses well within the deadline, but the whole body takes half a minute.
+    let (reading, started_reading) = crossbeam_channel::bounded(1);
     let reader = std::thread::spawn(move || {
         let mut buf = vec![0u8; 64 * 1024];
         let started = std::time::Instant::now();
         while started.elapsed() < Duration::from_secs(8) {
             match std::io::Read::read(&mut c, &mut buf) {
-                Ok(0) | Err(_) => return,
-                Ok(_) => std::thread::sleep(Duration::from_millis(50)),
+                Ok(0) | Err(_) => return true,
+                Ok(_) => {
+                    let _ = reading.try_send(());
+                    std::thread::sleep(Duration::from_millis(50))
+                }
             }
         }
+        false
     });
-    std::thread::sleep(Duration::from_millis(200));
+    // The single worker is busy with the reader before the other client comes.
+    started_reading
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the slow reader got the start of the body");
     // The single worker is free again within about the deadline, while the reader still
     // reads: another client is served.
     let mut other = fake::connect(s.addr);
@@ -1373,7 +1381,7 @@ fn a_slow_reader_is_cut_off_after_one_deadline_per_response() {
     let r = read_response(&mut other, &mut Vec::new(), false)
         .expect("served while the slow reader still reads");
     assert_eq!(r.status, 200);
-    reader.join().unwrap();
+    assert!(reader.join().unwrap(), "the slow reader was never cut off");
 }
 
 #[test]

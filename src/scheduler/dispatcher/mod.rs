@@ -1046,7 +1046,7 @@ mod tests {
         assert!(calls.iter().any(|c| c.acknowledge.is_some()));
     }
 
-    /// Item 6: a stray task is killed and its executor shut down; an offer naming an old
+    /// A stray task is killed and its executor shut down; an offer naming an old
     /// executor of ours gets it shut down, the current one is left alone.
     #[test]
     fn stray_executors_are_shut_down() {
@@ -1092,7 +1092,7 @@ mod tests {
         assert_eq!(shut, vec!["storage-executor.host-a1.0".to_string()]);
     }
 
-    /// Item 8: a host that comes back under a new agent id keeps its node (persona,
+    /// A host that comes back under a new agent id keeps its node (persona,
     /// devices, attachments) and is relaunched there; a node gone too long is retired.
     #[test]
     fn nodes_follow_hosts_across_new_agent_ids() {
@@ -1236,7 +1236,7 @@ mod tests {
             .all(|o| !matches!(o, Outgoing::Call(c) if c.accept.is_some())));
     }
 
-    /// Item 9: an executor report whose save failed is answered 503, never "recorded".
+    /// An executor report whose save failed is answered 503, never "recorded".
     #[test]
     fn executor_report_is_not_recorded_when_the_save_fails() {
         use crate::scheduler::exchange::{ExecutorCall, ExecutorReply, ExecutorRequest};
@@ -1281,7 +1281,7 @@ mod tests {
             .collect()
     }
 
-    /// Item 1: a covered agent was declined for an hour; when its executor fails, only a
+    /// A covered agent was declined for an hour; when its executor fails, only a
     /// REVIVE brings its offers back before that, suppressed or not.
     #[test]
     fn relaunch_revives_even_when_offers_are_not_suppressed() {
@@ -1313,7 +1313,7 @@ mod tests {
         assert!(has(&r.calls(), call::Type::Revive));
     }
 
-    /// Item 2: the offer mode is believed only once the master took the call; a lost one
+    /// The offer mode is believed only once the master took the call; a lost one
     /// is sent again, and every SUBSCRIBED re-sends the wanted mode.
     #[test]
     fn lost_offer_mode_calls_are_sent_again() {
@@ -1361,7 +1361,7 @@ mod tests {
         assert!(has(&r.calls(), call::Type::Suppress));
     }
 
-    /// Item 2: an ACCEPT the master did not take leaves the task in STAGING: the master is
+    /// An ACCEPT the master did not take leaves the task in STAGING: the master is
     /// asked about it at once, and the node is relaunched when the master does not know it.
     #[test]
     fn lost_accept_is_reconciled_and_replaced() {
@@ -1395,7 +1395,7 @@ mod tests {
         assert_ne!(second, task);
     }
 
-    /// Item 3: explicit reconciliation is repeated with backoff until every task has an
+    /// Explicit reconciliation is repeated with backoff until every task has an
     /// answer; implicit reconciliation runs every 15 minutes.
     #[test]
     fn reconciliation_is_repeated_until_answered() {
@@ -1429,7 +1429,7 @@ mod tests {
             .any(|c| c.reconcile.as_ref().is_some_and(|r| r.tasks.is_empty())));
     }
 
-    /// Item 3: a launch stuck in TASK_STAGING is killed and the node relaunched.
+    /// A launch stuck in TASK_STAGING is killed and the node relaunched.
     #[test]
     fn launch_stuck_in_staging_is_killed_and_replaced() {
         let mut r = rig();

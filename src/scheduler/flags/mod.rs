@@ -1270,7 +1270,7 @@ mod tests {
         assert!(!uri.contains("not used"), "{uri}");
     }
 
-    /// Item 11: the password from a file or the environment, so `ps` does not show it.
+    /// The password from a file or the environment, so `ps` does not show it.
     #[test]
     fn password_from_file_or_environment() {
         let dir = std::env::temp_dir().join(format!("pwfile-{}", std::process::id()));

@@ -522,6 +522,13 @@ impl MasterHandle {
         endpoints::control(&self.tx, |reply| Control::FailOverSlow { window, reply })?
     }
 
+    /// Fails over; the agents in `late` (indices) re-register only after two of the
+    /// framework's explicit reconciliations were answered without them, the others at once.
+    pub fn fail_over_with_late_agents(&self, late: &[usize]) -> Result<SocketAddr, String> {
+        let late = late.to_vec();
+        endpoints::control(&self.tx, |reply| Control::FailOverLate { late, reply })?
+    }
+
     /// Stops everything and kills all executor processes.
     pub fn shutdown(mut self) {
         self.stop();

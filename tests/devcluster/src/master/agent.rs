@@ -765,7 +765,11 @@ impl Cluster {
                 generation,
             },
         );
-        self.master_update(agent, fw, status);
+        // An agent that has not re-registered with a new leader cannot reach it: its
+        // updates wait for the retry after it has.
+        if !self.faults.transitioning(agent) {
+            self.master_update(agent, fw, status);
+        }
     }
 
     pub(super) fn retry_update(&mut self, agent: usize, fw: String, task: String, generation: u64) {

@@ -135,6 +135,10 @@ pub enum Control {
         window: Duration,
         reply: Sender<Result<SocketAddr, String>>,
     },
+    FailOverLate {
+        late: Vec<usize>,
+        reply: Sender<Result<SocketAddr, String>>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -794,6 +798,15 @@ impl Cluster {
                 let leader = self.fail_over();
                 self.faults.reregister_over(self.agents.len(), window);
                 let _ = reply.send(Ok(leader));
+            }
+            Control::FailOverLate { late, reply } => {
+                if let Some(bad) = late.iter().find(|&&i| i >= self.agents.len()) {
+                    let _ = reply.send(Err(format!("there is no agent with index {bad}")));
+                } else {
+                    let leader = self.fail_over();
+                    self.faults.reregister_after_asked(late);
+                    let _ = reply.send(Ok(leader));
+                }
             }
             Control::Shutdown(reply) => {
                 self.shutdown_everything();
@@ -1597,6 +1610,7 @@ impl Cluster {
     }
 
     fn reconcile(&mut self, fw_id: &str, tasks: Vec<(String, Option<String>)>) {
+        let explicit = !tasks.is_empty();
         let Some(fw) = self.frameworks.get(fw_id) else {
             return;
         };
@@ -1682,6 +1696,9 @@ impl Cluster {
         }
         for s in statuses {
             self.send_update(fw_id, s);
+        }
+        if explicit {
+            self.faults.asked();
         }
     }
 
