@@ -215,3 +215,73 @@ fn a_lock_is_stolen_only_from_a_dead_holder_proven_dead_here() {
         });
     });
 }
+
+/// A first save of a 10,000-node cluster is several times ZooKeeper's request limit: it goes
+/// out in parts, every record arrives, and the versions learnt from every part let the next
+/// save of all nodes (updates) and a replacement (deletes across parts) through their
+/// compare-and-set.
+#[test]
+fn a_batch_over_512_kib_is_saved_in_parts_and_stays_writable() {
+    const NODES: usize = 10_000;
+    let dir = tempdir("split");
+    let zk = ZooKeeper::start(&dir);
+    let node = |i: usize, gen: u32| -> (String, Vec<u8>) {
+        let devices: Vec<String> = (0..4)
+            .map(|d| format!("/dev/disk/by-id/scsi-{i:05}-{d}"))
+            .collect();
+        let v = serde_json::json!({"agent": format!("agent-{i}"), "gen": gen, "devices": devices});
+        (format!("node/agent-{i:05}"), v.to_string().into_bytes())
+    };
+    let first: Vec<Change> = std::iter::once(Change::Put("root".into(), ROOT.into()))
+        .chain((0..NODES).map(|i| {
+            let (k, v) = node(i, 1);
+            Change::Put(k, v)
+        }))
+        .collect();
+    let bytes: usize = first
+        .iter()
+        .map(|c| match c {
+            Change::Put(k, v) => k.len() + v.len(),
+            Change::Delete(k) => k.len(),
+        })
+        .sum();
+    assert!(
+        bytes > 2 * 512 * 1024,
+        "only {bytes} bytes: not a split save"
+    );
+
+    let mut s = store(&zk, "/sf/split");
+    assert_eq!(s.load_all().unwrap(), Loaded::Empty);
+    s.apply(&first).expect("first save of 10,000 nodes");
+    // Every node again: each part's setData names the version the earlier parts left.
+    let second: Vec<Change> = (0..NODES)
+        .map(|i| {
+            let (k, v) = node(i, 2);
+            Change::Put(k, v)
+        })
+        .collect();
+    s.apply(&second).expect("second save of every node");
+    drop(s);
+    let got = records(&mut store(&zk, "/sf/split"));
+    assert_eq!(got.len(), NODES + 1);
+    for i in [0, 1, NODES / 2, NODES - 1] {
+        let (k, v) = node(i, 2);
+        assert_eq!(got[&k], v, "{k}");
+    }
+
+    // A new writer (after a failover) replaces the state with half the nodes: thousands of
+    // deletes, again in parts.
+    let mut s = store(&zk, "/sf/split");
+    assert_eq!(records(&mut s).len(), NODES + 1);
+    let half: Vec<(String, Vec<u8>)> =
+        std::iter::once(("root".to_string(), ROOT.as_bytes().to_vec()))
+            .chain((0..NODES / 2).map(|i| node(i, 3)))
+            .collect();
+    s.replace_all(&half)
+        .expect("replacement with half the nodes");
+    drop(s);
+    let got = records(&mut store(&zk, "/sf/split"));
+    assert_eq!(got.len(), NODES / 2 + 1);
+    assert_eq!(got[&node(NODES / 2 - 1, 3).0], node(NODES / 2 - 1, 3).1);
+    assert!(!got.contains_key(&node(NODES / 2, 3).0));
+}
