@@ -1,0 +1,134 @@
+//! `scripts/bench.sh` as a gate: run against a stand-in `cargo` that prints chosen figures, it
+//! takes the median of repeated parts, shows a crashed part's output, holds every figure to
+//! `tests/bench/targets.txt`, and exits non-zero on a miss, a missing figure or a crash.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// A copy of what bench.sh reads, with release artifacts of chosen sizes and no real build.
+fn tree(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("bench-gate-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    for sub in ["scripts", "tests/bench", "dist/last-build", "bin"] {
+        std::fs::create_dir_all(d.join(sub)).unwrap();
+    }
+    let root = Path::new(ROOT);
+    std::fs::copy(root.join("scripts/bench.sh"), d.join("scripts/bench.sh")).unwrap();
+    write(&d.join("scripts/build-release.sh"), "#!/bin/sh\n");
+    write(&d.join("Cargo.toml"), "name = \"store\"\n");
+    std::fs::write(
+        d.join("dist/last-build/storage-scheduler"),
+        vec![0u8; 4_000_000],
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("dist/last-build/storage-executor"),
+        vec![0u8; 2_000_000],
+    )
+    .unwrap();
+    d
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    let _ = Command::new("chmod").arg("+x").arg(path).status();
+}
+
+/// Runs bench.sh with `cargo` answering each `--bench NAME` from `figures` (a shell `case`
+/// body); returns the exit code and stdout.
+fn run(dir: &Path, targets: &str, figures: &str) -> (i32, String) {
+    std::fs::write(dir.join("tests/bench/targets.txt"), targets).unwrap();
+    // Each bench counts its runs, so a repeated part can print a different figure per run.
+    let cargo = format!(
+        "#!/bin/bash\nfor a; do b=$a; done\nn=$(cat \"$0.$b\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$0.$b\"\ncase \"$b\" in\n{figures}\n*) ;;\nesac\n"
+    );
+    write(&dir.join("bin/cargo"), &cargo);
+    let path = format!(
+        "{}:{}",
+        dir.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("bash")
+        .arg(dir.join("scripts/bench.sh"))
+        .env("PATH", path)
+        .output()
+        .expect("bash");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+const TARGETS: &str = "# name target goal unit direction\n\
+    wire_decode_protobuf 1000000 - events/s min\n\
+    node_install_seconds 1 0.5 s max\n\
+    release_size_scheduler_bytes 4718592 4194304 bytes max\n";
+
+#[test]
+fn figures_within_their_targets_pass_and_repeated_parts_give_the_median() {
+    let d = tree("pass");
+    let (code, out) = run(
+        &d,
+        TARGETS,
+        // node runs three times: 0.9, 0.2, 0.4 -> median 0.4, spread 0.2-0.9.
+        "wire) echo 'bench wire_decode_protobuf 1200000 events/s';;\n\
+         node) case $n in 1) v=0.9;; 2) v=0.2;; *) v=0.4;; esac; echo \"bench node_install_seconds $v s\";;",
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("bench node_install_seconds 0.4 s\n"), "{out}");
+    assert!(
+        out.contains("bench node_install_seconds_runs 0.2-0.9 s\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("bench_check node_install_seconds 0.4 ok target 1 goal 0.5"),
+        "{out}"
+    );
+    assert!(
+        out.contains("bench_check release_size_scheduler_bytes 4000000 ok"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_missed_target_a_missing_figure_and_a_crash_each_fail_the_run() {
+    let d = tree("fail");
+    let (code, out) = run(
+        &d,
+        TARGETS,
+        "wire) echo 'bench wire_decode_protobuf 292000 events/s';;\n\
+         node) echo 'bench node_install_seconds 0.3 s';;",
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("bench_check wire_decode_protobuf 292000 MISSED target 1000000"),
+        "{out}"
+    );
+
+    let targets = format!("{TARGETS}converge_seconds_100 5 3 s max\n");
+    let (code, out) = run(
+        &d,
+        &targets,
+        "wire) echo 'bench wire_decode_protobuf 1200000 events/s';;\n\
+         node) echo 'bench node_install_seconds 0.3 s';;",
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("bench_check converge_seconds_100 missing"),
+        "{out}"
+    );
+
+    let (code, out) = run(
+        &d,
+        TARGETS,
+        "wire) echo 'bench wire_decode_protobuf 1200000 events/s';;\n\
+         node) echo 'bench node_install_seconds 0.3 s';;\n\
+         gateway) echo 'only 3 of 100 nodes attached' >&2; exit 101;;",
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("# part gateway crashed"), "{out}");
+    assert!(out.contains("#   only 3 of 100 nodes attached"), "{out}");
+    assert!(out.contains("bench_check crashed: gateway"), "{out}");
+}
