@@ -529,3 +529,184 @@ fn launches_on_resources_reserved_for_the_role() {
     );
     let _ = sched.child.kill();
 }
+
+/// A cluster whose master marks a silent agent unreachable 3 s after it stops answering.
+fn partition_cluster(dir: &Path) -> Arc<MasterHandle> {
+    Arc::new(
+        master::start(master::MasterConfig {
+            agents: AGENTS,
+            heartbeat_interval: Duration::from_secs(1),
+            work_dir: dir.join("mesos"),
+            status_update_retry: Duration::from_secs(1),
+            agent_removal_timeout: Duration::from_secs(3),
+            host_standins: Some(cluster::host_standins(None)),
+            ..Default::default()
+        })
+        .expect("dev cluster"),
+    )
+}
+
+/// The node of `host` in the scheduler's `/api/state`.
+fn node_of(sched: &Scheduler, host: &str) -> Option<Value> {
+    sched.state()?["model"]["nodes"]
+        .as_object()?
+        .values()
+        .find(|n| n["hostname"] == host)
+        .cloned()
+}
+
+/// The newest entry of the master's launch record (0 when empty).
+fn last_seq(m: &MasterHandle) -> u64 {
+    m.launch_log()
+        .expect("launch log")
+        .last()
+        .map_or(0, |r| r.seq)
+}
+
+/// Executor starts and task launches on `host` recorded after entry `after`.
+fn launches_since(m: &MasterHandle, host: &str, after: u64) -> Vec<master::LaunchRecord> {
+    m.launch_log()
+        .expect("launch log")
+        .into_iter()
+        .filter(|r| r.seq > after && r.agent == host && r.event != LaunchEvent::ExecutorTerminated)
+        .collect()
+}
+
+/// `f`'s first answer within `within`, polled; `None` when it gave none. For asserting
+/// that something does not happen over a span a wrong scheduler would act in.
+fn any_within<T>(within: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = std::time::Instant::now() + within;
+    while std::time::Instant::now() < end {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    f()
+}
+
+/// The task of agent-1 becomes unreachable (a partition): its node waits where it was (not
+/// lost), and nothing is launched on that host meanwhile. The partition heals with the task
+/// still running: the node resumes, nothing relaunched.
+#[test]
+fn an_unreachable_agent_waits_and_resumes_with_its_task() {
+    let dir = tempdir("partition-heal");
+    let m = partition_cluster(&dir);
+    let sched = Scheduler::start(&dir, &m.addr().to_string(), free_port());
+    let running = wait_for("5 running executors", SETTLE, || all_running(&m));
+    let host = "agent-1";
+    let at_work = |n: &Value| !matches!(n["phase"].as_str(), Some("launching" | "lost" | "failed"));
+    wait_for("agent-1's node at work", SETTLE, || {
+        node_of(&sched, host).filter(at_work)
+    });
+    let mark = last_seq(&m);
+    m.partition_agent(0).expect("partition");
+    wait_for("the scheduler to hear TASK_UNREACHABLE", SETTLE, || {
+        node_of(&sched, host).filter(|n| n["task"]["state"] == "TASK_UNREACHABLE")
+    });
+    // A scheduler that took the task for dead would relaunch after its first failure
+    // backoff (5 s): watch twice as long.
+    let early = any_within(Duration::from_secs(10), || {
+        launches_since(&m, host, mark).into_iter().next()
+    });
+    assert!(
+        early.is_none(),
+        "launched on an unreachable agent: {early:?}"
+    );
+    m.heal_agent(0, true).expect("heal");
+    let node = wait_for("agent-1's node to resume", SETTLE, || {
+        node_of(&sched, host).filter(|n| {
+            n["task"]["state"] == "TASK_RUNNING" && at_work(n) && n["last_error"].is_null()
+        })
+    });
+    assert_eq!(node["task"]["task_id"], running[host].as_str());
+    assert_eq!(node["failures"], 0);
+    assert_eq!(launches_since(&m, host, mark), vec![]);
+    assert_eq!(all_running(&m).as_ref(), Some(&running));
+    assert_one_executor_per_agent(&m);
+}
+
+/// agent-2 comes back from its partition without its task: the master says nothing of it
+/// until asked (reconciliation: TASK_GONE). The scheduler asks once the agent is listed
+/// again and relaunches the node, once.
+#[test]
+fn an_agent_back_without_its_task_is_relaunched_once() {
+    let dir = tempdir("partition-lost");
+    let m = partition_cluster(&dir);
+    let sched = Scheduler::start(&dir, &m.addr().to_string(), free_port());
+    let running = wait_for("5 running executors", SETTLE, || all_running(&m));
+    let host = "agent-2";
+    let mark = last_seq(&m);
+    m.partition_agent(1).expect("partition");
+    wait_for("the scheduler to hear TASK_UNREACHABLE", SETTLE, || {
+        node_of(&sched, host).filter(|n| n["task"]["state"] == "TASK_UNREACHABLE")
+    });
+    assert_eq!(launches_since(&m, host, mark), vec![]);
+    m.heal_agent(1, false).expect("heal without the task");
+    // The agent watcher polls every 30 s; then the first failure backoff.
+    let now = wait_for("agent-2 relaunched", Duration::from_secs(90), || {
+        all_running(&m).filter(|r| r[host] != running[host])
+    });
+    let launched: Vec<_> = launches_since(&m, host, mark)
+        .into_iter()
+        .filter(|r| r.event == LaunchEvent::TaskLaunched)
+        .collect();
+    assert_eq!(launched.len(), 1, "{launched:?}");
+    assert_eq!(launched[0].task.as_deref(), Some(now[host].as_str()));
+    let log = sched.log_text();
+    assert!(log.contains("TASK_GONE"), "{log}");
+    for other in running.keys().filter(|h| *h != host) {
+        assert_eq!(now[other], running[other]);
+    }
+    assert_one_executor_per_agent(&m);
+}
+
+/// The offer of agent-3's first launch is rescinded just before the ACCEPT lands: the
+/// master answers TASK_DROPPED (REASON_INVALID_OFFERS) and the agent never sees the task.
+/// The launch never started, so the node is relaunched without a failure counted.
+#[test]
+fn a_launch_whose_offer_was_rescinded_is_relaunched_at_once() {
+    let dir = tempdir("rescinded");
+    let m = cluster(&dir);
+    m.rescind_before_next_accept(2).expect("fault");
+    let sched = Scheduler::start(&dir, &m.addr().to_string(), free_port());
+    let running = wait_for("5 running executors", SETTLE, || all_running(&m));
+    let log = sched.log_text();
+    let dropped = log
+        .lines()
+        .find(|l| l.contains("TASK_DROPPED"))
+        .unwrap_or_else(|| panic!("no TASK_DROPPED in the log: {log}"));
+    assert!(dropped.contains("REASON_INVALID_OFFERS"), "{dropped}");
+    let host = "agent-3";
+    // The relaunch follows within the first failure backoff (5 s), which it does not wait.
+    let relaunch = log
+        .lines()
+        .skip_while(|l| !l.contains("TASK_DROPPED"))
+        .find(|l| l.contains("launching") && l.contains(&format!("agent {host} ")))
+        .unwrap_or_else(|| panic!("no relaunch after TASK_DROPPED: {log}"));
+    let waited = log_ms(relaunch) - log_ms(dropped);
+    assert!(waited < 5_000, "relaunched {waited} ms after TASK_DROPPED");
+    let node = node_of(&sched, host).expect("agent-3's node");
+    assert_eq!(node["failures"], 0, "{node}");
+    let launched: Vec<_> = launched_tasks(&m)
+        .into_iter()
+        .filter(|(_, agent, _)| agent == host)
+        .collect();
+    assert_eq!(launched.len(), 1, "{launched:?}");
+    assert_eq!(launched[0].2, running[host]);
+    assert_one_executor_per_agent(&m);
+}
+
+/// The time of day of a scheduler log line (`[2026-01-02T03:04:05.678Z ...`), in ms.
+fn log_ms(line: &str) -> i64 {
+    let time = line
+        .split('T')
+        .nth(1)
+        .and_then(|t| t.get(..12))
+        .unwrap_or_else(|| panic!("no time in {line:?}"));
+    let parts: Vec<f64> = time
+        .split(':')
+        .map(|p| p.parse().unwrap_or_else(|_| panic!("bad time in {line:?}")))
+        .collect();
+    ((parts[0] * 3600.0 + parts[1] * 60.0 + parts[2]) * 1000.0).round() as i64
+}

@@ -383,6 +383,7 @@ pub mod task_status {
             ResourcesUnknown = 18 "REASON_RESOURCES_UNKNOWN",
             AgentDisconnected = 10 "REASON_AGENT_DISCONNECTED",
             AgentRemoved = 11 "REASON_AGENT_REMOVED",
+            AgentReregistered = 32 "REASON_AGENT_REREGISTERED",
             AgentRestarted = 12 "REASON_AGENT_RESTARTED",
             AgentUnknown = 13 "REASON_AGENT_UNKNOWN",
             TaskKilledDuringLaunch = 30 "REASON_TASK_KILLED_DURING_LAUNCH",

@@ -453,6 +453,7 @@ impl Dispatcher {
         self.follow_hosts(agents.iter().map(|a| (a.id.as_str(), a.hostname.as_str())));
         let known: HashSet<&str> = agents.iter().map(|a| a.id.as_str()).collect();
         self.retire_gone_nodes(&known);
+        self.ask_about_unreachable(&known);
         // Only the unmanaged agents' ids are kept: host names matter only as they come
         // (above).
         let unmanaged: BTreeSet<String> = agents
@@ -1480,5 +1481,165 @@ mod tests {
             data,
             serde_json::json!({"scheduler_url": "http://sched:8080"})
         );
+    }
+
+    fn update_for(
+        task: &str,
+        agent: &str,
+        state: TaskState,
+        reason: Option<task_status::Reason>,
+    ) -> Event {
+        let mut ev = update(task, agent, state, false);
+        if let Some(u) = ev.update.as_mut() {
+            u.status.reason = reason;
+            u.status.source = Some(task_status::Source::Master);
+        }
+        ev
+    }
+
+    fn agent_lost(agent: &str) -> Event {
+        Event {
+            r#type: Some(event::Type::Failure),
+            failure: Some(event::Failure {
+                agent_id: Some(AgentID {
+                    value: agent.into(),
+                }),
+                executor_id: None,
+                status: None,
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// A running node on a1; returns its task id.
+    fn running_on_a1(r: &mut Rig) -> String {
+        r.event(subscribed("fw-1"));
+        r.input(known(&["a1"]));
+        r.event(offers(&["a1"]));
+        let (task, _) = launched_task(&r.calls()).remove(0);
+        r.event(update(&task, "a1", TaskState::Running, true));
+        r.d.state.model.nodes.get_mut("a1").unwrap().phase = Phase::Running;
+        r.calls();
+        task
+    }
+
+    /// The master loses a1 (TASK_UNREACHABLE, then the agent-lost FAILURE): the node waits
+    /// where it was, covered, and no offer of a1 becomes a launch however long it lasts. The
+    /// agent comes back with the task (TASK_RUNNING from the master): the node resumes.
+    #[test]
+    fn an_unreachable_task_waits_and_resumes_when_its_agent_returns_with_it() {
+        let mut r = rig();
+        let task = running_on_a1(&mut r);
+        r.event(update_for(
+            &task,
+            "a1",
+            TaskState::Unreachable,
+            Some(task_status::Reason::AgentRemoved),
+        ));
+        r.event(agent_lost("a1"));
+        let node = &r.d.model().nodes["a1"];
+        assert!(node.covered());
+        assert_eq!(node.phase, Phase::Running);
+        assert!(node.retry_after_ms.is_none());
+        assert!(node
+            .last_error
+            .as_deref()
+            .unwrap()
+            .starts_with("TASK_UNREACHABLE"));
+        r.advance(3_600_000);
+        r.event(offers(&["a1"]));
+        let calls = r.calls();
+        assert!(launched_task(&calls).is_empty());
+        assert!(has(&calls, call::Type::Decline));
+        r.event(update_for(
+            &task,
+            "a1",
+            TaskState::Running,
+            Some(task_status::Reason::AgentReregistered),
+        ));
+        let node = &r.d.model().nodes["a1"];
+        assert_eq!(node.phase, Phase::Running);
+        assert_eq!(node.failures, 0);
+        assert!(node.last_error.is_none(), "{:?}", node.last_error);
+        assert_eq!(*node.task.as_ref().unwrap().task_id, *task);
+        r.advance(600_000);
+        r.event(offers(&["a1"]));
+        assert!(launched_task(&r.calls()).is_empty());
+    }
+
+    /// The agent comes back without the task: the master says nothing until asked, so the
+    /// scheduler asks as soon as the master lists the agent again; TASK_GONE relaunches the
+    /// node, once. Mesos' other words for "gone" do the same.
+    #[test]
+    fn an_unreachable_task_is_asked_about_when_its_agent_is_back_and_relaunched_once_gone() {
+        for gone in [
+            TaskState::Gone,
+            TaskState::GoneByOperator,
+            TaskState::Unknown,
+            TaskState::Lost,
+        ] {
+            let mut r = rig();
+            let task = running_on_a1(&mut r);
+            r.event(update_for(&task, "a1", TaskState::Unreachable, None));
+            r.input(known(&[]));
+            assert!(reconciled_tasks(&r.calls()).is_empty());
+            r.input(known(&["a1"]));
+            assert_eq!(reconciled_tasks(&r.calls()), vec![task.clone()]);
+            r.event(update_for(
+                &task,
+                "a1",
+                gone,
+                Some(task_status::Reason::Reconciliation),
+            ));
+            let node = &r.d.model().nodes["a1"];
+            assert!(!node.covered(), "{gone}");
+            assert_eq!(node.phase, Phase::Lost);
+            r.advance(6_000);
+            r.event(offers(&["a1"]));
+            let launched = launched_task(&r.calls());
+            assert_eq!(launched.len(), 1, "{gone}");
+            assert_ne!(launched[0].0, task);
+            r.event(offers(&["a1"]));
+            assert!(launched_task(&r.calls()).is_empty());
+        }
+    }
+
+    /// Implicit reconciliation does not answer about a task the master forgot: unreachable
+    /// tasks are named in a reconciliation at that period too.
+    #[test]
+    fn unreachable_tasks_are_asked_about_at_the_implicit_period() {
+        let mut r = rig();
+        let task = running_on_a1(&mut r);
+        r.event(update_for(&task, "a1", TaskState::Unreachable, None));
+        r.advance(reconcile::IMPLICIT_EVERY_MS);
+        assert_eq!(reconciled_tasks(&r.calls()), vec![task.clone()]);
+    }
+
+    /// An ACCEPT whose offer the master had rescinded: TASK_DROPPED (TASK_LOST for a
+    /// framework that is not partition-aware), REASON_INVALID_OFFERS. The launch never
+    /// started: relaunched at the next offer, no failure counted, no backoff.
+    #[test]
+    fn a_dropped_launch_is_relaunched_at_once_without_a_failure() {
+        for state in [TaskState::Dropped, TaskState::Lost] {
+            let mut r = rig();
+            r.event(subscribed("fw-1"));
+            r.input(known(&["a1"]));
+            r.event(offers(&["a1"]));
+            let (task, _) = launched_task(&r.calls()).remove(0);
+            r.event(update_for(
+                &task,
+                "a1",
+                state,
+                Some(task_status::Reason::InvalidOffers),
+            ));
+            let node = &r.d.model().nodes["a1"];
+            assert!(!node.covered());
+            assert_eq!(node.failures, 0, "{state}");
+            assert!(node.retry_after_ms.is_none(), "{state}");
+            r.event(offers(&["a1"]));
+            let launched = launched_task(&r.calls());
+            assert_eq!(launched.len(), 1, "{state}");
+            assert_ne!(launched[0].0, task);
+        }
     }
 }

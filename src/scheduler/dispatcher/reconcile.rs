@@ -89,7 +89,32 @@ impl Dispatcher {
         self.recon.delay_ms = (self.recon.delay_ms * 2).min(RETRY_MAX_MS);
     }
 
+    /// Asks at once about each unreachable task whose agent `listed` names again: it came
+    /// back with the task (the master says TASK_RUNNING by itself) or without it (Mesos says
+    /// TASK_GONE only when asked).
+    pub(super) fn ask_about_unreachable(&mut self, listed: &HashSet<&str>) {
+        let back: Vec<(String, String)> = unreachable_tasks(&self.state.model)
+            .filter(|(agent, _)| listed.contains(agent))
+            .map(|(agent, task)| (task.to_owned(), agent.to_owned()))
+            .collect();
+        for (task, agent) in back {
+            info!("agent {agent} is listed again; asking about its unreachable task {task}");
+            self.reconcile_task(&task, &agent);
+        }
+    }
+
     fn send_implicit(&mut self, now: u64) {
+        // Implicit reconciliation does not answer for a task the master forgot: unreachable
+        // tasks are asked about by name, in case their agent never comes back.
+        let unreachable: Vec<(String, String)> = unreachable_tasks(&self.state.model)
+            .map(|(agent, task)| (task.to_owned(), agent.to_owned()))
+            .collect();
+        for (task, agent) in unreachable {
+            if self.recon.unanswered.insert(task, agent).is_none() {
+                self.recon.delay_ms = RETRY_FIRST_MS;
+                self.recon.retry_at_ms = Some(now);
+            }
+        }
         let mut c = self.call(call::Type::Reconcile);
         c.reconcile = Some(call::Reconcile::default());
         self.pending.push(c);
@@ -190,4 +215,12 @@ impl Dispatcher {
             self.touch_view();
         }
     }
+}
+
+/// (agent id, task id) of every node's current launch that is TASK_UNREACHABLE.
+pub(super) fn unreachable_tasks(model: &ClusterModel) -> impl Iterator<Item = (&str, &str)> {
+    model.nodes.values().filter_map(|n| {
+        let t = n.task.as_ref()?;
+        (t.state == TaskState::Unreachable).then_some((&*n.agent_id, &*t.task_id))
+    })
 }

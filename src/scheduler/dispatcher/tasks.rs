@@ -1,81 +1,149 @@
 //! Task records and their state machine: status updates, executor and agent failures.
+//!
+//! A partition-aware framework hears TASK_UNREACHABLE when the master loses its agent: the
+//! task may still run there, so the node waits, still covered (no relaunch, no second
+//! executor on that host), until Mesos says the task is gone (TASK_GONE, TASK_GONE_BY_OPERATOR,
+//! TASK_UNKNOWN, TASK_LOST; an agent back without it answers reconciliation with TASK_GONE)
+//! or that it runs (the agent came back with it: the node resumes where it was). A launch
+//! that never started (TASK_DROPPED, or an ACCEPT whose offer the master had rescinded) is
+//! no failure of the node: it is relaunched at once.
 
 use super::*;
 use crate::contract::ids;
+use crate::mesos::types::task_status::Reason;
+
+/// What a status update of a node's current launch means for the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// The task runs; `resumed` when its agent had been unreachable.
+    Running { resumed: bool },
+    /// Its agent is cut off from the master: the node waits, covered.
+    Unreachable,
+    /// The launch never started: relaunch at once, not counted as a failure.
+    Dropped,
+    /// The task ended: relaunch after the failure backoff; `lost` when it did not fail by
+    /// itself (its agent or the master ended it).
+    Ended { lost: bool },
+    /// Nothing to decide (staging, starting, killing).
+    Other,
+}
+
+/// The verdict on `status` for a task last known in state `before`.
+pub(super) fn verdict(before: TaskState, status: &TaskStatus) -> Verdict {
+    let invalid_offers = status.reason == Some(Reason::InvalidOffers);
+    match status.state {
+        TaskState::Running => Verdict::Running {
+            resumed: before == TaskState::Unreachable,
+        },
+        TaskState::Unreachable => Verdict::Unreachable,
+        // A framework that is not partition-aware hears TASK_LOST for the same ACCEPT.
+        TaskState::Dropped => Verdict::Dropped,
+        TaskState::Lost if invalid_offers => Verdict::Dropped,
+        s if s.is_terminal() || s == TaskState::Unknown => Verdict::Ended {
+            lost: matches!(
+                s,
+                TaskState::Lost | TaskState::Gone | TaskState::GoneByOperator | TaskState::Unknown
+            ),
+        },
+        _ => Verdict::Other,
+    }
+}
 
 impl Dispatcher {
     pub(super) fn on_update(&mut self, status: TaskStatus, now: u64) {
         let task_id = status.task_id.value.to_string();
-        let state = status.state;
-        let why = describe(&status);
         self.recon.answered(&task_id);
         let ours = current_launch_of(
             &self.state.model,
             &task_id,
             status.agent_id.as_ref().map(|a| a.value.as_str()),
         );
-        match ours.and_then(|a| self.state.model.nodes.get_mut(&a)) {
-            Some(node) => {
-                let host = node.hostname.clone();
-                let Some(task) = node.task.as_mut() else {
-                    return;
-                };
-                let was_active = task.is_active();
-                task.state = state;
-                node.last_contact_ms = Some(now);
-                node.updated_ms = now;
-                match state {
-                    TaskState::Running => {
-                        task.running_since_ms.get_or_insert(now);
-                        info!("agent {host}: task {task_id} running");
-                    }
-                    TaskState::Unreachable => {
-                        warn!("agent {host}: task {task_id} unreachable ({why})");
-                        node.phase = Phase::Lost;
-                        node.last_error = Some(format!("TASK_UNREACHABLE: {why}").into());
-                    }
-                    s if s.is_terminal() || matches!(s, TaskState::Unknown) => {
-                        let stable = task
-                            .running_since_ms
-                            .is_some_and(|since| now.saturating_sub(since) >= STABLE_RUN_MS);
-                        if was_active {
-                            node.failures = if stable { 1 } else { node.failures + 1 };
-                            let delay = relaunch_delay(node.failures);
-                            node.retry_after_ms = Some(now + delay.as_millis() as u64);
-                            self.offer_mode
-                                .uncovered(&node.agent_id, now + delay.as_millis() as u64);
-                            warn!(
-                                "agent {host}: task {task_id} ended {} ({why}); relaunch in {} s (failure {})",
-                                state,
-                                delay.as_secs(),
-                                node.failures
-                            );
-                        }
-                        node.phase = match s {
-                            TaskState::Lost
-                            | TaskState::Gone
-                            | TaskState::GoneByOperator
-                            | TaskState::Dropped
-                            | TaskState::Unknown => Phase::Lost,
-                            _ => Phase::Failed,
-                        };
-                        node.last_error = Some(format!("{state}: {why}").into());
-                    }
-                    _ => {
-                        if self
-                            .debug_tally
-                            .note(now, "task update", || state.to_string())
-                        {
-                            debug!("agent {host}: task {task_id} {state}");
-                        }
-                    }
-                }
-                self.dirty = true;
-            }
+        match ours {
+            Some(agent) => self.on_current_update(&agent, &status, now),
             None => self.on_stray_update(&status),
         }
         self.acknowledge(&status);
         self.touch_view();
+    }
+
+    /// An update of `agent`'s node's current launch.
+    fn on_current_update(&mut self, agent: &str, status: &TaskStatus, now: u64) {
+        let state = status.state;
+        let why = describe(status);
+        let Some(node) = self.state.model.nodes.get_mut(agent) else {
+            return;
+        };
+        let host = node.hostname.clone();
+        let Some(task) = node.task.as_mut() else {
+            return;
+        };
+        let task_id = task.task_id.clone();
+        let was_active = task.is_active();
+        let verdict = verdict(task.state, status);
+        task.state = state;
+        node.last_contact_ms = Some(now);
+        node.updated_ms = now;
+        self.dirty = true;
+        match verdict {
+            Verdict::Running { resumed } => {
+                task.running_since_ms.get_or_insert(now);
+                if resumed {
+                    info!("agent {host}: task {task_id} running again ({why}); the node resumes, nothing relaunched");
+                    if node
+                        .last_error
+                        .as_deref()
+                        .is_some_and(|e| e.starts_with("TASK_UNREACHABLE"))
+                    {
+                        node.last_error = None;
+                    }
+                } else {
+                    info!("agent {host}: task {task_id} running");
+                }
+            }
+            Verdict::Unreachable => {
+                // The phase stays: the task may still be at it on the far side.
+                warn!("agent {host}: task {task_id} unreachable ({why}); the node waits for its agent");
+                node.last_error = Some(
+                    format!("TASK_UNREACHABLE: {why} (waiting for the agent or Mesos to say the task is gone)")
+                        .into(),
+                );
+            }
+            Verdict::Dropped => {
+                node.phase = Phase::Lost;
+                node.last_error = Some(format!("{state}: {why}").into());
+                if was_active {
+                    node.retry_after_ms = None;
+                    self.offer_mode.uncovered(agent, now);
+                    warn!("agent {host}: launch {task_id} {state} before it started ({why}); relaunch at once");
+                }
+            }
+            Verdict::Ended { lost } => {
+                if was_active {
+                    let stable = task
+                        .running_since_ms
+                        .is_some_and(|since| now.saturating_sub(since) >= STABLE_RUN_MS);
+                    node.failures = if stable { 1 } else { node.failures + 1 };
+                    let due = now + relaunch_delay(node.failures).as_millis() as u64;
+                    node.retry_after_ms = Some(due);
+                    self.offer_mode.uncovered(agent, due);
+                    warn!(
+                        "agent {host}: task {task_id} ended {state} ({why}); relaunch in {} s (failure {})",
+                        (due - now) / 1000,
+                        node.failures
+                    );
+                }
+                node.phase = if lost { Phase::Lost } else { Phase::Failed };
+                node.last_error = Some(format!("{state}: {why}").into());
+            }
+            Verdict::Other => {
+                if self
+                    .debug_tally
+                    .note(now, "task update", || state.to_string())
+                {
+                    debug!("agent {host}: task {task_id} {state}");
+                }
+            }
+        }
     }
 
     pub(super) fn on_failure(&mut self, f: event::Failure, now: u64) {
@@ -108,7 +176,14 @@ impl Dispatcher {
             }
             (None, Some(agent)) => {
                 warn!("agent {agent} lost");
-                if let Some(node) = self.state.model.nodes.get_mut(&agent) {
+                // A task still covering the node (unreachable) says itself what became of it.
+                if let Some(node) = self
+                    .state
+                    .model
+                    .nodes
+                    .get_mut(&agent)
+                    .filter(|n| !n.covered())
+                {
                     node.phase = Phase::Lost;
                     node.last_error = Some("agent lost".into());
                     node.updated_ms = now;
@@ -248,5 +323,56 @@ pub(super) fn current_launch_of(
             .iter()
             .find(|(_, n)| is_it(n))
             .map(|(a, _)| a.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(state: TaskState, reason: Option<Reason>) -> TaskStatus {
+        TaskStatus {
+            task_id: crate::mesos::types::TaskID { value: "t".into() },
+            state,
+            reason,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn verdicts() {
+        use TaskState as S;
+        let v = |before, state, reason| verdict(before, &status(state, reason));
+        assert_eq!(
+            v(S::Unreachable, S::Running, Some(Reason::AgentReregistered)),
+            Verdict::Running { resumed: true }
+        );
+        assert_eq!(
+            v(S::Starting, S::Running, None),
+            Verdict::Running { resumed: false }
+        );
+        assert_eq!(v(S::Running, S::Unreachable, None), Verdict::Unreachable);
+        assert_eq!(
+            v(S::Staging, S::Dropped, Some(Reason::InvalidOffers)),
+            Verdict::Dropped
+        );
+        assert_eq!(v(S::Staging, S::Dropped, None), Verdict::Dropped);
+        assert_eq!(
+            v(S::Staging, S::Lost, Some(Reason::InvalidOffers)),
+            Verdict::Dropped
+        );
+        for gone in [S::Gone, S::GoneByOperator, S::Unknown, S::Lost] {
+            assert_eq!(
+                v(S::Unreachable, gone, Some(Reason::Reconciliation)),
+                Verdict::Ended { lost: true },
+                "{gone}"
+            );
+        }
+        for failed in [S::Failed, S::Killed, S::Error, S::Finished] {
+            assert_eq!(v(S::Running, failed, None), Verdict::Ended { lost: false });
+        }
+        for other in [S::Staging, S::Starting, S::Killing] {
+            assert_eq!(v(S::Staging, other, None), Verdict::Other);
+        }
     }
 }

@@ -12,6 +12,8 @@
 //! | `POST /control/master/drop-next-call?type=ACCEPT` | the master refuses (503) the next scheduler call of that type |
 //! | `POST /control/agents/<n>/stop`, `/start`, `/restart` | agent `n` (1-based) |
 //! | `POST /control/agents/<n>/kill-executor?id=<executor id>` | SIGKILL that executor |
+//! | `POST /control/agents/<n>/partition`, `/heal[?tasks=lost]` | agent `n` is cut off from the master (unreachable after the ping timeout), then re-registers with its tasks (or without them) |
+//! | `POST /control/agents/<n>/rescind-before-accept` | the next ACCEPT of an offer of agent `n` finds it rescinded (TASK_DROPPED, REASON_INVALID_OFFERS) |
 //! | `POST /control/gateway/fail?count=N` (no count: until cleared) | gateway answers 500 |
 //! | `POST /control/gateway/clear` | end injected gateway faults and delays |
 //! | `POST /control/gateway/delay?ms=N` | slow gateway replies |
@@ -242,6 +244,18 @@ fn act(t: &Targets, method: &Method, url: &str) -> Result<Value, (u16, String)> 
                     let id = t.master.restart_agent_with_new_id(index);
                     id.map(|id| reply["id"] = json!(id))
                 }
+                "partition" => t.master.partition_agent(index),
+                "heal" => match query(url, "tasks") {
+                    None | Some("kept") => t.master.heal_agent(index, true),
+                    Some("lost") => t.master.heal_agent(index, false),
+                    Some(v) => {
+                        return Err((
+                            400,
+                            format!("heal takes tasks=kept or tasks=lost, not {v:?}"),
+                        ))
+                    }
+                },
+                "rescind-before-accept" => t.master.rescind_before_next_accept(index),
                 "kill-executor" => {
                     let id = query(url, "id")
                         .ok_or((400, "kill-executor needs ?id=<executor id>".to_string()))?;

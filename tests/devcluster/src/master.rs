@@ -33,7 +33,9 @@ mod http;
 mod ids;
 mod launches;
 mod new_id;
+mod partition;
 mod process;
+mod rescind;
 mod resources;
 mod state;
 mod synthetic;
@@ -485,6 +487,32 @@ impl MasterHandle {
     /// Returns the new id.
     pub fn restart_agent_with_new_id(&self, index: usize) -> Result<String, String> {
         endpoints::control(&self.tx, |reply| Control::NewAgentId { index, reply })?
+    }
+
+    /// Cuts agent `index` off from the master (a network partition): it and its executors
+    /// run on, the master hears nothing; after `agent_removal_timeout` its tasks become
+    /// unreachable (see `master/partition.rs`).
+    pub fn partition_agent(&self, index: usize) -> Result<(), String> {
+        endpoints::control(&self.tx, |reply| Control::Partition { index, reply })?
+    }
+
+    /// Ends agent `index`'s partition: it re-registers with its tasks, or (`keep_tasks`
+    /// false, once it was marked unreachable) having lost them.
+    pub fn heal_agent(&self, index: usize, keep_tasks: bool) -> Result<(), String> {
+        endpoints::control(&self.tx, |reply| Control::Heal {
+            index,
+            keep_tasks,
+            reply,
+        })?
+    }
+
+    /// The next ACCEPT of an offer of agent `index` finds it rescinded just before it lands:
+    /// its tasks are answered TASK_DROPPED, REASON_INVALID_OFFERS (see `master/rescind.rs`).
+    pub fn rescind_before_next_accept(&self, index: usize) -> Result<(), String> {
+        endpoints::control(&self.tx, |reply| Control::RescindBeforeAccept {
+            index,
+            reply,
+        })?
     }
 
     /// SIGKILLs an executor's process group; the agent reports it as a crash.

@@ -716,3 +716,115 @@ fn shutting_the_cluster_down_kills_executor_processes() {
         (stat.is_empty() || stat.contains(") Z ")).then_some(())
     });
 }
+
+/// A partition-aware framework's running command task on agent-1, acknowledged.
+fn running_on_agent_1(c: &devcluster::master::MasterHandle, name: &str) -> (Sched, TaskStatus) {
+    let s = Sched::subscribe(c.addr(), Encoding::Json, framework_info(name, true));
+    let offers = s.offers_from(1);
+    let on1 = offers.iter().find(|o| o.hostname == "agent-1").unwrap();
+    s.accept(&[on1], vec![command_task("t1", on1, "sleep 300")]);
+    let r = s.update_for("t1", TaskState::Running);
+    s.acknowledge(&r);
+    (s, r)
+}
+
+fn reconcile_call(status: &TaskStatus) -> scheduler::Call {
+    scheduler::Call {
+        r#type: Some(call::Type::Reconcile),
+        reconcile: Some(call::Reconcile {
+            tasks: vec![call::reconcile::Task {
+                task_id: status.task_id.clone(),
+                agent_id: status.agent_id.clone(),
+            }],
+        }),
+        ..Default::default()
+    }
+}
+
+/// Cut off, the agent's task runs on; after the ping timeout the master reports it
+/// unreachable and the agent lost. Healed, the agent re-registers with the task and the
+/// master says so by itself: TASK_RUNNING from the master, REASON_AGENT_REREGISTERED, no
+/// uuid (nothing to acknowledge).
+#[test]
+fn a_partitioned_agent_turns_unreachable_and_comes_back_with_its_task() {
+    let c = cluster(1, |cfg| {
+        cfg.agent_removal_timeout = Duration::from_millis(300);
+    });
+    let (s, running) = running_on_agent_1(&c, "partition");
+    c.partition_agent(0).unwrap();
+    assert!(c.start_agent(0).is_err(), "a cut-off agent is not stopped");
+    let u = s.update_for("t1", TaskState::Unreachable);
+    assert_eq!(u.reason, Some(task_status::Reason::AgentRemoved));
+    assert_eq!(u.source, Some(task_status::Source::Master));
+    assert!(u.unreachable_time.is_some());
+    assert!(s
+        .wait(event::Type::Failure)
+        .failure
+        .unwrap()
+        .executor_id
+        .is_none());
+    c.heal_agent(0, true).unwrap();
+    let back = s.update_for("t1", TaskState::Running);
+    assert_eq!(back.reason, Some(task_status::Reason::AgentReregistered));
+    assert_eq!(back.source, Some(task_status::Source::Master));
+    assert_eq!(back.agent_id, running.agent_id);
+    assert!(back.uuid.is_none());
+    s.call_ok(reconcile_call(&running));
+    assert_eq!(
+        s.update_for("t1", TaskState::Running).reason,
+        Some(task_status::Reason::Reconciliation)
+    );
+    assert!(c.heal_agent(0, true).is_err(), "healing twice is an error");
+}
+
+/// Back without its task (the executor died on the far side and the agent kept nothing):
+/// the master says nothing until asked, then TASK_GONE (task unknown, agent registered).
+#[test]
+fn a_partitioned_agent_back_without_its_task_answers_task_gone() {
+    let c = cluster(1, |cfg| {
+        cfg.agent_removal_timeout = Duration::from_secs(1);
+    });
+    let (s, running) = running_on_agent_1(&c, "partition-lost");
+    c.partition_agent(0).unwrap();
+    let early = c.heal_agent(0, false).unwrap_err();
+    assert!(early.contains("not unreachable yet"), "{early}");
+    s.update_for("t1", TaskState::Unreachable);
+    c.heal_agent(0, false).unwrap();
+    // The agent offers itself whole again: the task's resources are free.
+    let o = s.offers().remove(0);
+    assert_eq!(Some(&o.agent_id), running.agent_id.as_ref());
+    let cpus = o.resources.iter().find(|r| r.name == "cpus").unwrap();
+    assert_eq!(cpus.scalar.as_ref().unwrap().value, 4.0);
+    s.call_ok(reconcile_call(&running));
+    let gone = s.update();
+    assert_eq!(
+        (gone.task_id.value.as_str(), gone.state),
+        ("t1", TaskState::Gone)
+    );
+    assert_eq!(gone.reason, Some(task_status::Reason::Reconciliation));
+}
+
+/// The offer is rescinded just before the ACCEPT lands: the framework hears RESCIND, then
+/// TASK_DROPPED from the master with REASON_INVALID_OFFERS; the agent never sees the task.
+#[test]
+fn an_accept_that_crosses_a_rescind_is_answered_task_dropped() {
+    let c = cluster(1, |_| {});
+    c.rescind_before_next_accept(0).unwrap();
+    let s = Sched::subscribe(c.addr(), Encoding::Json, framework_info("rescind", true));
+    let o = s.offers().remove(0);
+    s.accept(&[&o], vec![command_task("t1", &o, "sleep 300")]);
+    assert_eq!(s.wait(event::Type::Rescind).rescind.unwrap().offer_id, o.id);
+    let dropped = s.update_for("t1", TaskState::Dropped);
+    assert_eq!(dropped.reason, Some(task_status::Reason::InvalidOffers));
+    assert_eq!(dropped.source, Some(task_status::Source::Master));
+    assert!(dropped.uuid.is_none());
+    assert!(c
+        .launch_log()
+        .unwrap()
+        .iter()
+        .all(|r| r.task.as_deref() != Some("t1")));
+    // Armed once: the next ACCEPT lands.
+    let again = s.offers().remove(0);
+    s.accept(&[&again], vec![command_task("t2", &again, "sleep 300")]);
+    s.update_for("t2", TaskState::Running);
+}

@@ -133,6 +133,7 @@ impl Cluster {
             synthetic: true,
             up: true,
             unreachable: false,
+            partitioned: false,
             generation: 0,
             total: match &r.reserved {
                 Some(x) => Res::new(r.cpus, r.mem, r.disk, vec![r.ports])
@@ -740,7 +741,7 @@ impl Cluster {
         }
     }
 
-    fn forward_head(&mut self, agent: usize, fw: &str, task_id: &str) {
+    pub(super) fn forward_head(&mut self, agent: usize, fw: &str, task_id: &str) {
         if !self.agents[agent].up {
             return;
         }
@@ -889,7 +890,9 @@ impl Cluster {
                 Response::new(202).into()
             }
             ecall::Type::Message => {
-                if let Some(m) = call.message {
+                // Not kept by the agent: lost while it is cut off from the master.
+                let reaches = self.agents[agent].up;
+                if let Some(m) = call.message.filter(|_| reaches) {
                     let mut ev = sched_event(event::Type::Message);
                     ev.message = Some(event::Message {
                         agent_id: AgentID {
@@ -1106,6 +1109,12 @@ impl Cluster {
             .agents
             .get_mut(agent)
             .ok_or_else(|| format!("there is no agent with index {agent}"))?;
+        if a.partitioned {
+            return Err(format!(
+                "{} is cut off from the master: heal it first",
+                a.hostname
+            ));
+        }
         if !a.up {
             return Err(format!("{} is already stopped", a.hostname));
         }
@@ -1163,7 +1172,7 @@ impl Cluster {
             .agents
             .get(agent)
             .ok_or_else(|| format!("there is no agent with index {agent}"))?;
-        if a.up {
+        if a.up || a.partitioned {
             return Err(format!("{} is already running", a.hostname));
         }
         // A synthetic agent has no server to bring back.
@@ -1210,6 +1219,10 @@ impl Cluster {
         }
         a.unreachable = true;
         let agent_id = a.id.clone();
+        // The master removes the agent: its offers are rescinded, the allocator drops its
+        // filters (a stopped agent's offers went when it stopped).
+        self.agent_removed_from_allocation(agent);
+        let a = &self.agents[agent];
         let message = format!(
             "Agent {} is unreachable: health check timed out",
             a.hostname

@@ -122,6 +122,21 @@ pub enum Control {
         reply: Sender<Result<(), String>>,
     },
     FailOver(Sender<Result<SocketAddr, String>>),
+    /// A network partition and its end (see `partition.rs`).
+    Partition {
+        index: usize,
+        reply: Sender<Result<(), String>>,
+    },
+    Heal {
+        index: usize,
+        keep_tasks: bool,
+        reply: Sender<Result<(), String>>,
+    },
+    /// See `rescind.rs`.
+    RescindBeforeAccept {
+        index: usize,
+        reply: Sender<Result<(), String>>,
+    },
     LaunchLog(Sender<Vec<super::launches::LaunchRecord>>),
     /// Half-open streams: see `MasterHandle::freeze_scheduler_streams`.
     FreezeStreams(Sender<Result<usize, String>>),
@@ -286,6 +301,8 @@ pub(super) struct Agent {
     pub synthetic: bool,
     pub up: bool,
     pub unreachable: bool,
+    /// Cut off from the master, running on (see `partition.rs`); `up` is false meanwhile.
+    pub partitioned: bool,
     /// Bumped on every stop and start; an unreachable timer from before is void.
     pub generation: u64,
     pub total: Res,
@@ -409,6 +426,8 @@ pub struct Cluster {
     /// written to.
     frozen_streams: Vec<Sender<StreamMsg>>,
     pub(super) faults: SchedulerFaults,
+    /// Agents whose next accepted offer is rescinded just before the ACCEPT lands.
+    pub(super) rescind_before_accept: BTreeSet<usize>,
     /// Agents that came back under a new id so far (see `new_id.rs`).
     pub(super) renamed_agents: usize,
     /// Synthetic agents' fetcher, when `synthetic_fetchers` asks for one, and what it got.
@@ -521,6 +540,7 @@ impl Cluster {
             launch_log: Default::default(),
             frozen_streams: Vec::new(),
             faults: SchedulerFaults::default(),
+            rescind_before_accept: BTreeSet::new(),
             renamed_agents: 0,
             fetcher: None,
             synthetic_fetches: 0,
@@ -763,6 +783,19 @@ impl Cluster {
             }
             Control::FailOver(reply) => {
                 let _ = reply.send(Ok(self.fail_over()));
+            }
+            Control::Partition { index, reply } => {
+                let _ = reply.send(self.partition_agent(index));
+            }
+            Control::Heal {
+                index,
+                keep_tasks,
+                reply,
+            } => {
+                let _ = reply.send(self.heal_agent(index, keep_tasks));
+            }
+            Control::RescindBeforeAccept { index, reply } => {
+                let _ = reply.send(self.rescind_before_next_accept(index));
             }
             Control::FreezeStreams(reply) => {
                 let ids: Vec<String> = self
@@ -1265,6 +1298,7 @@ impl Cluster {
             .iter()
             .map(|o| o.value.to_string())
             .collect();
+        self.rescind_raced(&ids);
         let error = self.validate_offers(fw_id, &ids);
         let mut agent = None;
         let mut available = Res::default();
@@ -1670,7 +1704,7 @@ impl Cluster {
                     .filter(|&i| self.agents[i].unreachable);
                 let (state, message) = if registered.is_some() {
                     (
-                        TaskState::Unknown,
+                        TaskState::Gone,
                         "Reconciliation: Task is unknown to the agent",
                     )
                 } else if unreachable.is_some() {
