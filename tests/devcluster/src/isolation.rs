@@ -1,6 +1,7 @@
-//! The launcher's stand-in for Mesos' cgroup isolators (`cgroups/mem`, `cgroups/cpu` with
-//! `--cgroups_enable_cfs`), applied to a task's process group since no cgroup is ours to
-//! create here. What it does, precisely:
+//! The stand-in for Mesos' cgroup isolators (`cgroups/mem`, `cgroups/cpu` with
+//! `--cgroups_enable_cfs`), applied to a process group since no cgroup is ours to create here:
+//! the launcher's tasks, and the dev agents' executors (`master/process.rs`; there the kill
+//! ends the container's tasks with REASON_CONTAINER_LIMITATION_MEMORY). What it does, precisely:
 //!
 //! - **mem**: every `PERIOD` (100 ms) the resident set of every process in the task's group
 //!   is summed (`/proc/<pid>/statm`, resident pages x 4 KiB). Above the app's `mem` MB the
