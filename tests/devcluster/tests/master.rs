@@ -839,3 +839,48 @@ fn an_executor_over_its_memory_is_killed_and_its_task_fails_with_the_memory_limi
         "{message}"
     );
 }
+
+/// CPU seconds (user + system) a process has used, from `/proc/<pid>/stat`.
+fn cpu_seconds(pid: u64) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+#[test]
+fn an_executor_gets_no_more_cpu_than_its_container_has() {
+    let c = cluster(1, |_| {});
+    let s = Sched::subscribe(c.addr(), Encoding::Protobuf, framework_info("spin", true));
+    let offer = s.offers().remove(0);
+    // 0.1 cpus for the task and 0.1 for the command executor.
+    s.accept(
+        &[&offer],
+        vec![command_task("spin", &offer, "while :; do :; done")],
+    );
+    s.acknowledge(&s.update_for("spin", TaskState::Running));
+    let pid = wait_until("the spinning command's pid", || {
+        c.snapshot().ok()?["agents"][0]["executors"][0]["pid"].as_u64()
+    });
+    let (started, cpu_before) = (Instant::now(), cpu_seconds(pid));
+    // Measured over a fixed stretch of wall time: the share is what is under test.
+    let window = Duration::from_secs(4);
+    let used = wait_until("the measuring window to pass", || {
+        let used = cpu_seconds(pid) - cpu_before;
+        (started.elapsed() >= window).then_some(used)
+    });
+    let allowed = 0.2 * started.elapsed().as_secs_f64() + 0.4;
+    assert!(
+        used <= allowed,
+        "a 0.2-cpu container used {used:.2} CPU seconds in {:?} (at most {allowed:.2})",
+        started.elapsed()
+    );
+}
