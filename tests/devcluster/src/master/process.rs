@@ -156,7 +156,7 @@ fn supervise(
             }
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
         }
-        match isolator.tick(Instant::now(), isolation::group_usage(pid)) {
+        match isolator.tick(Instant::now(), isolation::shared_group_usage(pid)) {
             Some(Action::Stop) => signal_group(pid, SIGSTOP),
             Some(Action::Continue) => signal_group(pid, SIGCONT),
             Some(Action::OomKill) => {
