@@ -239,6 +239,7 @@ fn accept_with_launch_matches_official_proto() {
             launch: Some(offer::operation::Launch {
                 task_infos: vec![launch_task()],
             }),
+            ..Default::default()
         }],
         filters: Some(Filters {
             refuse_seconds: Some(5.0),
@@ -608,7 +609,7 @@ fn json_form_matches_mesos() {
     );
 
     // Unknown fields and unknown enum names from a newer master are not fatal.
-    let body = br#"{"type":"UPDATE_OPERATION_STATUS","update_operation_status":{"x":1}}"#;
+    let body = br#"{"type":"UPDATE_FROM_A_NEWER_MASTER","update_from_a_newer_master":{"x":1}}"#;
     let ev: scheduler::Event = Encoding::Json.decode(body).unwrap();
     assert!(matches!(ev.r#type, Some(event::Type::Other(_))));
 

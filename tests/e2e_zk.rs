@@ -6,6 +6,8 @@
 //!   framework id and launches no second executor.
 //! - With nothing stored and its framework still active at the master, a scheduler refuses to
 //!   register a second one, naming the framework and the flags that allow it.
+//! - The static musl scheduler that ships reaches the master, ZooKeeper and the gateway by
+//!   host name: musl's own resolver, not glibc's, turns them into addresses.
 
 #[path = "support/cluster.rs"]
 mod cluster;
@@ -179,4 +181,110 @@ fn lost_state_beside_an_active_framework_refuses_to_register_a_second() {
     let most = master::max_concurrent_executors(&m.launch_log().unwrap(), "storage-executor.");
     assert!(most.values().all(|n| *n == 1), "{most:?}");
     drop(third);
+}
+
+/// The machine's own name when it resolves to loopback (where the dev cluster listens),
+/// else `localhost`: a second name proves more of the resolver than one.
+fn own_loopback_name() -> String {
+    use std::net::ToSocketAddrs;
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let name = name.trim();
+    let loopback = (name, 0)
+        .to_socket_addrs()
+        .map(|mut a| a.any(|a| a.ip().is_loopback()))
+        .unwrap_or(false);
+    if !name.is_empty() && loopback {
+        name.to_string()
+    } else {
+        "localhost".to_string()
+    }
+}
+
+/// The musl scheduler `scripts/build-release.sh` made; `None` (the test skips) only when this
+/// machine cannot build the musl target at all.
+fn musl_scheduler() -> Option<PathBuf> {
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/last-build/storage-scheduler");
+    if built.exists() {
+        return Some(built);
+    }
+    let has = |cmd: &str, args: &[&str], want: &str| {
+        Command::new(cmd)
+            .args(args)
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(want))
+    };
+    let target = "x86_64-unknown-linux-musl";
+    let buildable = has("rustup", &["target", "list", "--installed"], target)
+        && has("sh", &["-c", "command -v musl-gcc"], "musl-gcc");
+    assert!(
+        !buildable,
+        "{} missing: run scripts/build-release.sh first (scripts/test.sh does)",
+        built.display()
+    );
+    eprintln!("SKIPPED: the {target} target or musl-gcc is not installed here, so no static scheduler can be built (scripts/build-release.sh installs both)");
+    None
+}
+
+#[test]
+fn the_static_scheduler_reaches_master_zookeeper_and_gateway_by_host_name() {
+    let Some(scheduler) = musl_scheduler() else {
+        return;
+    };
+    let dir = tempdir("names");
+    let zk = zookeeper::ZooKeeper::start(&dir.join("zk"));
+    let m = cluster(&dir, None);
+    let password = "Scaleio123";
+    let gateway = cluster::shared_gateway(password).addr().port();
+    let name = own_loopback_name();
+    let by_name = [
+        format!("-uri=localhost:{}", m.addr().port()),
+        "-store.type=zk".to_string(),
+        format!("-store.uri=zk://{name}:{}/storage-by-name", zk.port),
+        format!("-storage.lbgateway=localhost:{gateway}"),
+    ];
+    let args: Vec<String> = scheduler_args("unused", free_port(), Path::new("x"), password)
+        .into_iter()
+        .filter(|a| {
+            !["-uri=", "-store.", "-storage.preconfig.gateway="]
+                .iter()
+                .any(|p| a.starts_with(p))
+        })
+        .chain(by_name.iter().cloned())
+        .collect();
+    assert!(
+        !args.iter().any(|a| a.contains("127.0.0.1:")),
+        "an address literal with a port is left: {args:?}"
+    );
+    let log = dir.join("scheduler.log");
+    let sandbox = dir.join("sandbox");
+    std::fs::create_dir_all(&sandbox).unwrap();
+    let _sched = Sched(
+        Command::new(&scheduler)
+            .args(&args)
+            .current_dir(&sandbox)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("start the static storage-scheduler"),
+    );
+    // Every agent's task running: the master was subscribed to, the state saved in
+    // ZooKeeper first (write ahead), and the storage cluster checked through the gateway.
+    wait_for("every task running", SETTLE, || {
+        let text = read(&log);
+        let tasks = text
+            .lines()
+            .filter(|l| l.contains(": task storage.") && l.ends_with(" running"))
+            .count();
+        (running(&m) == AGENTS && tasks >= AGENTS).then_some(())
+    });
+    let text = read(&log);
+    assert!(
+        text.contains(&format!("state from zookeeper zk://{name}:")),
+        "{text}"
+    );
+    assert!(
+        std::fs::read_dir(&sandbox).unwrap().next().is_none(),
+        "the state went to a file, not to ZooKeeper"
+    );
+    assert!(cluster::shared_gateway(password).snapshot()["requests"].as_u64() > Some(0));
 }

@@ -462,6 +462,7 @@ fn scheduler_calls() -> Vec<scheduler::Call> {
                     launch: Some(storage_framework::mesos::offer::operation::Launch {
                         task_infos: vec![task_info()],
                     }),
+                    ..Default::default()
                 }],
                 filters: Some(storage_framework::mesos::Filters {
                     refuse_seconds: Some(5.0),

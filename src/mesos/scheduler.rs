@@ -3,7 +3,7 @@
 
 use crate::mesos::types::{
     offer, AgentID, ExecutorID, Filters, FrameworkID, FrameworkInfo, KillPolicy, MasterInfo, Offer,
-    OfferID, Request, TaskID, TaskStatus,
+    OfferID, OperationStatus, Request, TaskID, TaskStatus,
 };
 use crate::mesos::{Bytes, Str};
 use crate::message;
@@ -15,6 +15,7 @@ message! {
         opt 3 offers: event::Offers,
         opt 4 rescind: event::Rescind,
         opt 5 update: event::Update,
+        opt 11 update_operation_status: event::UpdateOperationStatus,
         opt 6 message: event::Message,
         opt 7 failure: event::Failure,
         opt 8 error: event::Error,
@@ -34,6 +35,7 @@ pub mod event {
             Rescind = 3 "RESCIND",
             RescindInverseOffer = 10 "RESCIND_INVERSE_OFFER",
             Update = 4 "UPDATE",
+            UpdateOperationStatus = 11 "UPDATE_OPERATION_STATUS",
             Message = 5 "MESSAGE",
             Failure = 6 "FAILURE",
             Error = 7 "ERROR",
@@ -51,6 +53,11 @@ pub mod event {
     message! { Offers = "mesos.scheduler.Event.Offers" { rep 1 offers: Offer } }
     message! { Rescind = "mesos.scheduler.Event.Rescind" { req 1 offer_id: OfferID } }
     message! { Update = "mesos.scheduler.Event.Update" { req 1 status: TaskStatus } }
+    message! {
+        UpdateOperationStatus = "mesos.scheduler.Event.UpdateOperationStatus" {
+            req 1 status: OperationStatus,
+        }
+    }
     message! {
         Message = "mesos.scheduler.Event.Message" {
             req 1 agent_id: AgentID,

@@ -12,6 +12,7 @@ message! { FrameworkID = "mesos.FrameworkID" { req 1 value: Str } }
 message! { OfferID = "mesos.OfferID" { req 1 value: Str } }
 message! { AgentID = "mesos.AgentID" { req 1 value: Str } }
 message! { TaskID = "mesos.TaskID" { req 1 value: Str } }
+message! { OperationID = "mesos.OperationID" { req 1 value: Str } }
 message! { ExecutorID = "mesos.ExecutorID" { req 1 value: Str } }
 message! {
     ContainerID = "mesos.ContainerID" {
@@ -262,6 +263,8 @@ pub mod offer {
         Operation = "mesos.Offer.Operation" {
             opt 1 r#type: operation::Type,
             opt 2 launch: operation::Launch,
+            opt 7 launch_group: operation::LaunchGroup,
+            opt 12 id: OperationID,
         }
     }
     pub mod operation {
@@ -278,6 +281,12 @@ pub mod offer {
             }
         }
         message! { Launch = "mesos.Offer.Operation.Launch" { rep 1 task_infos: TaskInfo } }
+        message! {
+            LaunchGroup = "mesos.Offer.Operation.LaunchGroup" {
+                req 1 executor: ExecutorInfo,
+                req 2 task_group: TaskGroupInfo,
+            }
+        }
     }
 }
 
@@ -296,6 +305,29 @@ message! {
 }
 
 message! { TaskGroupInfo = "mesos.TaskGroupInfo" { rep 1 tasks: TaskInfo } }
+
+enumeration! {
+    OperationState {
+        Unsupported = 0 "OPERATION_UNSUPPORTED",
+        Pending = 1 "OPERATION_PENDING",
+        Finished = 2 "OPERATION_FINISHED",
+        Failed = 3 "OPERATION_FAILED",
+        Error = 4 "OPERATION_ERROR",
+        Dropped = 5 "OPERATION_DROPPED",
+        Unreachable = 6 "OPERATION_UNREACHABLE",
+        GoneByOperator = 7 "OPERATION_GONE_BY_OPERATOR",
+        Recovering = 8 "OPERATION_RECOVERING",
+    }
+}
+
+message! {
+    OperationStatus = "mesos.OperationStatus" {
+        opt 1 operation_id: OperationID,
+        req 2 state: OperationState,
+        opt 3 message: Str,
+        opt 6 agent_id: AgentID,
+    }
+}
 
 enumeration! {
     TaskState {

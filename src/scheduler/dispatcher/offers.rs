@@ -323,6 +323,7 @@ impl Dispatcher {
                     launch: Some(offer::operation::Launch {
                         task_infos: vec![task],
                     }),
+                    ..Default::default()
                 }],
                 // What the launch leaves of the agent is of no use: refused like a covered
                 // agent's offer. Re-offered after 5 s (the old filter), a 10,000-agent wave

@@ -214,6 +214,7 @@ mod tests {
                             ..Default::default()
                         }],
                     }),
+                    ..Default::default()
                 }],
                 filters: None,
             }),

@@ -27,13 +27,15 @@
 //!
 //! The host stand-ins (`crate::host`) use the gateway and reboot endpoints; they find this API
 //! in `STORAGE_DEVCLUSTER_CONTROL`, so [`bind`] comes first when the agents need the URL.
+//! Serving also shows the gateway the agents' hosts, so that it refuses an SDS or a device
+//! where the MDM would ([`crate::gateway::GatewayHandle::watch_hosts`]).
 
-use crate::gateway::GatewayHandle;
+use crate::gateway::{GatewayHandle, HostDirectory, HostFacts};
 use crate::host::{self, FakeRoot};
 use crate::master::MasterHandle;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tiny_http::{Header, Method, Response, Server};
 
@@ -117,6 +119,27 @@ fn reboot_host(t: &Targets, index: usize) -> Result<Option<Value>, (u16, String)
         Some(root) => Ok(Some(json!(root.boot().map_err(|e| (500, e))?))),
         None => Ok(None),
     }
+}
+
+/// The gateway sees the agents' hosts as an MDM would: an SDS process listens where the
+/// host is up and runs its `sds` service; its devices are the nodes under its fake `dev/`.
+/// Agents without host stand-ins (synthetic ones) are not checked; an address no agent has
+/// has nothing listening.
+fn host_directory(master: Weak<MasterHandle>) -> HostDirectory {
+    HostDirectory::new(move |ip| {
+        let master = master.upgrade()?;
+        let agents = master.agents().ok()?;
+        let Some(agent) = agents.iter().find(|a| a.ip.to_string() == ip) else {
+            return Some(HostFacts::default());
+        };
+        let dir = master.work_dir().join(format!("agent-{}", agent.index + 1));
+        let root = FakeRoot::open(&host::agent_root(&dir)).ok()?;
+        let state = root.state().ok()?;
+        Some(HostFacts {
+            sds_running: agent.up && state.service_running("sds"),
+            device_paths: host::device_paths(&root),
+        })
+    })
 }
 
 fn agent_index(n: &str) -> Result<usize, (u16, String)> {
@@ -356,6 +379,9 @@ impl ControlListener {
 
     /// Starts serving requests against `targets`.
     pub fn serve(self, targets: Targets) -> Result<ControlHandle, String> {
+        if let Some(g) = &targets.gateway {
+            g.watch_hosts(host_directory(Arc::downgrade(&targets.master)));
+        }
         let server = Arc::new(self.server);
         let s = server.clone();
         let thread = std::thread::Builder::new()

@@ -19,6 +19,10 @@
 //!   93 SDS address in use, 98 SDS name in use, 141 protection domain name in use, 142
 //!   protection domain not found, 171 storage pool not found, 173 storage pool name exists,
 //!   206 device already exists). A request the gateway cannot parse is a 400 with errorCode 0.
+//! - It refuses what the MDM refuses once it knows the hosts ([`GatewayHandle::watch_hosts`]):
+//!   an SDS at an address where no SDS process listens (a second SDS on an address included),
+//!   a device path its host does not have (`hosts.rs`). Every reply takes
+//!   [`GatewayConfig::latency`] (a few milliseconds by default), as the MDM round trip does.
 //!
 //! One owner per piece of state: a model thread owns the whole storage model, the tokens and
 //! the fault settings; connection threads and the [`GatewayHandle`] talk to it over a channel.
@@ -35,6 +39,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use serde_json::{json, Map, Value};
+
+mod hosts;
+pub use hosts::{HostDirectory, HostFacts};
 
 /// Request heads above this are refused with 431: the real clients send a few hundred bytes.
 const MAX_HEAD_BYTES: usize = 16 * 1024;
@@ -82,6 +89,10 @@ mod code {
     pub const DEVICE_TOO_LARGE: u64 = 208;
     pub const INVALID_NAME: u64 = 227;
     pub const INVALID_DEVICE_PATH: u64 = 283;
+    /// The simulator's own numbers (the real codes are not in the public sources we read):
+    /// no SDS answers at the address, and the SDS's host has no such device.
+    pub const SDS_NOT_REACHABLE: u64 = 209;
+    pub const DEVICE_NOT_ON_HOST: u64 = 210;
 }
 
 /// Addresses of the MDM trio the system reports.
@@ -117,7 +128,13 @@ pub struct GatewayConfig {
     pub token_lifetime: Duration,
     /// Size reported for every attached device unless the request limits it.
     pub device_capacity_kb: u64,
+    /// Every reply takes at least this long, as a real gateway's round trip to its MDM does.
+    pub latency: Duration,
 }
+
+/// A real gateway answers in milliseconds (it asks the MDM); clients must not be tuned to a
+/// simulator that answers in microseconds.
+pub const DEFAULT_LATENCY: Duration = Duration::from_millis(3);
 
 impl GatewayConfig {
     /// A pre-configured 2.0.1-2072 cluster with domain `default` and pool `default`, on an
@@ -134,6 +151,7 @@ impl GatewayConfig {
             token_idle_timeout: Duration::from_secs(10 * 60),
             token_lifetime: Duration::from_secs(8 * 60 * 60),
             device_capacity_kb: 100 * 1024 * 1024,
+            latency: DEFAULT_LATENCY,
         }
     }
 }
@@ -244,6 +262,12 @@ impl GatewayHandle {
         self.send(Command::SetDelay(delay));
     }
 
+    /// From now on an SDS or device is added only where `hosts` says the MDM would find it:
+    /// an SDS process listening at the address, the device path on the SDS's host.
+    pub fn watch_hosts(&self, hosts: HostDirectory) {
+        self.send(Command::WatchHosts(hosts));
+    }
+
     /// Invalidates every token handed out so far, as a gateway restart would.
     pub fn expire_tokens(&self) {
         self.send(Command::ExpireTokens);
@@ -346,6 +370,12 @@ fn validate_config(config: &GatewayConfig) -> Result<(), String> {
             ));
         }
     }
+    if config.latency > Duration::from_secs(10) {
+        return Err(format!(
+            "gateway: config.latency {:?} is over 10 s: clients would time out",
+            config.latency
+        ));
+    }
     if let Err(e) = check_name(&config.system_name) {
         return Err(format!("gateway: config.system_name: {e}"));
     }
@@ -369,6 +399,7 @@ enum Command {
     FailAlways,
     ClearFaults,
     SetDelay(Duration),
+    WatchHosts(HostDirectory),
     ExpireTokens,
     CreateSystem(String, Option<MdmIps>, Sender<Result<String, String>>),
     SdcInstalled(String, String, Sender<Result<String, String>>),
@@ -464,7 +495,7 @@ fn serve_requests<S: Read + Write>(conn: &mut HttpConn<S>, model: &Sender<Comman
                 let keep_alive = request.keep_alive;
                 let reply = ask_model(model, request);
                 if !reply.delay.is_zero() {
-                    // The injected fault: a slow gateway.
+                    // The gateway's latency, plus any injected slowness.
                     thread::sleep(reply.delay);
                 }
                 if conn
@@ -507,6 +538,7 @@ fn run_model(mut model: Model, inbox: Receiver<Command>) {
             Command::FailAlways => model.faults.fail_always = true,
             Command::ClearFaults => model.faults = Faults::default(),
             Command::SetDelay(delay) => model.faults.delay = delay,
+            Command::WatchHosts(hosts) => model.hosts = Some(hosts),
             Command::ExpireTokens => model.tokens.clear(),
             Command::CreateSystem(name, mdm, reply) => {
                 if let (Some(m), None) = (mdm, &model.system) {
@@ -841,7 +873,7 @@ struct ApiRequest {
 struct Reply {
     status: u16,
     body: String,
-    /// Injected delay the connection thread applies before sending.
+    /// Latency and injected delay the connection thread applies before sending.
     delay: Duration,
 }
 
@@ -1049,6 +1081,8 @@ struct Model {
     token_idle_timeout: Duration,
     token_lifetime: Duration,
     device_capacity_kb: u64,
+    latency: Duration,
+    hosts: Option<HostDirectory>,
     system: Option<System>,
     pds: Vec<Pd>,
     pools: Vec<Pool>,
@@ -1076,6 +1110,8 @@ impl Model {
             token_idle_timeout: config.token_idle_timeout,
             token_lifetime: config.token_lifetime,
             device_capacity_kb: config.device_capacity_kb,
+            latency: config.latency,
+            hosts: None,
             system: None,
             pds: Vec::new(),
             pools: Vec::new(),
@@ -1187,7 +1223,7 @@ impl Model {
     fn handle(&mut self, request: &ApiRequest) -> Reply {
         self.requests += 1;
         let mut reply = self.route(request);
-        reply.delay = self.faults.delay;
+        reply.delay = self.latency + self.faults.delay;
         log::debug!(
             "gateway: {} {} -> {}",
             request.method,
@@ -1969,8 +2005,12 @@ impl Model {
                 "The SDS IP address and port already in use. Please try with different ones.",
             ));
         }
+        let sds_ips = sds_role_ips(&ips);
+        hosts::check_sds_address(self.hosts.as_ref(), &sds_ips, port).map_err(refused)?;
         for (index, device) in new_devices.iter().enumerate() {
             self.check_device_fits(&pd_id, device)?;
+            hosts::check_device_path(self.hosts.as_ref(), &sds_ips, &device.path)
+                .map_err(refused)?;
             let clash = new_devices[..index].iter().any(|earlier| {
                 earlier.path == device.path
                     || (device.name.is_some() && earlier.name == device.name)
@@ -2044,6 +2084,10 @@ impl Model {
             capacity_kb: limit.filter(|l| *l > 0).unwrap_or(self.device_capacity_kb),
         };
         let sds_ips: Vec<String> = sds.ips.iter().map(|(ip, _)| ip.clone()).collect();
+        let on_host: Vec<String> = sds_role_ips(&sds.ips)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
         self.check_device_fits(&sds_pd, &device)?;
         let clash = self.devices.iter().any(|d| {
             d.sds_id == sds_id
@@ -2066,6 +2110,8 @@ impl Model {
                 "The device is already in use by another SDS",
             ));
         }
+        let on_host: Vec<&str> = on_host.iter().map(String::as_str).collect();
+        hosts::check_device_path(self.hosts.as_ref(), &on_host, &device.path).map_err(refused)?;
         Ok(self.store_device(device, &sds_id))
     }
 
@@ -2103,6 +2149,27 @@ impl Model {
             capacity_kb: device.capacity_kb,
         });
         id
+    }
+}
+
+/// The addresses an SDS serves data on (all but `sdcOnly` ones).
+fn sds_role_ips(ips: &[(String, String)]) -> Vec<&str> {
+    ips.iter()
+        .filter(|(_, role)| role != "sdcOnly")
+        .map(|(ip, _)| ip.as_str())
+        .collect()
+}
+
+fn refused(refusal: hosts::Refusal) -> Reply {
+    match refusal {
+        hosts::Refusal::NoSdsAt(ip, port) => Reply::mdm(
+            code::SDS_NOT_REACHABLE,
+            &format!("Could not connect to an SDS at {ip}:{port}. Please verify that the SDS is installed and running at this address."),
+        ),
+        hosts::Refusal::NoDevice(ip, path) => Reply::mdm(
+            code::DEVICE_NOT_ON_HOST,
+            &format!("The SDS at {ip} could not open device {path}. Please verify that the device exists on the SDS host."),
+        ),
     }
 }
 

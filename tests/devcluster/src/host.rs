@@ -1272,6 +1272,30 @@ impl HostStandins {
     }
 }
 
+/// Every device node of the host as an absolute path (`/dev/xvdb`, `/dev/mapper/vg0-data`,
+/// `/dev/disk/by-uuid/<uuid>`): what an SDS on it could open.
+pub fn device_paths(root: &FakeRoot) -> std::collections::BTreeSet<String> {
+    let mut found = std::collections::BTreeSet::new();
+    let mut pending = vec![(root.join("dev"), "/dev".to_string(), 0)];
+    while let Some((dir, shown, depth)) = pending.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = format!("{shown}/{name}");
+            match entry.file_type() {
+                Ok(t) if t.is_dir() && depth < 3 => pending.push((entry.path(), path, depth + 1)),
+                Ok(t) if !t.is_dir() => {
+                    found.insert(path);
+                }
+                _ => {}
+            }
+        }
+    }
+    found
+}
+
 /// `<agent work dir>/host/root`.
 pub fn agent_root(agent_work_dir: &Path) -> PathBuf {
     agent_work_dir.join("host").join("root")

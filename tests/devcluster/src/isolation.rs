@@ -1,6 +1,7 @@
-//! The launcher's stand-in for Mesos' cgroup isolators (`cgroups/mem`, `cgroups/cpu` with
-//! `--cgroups_enable_cfs`), applied to a task's process group since no cgroup is ours to
-//! create here. What it does, precisely:
+//! The stand-in for Mesos' cgroup isolators (`cgroups/mem`, `cgroups/cpu` with
+//! `--cgroups_enable_cfs`), applied to a process group since no cgroup is ours to create here:
+//! the launcher's tasks, and the dev agents' executors (`master/process.rs`; there the kill
+//! ends the container's tasks with REASON_CONTAINER_LIMITATION_MEMORY). What it does, precisely:
 //!
 //! - **mem**: every `PERIOD` (100 ms) the resident set of every process in the task's group
 //!   is summed (`/proc/<pid>/statm`, resident pages x 4 KiB). Above the app's `mem` MB the
@@ -20,6 +21,8 @@
 //! [`Isolator::tick`] is the pure decision; [`group_usage`] reads `/proc`.
 
 use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How often usage is sampled: CFS' default `cpu.cfs_period_us` (100 ms).
@@ -142,9 +145,34 @@ impl Isolator {
 
 /// Sums the usage of every process whose process group is `pgid`.
 pub fn group_usage(pgid: u32) -> Usage {
-    let mut total = Usage::default();
+    usage_of_groups(Some(pgid))
+        .remove(&pgid)
+        .unwrap_or_default()
+}
+
+/// [`group_usage`] for many enforcers at once (a dev agent's every executor): one pass over
+/// `/proc` serves every caller for half a period, so a hundred executors cost one scan, not a
+/// hundred.
+pub fn shared_group_usage(pgid: u32) -> Usage {
+    type Sample = Option<(Instant, HashMap<u32, Usage>)>;
+    static LAST: Mutex<Sample> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if last
+        .as_ref()
+        .is_none_or(|(at, _)| at.elapsed() >= PERIOD / 2)
+    {
+        *last = Some((Instant::now(), usage_of_groups(None)));
+    }
+    last.as_ref()
+        .and_then(|(_, groups)| groups.get(&pgid).copied())
+        .unwrap_or_default()
+}
+
+/// The usage of each process group (only `only`, when given), summed over its members.
+fn usage_of_groups(only: Option<u32>) -> HashMap<u32, Usage> {
+    let mut groups: HashMap<u32, Usage> = HashMap::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
-        return total;
+        return groups;
     };
     for entry in dir.flatten() {
         let name = entry.file_name();
@@ -162,9 +190,13 @@ pub fn group_usage(pgid: u32) -> Usage {
             continue;
         };
         let f: Vec<&str> = rest.split_whitespace().collect();
-        if f.get(2).and_then(|g| g.parse::<u32>().ok()) != Some(pgid) {
+        let Some(pgid) = f.get(2).and_then(|g| g.parse::<u32>().ok()) else {
+            continue;
+        };
+        if only.is_some_and(|only| only != pgid) {
             continue;
         }
+        let total = groups.entry(pgid).or_default();
         let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
         total.cpu_ticks += num(11) + num(12) + num(13) + num(14);
         // One read gives both the resident set now and its high-water mark.
@@ -173,7 +205,7 @@ pub fn group_usage(pgid: u32) -> Usage {
             total.peak_rss_bytes = total.peak_rss_bytes.max(high_water_mark(&status));
         }
     }
-    total
+    groups
 }
 
 /// `VmHWM` of a `/proc/<pid>/status`, in bytes; 0 when absent (a kernel thread, a zombie).

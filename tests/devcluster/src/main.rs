@@ -24,6 +24,7 @@ OPTIONS:
   --control-port PORT     fault-injection API port (default 0: ephemeral)
   --gateway-password PW   storage gateway admin password (default Scaleio123)
   --empty-gateway         start the gateway without a storage system (experimental mode)
+  --gateway-latency-ms MS every gateway reply takes at least this long (default 3)
   --mdm IP,IP,IP          primary, secondary and tie-breaker MDM addresses the gateway reports
                           (default 127.0.0.1,127.0.0.2,127.0.0.3)
   --ready-file PATH       once everything listens, write its addresses there as JSON
@@ -47,6 +48,7 @@ struct Options {
     control_port: u16,
     gateway_password: String,
     empty_gateway: bool,
+    gateway_latency: std::time::Duration,
     mdm: [String; 3],
     ready_file: Option<PathBuf>,
     zk: Option<String>,
@@ -64,6 +66,7 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
         control_port: 0,
         gateway_password: "Scaleio123".into(),
         empty_gateway: false,
+        gateway_latency: gateway::DEFAULT_LATENCY,
         mdm: ["127.0.0.1".into(), "127.0.0.2".into(), "127.0.0.3".into()],
         ready_file: None,
         zk: None,
@@ -114,6 +117,12 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
             }
             "--gateway-password" => o.gateway_password = value("a password")?,
             "--empty-gateway" => o.empty_gateway = true,
+            "--gateway-latency-ms" => {
+                o.gateway_latency = value("milliseconds")?
+                    .parse()
+                    .map(std::time::Duration::from_millis)
+                    .map_err(|_| "--gateway-latency-ms: not a number of milliseconds".to_string())?
+            }
             "--mdm" => {
                 let v = value("three addresses")?;
                 let ips: Vec<&str> = v.split(',').collect();
@@ -221,6 +230,7 @@ fn run(o: Options) -> Result<(), String> {
     if o.empty_gateway {
         gw_cfg.preconfigured = None;
     }
+    gw_cfg.latency = o.gateway_latency;
     let gateway = Arc::new(gateway::start(gw_cfg)?);
     let launcher = launcher::start(launcher::LauncherConfig {
         port: o.launcher_port,

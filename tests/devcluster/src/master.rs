@@ -33,6 +33,7 @@ mod http;
 mod ids;
 mod launches;
 mod new_id;
+mod operations;
 mod partition;
 mod process;
 mod rescind;

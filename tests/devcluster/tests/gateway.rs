@@ -1183,3 +1183,161 @@ fn a_wrong_password_is_a_401_with_the_json_error_body() {
     assert_eq!(message, "Unauthorized");
     assert!(!reply.raw.contains("not-it"));
 }
+
+/// A gateway wired to one agent's stand-in host through the control API, as the dev cluster
+/// runs it; the returned handles keep it alive.
+struct HostedGateway {
+    gateway: std::sync::Arc<GatewayHandle>,
+    root: devcluster::host::FakeRoot,
+    agent_ip: String,
+    _control: devcluster::control::ControlHandle,
+    _master: std::sync::Arc<devcluster::master::MasterHandle>,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for HostedGateway {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn hosted_gateway(name: &str) -> HostedGateway {
+    use devcluster::{control, host, master};
+    use std::sync::Arc;
+    let dir = std::env::temp_dir().join(format!("gateway-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let listener = control::bind(0).expect("control API");
+    let standins = host::HostStandins::new(
+        env!("CARGO_BIN_EXE_storage-host-standin").into(),
+        Some(listener.url()),
+    );
+    let master = Arc::new(
+        master::start(master::MasterConfig {
+            agents: 1,
+            work_dir: dir.join("work"),
+            host_standins: Some(standins),
+            ..Default::default()
+        })
+        .expect("master"),
+    );
+    let gateway = Arc::new(start(GatewayConfig::new(PASSWORD, mdm())));
+    let control = listener
+        .serve(control::Targets {
+            master: master.clone(),
+            gateway: Some(gateway.clone()),
+        })
+        .expect("control API");
+    let agent = master.agents().expect("agents").remove(0);
+    let root = host::FakeRoot::open(&host::agent_root(&dir.join("work").join("agent-1")))
+        .expect("agent 1's fake root");
+    HostedGateway {
+        gateway,
+        root,
+        agent_ip: agent.ip.to_string(),
+        _control: control,
+        _master: master,
+        dir,
+    }
+}
+
+impl HostedGateway {
+    fn start_sds(&self) {
+        self.root
+            .update(|s| s.add_service("sds", devcluster::host::ServiceKind::Systemd))
+            .expect("start the host's SDS");
+    }
+}
+
+fn sds_at(ip: &str, pd: &str, port: Option<u64>) -> Value {
+    let mut body = sds_body(&format!("sds-{}", port.unwrap_or(7072)), ip, pd);
+    if let Some(port) = port {
+        body["sdsPort"] = json!(port);
+    }
+    body
+}
+
+#[test]
+fn an_sds_is_refused_where_no_sds_process_runs() {
+    let h = hosted_gateway("no-sds");
+    let client = Client::logged_in(&h.gateway);
+    let (pd, _) = default_pd_and_pool(&client);
+    // The SDS package is not installed yet: nothing listens at the agent's address.
+    let reply = client.post("/api/types/Sds/instances", &sds_at(&h.agent_ip, &pd, None));
+    let message = assert_error(&reply, 500, 209);
+    assert!(message.contains(&h.agent_ip), "{message}");
+    // Nor at an address no host has.
+    let reply = client.post("/api/types/Sds/instances", &sds_at("10.200.0.1", &pd, None));
+    assert_error(&reply, 500, 209);
+    h.start_sds();
+    client.create("Sds", &sds_at(&h.agent_ip, &pd, None));
+}
+
+#[test]
+fn a_second_sds_on_one_address_is_refused_on_any_port() {
+    let h = hosted_gateway("second-sds");
+    let client = Client::logged_in(&h.gateway);
+    let (pd, _) = default_pd_and_pool(&client);
+    h.start_sds();
+    client.create("Sds", &sds_at(&h.agent_ip, &pd, None));
+    // The host runs one SDS process, on the SDS port; it is taken.
+    let mut again = sds_at(&h.agent_ip, &pd, None);
+    again["name"] = json!("other");
+    assert_error(&client.post("/api/types/Sds/instances", &again), 500, 93);
+    let reply = client.post(
+        "/api/types/Sds/instances",
+        &sds_at(&h.agent_ip, &pd, Some(7073)),
+    );
+    assert_error(&reply, 500, 209);
+    assert_eq!(client.list("/api/types/Sds/instances").len(), 1);
+}
+
+#[test]
+fn a_device_is_refused_when_the_sds_host_has_no_such_path() {
+    let h = hosted_gateway("no-device");
+    let client = Client::logged_in(&h.gateway);
+    let (pd, pool) = default_pd_and_pool(&client);
+    h.start_sds();
+    // An SDS added with its devices is refused as a whole when its host lacks one.
+    let mut with_devices = sds_at(&h.agent_ip, &pd, None);
+    with_devices["deviceInfoList"] = json!([
+        {"devicePath": "/dev/xvdb", "storagePoolId": pool},
+        {"devicePath": "/dev/xvdz", "storagePoolId": pool},
+    ]);
+    let reply = client.post("/api/types/Sds/instances", &with_devices);
+    assert_error(&reply, 500, 210);
+    assert!(client.list("/api/types/Sds/instances").is_empty());
+
+    let sds = client.create("Sds", &sds_at(&h.agent_ip, &pd, None));
+    let device =
+        |path: &str| json!({"deviceCurrentPathname": path, "sdsId": sds, "storagePoolId": pool});
+    let reply = client.post("/api/types/Device/instances", &device("/dev/xvdz"));
+    let message = assert_error(&reply, 500, 210);
+    assert!(message.contains("/dev/xvdz"), "{message}");
+    client.create("Device", &device("/dev/xvdb"));
+}
+
+#[test]
+fn replies_take_a_few_milliseconds_by_default_and_the_configured_latency_otherwise() {
+    let gw = start_default();
+    let client = Client::logged_in(&gw);
+    let fastest = |client: &Client| {
+        (0..5)
+            .map(|_| {
+                let started = Instant::now();
+                assert_eq!(client.get("/api/version").status, 200);
+                started.elapsed()
+            })
+            .min()
+            .unwrap_or_default()
+    };
+    let default = fastest(&client);
+    assert!(
+        default >= Duration::from_millis(2),
+        "the default gateway answered in {default:?}: a real one takes milliseconds"
+    );
+    let mut config = GatewayConfig::new(PASSWORD, mdm());
+    config.latency = Duration::from_millis(40);
+    let slow = start(config);
+    let taken = fastest(&Client::logged_in(&slow));
+    assert!(taken >= Duration::from_millis(40), "{taken:?}");
+}

@@ -273,6 +273,79 @@ fn accept_with_unknown_or_used_offers_drops_or_loses_the_tasks() {
     assert_eq!(st.reason, Some(task_status::Reason::InvalidOffers));
 }
 
+fn operation(kind: offer::operation::Type, id: Option<&str>) -> offer::Operation {
+    offer::Operation {
+        r#type: Some(kind),
+        id: id.map(|v| OperationID { value: text(v) }),
+        ..Default::default()
+    }
+}
+
+fn accept_operations(offer: &Offer, operations: Vec<offer::Operation>) -> scheduler::Call {
+    scheduler::Call {
+        r#type: Some(call::Type::Accept),
+        accept: Some(call::Accept {
+            offer_ids: vec![offer.id.clone()],
+            operations,
+            filters: Some(Filters {
+                refuse_seconds: Some(0.0),
+            }),
+        }),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn operations_the_dev_master_does_not_apply_fail_as_mesos_fails_them() {
+    let c = cluster(1, |_| {});
+    let s = Sched::subscribe(c.addr(), Encoding::Json, framework_info("ops", true));
+    let offer = s.offers().remove(0);
+    let mut group = operation(offer::operation::Type::LaunchGroup, None);
+    group.launch_group = Some(offer::operation::LaunchGroup {
+        executor: ExecutorInfo {
+            executor_id: ExecutorID { value: text("e1") },
+            r#type: Some(executor_info::Type::Default),
+            ..Default::default()
+        },
+        task_group: TaskGroupInfo {
+            tasks: vec![command_task("in-group", &offer, "sleep 30")],
+        },
+    });
+    let mut launch_with_id = operation(offer::operation::Type::Launch, Some("op-launch"));
+    launch_with_id.launch = Some(offer::operation::Launch {
+        task_infos: vec![command_task("with-id", &offer, "sleep 30")],
+    });
+    s.call_ok(accept_operations(
+        &offer,
+        vec![
+            operation(offer::operation::Type::Reserve, Some("op-1")),
+            operation(offer::operation::Type::Unreserve, None),
+            group,
+            launch_with_id,
+        ],
+    ));
+    // Feedback was asked for: OPERATION_ERROR, naming the operation.
+    let ev = s.wait(event::Type::UpdateOperationStatus);
+    let status = ev.update_operation_status.expect("the update").status;
+    assert_eq!(
+        status.operation_id.map(|i| i.value.to_string()).as_deref(),
+        Some("op-1")
+    );
+    assert_eq!(status.state, OperationState::Error);
+    assert!(status
+        .message
+        .is_some_and(|m| m.contains("RESOURCE_PROVIDER")));
+    // Tasks of operations that cannot launch end in TASK_ERROR from the master.
+    let grouped = s.update_for("in-group", TaskState::Error);
+    assert_eq!(grouped.reason, Some(task_status::Reason::TaskGroupInvalid));
+    assert_eq!(grouped.source, Some(task_status::Source::Master));
+    let with_id = s.update_for("with-id", TaskState::Error);
+    assert_eq!(with_id.reason, Some(task_status::Reason::TaskInvalid));
+    // Nothing was launched or reserved: the whole offer comes back.
+    let again = s.offers().remove(0);
+    assert_eq!(again.resources.len(), offer.resources.len());
+}
+
 #[test]
 fn duplicate_task_ids_and_oversized_tasks_are_task_errors() {
     let c = cluster(2, |_| {});
@@ -736,4 +809,78 @@ fn reserved_resources_go_to_their_role_and_launch_only_when_named() {
         .map(|r| r.scalar.as_ref().unwrap().value)
         .sum();
     assert!((cpus - 1.0).abs() < 1e-9, "{o:?}");
+}
+
+#[test]
+fn an_executor_over_its_memory_is_killed_and_its_task_fails_with_the_memory_limitation() {
+    let c = cluster(1, |_| {});
+    let s = Sched::subscribe(c.addr(), Encoding::Protobuf, framework_info("hog", true));
+    let offer = s.offers().remove(0);
+    // 32 MB for the task and 32 MB for the command executor: 128 MB held by `tail` is over.
+    s.accept(
+        &[&offer],
+        vec![command_task(
+            "hog",
+            &offer,
+            "cat /dev/zero | tail -c 134217728",
+        )],
+    );
+    // Updates of a task come in order: the agent holds the next until this one is acknowledged.
+    s.acknowledge(&s.update_for("hog", TaskState::Running));
+    let st = s.update_for("hog", TaskState::Failed);
+    assert_eq!(
+        st.reason,
+        Some(task_status::Reason::ContainerLimitationMemory)
+    );
+    assert_eq!(st.source, Some(task_status::Source::Agent));
+    let message = st.message.as_deref().unwrap_or("").to_string();
+    assert!(
+        message.starts_with("Memory limit exceeded: Requested: 64MB"),
+        "{message}"
+    );
+}
+
+/// CPU seconds (user + system) a process has used, from `/proc/<pid>/stat`.
+fn cpu_seconds(pid: u64) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+#[test]
+fn an_executor_gets_no_more_cpu_than_its_container_has() {
+    let c = cluster(1, |_| {});
+    let s = Sched::subscribe(c.addr(), Encoding::Protobuf, framework_info("spin", true));
+    let offer = s.offers().remove(0);
+    // 0.1 cpus for the task and 0.1 for the command executor.
+    s.accept(
+        &[&offer],
+        vec![command_task("spin", &offer, "while :; do :; done")],
+    );
+    s.acknowledge(&s.update_for("spin", TaskState::Running));
+    let pid = wait_until("the spinning command's pid", || {
+        c.snapshot().ok()?["agents"][0]["executors"][0]["pid"].as_u64()
+    });
+    let (started, cpu_before) = (Instant::now(), cpu_seconds(pid));
+    // Measured over a fixed stretch of wall time: the share is what is under test.
+    let window = Duration::from_secs(4);
+    let used = wait_until("the measuring window to pass", || {
+        let used = cpu_seconds(pid) - cpu_before;
+        (started.elapsed() >= window).then_some(used)
+    });
+    let allowed = 0.2 * started.elapsed().as_secs_f64() + 0.4;
+    assert!(
+        used <= allowed,
+        "a 0.2-cpu container used {used:.2} CPU seconds in {:?} (at most {allowed:.2})",
+        started.elapsed()
+    );
 }

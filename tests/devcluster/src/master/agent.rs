@@ -330,6 +330,7 @@ impl Cluster {
             directory: directory.clone(),
             command: exec_info.command.clone().unwrap_or_default(),
             env,
+            limits: process::container_limits(&resources, &task, command_task.is_some()),
         };
         let host = self.agents[agent].hostname.clone();
         for event in [LaunchEvent::ExecutorStarted, LaunchEvent::TaskLaunched] {
@@ -419,6 +420,23 @@ impl Cluster {
                     ));
                 }
                 self.executor_terminated(agent, &fw, &eid, -1, "");
+            }
+            ProcessEvent::Limited {
+                agent,
+                run,
+                message,
+            } => {
+                let Some((fw, eid)) = self.find_run(agent, run) else {
+                    return;
+                };
+                log::warn!("executor {eid} on agent-{}: {message}", agent + 1);
+                if let Some(e) = self.executor_mut(agent, &fw, &eid) {
+                    e.pending_termination = Some((
+                        TaskState::Failed,
+                        task_status::Reason::ContainerLimitationMemory,
+                        message,
+                    ));
+                }
             }
             ProcessEvent::Fetched { agent, run, bytes } => {
                 self.synthetic_fetched(agent, run, bytes);

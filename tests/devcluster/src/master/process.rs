@@ -5,19 +5,23 @@
 //! thread reports back through the owner's channel.
 
 use super::state::{Cmd, ProcessEvent};
+use crate::isolation::{self, Action, Isolator};
 use crossbeam_channel::Sender;
 use std::fs;
 
+use super::resources::Res;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::thread;
-use std::time::Duration;
-use storage_framework::mesos::types::{command_info, environment, CommandInfo};
+use std::time::{Duration, Instant};
+use storage_framework::mesos::types::{command_info, environment, CommandInfo, TaskInfo};
 
 pub const SIGKILL: i32 = 9;
 pub const SIGTERM: i32 = 15;
+const SIGCONT: i32 = 18;
+const SIGSTOP: i32 = 19;
 
 extern "C" {
     fn kill(pid: i32, sig: i32) -> i32;
@@ -33,6 +37,10 @@ pub fn signal_group(pid: u32, sig: i32) {
     // reports the exit, so a group id is only signalled while its leader is ours.
     unsafe {
         kill(-pid, sig);
+        // A group the cpu limit holds stopped must run to act on its SIGTERM.
+        if sig == SIGTERM {
+            kill(-pid, SIGCONT);
+        }
     }
 }
 
@@ -43,6 +51,9 @@ pub struct LaunchSpec {
     pub command: CommandInfo,
     /// The agent's MESOS_* variables; CommandInfo.environment is applied on top.
     pub env: Vec<(String, String)>,
+    /// The container's `cpus` and `mem` (MB), enforced as the cgroup isolators would;
+    /// `None` when the executor declared no memory.
+    pub limits: Option<(f64, f64)>,
 }
 
 /// Fetches, spawns and reaps on a thread of its own; every outcome arrives as a `Cmd`.
@@ -72,7 +83,7 @@ pub fn launch(spec: LaunchSpec, tx: Sender<Cmd>) {
             let _ = child.wait();
             return;
         }
-        let (status, description) = match child.wait() {
+        let (status, description) = match supervise(child, pid, spec.limits, &tx, (agent, run)) {
             Ok(s) => {
                 let description = match (s.code(), s.signal()) {
                     (Some(c), _) => format!("exited with status {c}"),
@@ -96,6 +107,69 @@ pub fn launch(spec: LaunchSpec, tx: Sender<Cmd>) {
             run,
             error: "cannot spawn the launcher thread".into(),
         }));
+    }
+}
+
+/// A command task's container holds the task and the command executor, whose own share
+/// Mesos adds to the task's.
+const COMMAND_EXECUTOR: (f64, f64) = (0.1, 32.0);
+
+/// What the cgroup isolators limit a new container to: the executor's resources plus its
+/// first task's; `None` (no enforcement) when neither declares memory.
+pub fn container_limits(executor: &Res, task: &TaskInfo, command: bool) -> Option<(f64, f64)> {
+    let task = Res::from_proto(&task.resources).unwrap_or_default();
+    let (extra_cpus, extra_mem) = if command {
+        COMMAND_EXECUTOR
+    } else {
+        (0.0, 0.0)
+    };
+    let cpus = executor.cpus + task.cpus + extra_cpus;
+    let mem = executor.mem + task.mem + extra_mem;
+    (task.mem + executor.mem > 0.0 && cpus > 0.0).then_some((cpus, mem))
+}
+
+/// Waits for the executor's exit while the container's limits are enforced on its process
+/// group (`crate::isolation`, as the launcher does for its apps): throttled over `cpus`,
+/// killed over `mem`, the agent told why before the kill so the tasks end with the reason.
+fn supervise(
+    mut child: std::process::Child,
+    pid: u32,
+    limits: Option<(f64, f64)>,
+    tx: &Sender<Cmd>,
+    (agent, run): (usize, u64),
+) -> std::io::Result<std::process::ExitStatus> {
+    let Some((cpus, mem)) = limits else {
+        return child.wait();
+    };
+    let (exited_tx, exited) = crossbeam_channel::bounded(1);
+    thread::Builder::new()
+        .name(format!("executor-wait-{run}"))
+        .spawn(move || {
+            let _ = exited_tx.send(child.wait());
+        })?;
+    let mut isolator = Isolator::new(cpus, mem);
+    loop {
+        match exited.recv_timeout(isolation::PERIOD) {
+            Ok(status) => return status,
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                return Err(std::io::Error::other("lost track of the executor"));
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+        }
+        match isolator.tick(Instant::now(), isolation::shared_group_usage(pid)) {
+            Some(Action::Stop) => signal_group(pid, SIGSTOP),
+            Some(Action::Continue) => signal_group(pid, SIGCONT),
+            Some(Action::OomKill) => {
+                let message = isolator.oom_message();
+                let _ = tx.send(Cmd::Process(ProcessEvent::Limited {
+                    agent,
+                    run,
+                    message,
+                }));
+                signal_group(pid, SIGKILL);
+            }
+            None => {}
+        }
     }
 }
 

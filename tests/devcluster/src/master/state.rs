@@ -6,6 +6,7 @@
 use super::faults::SchedulerFaults;
 use super::http::{Reply, Response, Server, Stream, StreamMsg};
 use super::ids::{new_uuid_string, uuid_string, uuid_v4};
+use super::operations::Verdict;
 use super::resources::Res;
 use super::{AgentEndpoint, MasterConfig};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -79,6 +80,12 @@ pub enum ProcessEvent {
         agent: usize,
         run: u64,
         bytes: u64,
+    },
+    /// Over the container's memory: the group is being killed for this reason.
+    Limited {
+        agent: usize,
+        run: u64,
+        message: String,
     },
     Exited {
         agent: usize,
@@ -1322,8 +1329,20 @@ impl Cluster {
                 TaskState::Lost
             };
             for op in &accept.operations {
-                let Some(launch) = &op.launch else { continue };
-                for task in &launch.task_infos {
+                let tasks = match op.r#type {
+                    Some(offer::operation::Type::Launch) => {
+                        op.launch.as_ref().map(|l| &l.task_infos)
+                    }
+                    Some(offer::operation::Type::LaunchGroup) => {
+                        op.launch_group.as_ref().map(|g| &g.task_group.tasks)
+                    }
+                    _ => {
+                        let message = format!("Operation attempted with invalid offers: {error}");
+                        self.drop_operation(fw_id, op, &message);
+                        continue;
+                    }
+                };
+                for task in tasks.into_iter().flatten() {
                     let status = make_status(
                         &task.task_id.value,
                         state,
@@ -1343,12 +1362,9 @@ impl Cluster {
         let Some(agent) = agent else { return };
         let fw_info = fw.info.clone();
         for op in accept.operations {
-            let t = op.r#type.unwrap_or(offer::operation::Type::Unknown);
-            if t != offer::operation::Type::Launch {
-                log::warn!("framework {fw_id}: dropping unsupported operation {t:?}");
+            let Verdict::Launch(launch) = self.judge_operation(fw_id, op) else {
                 continue;
-            }
-            let Some(launch) = op.launch else { continue };
+            };
             for mut task in launch.task_infos {
                 if let Some(e) = task.executor.as_mut() {
                     if e.framework_id.is_none() {

@@ -528,6 +528,7 @@ pub fn accept_call(offers: &[&Offer], tasks: Vec<TaskInfo>) -> scheduler::Call {
             operations: vec![offer::Operation {
                 r#type: Some(offer::operation::Type::Launch),
                 launch: Some(offer::operation::Launch { task_infos: tasks }),
+                ..Default::default()
             }],
             filters: None,
         }),
