@@ -502,7 +502,8 @@ fn reconciliation_reports_known_and_unknown_tasks() {
     let implicit = s.update_for("known", TaskState::Running);
     assert_eq!(implicit.reason, Some(task_status::Reason::Reconciliation));
 
-    // Partition-aware frameworks hear TASK_UNKNOWN instead of TASK_LOST.
+    // Partition-aware frameworks hear TASK_GONE instead of TASK_LOST: the agent is registered
+    // and does not have the task.
     let pa = Sched::subscribe(c.addr(), Encoding::Json, framework_info("pa", true));
     pa.call_ok(reconcile(vec![call::reconcile::Task {
         task_id: TaskID {
@@ -510,7 +511,7 @@ fn reconciliation_reports_known_and_unknown_tasks() {
         },
         agent_id: Some(o.agent_id.clone()),
     }]));
-    pa.update_for("ghost", TaskState::Unknown);
+    pa.update_for("ghost", TaskState::Gone);
 }
 
 #[test]
