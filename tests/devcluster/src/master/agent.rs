@@ -133,6 +133,8 @@ impl Cluster {
             synthetic: true,
             up: true,
             unreachable: false,
+            unreachable_time: None,
+            rebooting_as: None,
             generation: 0,
             total: match &r.reserved {
                 Some(x) => Res::new(r.cpus, r.mem, r.disk, vec![r.ports])
@@ -1182,6 +1184,8 @@ impl Cluster {
         }
         a.up = true;
         a.unreachable = false;
+        a.unreachable_time = None;
+        a.rebooting_as = None;
         a.generation += 1;
         let pending: Vec<(String, String)> = a
             .streams
@@ -1214,6 +1218,7 @@ impl Cluster {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as i64)
             .unwrap_or(0);
+        a.unreachable_time = Some(TimeInfo { nanoseconds: nanos });
         let mut updates = Vec::new();
         for fw in self.frameworks.values_mut() {
             let pa = fw.partition_aware();
