@@ -21,7 +21,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A reboot means an agent restart and a relaunch after the scheduler's 5 s backoff.
+/// A reboot means the host away past the agent ping timeout, its agent back under a new id and
+/// a relaunch there.
 const SETTLE: Duration = Duration::from_secs(120);
 const PASSWORD: &str = "Scaleio123";
 const VOLUME_PASSWORD: &str = "Vol-Pw-4711";
