@@ -111,7 +111,9 @@ trap 'status=143; cleanup' TERM
 
 # Ubuntu 14.04 and RHEL 7 host stand-ins, alternating.
 profiles="$(python3 -c 'import sys; n=int(sys.argv[1]); print(",".join(("ubuntu14","rhel7")[i%2] for i in range(n)))' "$agents")"
-dc_args=(--agents "$agents" --host-profile "$profiles" --heartbeat 2
+# A short agent ping timeout: an Ubuntu host's reboot (for its kernel) is away 6 of them,
+# long enough for the master to mark its old agent unreachable before the new one registers.
+dc_args=(--agents "$agents" --host-profile "$profiles" --heartbeat 2 --agent-ping-timeout 0.4
          --work-dir "$work/cluster" --ready-file "$work/devcluster.json")
 [ "$experimental" = 1 ] && dc_args+=(--empty-gateway)
 log "starting the dev cluster: $agents agents ($profiles)$([ "$experimental" = 1 ] && echo ', empty gateway (experimental)')"

@@ -118,6 +118,9 @@ impl Rig {
                 heartbeat_interval: Duration::from_secs(1),
                 work_dir: dir.join("mesos"),
                 status_update_retry: Duration::from_secs(1),
+                // A reboot's outage is one ping past this: short, but the old agent is
+                // unreachable before its host's new agent registers, as after a real reboot.
+                agent_removal_timeout: Duration::from_secs(2),
                 host_standins: Some(host_standins(Some(listener.url()))),
                 ..Default::default()
             })

@@ -21,7 +21,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A reboot means an agent restart and a relaunch after the scheduler's 5 s backoff.
+/// A reboot means the host away past the agent ping timeout, its agent back under a new id and
+/// a relaunch there.
 const SETTLE: Duration = Duration::from_secs(120);
 const PASSWORD: &str = "Scaleio123";
 const VOLUME_PASSWORD: &str = "Vol-Pw-4711";
@@ -29,6 +30,7 @@ const VOLUME_PASSWORD: &str = "Vol-Pw-4711";
 struct Rig {
     m: Arc<MasterHandle>,
     _control: control::ControlHandle,
+    control_url: String,
     _packages: Arc<tiny_http::Server>,
     sched: Option<Child>,
     port: u16,
@@ -54,6 +56,9 @@ impl Rig {
                 heartbeat_interval: Duration::from_secs(1),
                 work_dir: dir.join("mesos"),
                 status_update_retry: Duration::from_secs(1),
+                // Reboots take the new-id path; a short ping timeout keeps their outage
+                // (one ping past it) short.
+                agent_removal_timeout: Duration::from_secs(2),
                 host_standins: Some(standins),
                 ..Default::default()
             })
@@ -93,6 +98,7 @@ impl Rig {
         args.extend(flags);
         let mut rig = Rig {
             m,
+            control_url: control.url(),
             _control: control,
             _packages: packages,
             sched: None,
@@ -636,4 +642,59 @@ fn a_boot_loader_that_boots_another_kernel_costs_one_reboot_not_endless_ones() {
         n["task"]["state"], "TASK_RUNNING",
         "it waits for a new plan: {n}"
     );
+}
+
+/// The reboot of a first install (Ubuntu's kernel) as Mesos sees it: the host is away longer
+/// than the agent ping timeout, so the master marks the old agent unreachable (the task
+/// TASK_UNREACHABLE), then the host's agent registers under a new id. The node follows the
+/// host to the new agent and runs there; the old task stays unreachable under the old
+/// agent id; the host has one SDS and never had two executors at once.
+#[test]
+fn a_reboot_during_first_install_brings_the_node_back_under_a_new_agent_id() {
+    let rig = Rig::start("new-id", &[HostProfile::Ubuntu1404], |_| {});
+    let old_id = rig.m.agents().unwrap()[0].id.clone();
+    let first = wait_for("agent-1's first task", SETTLE, || {
+        rig.node(1)?["task"]["task_id"].as_str().map(str::to_string)
+    });
+    let node = rig.wait_phase(1, "running");
+    let agent = rig.m.agents().unwrap()[0].clone();
+    assert_ne!(agent.id, old_id, "the rebooted host's agent kept its id");
+    assert_eq!(node["agent_id"], agent.id.as_str(), "{node}");
+    assert_ne!(node["task"]["task_id"], first.as_str(), "{node}");
+    assert_eq!(rig.host(1).boots, 1);
+
+    // The master's view: the first task unreachable on the old agent, the new one running.
+    let state: Value =
+        serde_json::from_str(&get(&format!("{}/master/state", rig.m.url()))).unwrap();
+    let fw = &state["frameworks"][0];
+    let unreachable = fw["unreachable_tasks"].as_array().unwrap();
+    assert!(
+        unreachable.iter().any(|t| t["id"] == first.as_str()
+            && t["slave_id"] == old_id.as_str()
+            && t["state"] == "TASK_UNREACHABLE"),
+        "{unreachable:?}"
+    );
+    let running: Vec<&Value> = fw["tasks"].as_array().unwrap().iter().collect();
+    assert_eq!(running.len(), 1, "{running:?}");
+    assert_eq!(running[0]["slave_id"], agent.id.as_str());
+    assert_eq!(running[0]["state"], "TASK_RUNNING");
+
+    // One node, one SDS at the host's address, one executor at a time.
+    let nodes: Value = serde_json::from_str(&rig.state_text().unwrap()).unwrap();
+    assert_eq!(nodes["model"]["nodes"].as_object().unwrap().len(), 1);
+    let control: Value =
+        serde_json::from_str(&get(&format!("{}/control/state", rig.control_url))).unwrap();
+    let sds = control["gateway"]["sds"].as_array().unwrap();
+    let here: Vec<&Value> = sds
+        .iter()
+        .filter(|s| {
+            s["ips"]
+                .as_array()
+                .is_some_and(|ips| ips.iter().any(|ip| ip == agent.ip.to_string().as_str()))
+        })
+        .collect();
+    assert_eq!(here.len(), 1, "{sds:?}");
+    let log = rig.m.launch_log().unwrap();
+    let most = master::max_concurrent_executors(&log, "storage-executor");
+    assert_eq!(most.get("agent-1"), Some(&1), "{most:?}");
 }

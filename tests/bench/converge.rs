@@ -108,6 +108,8 @@ fn main() {
             agents: AGENTS,
             heartbeat_interval: Duration::from_secs(1),
             work_dir: dir.join("mesos"),
+            // Reboots (the Ubuntu hosts' kernel) are away one ping past this, as in demo.sh.
+            agent_removal_timeout: Duration::from_secs(2),
             host_standins: Some(standins),
             keep_work_dir: std::env::var_os("BENCH_KEEP").is_some(),
             ..Default::default()

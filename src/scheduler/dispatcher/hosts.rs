@@ -6,6 +6,43 @@
 
 use super::*;
 
+/// `(old agent id, new agent id)` for each node whose host now has an agent without a node.
+///
+/// A new agent id on a node's hostname proves the node's agent gone: Mesos gives a host's
+/// agent a new id only when the agent could not recover the old one's state (the host
+/// rebooted, or its work dir was wiped), and the old agent's executors died with the host,
+/// whether the master still calls the old agent unreachable or has removed it. So the node
+/// moves, and its task there is over, even while Mesos reports it TASK_UNREACHABLE (which it
+/// keeps doing for weeks, until its registry forgets the old agent).
+///
+/// `agents` are `(agent id, hostname)` as the master names them now, `nodes` the same of the
+/// nodes; `has_node` says whether an agent id has a node. One pass over the nodes, nothing
+/// copied but what moves (a launch wave asks this for every few hundred offers of thousands
+/// of new agents).
+pub(super) fn host_moves<'a, 'n>(
+    agents: impl Iterator<Item = (&'a str, &'a str)>,
+    nodes: impl Iterator<Item = (&'n str, &'n str)>,
+    has_node: impl Fn(&str) -> bool,
+) -> Vec<(String, String)> {
+    // Host -> new agent id, of the agents without a node (all of a launch wave's).
+    let mut unknown: HashMap<&str, &str> = HashMap::new();
+    for (agent, host) in agents {
+        if !has_node(agent) {
+            unknown.insert(host, agent);
+        }
+    }
+    if unknown.is_empty() {
+        return Vec::new();
+    }
+    nodes
+        .filter_map(|(old, host)| {
+            // A new agent takes over one node (the first of its host, should two share it).
+            let new = unknown.remove(host)?;
+            Some((old.to_owned(), new.to_owned()))
+        })
+        .collect()
+}
+
 /// How long a node may have no agent in the master's list before it is retired.
 pub(super) const RETIRE_AFTER_MS: u64 = 24 * 60 * 60 * 1000;
 
@@ -14,29 +51,12 @@ impl Dispatcher {
     /// agent id to the new id. Agents that already have a node are left alone.
     pub(super) fn follow_hosts<'a>(&mut self, agents: impl Iterator<Item = (&'a str, &'a str)>) {
         let now = self.clock.now_ms();
-        // Host -> new agent id, of the agents without a node (all of a launch wave's).
-        let mut unknown: HashMap<&str, &str> = HashMap::new();
-        for (agent, host) in agents {
-            if !self.state.model.nodes.contains_key(agent) {
-                unknown.insert(host, agent);
-            }
-        }
-        if unknown.is_empty() {
-            return;
-        }
-        // One pass over the nodes, nothing copied but what moves (a wave asks this for every
-        // few hundred offers of thousands of new agents).
-        let moves: Vec<(String, String)> = self
-            .state
-            .model
-            .nodes
-            .values()
-            .filter_map(|n| {
-                // A new agent takes over one node (the first of its host, should two share it).
-                let new = unknown.remove(n.hostname.as_str())?;
-                Some((n.agent_id.to_string(), new.to_owned()))
-            })
-            .collect();
+        let nodes = &self.state.model.nodes;
+        let moves = host_moves(
+            agents,
+            nodes.values().map(|n| (&*n.agent_id, n.hostname.as_str())),
+            |agent| nodes.contains_key(agent),
+        );
         for (old, new) in moves {
             self.move_node(&old, &new, now);
         }
@@ -110,5 +130,55 @@ impl Dispatcher {
                 self.touch_view();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_moves;
+
+    fn moves(agents: &[(&str, &str)], nodes: &[(&str, &str)]) -> Vec<(String, String)> {
+        host_moves(agents.iter().copied(), nodes.iter().copied(), |a| {
+            nodes.iter().any(|(id, _)| *id == a)
+        })
+    }
+
+    fn pair(old: &str, new: &str) -> (String, String) {
+        (old.to_string(), new.to_string())
+    }
+
+    #[test]
+    fn a_new_agent_id_on_a_nodes_host_takes_the_node_over() {
+        // The old agent may be listed no more (removed) or still be (unreachable): either way
+        // the new id on its host proves it gone.
+        let nodes = [("S0", "host-a"), ("S1", "host-b")];
+        assert_eq!(moves(&[("S7", "host-a")], &nodes), [pair("S0", "S7")]);
+        assert_eq!(
+            moves(
+                &[("S0", "host-a"), ("S7", "host-a"), ("S1", "host-b")],
+                &nodes
+            ),
+            [pair("S0", "S7")]
+        );
+    }
+
+    #[test]
+    fn known_agents_and_new_hosts_move_nothing() {
+        let nodes = [("S0", "host-a")];
+        assert!(moves(&[("S0", "host-a")], &nodes).is_empty());
+        assert!(moves(&[("S9", "host-z")], &nodes).is_empty());
+        assert!(moves(&[], &nodes).is_empty());
+        assert!(moves(&[("S9", "host-a")], &[]).is_empty());
+    }
+
+    #[test]
+    fn one_host_never_gets_two_nodes_moved_onto_it() {
+        // Two nodes on one host (left by an older version): one moves, the other stays to be
+        // retired with its gone agent.
+        let nodes = [("S0", "host-a"), ("S1", "host-a")];
+        assert_eq!(moves(&[("S7", "host-a")], &nodes).len(), 1);
+        // Two new agents on one host: one node, so one move.
+        let got = moves(&[("S7", "host-a"), ("S8", "host-a")], &[("S0", "host-a")]);
+        assert_eq!(got.len(), 1, "{got:?}");
     }
 }

@@ -15,7 +15,7 @@ use crate::clock::{self, Clock};
 use crate::gateway::api;
 use crate::gateway::client::{GatewayClient, GatewayError};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -79,6 +79,9 @@ pub struct Worker {
     /// Ready nodes whose SDC is checked again with every capacity read (a host reboot
     /// disconnects it); one that lost its MDM connection goes back to `pending`.
     watched: BTreeMap<String, Pending>,
+    /// The agent id each host's work is under: a host back under a new agent id (a reboot)
+    /// replaces its old agent's work instead of being worked twice.
+    hosts: HashMap<String, String>,
     capacity_due: u64,
     clock: Arc<dyn Clock>,
 }
@@ -90,6 +93,7 @@ impl Worker {
             settings,
             pending: BTreeMap::new(),
             watched: BTreeMap::new(),
+            hosts: HashMap::new(),
             capacity_due: 0,
             clock: clock::system(),
         }
@@ -132,6 +136,18 @@ impl Worker {
     fn take(&mut self, job: Job) {
         match job {
             Job::Attach(want) => {
+                let before = self
+                    .hosts
+                    .insert(want.hostname.clone(), want.agent_id.clone());
+                if let Some(old) = before.filter(|old| *old != want.agent_id) {
+                    log::info!(
+                        "{}: its work moves from agent {old} to agent {}",
+                        want.hostname,
+                        want.agent_id
+                    );
+                    self.pending.remove(&old);
+                    self.watched.remove(&old);
+                }
                 self.watched.remove(&want.agent_id);
                 let backoff = Backoff::new(self.settings.retry_base, self.settings.retry_cap);
                 self.pending.insert(
@@ -349,5 +365,31 @@ mod tests {
         clock.advance(5_000);
         w.take(Job::Capacity);
         assert_eq!(w.capacity_due, 6_000);
+    }
+
+    #[test]
+    fn a_host_back_under_a_new_agent_id_is_worked_once() {
+        let client = GatewayClient::new(GatewayConfig::new("", Secret::new("pw"), "2.0")).unwrap();
+        let settings = WorkerSettings::new(Duration::from_secs(60), 80.0);
+        let mut w = Worker::new(client, settings).with_clock(ManualClock::at(1_000));
+        let want = |agent: &str, host: &str| NodeWant {
+            agent_id: agent.into(),
+            hostname: host.into(),
+            ip: "10.0.0.5".into(),
+            sds_name: host.into(),
+            protection_domain: "pd".into(),
+            devices: Vec::new(),
+        };
+        w.take(Job::Attach(want("a1", "h1")));
+        w.take(Job::Attach(want("a2", "h2")));
+        // a1 was ready and watched when its host rebooted.
+        let p = w.pending.remove("a1").unwrap();
+        w.watched.insert("a1".into(), p);
+        w.take(Job::Attach(want("a1b", "h1")));
+        assert_eq!(w.pending.keys().collect::<Vec<_>>(), ["a1b", "a2"]);
+        assert!(w.watched.is_empty());
+        // The same agent again is no move.
+        w.take(Job::Attach(want("a1b", "h1")));
+        assert_eq!(w.pending.len(), 2);
     }
 }

@@ -10,7 +10,7 @@
 //! | `POST /control/master/failover` | the standby master leads; the old one answers 307 |
 //! | `POST /control/master/failover?reregister_ms=N` | the same, and the agents re-register one after another over N ms: until its agent has, reconciliation about a task gets no answer |
 //! | `POST /control/master/drop-next-call?type=ACCEPT` | the master refuses (503) the next scheduler call of that type |
-//! | `POST /control/agents/<n>/stop`, `/start`, `/restart` | agent `n` (1-based) |
+//! | `POST /control/agents/<n>/stop`, `/start`, `/restart` | agent `n` (1-based): its host cut off (executors die, the agent keeps its id), back, or the agent process restarted on a host that stays up |
 //! | `POST /control/agents/<n>/kill-executor?id=<executor id>` | SIGKILL that executor |
 //! | `POST /control/agents/<n>/partition`, `/heal[?tasks=lost]` | agent `n` is cut off from the master (unreachable after the ping timeout), then re-registers with its tasks (or without them) |
 //! | `POST /control/agents/<n>/rescind-before-accept` | the next ACCEPT of an offer of agent `n` finds it rescinded (TASK_DROPPED, REASON_INVALID_OFFERS) |
@@ -20,9 +20,9 @@
 //! | `POST /control/gateway/expire-tokens` | every gateway token becomes invalid |
 //! | `POST /control/gateway/sdc?agent=N&mdm=<MDM_IP>` | agent N's SDC package was installed with that `MDM_IP`: its SDC registers with the gateway when the list names this cluster's MDMs (a reboot of the agent disconnects it until the next registration) |
 //! | `POST /control/gateway/create-system?name=<name>[&primary=IP&secondary=IP&tiebreaker=IP]` | the empty gateway (experimental mode) gets its system, reporting that MDM trio when given (SDCs installed earlier with its `MDM_IP` connect); the same name again is a no-op, another name a 409 |
-//! | `POST /control/agents/<n>/reboot` | agent `n`'s host boots its pending kernel (host stand-ins), then the agent restarts |
+//! | `POST /control/agents/<n>/reboot[?outage_ms=N]` | agent `n`'s host reboots as in Mesos 1.4: down now, its executors dead; it boots its pending kernel (host stand-ins) and after the outage (default: the master's `reboot_outage`, longer than its agent ping timeout) its agent registers under a new id. Outlasting the ping timeout, the old agent is unreachable first (TASK_UNREACHABLE, FAILURE) and stays so; a shorter outage removes it (TASK_GONE, FAILURE). The reply names the new id |
 //! | `GET /control/hosts/<ip>` | the host stand-in state of the agent with that address (404 when none): how a stand-in `scli` finds the MDM it adds |
-//! | `POST /control/agents/<n>/new-id` | agent `n`'s host reboots as above, and its agent comes back under a new id (its checkpointed state lost): the master ends the old agent's tasks (TASK_GONE) and reports it lost; the reply names the new id |
+//! | `POST /control/agents/<n>/new-id[?outage_ms=N]` | the same as `reboot` |
 //! | `GET /control/agents/<n>/host` | agent `n`'s host stand-in state (packages, services, kernel, MDM cluster, command history) |
 //!
 //! The host stand-ins (`crate::host`) use the gateway and reboot endpoints; they find this API
@@ -102,23 +102,37 @@ fn percent_decode(v: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// Agent `n` (1-based in URLs) as an index.
-/// Agent `index`'s host goes down and boots (its pending kernel, with host stand-ins); its
-/// agent stays down for the caller to bring back. Returns the kernel it booted, if any.
-fn reboot_host(t: &Targets, index: usize) -> Result<Option<Value>, (u16, String)> {
+/// Agent `index`'s host reboots: it goes down now with every process on it, boots (its
+/// pending kernel, with host stand-ins), and its agent registers under a new id after the
+/// outage (`?outage_ms=N`, else the master's configured one). Returns the reply naming the
+/// new id, the outage and the kernel booted.
+fn reboot_host(t: &Targets, index: usize, url: &str) -> Result<Value, (u16, String)> {
+    let outage = match query(url, "outage_ms") {
+        None => None,
+        Some(ms) => Some(Duration::from_millis(ms.parse().map_err(|_| {
+            (
+                400,
+                format!("outage_ms={ms:?} is not a number of milliseconds"),
+            )
+        })?)),
+    };
+    let id = t.master.reboot_agent(index, outage).map_err(|e| (400, e))?;
     // The SDC loses its MDM connection while the host is down.
     if let (Some(g), Ok(agents)) = (&t.gateway, t.master.agents()) {
         if let Some(a) = agents.get(index) {
             g.set_sdc_connected(&a.ip.to_string(), false);
         }
     }
-    // Every process of the host dies, executors included. The host comes back on its new
-    // kernel before the agent does, so that the next executor sees it.
-    t.master.stop_agent(index).map_err(|e| (400, e))?;
-    match agent_host(t, index) {
-        Some(root) => Ok(Some(json!(root.boot().map_err(|e| (500, e))?))),
-        None => Ok(None),
+    let mut reply = json!({"agent": index + 1, "done": "reboot", "id": id});
+    if let Some(o) = outage {
+        reply["outage_ms"] = json!(o.as_millis() as u64);
     }
+    // The host is on its new kernel before its agent is back, so that the next executor
+    // sees it.
+    if let Some(root) = agent_host(t, index) {
+        reply["kernel"] = json!(root.boot().map_err(|e| (500, e))?);
+    }
+    Ok(reply)
 }
 
 /// The gateway sees the agents' hosts as an MDM would: an SDS process listens where the
@@ -142,6 +156,7 @@ fn host_directory(master: Weak<MasterHandle>) -> HostDirectory {
     })
 }
 
+/// Agent `n` (1-based in URLs) as an index.
 fn agent_index(n: &str) -> Result<usize, (u16, String)> {
     Ok(n.parse::<usize>()
         .ok()
@@ -247,26 +262,16 @@ fn act(t: &Targets, method: &Method, url: &str) -> Result<Value, (u16, String)> 
             v["root"] = json!(root.path().display().to_string());
             Ok(v)
         }
+        (Method::Post, ["control", "agents", n, "reboot" | "new-id"]) => {
+            reboot_host(t, agent_index(n)?, url)
+        }
         (Method::Post, ["control", "agents", n, action]) => {
             let index = agent_index(n)?;
-            let mut reply = json!({"agent": index + 1, "done": action});
+            let reply = json!({"agent": index + 1, "done": action});
             match *action {
                 "stop" => t.master.stop_agent(index),
                 "start" => t.master.start_agent(index),
                 "restart" => t.master.restart_agent(index),
-                "reboot" => {
-                    if let Some(kernel) = reboot_host(t, index)? {
-                        reply["kernel"] = kernel;
-                    }
-                    t.master.start_agent(index)
-                }
-                "new-id" => {
-                    if let Some(kernel) = reboot_host(t, index)? {
-                        reply["kernel"] = kernel;
-                    }
-                    let id = t.master.restart_agent_with_new_id(index);
-                    id.map(|id| reply["id"] = json!(id))
-                }
                 "partition" => t.master.partition_agent(index),
                 "heal" => match query(url, "tasks") {
                     None | Some("kept") => t.master.heal_agent(index, true),

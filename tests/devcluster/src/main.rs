@@ -18,6 +18,12 @@ OPTIONS:
                           executors are emulated without processes: a scheduler at scale (default 0)
   --attributes FILE       JSON agent attributes: {\"agent-1\": {\"storage-persona\": \"primary\"}, ...}
   --heartbeat SECS        master heartbeat interval of scheduler streams (default 15)
+  --agent-ping-timeout SECS
+                          the master's agent_ping_timeout: an agent away 5 of them is marked
+                          unreachable (default 15, Mesos's)
+  --reboot-outage SECS    how long a rebooting host is away before its agent registers under
+                          a new id (default: 6 agent ping timeouts, so that the old agent is
+                          unreachable first, as after a real reboot)
   --work-dir DIR          sandboxes and state, kept after the stop (default: a new directory
                           under the temp dir, whose sandboxes are removed)
   --launcher-port PORT    Marathon-compatible launcher port (default 0: ephemeral)
@@ -43,6 +49,8 @@ struct Options {
     synthetic_agents: usize,
     attributes: Option<PathBuf>,
     heartbeat: f64,
+    agent_ping_timeout: f64,
+    reboot_outage: Option<f64>,
     work_dir: Option<PathBuf>,
     launcher_port: u16,
     control_port: u16,
@@ -55,12 +63,22 @@ struct Options {
     host_profiles: Vec<host::HostProfile>,
 }
 
+/// A positive, finite number of seconds.
+fn seconds(flag: &str, v: &str) -> Result<f64, String> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .ok_or_else(|| format!("{flag}: {v:?} is not a positive number of seconds"))
+}
+
 fn parse(args: &[String]) -> Result<Option<Options>, String> {
     let mut o = Options {
         agents: 3,
         synthetic_agents: 0,
         attributes: None,
         heartbeat: 15.0,
+        agent_ping_timeout: 15.0,
+        reboot_outage: None,
         work_dir: None,
         launcher_port: 0,
         control_port: 0,
@@ -104,6 +122,8 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
                     .filter(|h: &f64| *h > 0.0 && h.is_finite())
                     .ok_or("--heartbeat: not a positive number of seconds")?
             }
+            "--agent-ping-timeout" => o.agent_ping_timeout = seconds(name, &value("seconds")?)?,
+            "--reboot-outage" => o.reboot_outage = Some(seconds(name, &value("seconds")?)?),
             "--work-dir" => o.work_dir = Some(value("a directory")?.into()),
             "--launcher-port" => {
                 o.launcher_port = value("a port")?
@@ -213,6 +233,8 @@ fn run(o: Options) -> Result<(), String> {
         synthetic_agents: o.synthetic_agents,
         attributes_file: o.attributes,
         heartbeat_interval: Duration::from_secs_f64(o.heartbeat),
+        agent_removal_timeout: Duration::from_secs_f64(o.agent_ping_timeout * 5.0),
+        reboot_outage: o.reboot_outage.map(Duration::from_secs_f64),
         work_dir: work_dir.join("mesos"),
         keep_work_dir,
         host_standins,

@@ -63,6 +63,19 @@ const GIT_SHA: &str = "b3fd2e7ab26e118222fe18af4b92c53a3c01e6cc";
 const BUILD_DATE: &str = "2017-09-01 19:25:33";
 const BUILD_TIME: f64 = 1504293933.0;
 
+/// Missed pings after which the master marks an agent unreachable (Mesos's default).
+const MAX_AGENT_PING_TIMEOUTS: u32 = 5;
+
+impl MasterConfig {
+    /// The outage of a host reboot: [`reboot_outage`](Self::reboot_outage), by default one
+    /// agent ping timeout longer than the agent removal timeout.
+    pub fn reboot_outage(&self) -> Duration {
+        self.reboot_outage.unwrap_or(
+            self.agent_removal_timeout + self.agent_removal_timeout / MAX_AGENT_PING_TIMEOUTS,
+        )
+    }
+}
+
 /// Resources every agent has.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentResources {
@@ -128,8 +141,13 @@ pub struct MasterConfig {
     pub executor_registration_timeout: Duration,
     pub executor_shutdown_grace_period: Duration,
     /// How long a stopped agent stays disconnected before its tasks are reported unreachable
-    /// (`agent_ping_timeout` x `max_agent_ping_timeouts`).
+    /// (`agent_ping_timeout` x `max_agent_ping_timeouts`; `/flags` reports a fifth of it as
+    /// `agent_ping_timeout`).
     pub agent_removal_timeout: Duration,
+    /// How long a rebooting host is away before its agent registers under a new id; `None`:
+    /// one ping timeout past `agent_removal_timeout`, so that the master has marked the old
+    /// agent unreachable by then, as it has after a real reboot.
+    pub reboot_outage: Option<Duration>,
     pub recovery_timeout: Duration,
     pub executor_reregistration_timeout: Duration,
     /// Reported as the `zk` flag.
@@ -170,6 +188,7 @@ impl Default for MasterConfig {
             executor_registration_timeout: Duration::from_secs(60),
             executor_shutdown_grace_period: Duration::from_secs(5),
             agent_removal_timeout: Duration::from_secs(75),
+            reboot_outage: None,
             recovery_timeout: Duration::from_secs(15 * 60),
             executor_reregistration_timeout: Duration::from_secs(2),
             zk: None,
@@ -283,7 +302,7 @@ fn attributes_for(
 /// The `/flags` body of the master at `addr`.
 fn flags_json(cfg: &MasterConfig, addr: SocketAddr) -> Value {
     let mut flags = json!({
-        "agent_ping_timeout": "15secs",
+        "agent_ping_timeout": process::mesos_duration(cfg.agent_removal_timeout / MAX_AGENT_PING_TIMEOUTS),
         "agent_reregister_timeout": "10mins",
         "allocation_interval": process::mesos_duration(cfg.allocation_interval),
         "allocator": "HierarchicalDRF",
@@ -303,7 +322,7 @@ fn flags_json(cfg: &MasterConfig, addr: SocketAddr) -> Value {
         "log_auto_initialize": "true",
         "logbufsecs": "0",
         "logging_level": "INFO",
-        "max_agent_ping_timeouts": "5",
+        "max_agent_ping_timeouts": MAX_AGENT_PING_TIMEOUTS.to_string(),
         "max_completed_frameworks": "50",
         "max_completed_tasks_per_framework": "1000",
         "port": addr.port().to_string(),
@@ -469,25 +488,30 @@ impl MasterHandle {
         endpoints::control(&self.tx, |reply| Control::StopAgent { index, reply })?
     }
 
-    /// Brings a stopped agent back with the same id and address; updates it had not got
-    /// acknowledged are sent again, as a checkpointing agent recovers them.
+    /// Brings a stopped agent back with the same id and address (its host was cut off, not
+    /// rebooted); updates it had not got acknowledged are sent again, as a checkpointing
+    /// agent recovers them.
     pub fn start_agent(&self, index: usize) -> Result<(), String> {
         endpoints::control(&self.tx, |reply| Control::StartAgent { index, reply })?
     }
 
     /// Restarts agent `index`'s process on a host that stays up: executors of checkpointing
     /// frameworks live on and reconnect (within `executor_reregistration_timeout`), the
-    /// others die. A host reboot is [`stop_agent`](Self::stop_agent) then
-    /// [`start_agent`](Self::start_agent).
+    /// others die. A host reboot is [`reboot_agent`](Self::reboot_agent).
     pub fn restart_agent(&self, index: usize) -> Result<(), String> {
         endpoints::control(&self.tx, |reply| Control::RestartAgent { index, reply })?
     }
 
-    /// Reboots agent `index`'s host and brings its agent back under a new id, its
-    /// checkpointed state gone: the master ends the old agent's tasks and reports it lost.
-    /// Returns the new id.
-    pub fn restart_agent_with_new_id(&self, index: usize) -> Result<String, String> {
-        endpoints::control(&self.tx, |reply| Control::NewAgentId { index, reply })?
+    /// Reboots agent `index`'s host as Mesos 1.4 sees a reboot: the agent goes down with
+    /// its executors now, and registers under a new id (its checkpointed state is of another
+    /// boot) after `outage` (`None`: [`MasterConfig::reboot_outage`]). What becomes of the
+    /// old agent's tasks depends on the outage (see `master/new_id.rs`). Returns the new id.
+    pub fn reboot_agent(&self, index: usize, outage: Option<Duration>) -> Result<String, String> {
+        endpoints::control(&self.tx, |reply| Control::Reboot {
+            index,
+            outage,
+            reply,
+        })?
     }
 
     /// Cuts agent `index` off from the master (a network partition): it and its executors

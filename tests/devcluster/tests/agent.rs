@@ -614,6 +614,87 @@ fn a_stopped_agent_rescinds_offers_loses_tasks_and_comes_back() {
     assert_eq!(get(c.agents().unwrap()[0].endpoint, "/health").status, 200);
 }
 
+/// Explicit reconciliation of `task` on `agent`: the one update it gets.
+fn reconcile_one(s: &Sched, task: &str, agent: &str) -> TaskStatus {
+    s.call_ok(scheduler::Call {
+        r#type: Some(call::Type::Reconcile),
+        reconcile: Some(call::Reconcile {
+            tasks: vec![call::reconcile::Task {
+                task_id: TaskID { value: text(task) },
+                agent_id: Some(AgentID { value: text(agent) }),
+            }],
+        }),
+        ..Default::default()
+    });
+    s.update()
+}
+
+/// A host reboot as Mesos 1.4 sees it. Away longer than the ping timeout, the old agent is
+/// marked unreachable (TASK_UNREACHABLE with its time, FAILURE), then the host's agent
+/// registers under a new id and the old one stays unreachable: no more updates, explicit
+/// reconciliation still says TASK_UNREACHABLE. Back sooner, the new agent's registration at
+/// the old one's address removes it: TASK_GONE.
+#[test]
+fn a_rebooted_host_comes_back_as_a_new_agent() {
+    let c = cluster(2, |cfg| {
+        cfg.agent_removal_timeout = Duration::from_millis(300);
+    });
+    let s = Sched::subscribe(c.addr(), Encoding::Json, framework_info("reboot", true));
+    let offers = s.offers_from(2);
+    let on1 = offers.iter().find(|o| o.hostname == "agent-1").unwrap();
+    let on2 = offers.iter().find(|o| o.hostname == "agent-2").unwrap();
+    s.accept(&[on1], vec![command_task("on-1", on1, "sleep 300")]);
+    s.accept(&[on2], vec![command_task("on-2", on2, "sleep 300")]);
+    for t in ["on-1", "on-2"] {
+        let r = s.update_for(t, TaskState::Running);
+        s.acknowledge(&r);
+    }
+    let old1 = on1.agent_id.value.to_string();
+
+    let new1 = c.reboot_agent(0, Some(Duration::from_millis(900))).unwrap();
+    assert_ne!(new1, old1);
+    let u = s.update_for("on-1", TaskState::Unreachable);
+    assert_eq!(u.reason, Some(task_status::Reason::AgentRemoved));
+    assert_eq!(u.source, Some(task_status::Source::Master));
+    let since = u.unreachable_time.clone().expect("unreachable_time");
+    let f = s.wait(event::Type::Failure).failure.unwrap();
+    assert_eq!(f.agent_id.unwrap().value, old1.as_str());
+    let back = wait_until("agent-1 back under its new id", || {
+        let a = c.agents().unwrap().remove(0);
+        (a.up && a.id == new1).then_some(a)
+    });
+    assert_eq!(back.hostname, "agent-1");
+    let r = reconcile_one(&s, "on-1", &old1);
+    assert_eq!(r.state, TaskState::Unreachable);
+    assert_eq!(r.unreachable_time, Some(since));
+    let state = get(c.addr(), "/master/state").json();
+    let slaves = state["slaves"].as_array().unwrap();
+    assert!(
+        slaves.iter().any(|a| a["id"] == new1.as_str()),
+        "{slaves:?}"
+    );
+    assert!(
+        !slaves.iter().any(|a| a["id"] == old1.as_str()),
+        "{slaves:?}"
+    );
+    assert_eq!(state["unreachable_slaves"], 1);
+    let fw = &state["frameworks"][0];
+    assert_eq!(fw["unreachable_tasks"][0]["slave_id"], old1.as_str());
+    assert_eq!(fw["tasks"].as_array().map(Vec::len), Some(1), "{fw}");
+
+    // Back within the ping timeout: the old agent is removed, its task gone.
+    let old2 = on2.agent_id.value.to_string();
+    let new2 = c.reboot_agent(1, Some(Duration::from_millis(50))).unwrap();
+    let g = s.update_for("on-2", TaskState::Gone);
+    assert_eq!(g.reason, Some(task_status::Reason::AgentRemoved));
+    assert_eq!(g.agent_id.as_ref().unwrap().value, old2.as_str());
+    wait_until("agent-2 back under its new id", || {
+        let a = c.agents().unwrap().remove(1);
+        (a.up && a.id == new2).then_some(())
+    });
+    assert!(c.reboot_agent(5, None).is_err());
+}
+
 #[test]
 fn a_restarted_agent_keeps_checkpointed_executors_that_reconnect_in_time() {
     let dir = temp_dir("restart");

@@ -16,6 +16,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use storage_framework::mesos::types::*;
 use storage_framework::mesos::Encoding;
 
@@ -1054,6 +1055,8 @@ fn cluster_with_ubuntu_hosts(dir: &Path, agents: usize) -> Cluster {
     let master = Arc::new(cluster(agents, |cfg| {
         cfg.work_dir = dir.join("work");
         cfg.host_standins = Some(standins);
+        // A reboot is away one ping past this, and its agent comes back under a new id.
+        cfg.agent_removal_timeout = Duration::from_millis(500);
     }));
     let mut gw = GatewayConfig::new(
         PASSWORD,
@@ -1126,16 +1129,24 @@ fn agents_give_executors_the_fake_root_and_stand_ins_and_reboot_switches_their_k
         bin.join("dpkg-query").to_string_lossy()
     );
 
-    // The script installed the kernel and rebooted: the control API booted the host and
-    // restarted the agent, which killed the executor before `reboot` could return.
+    // The script installed the kernel and rebooted: the control API booted the host and took
+    // the agent down, which killed the executor before `reboot` could return. Away longer
+    // than the ping timeout, the agent is marked unreachable (TASK_LOST for a framework that
+    // is not partition-aware), and comes back under a new id.
     let fake = FakeRoot::open(&root).unwrap();
+    let old_id = c.master.agents().unwrap()[0].id.clone();
     wait_until("the reboot", || {
         (fake.state().unwrap().boots == 1).then_some(())
     });
-    let failed = sched.update_for("probe-1", TaskState::Failed);
-    assert_eq!(failed.reason, Some(task_status::Reason::ExecutorTerminated));
-    wait_until("the agent back", || {
-        c.master.agents().unwrap()[0].up.then_some(())
+    let lost = sched.update_for("probe-1", TaskState::Lost);
+    assert_eq!(lost.reason, Some(task_status::Reason::AgentRemoved));
+    assert_eq!(
+        lost.agent_id.as_ref().map(|a| a.value.as_str()),
+        Some(old_id.as_str())
+    );
+    wait_until("the agent back under a new id", || {
+        let a = c.master.agents().unwrap().remove(0);
+        (a.up && a.id != old_id).then_some(())
     });
     assert_eq!(fake.running_kernel().unwrap(), "4.4.0-38-generic");
     assert!(read(&dir, "first.apt").contains("1 newly installed"));

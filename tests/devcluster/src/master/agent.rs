@@ -134,6 +134,8 @@ impl Cluster {
             up: true,
             unreachable: false,
             partitioned: false,
+            unreachable_time: None,
+            rebooting_as: None,
             generation: 0,
             total: match &r.reserved {
                 Some(x) => Res::new(r.cpus, r.mem, r.disk, vec![r.ports])
@@ -1213,6 +1215,8 @@ impl Cluster {
         }
         a.up = true;
         a.unreachable = false;
+        a.unreachable_time = None;
+        a.rebooting_as = None;
         a.generation += 1;
         let pending: Vec<(String, String)> = a
             .streams
@@ -1240,7 +1244,7 @@ impl Cluster {
         // The master removes the agent: its offers are rescinded, the allocator drops its
         // filters (a stopped agent's offers went when it stopped).
         self.agent_removed_from_allocation(agent);
-        let a = &self.agents[agent];
+        let a = &mut self.agents[agent];
         let message = format!(
             "Agent {} is unreachable: health check timed out",
             a.hostname
@@ -1249,6 +1253,7 @@ impl Cluster {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as i64)
             .unwrap_or(0);
+        a.unreachable_time = Some(TimeInfo { nanoseconds: nanos });
         let mut updates = Vec::new();
         for fw in self.frameworks.values_mut() {
             let pa = fw.partition_aware();

@@ -1,22 +1,36 @@
-//! The fault "an agent comes back with a new id": its host reboots and the agent cannot
-//! recover its checkpointed state (a reboot changes the boot id, or an operator wiped the
-//! agent's `meta` directory), so it registers as a new agent from the same host and address.
+//! A host reboot as Mesos 1.4 sees it: the agent's executors die with the host, and the agent
+//! that comes back cannot recover its checkpointed state (it belongs to another boot id), so
+//! it registers as a new agent, with a new id, from the same host and address.
 //!
-//! What Mesos does then: the agent's executors died with the host; the master removes the
-//! old agent when the new one registers at its address, which ends the old agent's tasks
-//! (TASK_GONE for partition-aware frameworks, TASK_LOST for the others, reason
-//! REASON_AGENT_REMOVED, from the master) and tells every framework the agent is lost
-//! (FAILURE with the old agent id); the new agent id then makes offers of its own.
+//! What the master does depends on how long the host was away:
+//! - Longer than the agent ping timeout (`agent_ping_timeout` x `max_agent_ping_timeouts`,
+//!   here `agent_removal_timeout`), which a real reboot is: the master has marked the old
+//!   agent unreachable (TASK_UNREACHABLE with its `unreachable_time` for partition-aware
+//!   frameworks, TASK_LOST for the others, and a FAILURE naming the agent) before the new one
+//!   registers. The new registration then changes nothing for the old agent: it stays on the
+//!   unreachable list and its tasks stay unreachable, out of implicit reconciliation; explicit
+//!   reconciliation naming the old agent answers TASK_UNREACHABLE. No further update about
+//!   those tasks ever comes (until the registry forgets the agent, weeks later).
+//! - Shorter: the old agent is still registered (disconnected) when the new one registers at
+//!   its address, so the master removes it, "a new agent registered at the same address":
+//!   its tasks end (TASK_GONE for partition-aware frameworks, TASK_LOST for the others,
+//!   reason REASON_AGENT_REMOVED) and every framework hears that it is lost (FAILURE).
 
 use super::launches::LaunchEvent;
 use super::process::{self, SIGKILL};
 use super::state::*;
+use std::time::Duration;
 use storage_framework::mesos::scheduler::event;
 use storage_framework::mesos::types::*;
 
 impl Cluster {
-    /// Reboots agent `agent`'s host and brings its agent back under a new id; returns it.
-    pub(super) fn restart_with_new_id(&mut self, agent: usize) -> Result<String, String> {
+    /// Agent `agent`'s host goes down now and comes back after `outage` (the configured
+    /// one when `None`) as an agent with a new id, which is returned.
+    pub(super) fn reboot(
+        &mut self,
+        agent: usize,
+        outage: Option<Duration>,
+    ) -> Result<String, String> {
         let a = self
             .agents
             .get(agent)
@@ -27,31 +41,97 @@ impl Cluster {
                 a.hostname
             ));
         }
+        if let (false, Some(id)) = (a.up, &a.rebooting_as) {
+            return Err(format!(
+                "{} is already rebooting; its agent comes back as {id}",
+                a.hostname
+            ));
+        }
         if a.up {
             self.take_down(agent, false)?;
         }
+        // Every process of the host dies now; the agent that comes back knows none of them.
         self.forget_executors(agent);
-        let old_id = self.agents[agent].id.clone();
-        let message = format!(
-            "Agent {} removed: a new agent registered at the same address",
-            self.agents[agent].hostname
-        );
-        self.end_tasks_of_removed_agent(agent, &old_id, &message);
         self.renamed_agents += 1;
         let new_id = format!(
             "{}-S{}",
             self.masters[0].id,
             self.agents.len() - 1 + self.renamed_agents
         );
-        log::info!(
-            "{}: agent {old_id} is gone, agent {new_id} registers in its place",
-            self.agents[agent].hostname
-        );
+        let outage = outage.unwrap_or_else(|| self.cfg.reboot_outage());
         let a = &mut self.agents[agent];
-        a.id = new_id.clone();
-        a.registered_time = now_secs();
-        self.start_agent(agent)?;
+        log::info!(
+            "{}: rebooting; agent {} is down, agent {new_id} registers in {outage:?}",
+            a.hostname,
+            a.id
+        );
+        a.rebooting_as = Some(new_id.clone());
+        let generation = a.generation;
+        self.schedule(outage, Timer::Reboot { agent, generation });
         Ok(new_id)
+    }
+
+    /// The rebooted host is back: its agent registers under the new id. Void when the agent
+    /// was started again meanwhile.
+    pub(super) fn reboot_done(&mut self, agent: usize, generation: u64) {
+        let a = &mut self.agents[agent];
+        if a.up || a.generation != generation {
+            return;
+        }
+        let Some(new_id) = a.rebooting_as.take() else {
+            return;
+        };
+        let old_id = std::mem::replace(&mut a.id, new_id.clone());
+        let host = a.hostname.clone();
+        if a.unreachable {
+            log::info!("{host}: agent {new_id} registers; agent {old_id} stays unreachable");
+            a.unreachable = false;
+            let since = a.unreachable_time.take().unwrap_or_else(|| TimeInfo {
+                nanoseconds: (now_secs() * 1e9) as i64,
+            });
+            self.unreachable_agents.insert(old_id.clone(), since);
+        } else {
+            log::info!("{host}: agent {new_id} registers at the address of agent {old_id}, which is removed");
+            let message =
+                format!("Agent {host} removed: a new agent registered at the same address");
+            self.end_tasks_of_removed_agent(agent, &old_id, &message);
+        }
+        self.tasks_keep_their_agent(agent, &old_id);
+        self.agents[agent].registered_time = now_secs();
+        if let Err(e) = self.start_agent(agent) {
+            log::warn!("{host}: agent {new_id} cannot start: {e}");
+        }
+    }
+
+    /// The tasks of the old agent keep naming it, and leave the framework's tasks (whose
+    /// `agent` index now means the new agent): unreachable ones for the framework's
+    /// unreachable tasks, the others (ended, their last update not acknowledged) for the
+    /// completed ones.
+    fn tasks_keep_their_agent(&mut self, agent: usize, old_id: &str) {
+        for fw in self.frameworks.values_mut() {
+            let ids: Vec<String> = fw
+                .tasks
+                .iter()
+                .filter(|(_, t)| t.agent == agent)
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in ids {
+                let Some(mut t) = fw.tasks.remove(&id) else {
+                    continue;
+                };
+                t.replaced_agent = Some(old_id.to_string());
+                if t.state == TaskState::Unreachable {
+                    fw.unreachable_tasks.insert(id, t);
+                } else {
+                    fw.completed_tasks.push_back(t);
+                }
+            }
+            for t in fw.completed_tasks.iter_mut() {
+                if t.agent == agent && t.replaced_agent.is_none() {
+                    t.replaced_agent = Some(old_id.to_string());
+                }
+            }
+        }
     }
 
     /// The new agent knows nothing of the old one's executors and pending updates: each run

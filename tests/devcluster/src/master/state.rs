@@ -118,9 +118,11 @@ pub enum Control {
         index: usize,
         reply: Sender<Result<(), String>>,
     },
-    /// The host reboots and its agent registers under a new id (see `new_id.rs`).
-    NewAgentId {
+    /// The host reboots and its agent registers under a new id after `outage` (the
+    /// configured one when `None`; see `new_id.rs`). The reply is the new id.
+    Reboot {
         index: usize,
+        outage: Option<Duration>,
         reply: Sender<Result<String, String>>,
     },
     KillExecutor {
@@ -196,6 +198,11 @@ pub(super) enum Timer {
         agent: usize,
         generation: u64,
     },
+    /// A rebooting host's agent registers under its new id.
+    Reboot {
+        agent: usize,
+        generation: u64,
+    },
 }
 
 struct TimerEntry {
@@ -239,6 +246,10 @@ pub(super) struct Framework {
     pub filters: Vec<Filter>,
     pub tasks: BTreeMap<String, Task>,
     pub completed_tasks: VecDeque<Task>,
+    /// Tasks of unreachable agents that were replaced by a new agent on their host: Mesos
+    /// 1.4 keeps them out of `tasks` (implicit reconciliation does not list them) until the
+    /// registry forgets their agent, and `/master/state` shows them as unreachable.
+    pub unreachable_tasks: BTreeMap<String, Task>,
     pub registered_time: f64,
     pub reregistered_time: f64,
     pub unregistered_time: f64,
@@ -283,6 +294,9 @@ pub(super) struct Task {
     pub update_uuid: Option<Vec<u8>>,
     pub statuses: Vec<TaskStatus>,
     pub resources: Res,
+    /// The id of the agent it ran on, once that agent's host came back under a new id
+    /// (`agent` then names the new agent).
+    pub replaced_agent: Option<String>,
 }
 
 pub(super) struct OfferRec {
@@ -310,6 +324,10 @@ pub(super) struct Agent {
     pub unreachable: bool,
     /// Cut off from the master, running on (see `partition.rs`); `up` is false meanwhile.
     pub partitioned: bool,
+    /// When the master marked it unreachable.
+    pub unreachable_time: Option<TimeInfo>,
+    /// The id this agent registers under when its rebooting host is back.
+    pub rebooting_as: Option<String>,
     /// Bumped on every stop and start; an unreachable timer from before is void.
     pub generation: u64,
     pub total: Res,
@@ -437,6 +455,9 @@ pub struct Cluster {
     pub(super) rescind_before_accept: BTreeSet<usize>,
     /// Agents that came back under a new id so far (see `new_id.rs`).
     pub(super) renamed_agents: usize,
+    /// Agents marked unreachable whose host then came back under a new id, with the time
+    /// they were marked: Mesos's unreachable list, which explicit reconciliation reads.
+    pub(super) unreachable_agents: BTreeMap<String, TimeInfo>,
     /// Synthetic agents' fetcher, when `synthetic_fetchers` asks for one, and what it got.
     pub(super) fetcher: Option<super::synthetic_fetch::Fetcher>,
     pub(super) synthetic_fetches: u64,
@@ -549,6 +570,7 @@ impl Cluster {
             faults: SchedulerFaults::default(),
             rescind_before_accept: BTreeSet::new(),
             renamed_agents: 0,
+            unreachable_agents: BTreeMap::new(),
             fetcher: None,
             synthetic_fetches: 0,
             synthetic_fetched_bytes: 0,
@@ -681,6 +703,7 @@ impl Cluster {
             Timer::Registration { agent, run } => self.registration_timeout(agent, run),
             Timer::ShutdownGrace { agent, run } => self.shutdown_grace_over(agent, run),
             Timer::Unreachable { agent, generation } => self.mark_unreachable(agent, generation),
+            Timer::Reboot { agent, generation } => self.reboot_done(agent, generation),
             Timer::Reregistration { agent, generation } => {
                 self.reregistration_timeout(agent, generation)
             }
@@ -778,8 +801,12 @@ impl Cluster {
             Control::RestartAgent { index, reply } => {
                 let _ = reply.send(self.restart_agent(index));
             }
-            Control::NewAgentId { index, reply } => {
-                let _ = reply.send(self.restart_with_new_id(index));
+            Control::Reboot {
+                index,
+                outage,
+                reply,
+            } => {
+                let _ = reply.send(self.reboot(index, outage));
             }
             Control::KillExecutor {
                 agent,
@@ -1128,6 +1155,7 @@ impl Cluster {
                         filters: Vec::new(),
                         tasks: BTreeMap::new(),
                         completed_tasks: VecDeque::new(),
+                        unreachable_tasks: BTreeMap::new(),
                         registered_time: now,
                         reregistered_time: now,
                         unregistered_time: 0.0,
@@ -1405,6 +1433,7 @@ impl Cluster {
                                     update_uuid: None,
                                     statuses: Vec::new(),
                                     resources: task_res,
+                                    replaced_agent: None,
                                 },
                             );
                         }
@@ -1718,6 +1747,11 @@ impl Cluster {
                     .as_ref()
                     .and_then(|a| self.agent_by_id(a))
                     .filter(|&i| self.agents[i].unreachable);
+                // An agent replaced by a new one on its host while unreachable stays
+                // unreachable.
+                let replaced = agent_id
+                    .as_ref()
+                    .and_then(|a| self.unreachable_agents.get(a.as_str()));
                 let (state, message) = if registered.is_some() {
                     (
                         TaskState::Gone,
@@ -1731,8 +1765,15 @@ impl Cluster {
                 } else {
                     (TaskState::Unknown, "Reconciliation: Task is unknown")
                 };
+                let (state, message) = match replaced {
+                    Some(_) => (
+                        TaskState::Unreachable,
+                        "Reconciliation: Task is unreachable",
+                    ),
+                    None => (state, message),
+                };
                 let state = if pa { state } else { TaskState::Lost };
-                statuses.push(make_status(
+                let mut s = make_status(
                     &task_id,
                     state,
                     task_status::Source::Master,
@@ -1741,7 +1782,9 @@ impl Cluster {
                     agent_id.as_deref(),
                     None,
                     None,
-                ));
+                );
+                s.unreachable_time = replaced.cloned();
+                statuses.push(s);
             }
         }
         for s in statuses {

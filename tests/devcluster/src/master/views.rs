@@ -378,7 +378,10 @@ impl Cluster {
                 .as_ref()
                 .map(|e| e.executor_id.value.as_str())
                 .unwrap_or(""),
-            slave_id: &self.agents[t.agent].id,
+            slave_id: t
+                .replaced_agent
+                .as_deref()
+                .unwrap_or(&self.agents[t.agent].id),
             state: t.state,
             resources: &t.resources,
             role: "*",
@@ -424,9 +427,11 @@ impl Cluster {
             })
             .collect();
         let tasks = |unreachable: bool| {
+            let replaced = f.unreachable_tasks.values().filter(move |_| unreachable);
             f.tasks
                 .values()
                 .filter(|t| (t.state == TaskState::Unreachable) == unreachable)
+                .chain(replaced)
                 .map(|t| self.state_task(&f.id, t))
                 .collect()
         };
@@ -560,7 +565,8 @@ impl Cluster {
                 .iter()
                 .filter(|a| !a.up && !a.unreachable)
                 .count(),
-            unreachable_slaves: self.agents.iter().filter(|a| a.unreachable).count(),
+            unreachable_slaves: self.agents.iter().filter(|a| a.unreachable).count()
+                + self.unreachable_agents.len(),
             leader: format!("master@{}", leader.addr),
             leader_info: LeaderInfo {
                 id: &leader.id,
