@@ -209,6 +209,8 @@ impl Worker {
             Job::Gateway(address) => {
                 log::info!("storage gateway at {address}");
                 self.gateway.client().set_address(&address);
+                // Whatever was down was the old address.
+                self.outage = Outage::new(self.settings.retry_base, self.settings.retry_cap);
             }
         }
     }
@@ -498,5 +500,8 @@ mod tests {
         // Every node is still there, due as soon as the gateway answers.
         assert_eq!(w.pending.len(), 6);
         assert!(w.pending.values().all(|p| p.due <= clock.now_ms()));
+        // A gateway at another address is not known to be down.
+        w.take(Job::Gateway(format!("127.0.0.2:{port}")));
+        assert!(w.next_wake() <= clock.now_ms());
     }
 }
