@@ -69,6 +69,8 @@ fn spawn(m: &MasterHandle, cwd: &Path, log: &Path, extra: &[&str]) -> Sched {
     )
     .into_iter()
     .filter(|a| !a.starts_with("-store."))
+    // An `-uri` among the extras replaces the leader's.
+    .filter(|a| !(a.starts_with("-uri=") && extra.iter().any(|e| e.starts_with("-uri="))))
     .chain(extra.iter().map(|s| s.to_string()))
     .collect();
     let file = std::fs::File::create(log).expect("log");
@@ -223,8 +225,10 @@ fn a_twin_is_found_in_a_framework_list_over_a_mebibyte() {
     let size = frameworks_body_len(&m).expect("/master/frameworks");
     assert!(size > 1536 * 1024, "/master/frameworks: {size} bytes");
     drop(first);
+    // Asked of the standby alone, which redirects to the leader.
     let log2 = dir.join("second.log");
-    let mut second = spawn(&m, &dir.join("sandbox-2"), &log2, &[]);
+    let standby = format!("-uri={}", m.standby_addr());
+    let mut second = spawn(&m, &dir.join("sandbox-2"), &log2, &[standby.as_str()]);
     let status = wait_for("the scheduler to exit", SETTLE, || {
         second.0.try_wait().unwrap()
     });

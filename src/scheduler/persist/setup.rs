@@ -13,7 +13,7 @@
 //! The decisions are pure functions of the masters' JSON; the I/O is kept to `resolve`,
 //! `guard` and `run_helper`.
 
-use crate::mesos::client::{get_json, get_json_streamed, ClientConfig};
+use crate::mesos::client::{base_url, get_json, get_json_streamed, ClientConfig, ClientError};
 use crate::scheduler::flags::Config;
 use crate::scheduler::model::Persisted;
 use crate::scheduler::persist::{self, StateStore};
@@ -75,14 +75,25 @@ pub fn active_twin(list: FrameworkList, name: &str, role: &str) -> Result<Option
         .find_map(|f| f.id))
 }
 
-/// `/master/frameworks` of the first master that answers, read as it streams.
+/// `/master/frameworks` of the first master that answers (a standby's redirect to the
+/// leader followed once), read as it streams.
 fn master_frameworks(config: &Config, client: &ClientConfig) -> Result<FrameworkList, String> {
+    let get = |m: &str| {
+        base_url(m).and_then(|base| {
+            let url = format!("{base}/master/frameworks");
+            get_json_streamed::<FrameworkList>(&url, client, MAX_FRAMEWORKS_BODY)
+                .map(|list| (url, list))
+        })
+    };
     let mut errors = Vec::new();
     for m in &config.masters {
-        let url = format!("{}/master/frameworks", master_base(m));
-        match get_json_streamed::<FrameworkList>(&url, client, MAX_FRAMEWORKS_BODY) {
-            Ok(list) if list.frameworks.is_some() => return Ok(list),
-            Ok(_) => errors.push(format!("GET {url}: the answer has no `frameworks` list")),
+        let answer = match get(m) {
+            Err(ClientError::Redirect { leader, .. }) => get(&leader),
+            other => other,
+        };
+        match answer {
+            Ok((_, list)) if list.frameworks.is_some() => return Ok(list),
+            Ok((url, _)) => errors.push(format!("GET {url}: the answer has no `frameworks` list")),
             Err(e) => errors.push(e.to_string()),
         }
     }
