@@ -53,6 +53,12 @@ pub(super) struct Reannounce {
     /// Agent -> the last message sent to its executor since then.
     told: HashMap<String, Told>,
     next_sweep_ms: u64,
+    /// From the last sweep: no executor is due before this (`None`: none was watched, or
+    /// the counts started again). Sound because anything that makes an executor due
+    /// sooner (a new launch, a request after a message) happens after that sweep, and is
+    /// due `STALE_MS` after it at the earliest; so a sweep of every executor is needed
+    /// only when this has passed, not after every batch of inputs.
+    next_due_ms: Option<u64>,
 }
 
 impl Reannounce {
@@ -60,6 +66,7 @@ impl Reannounce {
     pub(super) fn announced_to_all(&mut self, now: u64) {
         self.announced_ms = now;
         self.told.clear();
+        self.next_due_ms = None;
     }
 
     /// The message to `q` that is still in force: none once it has been heard from since.
@@ -84,12 +91,20 @@ impl Reannounce {
         }
     }
 
-    /// When to sweep next (`None`: no executor to watch).
-    pub(super) fn deadline<'a>(&self, quiet: impl Iterator<Item = Quiet<'a>>) -> Option<u64> {
+    /// When the first executor is due, exactly (`None`: no executor to watch): what
+    /// [`Reannounce::next_sweep`] is checked against.
+    #[cfg(test)]
+    fn deadline<'a>(&self, quiet: impl Iterator<Item = Quiet<'a>>) -> Option<u64> {
         quiet
             .map(|q| self.due(&q).0)
             .min()
             .map(|t| t.max(self.next_sweep_ms))
+    }
+
+    /// When to sweep next as the last sweep left it, without looking at every executor
+    /// (never later than [`Reannounce::deadline`]; `None`: nothing was watched then).
+    pub(super) fn next_sweep(&self) -> Option<u64> {
+        self.next_due_ms.map(|t| t.max(self.next_sweep_ms))
     }
 
     /// The agents whose executors get the address again now (at most [`PER_SWEEP`]).
@@ -98,18 +113,19 @@ impl Reannounce {
         quiet: impl Iterator<Item = Quiet<'a>>,
         now: u64,
     ) -> Vec<String> {
-        if now < self.next_sweep_ms {
+        if now < self.next_sweep_ms || self.next_due_ms.is_some_and(|t| now < t) {
             return Vec::new();
         }
         let mut out = Vec::new();
+        let (mut watched, mut next_due) = (false, now.saturating_add(STALE_MS));
         for q in quiet {
+            watched = true;
             let (at, gap) = self.due(&q);
-            if at > now {
+            if at > now || out.len() == PER_SWEEP {
+                next_due = next_due.min(at);
                 continue;
             }
-            if out.len() == PER_SWEEP {
-                break;
-            }
+            next_due = next_due.min(now.saturating_add(gap.saturating_mul(2).min(MAX_GAP_MS)));
             self.told.insert(
                 q.agent.to_string(),
                 Told {
@@ -123,6 +139,7 @@ impl Reannounce {
         if !out.is_empty() {
             self.next_sweep_ms = now + SWEEP_MS;
         }
+        self.next_due_ms = watched.then_some(next_due);
         out
     }
 }
@@ -174,8 +191,7 @@ impl Dispatcher {
         if !self.subscribed {
             return None;
         }
-        self.reannounce
-            .deadline(quiet_executors(&self.state.model, &self.executors))
+        self.reannounce.next_sweep()
     }
 
     /// The address again to executors quiet for too long (rate-bounded).
@@ -293,6 +309,38 @@ mod tests {
         // A new subscription told everyone.
         r.announced_to_all(900_000);
         assert_eq!(r.deadline(relaunched.into_iter()), Some(900_000 + STALE_MS));
+    }
+
+    #[test]
+    fn the_remembered_next_sweep_is_never_later_than_the_exact_one() {
+        let mut r = Reannounce::default();
+        r.announced_to_all(0);
+        assert_eq!(r.next_sweep(), None, "nothing watched yet");
+        let mut quiet = vec![q("a1", None), q("a2", Some(40_000))];
+        assert!(r.sweep(quiet.clone().into_iter(), 1_000).is_empty());
+        assert_eq!(r.next_sweep(), Some(STALE_MS));
+        // Until then no executor is looked at: a sweep is a no-op.
+        assert!(r.sweep(std::iter::empty(), STALE_MS - 1).is_empty());
+        assert_eq!(r.sweep(quiet.clone().into_iter(), STALE_MS), vec!["a1"]);
+        assert_eq!(r.next_sweep(), r.deadline(quiet.clone().into_iter()));
+        // A launch after that sweep is due STALE_MS after it at the earliest.
+        quiet.push(Quiet {
+            agent: "a3",
+            launched_ms: STALE_MS + 10,
+            heard_ms: None,
+        });
+        let (remembered, exact) = (r.next_sweep(), r.deadline(quiet.clone().into_iter()));
+        assert!(remembered <= exact, "{remembered:?} > {exact:?}");
+        let mut now = STALE_MS;
+        for _ in 0..10 {
+            now = r.next_sweep().unwrap();
+            r.sweep(quiet.clone().into_iter(), now);
+            assert!(r.next_sweep() <= r.deadline(quiet.clone().into_iter()));
+        }
+        assert!(now > 4 * STALE_MS, "{now}");
+        // With nothing at work, nothing to wake for.
+        r.sweep(std::iter::empty(), now + MAX_GAP_MS);
+        assert_eq!(r.next_sweep(), None);
     }
 
     #[test]
