@@ -152,9 +152,10 @@ impl Worker {
                 let now = self.clock.now_ms();
                 let down_for = self.outage.down_for(now).unwrap_or_default();
                 if self.outage.after_request(probe.as_ref().err(), now) {
+                    let wait = self.outage.next_probe().unwrap_or(now).saturating_sub(now);
                     log::debug!(
-                        "storage gateway still down; next probe at {:?}",
-                        self.outage.next_probe()
+                        "storage gateway at {} still down; next probe in {wait} ms",
+                        self.gateway.client().address()
                     );
                     return false;
                 }
