@@ -9,6 +9,9 @@
 //! framework MESSAGE with the new address; the executors follow it and walk to `running`,
 //! and no task ended and no second executor started meanwhile (the master's launch record).
 //!
+//! A lost announcement (every MESSAGE of that subscription refused) is repeated to the
+//! executors that stay quiet, without a new subscription.
+//!
 //! Nodes follow hosts: a host that reboots and whose agent comes back under a new id
 //! (control API `new-id`) keeps its node (persona, layout, devices, attachments) under the
 //! new id, and gets exactly one new executor.
@@ -191,10 +194,15 @@ impl Drop for Rig {
 
 /// `wait_for`, and on time out every executor's log before the panic.
 fn settle<T>(rig: &Rig, what: &str, f: impl FnMut() -> Option<T>) -> T {
+    settle_within(rig, what, SETTLE, f)
+}
+
+/// [`settle`] with another time limit.
+fn settle_within<T>(rig: &Rig, what: &str, limit: Duration, f: impl FnMut() -> Option<T>) -> T {
     let f = std::panic::AssertUnwindSafe(f);
     match std::panic::catch_unwind(move || {
         let mut f = f;
-        wait_for(what, SETTLE, &mut *f)
+        wait_for(what, limit, &mut *f)
     }) {
         Ok(v) => v,
         Err(_) => rig.fail(&format!("timed out waiting for {what}")),
@@ -257,6 +265,62 @@ fn executors_outlive_an_absent_scheduler_and_follow_it_to_a_new_port() {
     }
     let second_log = rig.log("second.log");
     assert!(!second_log.contains("ended TASK_"), "{second_log}");
+    drop(second);
+}
+
+/// The announcement is lost (the master refuses every MESSAGE of the new subscription): the
+/// executors keep polling the dead address until the scheduler, finding them quiet for too
+/// long, tells them again, without a new subscription.
+#[test]
+fn executors_that_missed_the_announcement_are_told_again() {
+    let rig = Rig::start("missed");
+    let first_port = free_port();
+    let first = spawn(&rig.args(first_port), &rig.dir.join("first.log"));
+    settle(&rig, "every node waiting for package URLs", || {
+        let n = nodes(first_port);
+        let waiting = n.iter().filter(|v| v["phase"] == "packages");
+        (waiting.count() == AGENTS).then_some(())
+    });
+    drop(first); // SIGKILL
+    settle(
+        &rig,
+        "every executor to find the scheduler unreachable",
+        || {
+            let logs = executor_logs(&rig.work());
+            let away = logs.iter().filter(|(_, t)| t.contains("unreachable"));
+            (away.count() == AGENTS).then_some(())
+        },
+    );
+    for _ in 0..AGENTS {
+        rig.m.drop_next_call("MESSAGE").expect("fault");
+    }
+    let second_port = free_port();
+    let (package_flags, _packages) = stage_packages(&rig.dir.join("packages"));
+    let mut second_args = rig.args(second_port);
+    second_args.extend(package_flags);
+    let second = spawn(&second_args, &rig.dir.join("second.log"));
+    // Quiet for 75 s, then told again.
+    let limit = SETTLE + Duration::from_secs(75);
+    settle_within(
+        &rig,
+        "every node running via the new address",
+        limit,
+        || {
+            let n = nodes(second_port);
+            let running = n.iter().filter(|v| v["phase"] == "running");
+            (running.count() == AGENTS).then_some(())
+        },
+    );
+    let second_log = rig.log("second.log");
+    assert!(
+        second_log.contains("quiet executor(s) again"),
+        "{second_log}"
+    );
+    assert_eq!(
+        second_log.matches("subscribed as framework").count(),
+        1,
+        "one subscription: {second_log}"
+    );
     drop(second);
 }
 

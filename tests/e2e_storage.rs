@@ -466,6 +466,55 @@ fn injected_500s_delays_and_token_expiry_are_survived() {
     rig.assert_exactly_once();
 }
 
+/// With the gateway down and every node due, the worker sends one probe per backoff step
+/// instead of trying each node (with the client's retries) on every pass; once the gateway
+/// is back the work resumes and every node attaches.
+#[test]
+fn a_gateway_outage_costs_one_probe_per_backoff_step_and_the_work_resumes() {
+    const WINDOW: Duration = Duration::from_secs(20);
+    // The request that finds the outage (the client's retries included) and one probe per
+    // step of a backoff that starts at 1 s and doubles: a dozen or so over the window. One
+    // try per node and pass, with capacity read every second, would be well over a hundred.
+    const BOUND: u64 = 16;
+    let mut rig = Rig::new("outage");
+    rig.start_scheduler();
+    rig.connect_sdcs();
+    wait_for(
+        "the pool read through the gateway",
+        Duration::from_secs(60),
+        || {
+            let s = rig.state()?;
+            (s.pointer("/model/pools")?.as_array()?.len() == 1).then_some(())
+        },
+    );
+    rig.gw.set_down(true);
+    rig.report_devices();
+    wait_for(
+        "the worker to find the gateway down",
+        Duration::from_secs(30),
+        || (rig.gw.turned_away() > 0).then_some(()),
+    );
+    let (start, first) = (std::time::Instant::now(), rig.gw.turned_away());
+    while start.elapsed() < WINDOW {
+        let sent = rig.gw.turned_away() - first;
+        assert!(
+            sent <= BOUND,
+            "{sent} requests in {:?} to a gateway that is down (bound {BOUND})",
+            start.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let sent = rig.gw.turned_away() - first;
+    assert!(
+        sent >= 2,
+        "probes continue while the gateway is down: {sent}"
+    );
+    eprintln!("{sent} requests in {WINDOW:?} while the gateway was down");
+    rig.gw.set_down(false);
+    rig.wait_all_ready(Duration::from_secs(120));
+    rig.assert_exactly_once();
+}
+
 /// Experimental mode end to end, with real executors doing the node side: on
 /// the empty gateway the primary's executor builds the MDM cluster with the stand-ins' `scli`
 /// (which creates the gateway's system), every MDM node installs LIA and the gateway, and

@@ -5,7 +5,9 @@
 //!   flag, finds its state in the master's ZooKeeper: it re-subscribes with the same
 //!   framework id and launches no second executor.
 //! - With nothing stored and its framework still active at the master, a scheduler refuses to
-//!   register a second one, naming the framework and the flags that allow it.
+//!   register a second one, naming the framework and the flags that allow it, also when the
+//!   master's framework list is many megabytes; when that list cannot be read it refuses to
+//!   start unless `-framework.guard=false`.
 //! - The static musl scheduler that ships reaches the master, ZooKeeper and the gateway by
 //!   host name: musl's own resolver, not glibc's, turns them into addresses.
 
@@ -31,6 +33,11 @@ fn tempdir(name: &str) -> PathBuf {
 }
 
 fn cluster(dir: &Path, zk: Option<String>) -> MasterHandle {
+    cluster_with(dir, zk, master::MasterConfig::default())
+}
+
+/// [`cluster`] with other settings (synthetic agents, the master's HTTP authentication).
+fn cluster_with(dir: &Path, zk: Option<String>, config: master::MasterConfig) -> MasterHandle {
     master::start(master::MasterConfig {
         agents: AGENTS,
         heartbeat_interval: Duration::from_secs(1),
@@ -39,7 +46,7 @@ fn cluster(dir: &Path, zk: Option<String>) -> MasterHandle {
         zk,
         // The executors prepare fake hosts, never the machine running the tests.
         host_standins: Some(cluster::host_standins(None)),
-        ..Default::default()
+        ..config
     })
     .expect("dev cluster")
 }
@@ -64,6 +71,8 @@ fn spawn(m: &MasterHandle, cwd: &Path, log: &Path, extra: &[&str]) -> Sched {
     )
     .into_iter()
     .filter(|a| !a.starts_with("-store."))
+    // An `-uri` among the extras replaces the leader's.
+    .filter(|a| !(a.starts_with("-uri=") && extra.iter().any(|e| e.starts_with("-uri="))))
     .chain(extra.iter().map(|s| s.to_string()))
     .collect();
     let file = std::fs::File::create(log).expect("log");
@@ -287,4 +296,87 @@ fn the_static_scheduler_reaches_master_zookeeper_and_gateway_by_host_name() {
         "the state went to a file, not to ZooKeeper"
     );
     assert!(cluster::shared_gateway(password).snapshot()["requests"].as_u64() > Some(0));
+}
+
+/// The master's `/master/frameworks` body in bytes.
+fn frameworks_body_len(m: &MasterHandle) -> Option<usize> {
+    let body = ureq::get(&format!("http://{}/master/frameworks", m.addr()))
+        .call()
+        .ok()?
+        .into_body()
+        .with_config()
+        .limit(64 * 1024 * 1024)
+        .read_to_string()
+        .ok()?;
+    Some(body.len())
+}
+
+#[test]
+fn a_twin_is_found_in_a_framework_list_over_a_mebibyte() {
+    const SYNTHETIC: usize = 2_000;
+    let dir = tempdir("big-list");
+    let m = cluster_with(
+        &dir,
+        None,
+        master::MasterConfig {
+            synthetic_agents: SYNTHETIC,
+            ..Default::default()
+        },
+    );
+    let log1 = dir.join("first.log");
+    let first = spawn(&m, &dir.join("sandbox-1"), &log1, &[]);
+    let fw = wait_for("framework id", SETTLE, || framework_id(&read(&log1)));
+    // Every task of every framework is listed, as Mesos lists them.
+    wait_for("an executor on every agent", SETTLE * 3, || {
+        (running(&m) >= AGENTS + SYNTHETIC).then_some(())
+    });
+    let size = frameworks_body_len(&m).expect("/master/frameworks");
+    assert!(size > 1536 * 1024, "/master/frameworks: {size} bytes");
+    drop(first);
+    // Asked of the standby alone, which redirects to the leader.
+    let log2 = dir.join("second.log");
+    let standby = format!("-uri={}", m.standby_addr());
+    let mut second = spawn(&m, &dir.join("sandbox-2"), &log2, &[standby.as_str()]);
+    let status = wait_for("the scheduler to exit", SETTLE, || {
+        second.0.try_wait().unwrap()
+    });
+    assert!(!status.success());
+    let text = read(&log2);
+    assert!(text.contains(&format!("framework {fw}")), "{text}");
+}
+
+#[test]
+fn an_unreadable_framework_list_refuses_to_start_unless_the_guard_is_off() {
+    let dir = tempdir("unreadable");
+    // `--authenticate_http_readonly`: the scheduler has no credentials for the list.
+    let m = cluster_with(
+        &dir,
+        None,
+        master::MasterConfig {
+            readonly_auth: true,
+            ..Default::default()
+        },
+    );
+    let log1 = dir.join("first.log");
+    let mut first = spawn(&m, &dir.join("sandbox-1"), &log1, &[]);
+    let status = wait_for("the scheduler to exit", SETTLE, || {
+        first.0.try_wait().unwrap()
+    });
+    assert!(!status.success(), "{status}");
+    let text = read(&log1);
+    let url = format!("{}/master/frameworks", m.addr());
+    for part in [url.as_str(), "401", "-framework.guard=false"] {
+        assert!(text.contains(part), "missing {part:?}:\n{text}");
+    }
+    assert!(framework_id(&text).is_none(), "registered: {text}");
+    let log2 = dir.join("second.log");
+    let _second = spawn(
+        &m,
+        &dir.join("sandbox-2"),
+        &log2,
+        &["-framework.guard=false"],
+    );
+    wait_for("subscription without the check", SETTLE, || {
+        framework_id(&read(&log2))
+    });
 }

@@ -24,6 +24,12 @@ pub fn version(c: &mut GatewayClient) -> Result<String, GatewayError> {
     decode(call, paths::VERSION, reply)
 }
 
+/// Whether the gateway answers at all: one `GET /api/version`, sent once, without a login.
+/// Any status counts (a 401 is an answer); only a transport error is returned.
+pub fn probe(c: &mut GatewayClient) -> Result<u16, GatewayError> {
+    c.answers("probe", paths::VERSION)
+}
+
 /// Every storage system the gateway manages (usually one).
 pub fn systems(c: &mut GatewayClient) -> Result<Vec<System>, GatewayError> {
     list(c, "list systems", ObjectType::System)

@@ -174,6 +174,8 @@ pub struct GatewayClient {
     counters: Option<Arc<CallCounters>>,
     /// HTTP requests sent (logins and retries included); read by the benchmark.
     requests: u64,
+    /// The transport error the last request ended in; `None` once one is answered.
+    unanswered: Option<GatewayError>,
 }
 
 impl fmt::Debug for GatewayClient {
@@ -247,6 +249,7 @@ impl GatewayClient {
             backoff,
             counters: None,
             requests: 0,
+            unanswered: None,
         })
     }
 
@@ -268,6 +271,20 @@ impl GatewayClient {
 
     pub fn requests(&self) -> u64 {
         self.requests
+    }
+
+    /// Why the last request got no answer at all (refused, timed out, TLS); `None` when it
+    /// was answered, whatever the status. Callers that fold errors into text read it to
+    /// tell a gateway that is gone from one that refused a request.
+    pub fn unanswered(&self) -> Option<&GatewayError> {
+        self.unanswered.as_ref()
+    }
+
+    /// One `GET` sent once, with the token held if any and no login: any answer, whatever
+    /// its status, proves the gateway is back (the worker's probe after an outage).
+    pub(super) fn answers(&mut self, call: &'static str, path: &str) -> Result<u16, GatewayError> {
+        let auth = basic("", self.token.as_ref().map(Secret::expose).unwrap_or(""));
+        self.send(call, path, &auth, None).map(|(status, _)| status)
     }
 
     /// `GET /api/login` with the admin password; keeps the token for later calls.
@@ -397,14 +414,26 @@ impl GatewayClient {
                 .header("Content-Type", "application/json")
                 .send(body.to_string()),
         };
-        let mut response = result.map_err(|e| self.transport_error(e))?;
-        let status = response.status().as_u16();
-        let text = response
-            .body_mut()
-            .with_config()
-            .limit(16 * 1024 * 1024)
-            .read_to_string()
-            .map_err(|e| self.transport_error(e))?;
+        let read = result.and_then(|mut response| {
+            let status = response.status().as_u16();
+            let text = response
+                .body_mut()
+                .with_config()
+                .limit(16 * 1024 * 1024)
+                .read_to_string()?;
+            Ok((status, text))
+        });
+        let (status, text) = match read {
+            Ok(answer) => {
+                self.unanswered = None;
+                answer
+            }
+            Err(e) => {
+                let e = self.transport_error(e);
+                self.unanswered = Some(e.clone());
+                return Err(e);
+            }
+        };
         if text.trim().is_empty() {
             return Ok((status, Value::Null));
         }

@@ -15,6 +15,9 @@ pub struct StoreSettings {
     pub adopt_id: Option<String>,
     /// `-framework.new`: register anew even beside an active framework of the same name.
     pub force_new: bool,
+    /// `-framework.guard=false`: register without looking for an active framework of the
+    /// same name (for masters whose framework list cannot be read).
+    pub skip_guard: bool,
 }
 
 impl StoreSettings {
@@ -26,6 +29,7 @@ impl StoreSettings {
             helper: None,
             adopt_id: None,
             force_new: false,
+            skip_guard: false,
         }
     }
 }

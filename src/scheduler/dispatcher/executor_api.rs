@@ -71,6 +71,10 @@ pub struct ExecutorApi {
     secrets_generation: u64,
     /// Install settings every plan carries.
     install: InstallSettings,
+    /// Agent (the model's own `Arc`) -> when its executor last made an authenticated
+    /// request of any kind, plan polls included (held here, not in the model: a poll changes
+    /// nothing worth showing or saving).
+    heard: HashMap<Arc<str>, u64>,
 }
 
 impl ExecutorApi {
@@ -103,7 +107,12 @@ impl ExecutorApi {
             reply,
         } = req;
         let agent = match self.authenticate(state, &executor_id, &secret) {
-            Ok(a) => a,
+            Ok(a) => {
+                if let Some(node) = state.model.nodes.get(&a) {
+                    self.heard.insert(node.agent_id.clone(), now_ms);
+                }
+                a
+            }
             Err(e) => {
                 debug!("executor {executor_id}: {e}");
                 let _ = reply.send(ExecutorReply::Failed(e));
@@ -251,6 +260,11 @@ impl ExecutorApi {
     }
 
     /// The node's agent id when the caller is a current executor with the right secret.
+    /// When the executor on `agent` last made a request (this scheduler's run only).
+    pub fn heard_from(&self, agent: &str) -> Option<u64> {
+        self.heard.get(agent).copied()
+    }
+
     fn authenticate(
         &mut self,
         state: &Persisted,

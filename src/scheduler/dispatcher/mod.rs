@@ -96,6 +96,8 @@ pub struct Dispatcher {
     offer_backlog: offer_backlog::OfferBacklog,
     /// ACCEPTs decided and not yet reported on by the sender.
     accepts_in_flight: usize,
+    /// Executors quiet for too long get the address again (see `announce.rs`).
+    reannounce: announce::Reannounce,
 }
 
 impl Dispatcher {
@@ -131,6 +133,7 @@ impl Dispatcher {
             debug_tally: Default::default(),
             offer_backlog: Default::default(),
             accepts_in_flight: 0,
+            reannounce: Default::default(),
         }
     }
 
@@ -210,6 +213,7 @@ impl Dispatcher {
     fn after_inputs(&mut self) {
         self.work_offer_backlog();
         self.reconcile_due();
+        self.reannounce_to_quiet();
         self.reconsider_offers();
         if self.storage.plan(&mut self.state.model) {
             self.dirty = true;
@@ -1641,5 +1645,53 @@ mod tests {
             assert_eq!(launched.len(), 1, "{state}");
             assert_ne!(launched[0].0, task);
         }
+    }
+
+    /// An executor that missed the announcement (a MESSAGE is best effort) gets it again
+    /// once it has been quiet too long, without a new subscription; one that talks to us,
+    /// and one resting in `running`, get nothing.
+    #[test]
+    fn an_executor_quiet_too_long_is_told_the_address_again() {
+        use crate::scheduler::exchange::{ExecutorCall, ExecutorRequest};
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        r.event(offers(&["a1", "a2", "a3"]));
+        r.calls();
+        let saved = r.saved_state();
+        let poll = |r: &mut Rig, agent: &str| {
+            let task = saved.model.nodes[agent].task.as_ref().unwrap();
+            let executor_id = task.executor_id().into_owned();
+            let secret = saved.executor_secret(&executor_id).unwrap().reveal();
+            let (tx, _rx) = crossbeam_channel::unbounded();
+            r.input(Input::Executor(ExecutorRequest {
+                executor_id,
+                secret,
+                call: ExecutorCall::Heartbeat,
+                reply: tx.into(),
+            }));
+        };
+        r.d.state.model.nodes.get_mut("a3").unwrap().phase = Phase::Running;
+        let messages = |r: &mut Rig| -> Vec<String> {
+            r.calls()
+                .into_iter()
+                .filter_map(|c| c.message)
+                .map(|m| m.agent_id.value.to_string())
+                .collect()
+        };
+        let step = announce::STALE_MS / 3;
+        for _ in 0..3 {
+            r.advance(step);
+            poll(&mut r, "a1");
+        }
+        r.advance(1_000);
+        assert_eq!(messages(&mut r), vec!["a2".to_string()]);
+        // The next one waits twice as long.
+        for _ in 0..3 {
+            r.advance(announce::STALE_MS / 2);
+            poll(&mut r, "a1");
+        }
+        assert!(messages(&mut r).is_empty());
+        r.advance(announce::STALE_MS / 2);
+        assert_eq!(messages(&mut r), vec!["a2".to_string()]);
     }
 }

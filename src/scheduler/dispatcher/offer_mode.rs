@@ -109,6 +109,7 @@ impl Dispatcher {
             relaunch,
             self.offer_mode.deadline(),
             self.reconcile_deadline(),
+            self.reannounce_deadline(),
         ]
         .into_iter()
         .flatten()

@@ -619,6 +619,19 @@ mod tests {
     }
 
     #[test]
+    fn the_second_framework_guard_is_on_unless_turned_off() {
+        assert!(!run(&with(&[], &[])).store.skip_guard);
+        assert!(!run(&with(&[], &["-framework.guard=true"])).store.skip_guard);
+        assert!(
+            run(&with(&[], &["-framework.guard=false"]))
+                .store
+                .skip_guard
+        );
+        let e = one_error(&with(&[], &["-framework.guard=maybe"]));
+        assert_mentions(&e, &["-framework.guard", "not a boolean"]);
+    }
+
+    #[test]
     fn stray_arguments_are_errors_and_are_not_echoed_in_full() {
         let e = one_error(&with(&[], &["hunter2-long"]));
         assert_mentions(&e, &["unexpected argument", "hun..."]);

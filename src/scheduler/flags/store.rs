@@ -13,6 +13,7 @@ impl Check<'_> {
         s.explicit = self.raw("store.type").is_some() || self.raw("store.uri").is_some();
         s.adopt_id = self.raw("framework.id").filter(|v| !v.is_empty());
         s.force_new = self.boolean("framework.new");
+        s.skip_guard = self.raw("framework.guard").is_some() && !self.boolean("framework.guard");
         if s.adopt_id.is_some() && s.force_new {
             self.fail("framework.new", "-framework.id adopts a framework, -framework.new registers a new one: give one of them");
         }

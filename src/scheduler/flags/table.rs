@@ -162,6 +162,8 @@ static TAIL: &[FlagDef] = &[
         "With nothing stored: adopt this running framework instead of registering a new one"),
     flag!(G_STORE, "framework.new", bool, "false",
         "With nothing stored: register a new framework even if one of the same name and role is active"),
+    flag!(G_STORE, "framework.guard", bool, "true",
+        "With nothing stored: refuse to start unless the master's framework list shows no active framework of the same name and role (false: skip that check)"),
     flag!(G_STORE, "store.dump", bool, "false",
         "Print the stored state as JSON (secrets masked) and exit"),
     flag!(G_STORE, "store.delete", bool, "false",

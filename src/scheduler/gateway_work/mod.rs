@@ -7,6 +7,7 @@
 //! is saved (write-ahead).
 
 pub mod attach_plan;
+pub mod outage;
 pub mod prereq;
 pub mod reconcile;
 pub mod report;

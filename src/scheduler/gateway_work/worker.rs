@@ -8,6 +8,7 @@
 //! the injected [`Clock`]'s, in milliseconds.
 
 use super::attach_plan::NodeWant;
+use super::outage::{Gate, Outage};
 use super::reconcile::Reconciler;
 pub use super::report::{NodeReport, Report};
 use crate::backoff::Backoff;
@@ -83,6 +84,8 @@ pub struct Worker {
     /// replaces its old agent's work instead of being worked twice.
     hosts: HashMap<String, String>,
     capacity_due: u64,
+    /// The gateway as a whole: while it is unreachable only probes go out.
+    outage: Outage,
     clock: Arc<dyn Clock>,
 }
 
@@ -90,6 +93,7 @@ impl Worker {
     pub fn new(client: GatewayClient, settings: WorkerSettings) -> Worker {
         Worker {
             gateway: Reconciler::new(client),
+            outage: Outage::new(settings.retry_base, settings.retry_cap),
             settings,
             pending: BTreeMap::new(),
             watched: BTreeMap::new(),
@@ -110,13 +114,7 @@ impl Worker {
     pub fn run(mut self, jobs: Receiver<Job>, mut report: impl FnMut(Report) -> bool) {
         loop {
             let now = self.clock.now_ms();
-            let next = self
-                .pending
-                .values()
-                .map(|p| p.due)
-                .chain(std::iter::once(self.capacity_due))
-                .min()
-                .unwrap_or(now);
+            let next = self.next_wake();
             match jobs.recv_timeout(Duration::from_millis(next.saturating_sub(now))) {
                 Ok(job) => self.take(job),
                 Err(RecvTimeoutError::Timeout) => {}
@@ -131,6 +129,70 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// The earliest deadline: the next probe while the gateway is down (due nodes wait for
+    /// it), else the earliest node or capacity read.
+    fn next_wake(&self) -> u64 {
+        if let Some(probe) = self.outage.next_probe() {
+            return probe;
+        }
+        self.pending
+            .values()
+            .map(|p| p.due)
+            .chain(std::iter::once(self.capacity_due))
+            .min()
+            .unwrap_or(self.capacity_due)
+    }
+
+    /// Whether the gateway may be used now: open, or down and this probe is answered.
+    fn gateway_answers(&mut self) -> bool {
+        let now = self.clock.now_ms();
+        match self.outage.gate(now) {
+            Gate::Open => true,
+            Gate::Closed { .. } => false,
+            Gate::Probe => {
+                let probe = api::probe(self.gateway.client());
+                let now = self.clock.now_ms();
+                let down_for = self.outage.down_for(now).unwrap_or_default();
+                if self.outage.after_request(probe.as_ref().err(), now) {
+                    let wait = self.outage.next_probe().unwrap_or(now).saturating_sub(now);
+                    log::debug!(
+                        "storage gateway at {} still down; next probe in {wait} ms",
+                        self.gateway.client().address()
+                    );
+                    return false;
+                }
+                log::info!(
+                    "storage gateway at {} answers again after {}s down; {} node(s) resume",
+                    self.gateway.client().address(),
+                    down_for.as_secs(),
+                    self.pending.len()
+                );
+                true
+            }
+        }
+    }
+
+    /// After a gateway call: true when its last request found the gateway gone, which ends
+    /// the pass (logged once per outage).
+    fn gateway_gone(&mut self) -> bool {
+        let now = self.clock.now_ms();
+        let was_up = self.outage.gate(now) == Gate::Open;
+        let error = self.gateway.client().unanswered().cloned();
+        if !self.outage.after_request(error.as_ref(), now) {
+            return false;
+        }
+        if was_up {
+            let wait = self.outage.next_probe().unwrap_or(now).saturating_sub(now);
+            log::warn!(
+                "{}; gateway work stops ({} node(s) waiting), one probe in {wait} ms and then \
+                 with backoff until it answers",
+                error.map(|e| e.to_string()).unwrap_or_default(),
+                self.pending.len()
+            );
+        }
+        true
     }
 
     fn take(&mut self, job: Job) {
@@ -164,11 +226,14 @@ impl Worker {
             Job::Gateway(address) => {
                 log::info!("storage gateway at {address}");
                 self.gateway.client().set_address(&address);
+                // Whatever was down was the old address.
+                self.outage = Outage::new(self.settings.retry_base, self.settings.retry_cap);
             }
         }
     }
 
-    /// Does whatever is due; the reports to send.
+    /// Does whatever is due; the reports to send. The first request that finds the gateway
+    /// gone ends the pass: nodes not reached stay due for when it answers again.
     pub fn work_due(&mut self) -> Vec<Report> {
         let now = self.clock.now_ms();
         if self.gateway.client().address().is_empty() {
@@ -180,13 +245,51 @@ impl Worker {
             self.capacity_due = now + ms(self.settings.capacity_interval);
             return Vec::new();
         }
+        if !self.gateway_answers() {
+            return Vec::new();
+        }
+        let mut reports = Vec::new();
+        let Some((attached_any, awaiting_sdc)) = self.attach_due(now, &mut reports) else {
+            return reports;
+        };
+        if !awaiting_sdc.is_empty() {
+            reports.extend(self.check_sdcs(&awaiting_sdc));
+        }
+        if self.outage.next_probe().is_some() {
+            return reports;
+        }
+        if attached_any {
+            let soon = self.clock.now_ms() + ms(self.settings.capacity_settle);
+            self.capacity_due = self.capacity_due.min(soon);
+        }
+        if self.capacity_due <= self.clock.now_ms() {
+            self.capacity_due = self.clock.now_ms() + ms(self.settings.capacity_interval);
+            reports.extend(self.recheck_watched());
+            if self.outage.next_probe().is_some() {
+                return reports;
+            }
+            match self.gateway.capacity(
+                &self.settings.known_pools,
+                self.settings.threshold_pct,
+                &*self.clock,
+            ) {
+                Ok(pools) => reports.push(Report::Capacity(pools)),
+                Err(e) if self.gateway_gone() => log::debug!("storage pool capacity: {e}"),
+                Err(e) => log::warn!("storage pool capacity: {e}"),
+            }
+        }
+        reports
+    }
+
+    /// Attaches every node due at `now`: (added any device, the nodes awaiting their SDC),
+    /// or `None` when the gateway turned out to be gone (the pass ends).
+    fn attach_due(&mut self, now: u64, reports: &mut Vec<Report>) -> Option<(bool, Vec<String>)> {
         let due: Vec<String> = self
             .pending
             .iter()
             .filter(|(_, p)| p.due <= now)
             .map(|(a, _)| a.clone())
             .collect();
-        let mut reports = Vec::new();
         let mut attached_any = false;
         let mut awaiting_sdc = Vec::new();
         for agent in &due {
@@ -198,7 +301,9 @@ impl Worker {
                 continue;
             }
             let want = p.want.clone();
-            match self.gateway.attach(&want) {
+            let outcome = self.gateway.attach(&want);
+            let gone = self.gateway_gone();
+            match outcome {
                 Ok((sds_id, attached, added)) => {
                     attached_any |= added;
                     if let Some(p) = self.pending.get_mut(agent) {
@@ -215,30 +320,17 @@ impl Worker {
                         sdc_connected: false,
                         error: Some(e),
                     }));
-                    self.retry_later(agent);
+                    // A gateway that is gone is no fault of this node: it stays due.
+                    if !gone {
+                        self.retry_later(agent);
+                    }
                 }
             }
-        }
-        if !awaiting_sdc.is_empty() {
-            reports.extend(self.check_sdcs(&awaiting_sdc));
-        }
-        if attached_any {
-            let soon = self.clock.now_ms() + ms(self.settings.capacity_settle);
-            self.capacity_due = self.capacity_due.min(soon);
-        }
-        if self.capacity_due <= self.clock.now_ms() {
-            self.capacity_due = self.clock.now_ms() + ms(self.settings.capacity_interval);
-            reports.extend(self.recheck_watched());
-            match self.gateway.capacity(
-                &self.settings.known_pools,
-                self.settings.threshold_pct,
-                &*self.clock,
-            ) {
-                Ok(pools) => reports.push(Report::Capacity(pools)),
-                Err(e) => log::warn!("storage pool capacity: {e}"),
+            if gone {
+                return None;
             }
         }
-        reports
+        Some((attached_any, awaiting_sdc))
     }
 
     fn retry_later(&mut self, agent: &str) {
@@ -257,6 +349,9 @@ impl Worker {
                     .map(|s| s.sdc_ip)
                     .collect()
             });
+        if connected.is_err() && self.gateway_gone() {
+            return Vec::new();
+        }
         let mut reports = Vec::new();
         for agent in agents {
             let Some(p) = self.pending.get(agent) else {
@@ -300,6 +395,7 @@ impl Worker {
             return Vec::new();
         }
         let Ok(sdcs) = api::sdcs(self.gateway.client()) else {
+            self.gateway_gone();
             return Vec::new();
         };
         let lost: Vec<String> = self
@@ -391,5 +487,64 @@ mod tests {
         // The same agent again is no move.
         w.take(Job::Attach(want("a1b", "h1")));
         assert_eq!(w.pending.len(), 2);
+    }
+
+    fn want(i: usize) -> NodeWant {
+        NodeWant {
+            agent_id: format!("a{i}"),
+            hostname: format!("h{i}"),
+            ip: format!("10.0.0.{i}"),
+            sds_name: format!("h{i}"),
+            protection_domain: "pd".into(),
+            devices: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_gateway_that_is_gone_costs_one_request_per_backoff_step_not_one_per_node() {
+        // A port nobody listens on: every connection is refused.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let mut config = GatewayConfig::new(&format!("127.0.0.1:{port}"), Secret::new("pw"), "2.0");
+        config.retries = 0;
+        let client = GatewayClient::new(config).unwrap();
+        let clock = ManualClock::at(1_000);
+        let settings = WorkerSettings::new(Duration::from_secs(60), 80.0);
+        let mut w = Worker::new(client, settings).with_clock(clock.clone());
+        for i in 1..=5 {
+            w.take(Job::Attach(want(i)));
+        }
+        let sent = |w: &mut Worker| w.gateway.client().requests();
+        let reports = w.work_due();
+        assert_eq!(
+            sent(&mut w),
+            1,
+            "the pass stops at the first refused connection"
+        );
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        // Nothing goes out before the probe is due, however often the worker wakes.
+        let probe = w.next_wake();
+        assert!((1_500..=2_000).contains(&probe), "{probe}");
+        w.take(Job::Capacity);
+        w.take(Job::Attach(want(6)));
+        assert!(w.work_due().is_empty());
+        assert_eq!(sent(&mut w), 1);
+        // Each due probe is one request, and the steps grow.
+        let mut last = probe;
+        for step in 2..=6u64 {
+            clock.advance(w.next_wake() - clock.now_ms());
+            assert!(w.work_due().is_empty());
+            assert_eq!(sent(&mut w), step);
+            assert!(w.next_wake() - last >= (1_000u64 << (step - 1)) / 2);
+            last = w.next_wake();
+        }
+        // Every node is still there, due as soon as the gateway answers.
+        assert_eq!(w.pending.len(), 6);
+        assert!(w.pending.values().all(|p| p.due <= clock.now_ms()));
+        // A gateway at another address is not known to be down.
+        w.take(Job::Gateway(format!("127.0.0.2:{port}")));
+        assert!(w.next_wake() <= clock.now_ms());
     }
 }

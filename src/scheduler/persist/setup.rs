@@ -13,12 +13,36 @@
 //! The decisions are pure functions of the masters' JSON; the I/O is kept to `resolve`,
 //! `guard` and `run_helper`.
 
-use crate::mesos::client::{get_json, ClientConfig};
+use crate::mesos::client::{base_url, get_json, get_json_streamed, ClientConfig, ClientError};
 use crate::scheduler::flags::Config;
 use crate::scheduler::model::Persisted;
 use crate::scheduler::persist::{self, StateStore};
 use crate::store::{self, JournalStore, StoreHelper, StoreKind, StoreSettings};
+use serde::Deserialize;
 use serde_json::Value;
+
+/// Body cap of `/master/frameworks`. Every task of every framework is listed (completed ones
+/// too, up to the master's per-framework limit), so a real cluster's answer is many
+/// megabytes; it is parsed as it streams in, keeping ids, names and roles only, so the cap
+/// bounds time, not memory.
+pub const MAX_FRAMEWORKS_BODY: u64 = 512 * 1024 * 1024;
+
+/// The parts of `GET /master/frameworks` the guard reads; tasks, executors, offers and
+/// resources are skipped while parsing.
+#[derive(Debug, Default, Deserialize)]
+pub struct FrameworkList {
+    /// Registered frameworks, connected or failing over (`completed_frameworks` is not read).
+    frameworks: Option<Vec<FrameworkEntry>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct FrameworkEntry {
+    id: Option<String>,
+    name: Option<String>,
+    /// Mesos before multi-role frameworks.
+    role: Option<String>,
+    roles: Option<Vec<String>>,
+}
 
 /// The ZooKeeper URI for our state from a master's `/flags` answer, if it has a `zk` flag.
 pub fn zk_from_master_flags(flags: &Value, framework_name: &str) -> Option<String> {
@@ -33,31 +57,61 @@ pub fn zk_from_master_flags(flags: &Value, framework_name: &str) -> Option<Strin
 /// The id of a live framework named `name` in `role`, from `/master/frameworks`. Live means
 /// listed under `frameworks` (not `completed_frameworks`): a framework whose scheduler is gone
 /// shows `"active": false` there until its failover timeout ends, and its executors still run,
-/// which is exactly the case of a relaunched scheduler that lost its state.
-pub fn active_twin(frameworks: &Value, name: &str, role: &str) -> Option<String> {
-    frameworks
-        .get("frameworks")?
-        .as_array()?
-        .iter()
-        .filter(|f| f["name"].as_str() == Some(name))
+/// which is exactly the case of a relaunched scheduler that lost its state. An answer without
+/// a `frameworks` list is an error: it proves nothing.
+pub fn active_twin(list: FrameworkList, name: &str, role: &str) -> Result<Option<String>, String> {
+    let frameworks = list
+        .frameworks
+        .ok_or("the answer has no `frameworks` list")?;
+    Ok(frameworks
+        .into_iter()
+        .filter(|f| f.name.as_deref() == Some(name))
         .filter(|f| {
-            f["role"].as_str() == Some(role)
-                || f["roles"]
-                    .as_array()
-                    .is_some_and(|r| r.iter().any(|x| x.as_str() == Some(role)))
+            f.role.as_deref() == Some(role)
+                || f.roles
+                    .as_ref()
+                    .is_some_and(|r| r.iter().any(|x| x == role))
         })
-        .find_map(|f| f["id"].as_str().map(str::to_owned))
+        .find_map(|f| f.id))
+}
+
+/// `/master/frameworks` of the first master that answers (a standby's redirect to the
+/// leader followed once), read as it streams.
+fn master_frameworks(config: &Config, client: &ClientConfig) -> Result<FrameworkList, String> {
+    let get = |m: &str| {
+        base_url(m).and_then(|base| {
+            let url = format!("{base}/master/frameworks");
+            get_json_streamed::<FrameworkList>(&url, client, MAX_FRAMEWORKS_BODY)
+                .map(|list| (url, list))
+        })
+    };
+    let mut errors = Vec::new();
+    for m in &config.masters {
+        let answer = match get(m) {
+            Err(ClientError::Redirect { leader, .. }) => get(&leader),
+            other => other,
+        };
+        match answer {
+            Ok((_, list)) if list.frameworks.is_some() => return Ok(list),
+            Ok((url, _)) => errors.push(format!("GET {url}: the answer has no `frameworks` list")),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    Err(errors.join("; "))
+}
+
+fn master_base(m: &str) -> String {
+    if m.contains("://") {
+        m.to_string()
+    } else {
+        format!("http://{m}")
+    }
 }
 
 fn master_json(config: &Config, client: &ClientConfig, path: &str) -> Result<Value, String> {
     let mut errors = Vec::new();
     for m in &config.masters {
-        let base = if m.contains("://") {
-            m.clone()
-        } else {
-            format!("http://{m}")
-        };
-        match get_json(&format!("{base}{path}"), client) {
+        match get_json(&format!("{}{path}", master_base(m)), client) {
             Ok(v) => return Ok(v),
             Err(e) => errors.push(e.to_string()),
         }
@@ -106,20 +160,34 @@ pub fn guard(config: &Config, client: &ClientConfig, state: &mut Persisted) -> R
         return Ok(());
     }
     let f = &config.framework;
-    match master_json(config, client, "/master/frameworks") {
-        Ok(frameworks) => match active_twin(&frameworks, &f.name, &f.role) {
-            Some(id) => Err(format!(
-                "no framework id is stored, but framework {id} ({:?}, role {:?}) is registered at the master: \
-                 registering a second one would start a second executor on every agent. \
-                 Adopt it with -framework.id={id}, or register anew with -framework.new",
+    if config.store.skip_guard {
+        log::warn!(
+            "-framework.guard=false: registering without checking the master for an active \
+             framework {:?} in role {:?}",
+            f.name,
+            f.role
+        );
+        return Ok(());
+    }
+    let twin = master_frameworks(config, client)
+        .and_then(|list| active_twin(list, &f.name, &f.role))
+        .map_err(|e| {
+            format!(
+                "no framework id is stored and the master's framework list cannot be read ({e}), \
+                 so whether framework {:?} (role {:?}) already runs is unknown: registering a \
+                 second one would start a second executor on every agent. Fix the cause, or \
+                 give -framework.guard=false to register without the check",
                 f.name, f.role
-            )),
-            None => Ok(()),
-        },
-        Err(e) => {
-            log::warn!("cannot list the master's frameworks ({e}); registering without that check");
-            Ok(())
-        }
+            )
+        })?;
+    match twin {
+        Some(id) => Err(format!(
+            "no framework id is stored, but framework {id} ({:?}, role {:?}) is registered at the master: \
+             registering a second one would start a second executor on every agent. \
+             Adopt it with -framework.id={id}, or register anew with -framework.new",
+            f.name, f.role
+        )),
+        None => Ok(()),
     }
 }
 
@@ -213,23 +281,51 @@ mod tests {
         );
     }
 
+    fn twin(body: &str, name: &str, role: &str) -> Result<Option<String>, String> {
+        let list: FrameworkList = serde_json::from_reader(body.as_bytes()).unwrap();
+        active_twin(list, name, role)
+    }
+
     #[test]
     fn active_twin_matches_name_role_and_activity() {
         let fw = json!({"frameworks": [
             {"id": "other-role", "name": "storage", "role": "x", "active": true},
             {"id": "other-name", "name": "marathon", "role": "*", "active": true},
             {"id": "twin", "name": "storage", "roles": ["*"], "active": true}
-        ], "completed_frameworks": [{"id": "done", "name": "storage", "role": "*"}]});
-        assert_eq!(active_twin(&fw, "storage", "*").as_deref(), Some("twin"));
+        ], "completed_frameworks": [{"id": "done", "name": "storage", "role": "*"}]})
+        .to_string();
+        assert_eq!(twin(&fw, "storage", "*"), Ok(Some("twin".into())));
         // Disconnected, failing over: still live, its executors still run.
         let failing_over = json!({"frameworks": [
             {"id": "away", "name": "storage", "role": "*", "active": false}
-        ]});
-        assert_eq!(
-            active_twin(&failing_over, "storage", "*").as_deref(),
-            Some("away")
+        ]})
+        .to_string();
+        assert_eq!(twin(&failing_over, "storage", "*"), Ok(Some("away".into())));
+        assert_eq!(twin(&fw, "storage", "y"), Ok(None));
+        assert_eq!(twin(r#"{"frameworks": []}"#, "storage", "*"), Ok(None));
+        assert!(
+            twin("{}", "storage", "*").is_err(),
+            "no list proves nothing"
         );
-        assert_eq!(active_twin(&fw, "storage", "y"), None);
-        assert_eq!(active_twin(&json!({}), "storage", "*"), None);
+    }
+
+    /// Mesos lists every task of every framework: a real cluster's answer is far over a
+    /// mebibyte, and only ids, names and roles are kept from it.
+    #[test]
+    fn a_list_of_many_megabytes_of_tasks_still_finds_the_twin() {
+        let task = |i: usize| {
+            json!({"id": format!("task-{i}"), "name": "web", "framework_id": "m1",
+                   "slave_id": format!("agent-{i}"), "state": "TASK_RUNNING",
+                   "resources": {"cpus": 0.5, "mem": 128.0, "disk": 0.0},
+                   "statuses": [{"state": "TASK_RUNNING", "timestamp": 1.5e9}]})
+        };
+        let many: Vec<Value> = (0..20_000).map(task).collect();
+        let body = json!({"frameworks": [
+            {"id": "m1", "name": "marathon", "role": "*", "tasks": many, "completed_tasks": many},
+            {"id": "twin", "name": "storage", "role": "*", "tasks": [task(0)]}
+        ]})
+        .to_string();
+        assert!(body.len() > 4 * 1024 * 1024, "{}", body.len());
+        assert_eq!(twin(&body, "storage", "*"), Ok(Some("twin".into())));
     }
 }

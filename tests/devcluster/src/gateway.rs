@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -162,8 +162,28 @@ pub struct GatewayHandle {
     certificate_pem: String,
     commands: Sender<Command>,
     stop: Arc<AtomicBool>,
+    outage: Arc<Outage>,
     acceptor: Option<JoinHandle<()>>,
     model: Option<JoinHandle<()>>,
+}
+
+/// A gateway that is down: every connection is closed before a byte of TLS is answered (what
+/// a client sees of a gateway whose service died behind its address), and counted.
+#[derive(Default)]
+struct Outage {
+    down: AtomicBool,
+    turned_away: AtomicU64,
+}
+
+impl Outage {
+    /// True (and counted) when the connection must be dropped.
+    fn turns_away(&self) -> bool {
+        let down = self.down.load(Ordering::SeqCst);
+        if down {
+            self.turned_away.fetch_add(1, Ordering::SeqCst);
+        }
+        down
+    }
 }
 
 /// Starts the gateway: makes its certificate, binds 127.0.0.1:`config.port`, and serves until
@@ -201,12 +221,14 @@ pub fn start(config: GatewayConfig) -> Result<GatewayHandle, String> {
         .map_err(|e| format!("gateway: cannot start the model thread: {e}"))?;
 
     let stop = Arc::new(AtomicBool::new(false));
+    let outage = Arc::new(Outage::default());
     let acceptor = {
         let commands = commands.clone();
         let stop = stop.clone();
+        let outage = outage.clone();
         thread::Builder::new()
             .name("gateway-accept".to_string())
-            .spawn(move || accept_loop(listener, tls, commands, stop))
+            .spawn(move || accept_loop(listener, tls, commands, stop, outage))
     };
     let acceptor = match acceptor {
         Ok(a) => a,
@@ -222,6 +244,7 @@ pub fn start(config: GatewayConfig) -> Result<GatewayHandle, String> {
         certificate_pem,
         commands,
         stop,
+        outage,
         acceptor: Some(acceptor),
         model: Some(model),
     })
@@ -266,6 +289,17 @@ impl GatewayHandle {
     /// an SDS process listening at the address, the device path on the SDS's host.
     pub fn watch_hosts(&self, hosts: HostDirectory) {
         self.send(Command::WatchHosts(hosts));
+    }
+
+    /// Takes the gateway down (`true`: every connection, new or kept alive, is closed
+    /// unanswered) or brings it back; the storage model is kept.
+    pub fn set_down(&self, down: bool) {
+        self.outage.down.store(down, Ordering::SeqCst);
+    }
+
+    /// Connections and requests closed unanswered while the gateway was down.
+    pub fn turned_away(&self) -> u64 {
+        self.outage.turned_away.load(Ordering::SeqCst)
     }
 
     /// Invalidates every token handed out so far, as a gateway restart would.
@@ -421,6 +455,7 @@ fn accept_loop(
     tls: Arc<rustls::ServerConfig>,
     model: Sender<Command>,
     stop: Arc<AtomicBool>,
+    outage: Arc<Outage>,
 ) {
     let live = Arc::new(AtomicUsize::new(0));
     for incoming in listener.incoming() {
@@ -436,6 +471,9 @@ fn accept_loop(
                 continue;
             }
         };
+        if outage.turns_away() {
+            continue;
+        }
         if live.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
             log::warn!("gateway: {MAX_CONNECTIONS} connections open, closing a new one");
             continue;
@@ -443,11 +481,12 @@ fn accept_loop(
         live.fetch_add(1, Ordering::SeqCst);
         let guard = LiveConnection(live.clone());
         let (tls, model, stop) = (tls.clone(), model.clone(), stop.clone());
+        let outage = outage.clone();
         let spawned = thread::Builder::new()
             .name("gateway-conn".to_string())
             .spawn(move || {
                 let _guard = guard;
-                serve_connection(tcp, tls, model, stop);
+                serve_connection(tcp, tls, model, stop, &outage);
             });
         if let Err(e) = spawned {
             log::warn!("gateway: cannot start a connection thread: {e}");
@@ -460,6 +499,7 @@ fn serve_connection(
     tls: Arc<rustls::ServerConfig>,
     model: Sender<Command>,
     stop: Arc<AtomicBool>,
+    outage: &Outage,
 ) {
     let _ = tcp.set_nodelay(true);
     if tcp.set_read_timeout(Some(POLL)).is_err()
@@ -475,14 +515,18 @@ fn serve_connection(
         }
     };
     let mut conn = HttpConn::new(rustls::StreamOwned::new(server, tcp), stop);
-    serve_requests(&mut conn, &model);
+    serve_requests(&mut conn, &model, outage);
     let mut stream = conn.into_inner();
     stream.conn.send_close_notify();
     let _ = stream.flush();
     let _ = stream.sock.shutdown(Shutdown::Both);
 }
 
-fn serve_requests<S: Read + Write>(conn: &mut HttpConn<S>, model: &Sender<Command>) {
+fn serve_requests<S: Read + Write>(
+    conn: &mut HttpConn<S>,
+    model: &Sender<Command>,
+    outage: &Outage,
+) {
     loop {
         match conn.read_request() {
             ReadOutcome::End => return,
@@ -491,6 +535,8 @@ fn serve_requests<S: Read + Write>(conn: &mut HttpConn<S>, model: &Sender<Comman
                 let _ = conn.write_response(status, &body, false);
                 return;
             }
+            // Kept-alive connections die with the gateway too.
+            ReadOutcome::Request(_) if outage.turns_away() => return,
             ReadOutcome::Request(request) => {
                 let keep_alive = request.keep_alive;
                 let reply = ask_model(model, request);

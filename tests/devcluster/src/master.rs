@@ -164,6 +164,9 @@ pub struct MasterConfig {
     /// Write every accepted scheduler and executor Call body into this directory (see
     /// `master/tap.rs`), for conformance checks of what a framework really sent.
     pub wire_tap: Option<PathBuf>,
+    /// `--authenticate_http_readonly`: the read-only endpoints (`/master/state`, `/slaves`,
+    /// `/frameworks`, `/flags`) answer 401 to a request without credentials.
+    pub readonly_auth: bool,
 }
 
 impl Default for MasterConfig {
@@ -196,6 +199,7 @@ impl Default for MasterConfig {
             keep_work_dir: false,
             host_standins: None,
             wire_tap: None,
+            readonly_auth: false,
         }
     }
 }
@@ -406,6 +410,7 @@ pub fn start(mut config: MasterConfig) -> Result<MasterHandle, String> {
             flags: flags_json(&config, addr),
             version: version_json(&config),
             wire_tap: config.wire_tap.clone(),
+            readonly_auth: config.readonly_auth,
         };
         let server = http::Server::from_listener(
             listener,

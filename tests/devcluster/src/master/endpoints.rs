@@ -27,6 +27,7 @@ pub(super) struct MasterFront {
     pub flags: Value,
     pub version: Value,
     pub wire_tap: Option<std::path::PathBuf>,
+    pub readonly_auth: bool,
 }
 
 pub(super) fn master_handler(front: MasterFront) -> Handler {
@@ -44,6 +45,11 @@ impl MasterFront {
             .unwrap_or(&req.path)
             .to_string();
         let leader = self.leader.load(Ordering::SeqCst);
+        if self.readonly_auth && is_readonly(&path) && req.header("Authorization").is_none() {
+            return Response::new(401)
+                .header("WWW-Authenticate", "Basic realm=\"mesos-master-readonly\"")
+                .into();
+        }
         match path.as_str() {
             "/api/v1/scheduler" => {
                 if leader != self.index {
@@ -251,6 +257,14 @@ fn executor_front(
 
 fn gone() -> Reply {
     Response::text(503, "The cluster is shutting down").into()
+}
+
+/// The endpoints Mesos guards with `--authenticate_http_readonly`.
+fn is_readonly(path: &str) -> bool {
+    matches!(
+        path,
+        "/state" | "/state.json" | "/slaves" | "/slaves.json" | "/frameworks" | "/flags"
+    )
 }
 
 fn only_get(req: &Request) -> Option<Response> {
