@@ -32,7 +32,8 @@ fn main() {
             writeln!(buf, "[{at} {level:<5} {target}] {message}")
         })
         .init();
+    let listen = config.rest_listen;
     let start_rest: scheduler::exchange::StartRest =
-        Box::new(|c| rest::start(c).map(|h| Box::new(h) as Box<dyn std::any::Any>));
+        Box::new(move |c| rest::start(c, listen).map(|h| Box::new(h) as Box<dyn std::any::Any>));
     std::process::exit(scheduler::run(*config, start_rest));
 }

@@ -1030,6 +1030,81 @@ fn waiting_plan_requests_hold_no_worker() {
     }
 }
 
+/// A long poll whose reader takes nothing holds up no other: its answer (larger than any
+/// socket buffer) goes out in the background while the next wait is answered at once.
+#[test]
+fn a_slow_long_poll_reader_does_not_delay_the_others() {
+    let s = start_full(
+        fake::five_nodes(),
+        subscribed(),
+        ServerOptions {
+            write_timeout: Duration::from_secs(20),
+            ..options()
+        },
+    );
+    let version = |h: &str| call(s.addr, "GET", h, "plan", b"").json()["version"].as_u64();
+    let (v2, v3) = (version(H2).unwrap(), version(H3).unwrap());
+    // H2 asks and never reads.
+    let mut slow = fake::connect(s.addr);
+    let ask = format!(
+        "GET /api/v1/executors/{}/plan?version={v2}&wait=30 HTTP/1.1\r\nHost: t\r\n\
+         Authorization: Bearer {}\r\n\r\n",
+        fake::executor_id(H2),
+        fake::secret_of(H2)
+    );
+    slow.write_all(ask.as_bytes()).unwrap();
+    let mut other = fake::connect(s.addr);
+    let ask = format!(
+        "GET /api/v1/executors/{}/plan?version={v3}&wait=30 HTTP/1.1\r\nHost: t\r\n\
+         Authorization: Bearer {}\r\n\r\n",
+        fake::executor_id(H3),
+        fake::secret_of(H3)
+    );
+    other.write_all(ask.as_bytes()).unwrap();
+    other
+        .set_read_timeout(Some(Duration::from_secs(28)))
+        .unwrap();
+    let fast = std::thread::spawn(move || read_response(&mut other, &mut Vec::new(), false));
+    wait_until("two waits", || {
+        get(s.addr, "/metrics")
+            .text()
+            .contains("storage_scheduler_executor_plan_waits 2")
+    });
+    // H2's new plan is some 8 MB: far more than the kernel buffers between the two ends.
+    s.fake.change(|state, _| {
+        for mut n in state.model.nodes.values_mut() {
+            if n.hostname == H2 {
+                n.attached = (0..200_000)
+                    .map(|i| format!("/dev/disk/by-id/scsi-0000000000000000{i:08}"))
+                    .collect();
+            }
+        }
+    });
+    let changed = std::time::Instant::now();
+    s.fake.change(|state, _| {
+        for mut n in state.model.nodes.values_mut() {
+            if n.hostname == H3 {
+                n.attached = vec!["/dev/sdq".into()];
+            }
+        }
+    });
+    let r = fast.join().unwrap().expect("the other long poll answered");
+    let took = changed.elapsed();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["attached"], serde_json::json!(["/dev/sdq"]));
+    assert!(
+        took < Duration::from_secs(3),
+        "the other long poll was answered {:.1} s after its change",
+        took.as_secs_f64()
+    );
+    // The slow reader still gets its whole answer once it reads.
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let r = read_response(&mut slow, &mut Vec::new(), false).expect("the large plan");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["attached"].as_array().map(Vec::len), Some(200_000));
+}
+
 #[test]
 fn only_mdm_plans_carry_the_gateway_password() {
     let s = start();
@@ -1430,6 +1505,8 @@ fn a_full_queue_gets_503() {
             workers: 1,
             queue: 1,
             request_timeout: Duration::from_secs(30),
+            // Every connection here comes from one address: its share is not the limit.
+            per_address: 100,
             ..options()
         },
     );

@@ -20,10 +20,12 @@
 //! before the request's body is read (`gate.rs`). Reports answer 200
 //! `{"recorded": true}`. Errors are JSON `{"error": ..., "detail": ...}` (the HTML page
 //! aside); bodies over 1 MiB get 413. When every long-poll slot is taken a plan wait gets 503
-//! with `Retry-After`.
+//! with `Retry-After`; so does a connection from an address that already has its share of
+//! the workers and of the places waiting for them.
 
 mod executor_api;
 mod executor_binary;
+mod fdlimit;
 mod gate;
 pub mod http;
 mod json_cache;
@@ -41,7 +43,7 @@ pub use crate::scheduler::exchange::RestConfig;
 use crate::scheduler::exchange::{Input, View};
 use crossbeam_channel::{select, Receiver, Sender};
 use http::{Body, HttpStats, Request, Response};
-use log::info;
+use log::{info, warn};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -63,6 +65,15 @@ pub struct ServerOptions {
     pub queue: usize,
     /// Time to receive one whole request once it started (a stalled client is cut off).
     pub request_timeout: Duration,
+    /// Time for a new connection's first byte.
+    pub first_byte_timeout: Duration,
+    /// Connections of one source address served at once (an IPv6 /64 counts as one).
+    pub per_address: usize,
+    /// Further connections of one address waiting for its turn before it gets 503.
+    pub per_address_waiting: usize,
+    /// Connections held while a slow reader takes its answer or while one lingers after an
+    /// error (off the workers); beyond, closed at once.
+    pub closing: usize,
     /// Keep-alive connections idle longer than this are closed.
     pub idle_timeout: Duration,
     /// Time to send one whole response (one deadline per response, not per write).
@@ -85,6 +96,11 @@ impl Default for ServerOptions {
             workers: 64,
             queue: 1024,
             request_timeout: Duration::from_secs(10),
+            first_byte_timeout: Duration::from_secs(3),
+            // A quarter of the workers: one address, however hostile, leaves most of them.
+            per_address: 16,
+            per_address_waiting: 256,
+            closing: 4096,
             idle_timeout: Duration::from_secs(30),
             write_timeout: Duration::from_secs(30),
             dispatcher_timeout: Duration::from_secs(5),
@@ -117,15 +133,39 @@ impl Drop for RestHandle {
     }
 }
 
-/// Starts the server on `0.0.0.0:<port>` with the default options.
-pub fn start(config: RestConfig) -> Result<RestHandle, String> {
-    start_with(config, ServerOptions::default())
+/// Starts the server on `<listen>:<port>` with the default options, the open-file limit
+/// raised first and the bounds on held connections sized from it.
+pub fn start(config: RestConfig, listen: IpAddr) -> Result<RestHandle, String> {
+    let files = match fdlimit::raise() {
+        Ok((before, after)) => {
+            if after != before {
+                info!("open-file limit raised from {before} to {after}");
+            }
+            after
+        }
+        Err(e) => {
+            warn!("{e}; the REST server's bounds assume 1024 open files");
+            1024
+        }
+    };
+    let options = fdlimit::size(
+        ServerOptions {
+            bind: listen,
+            ..ServerOptions::default()
+        },
+        files,
+    );
+    info!(
+        "REST server: up to {} waiting plan requests for {files} open files",
+        options.max_long_polls
+    );
+    start_with(config, options)
 }
 
 pub fn start_with(mut config: RestConfig, options: ServerOptions) -> Result<RestHandle, String> {
     let listener = TcpListener::bind((options.bind, config.port)).map_err(|e| {
         format!(
-            "cannot listen on {}:{} (-rest.port): {e}",
+            "cannot listen on {}:{} (-rest.listen, -rest.port): {e}",
             options.bind, config.port
         )
     })?;
@@ -155,6 +195,10 @@ pub fn start_with(mut config: RestConfig, options: ServerOptions) -> Result<Rest
         workers: options.workers,
         queue: options.queue,
         request_timeout: options.request_timeout,
+        first_byte_timeout: options.first_byte_timeout,
+        per_address: options.per_address,
+        per_address_waiting: options.per_address_waiting,
+        closing: options.closing,
         idle_timeout: options.idle_timeout,
         write_timeout: options.write_timeout,
     };

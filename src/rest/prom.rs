@@ -226,7 +226,7 @@ const REST_FAMILIES: &[Family] = &[
     Family {
         name: "http_rejected_total",
         kind: "counter",
-        help: "Connections refused with 503 because every REST worker was busy.",
+        help: "Connections refused with 503: every REST worker busy, or too many from one source address.",
         samples: |s| counter(&s.http.rejected),
     },
     Family {

@@ -3,12 +3,12 @@
 
 use super::message::{Later, Request, Response};
 use super::parse::{head_end, parse_head, refuse, Refusal};
-use super::write::{linger, write_response};
-use super::{Shared, MAX_BODY, MAX_HEAD};
+use super::write::write_response;
+use super::{lock, Queued, Shared, MAX_BODY, MAX_HEAD};
 use crossbeam_channel::Receiver;
 use log::debug;
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
+use std::net::{IpAddr, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -18,6 +18,8 @@ const IDLE_SLICE: Duration = Duration::from_millis(500);
 
 struct Conn {
     stream: TcpStream,
+    /// The source address it counts under.
+    source: IpAddr,
     /// Bytes read but not consumed (a pipelined next request may start here).
     buf: Vec<u8>,
 }
@@ -57,9 +59,10 @@ impl Conn {
     }
 }
 
-pub(super) fn serve(stream: TcpStream, shared: &Shared, queue: &Receiver<TcpStream>) {
+pub(super) fn serve(stream: TcpStream, source: IpAddr, shared: &Shared, queue: &Receiver<Queued>) {
     let mut conn = Conn {
         stream,
+        source,
         buf: Vec::with_capacity(4096),
     };
     let mut first = true;
@@ -78,7 +81,7 @@ pub(super) fn serve(stream: TcpStream, shared: &Shared, queue: &Receiver<TcpStre
                     .unwrap_or_else(|| Response::error(r.status, r.error, &r.detail));
                 let deadline = Instant::now() + shared.limits.write_timeout;
                 if write_response(&mut conn.stream, &resp, false, false, deadline).is_ok() {
-                    linger(&mut conn.stream);
+                    shared.closer.linger(conn.stream);
                 }
                 return;
             }
@@ -104,11 +107,12 @@ pub(super) fn serve(stream: TcpStream, shared: &Shared, queue: &Receiver<TcpStre
                 head_only,
                 stats: shared.stats.clone(),
                 write_timeout: shared.limits.write_timeout,
+                closer: shared.closer.clone(),
             });
             return;
         }
         // Keep-alive yields to connections waiting for a worker.
-        let keep = req.keep_alive && queue.is_empty() && !shared.stopping.load(Relaxed);
+        let keep = req.keep_alive && !others_wait(&conn, shared, queue);
         count(shared, resp.status);
         // Method, path and status only: headers (credentials) and bodies never reach the log.
         // Trace: 10,000 executors' long polls would flood debug; /metrics counts requests.
@@ -127,6 +131,14 @@ pub(super) fn serve(stream: TcpStream, shared: &Shared, queue: &Receiver<TcpStre
     }
 }
 
+/// Whether this connection is to give its worker up: others wait for a worker or for its
+/// address's place, or the server stops.
+fn others_wait(conn: &Conn, shared: &Shared, queue: &Receiver<Queued>) -> bool {
+    !queue.is_empty()
+        || shared.stopping.load(Relaxed)
+        || lock(&shared.slots).has_waiting(conn.source)
+}
+
 fn count(shared: &Shared, status: u16) {
     let class = usize::from(status / 100).min(5);
     shared.stats.responses[class].fetch_add(1, Relaxed);
@@ -136,7 +148,7 @@ fn count(shared: &Shared, status: u16) {
 fn read_request(
     conn: &mut Conn,
     shared: &Shared,
-    queue: &Receiver<TcpStream>,
+    queue: &Receiver<Queued>,
     first: bool,
 ) -> Result<Option<Request>, Refusal> {
     if conn.buf.is_empty() && !await_request(conn, shared, queue, first) {
@@ -185,15 +197,10 @@ fn read_request(
 
 /// Waits for the first byte of the next request; `false`: the connection is to end (closed,
 /// idle too long, the server stopping, or others waiting for this worker).
-fn await_request(
-    conn: &mut Conn,
-    shared: &Shared,
-    queue: &Receiver<TcpStream>,
-    first: bool,
-) -> bool {
+fn await_request(conn: &mut Conn, shared: &Shared, queue: &Receiver<Queued>, first: bool) -> bool {
     let limits = &shared.limits;
     let idle = if first {
-        limits.request_timeout
+        limits.first_byte_timeout
     } else {
         limits.idle_timeout
     };
@@ -207,7 +214,7 @@ fn await_request(
             Ok(Read1::TimedOut) => {
                 if Instant::now() >= idle_deadline
                     || shared.stopping.load(Relaxed)
-                    || (!first && !queue.is_empty())
+                    || (!first && others_wait(conn, shared, queue))
                 {
                     return false;
                 }

@@ -139,6 +139,7 @@ pub struct Later {
     pub(super) head_only: bool,
     pub(super) stats: Arc<HttpStats>,
     pub(super) write_timeout: Duration,
+    pub(super) closer: super::closer::Closer,
 }
 
 impl Response {

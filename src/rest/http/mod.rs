@@ -10,10 +10,15 @@
 //! Model: an acceptor thread puts connections in a bounded queue (full: 503 at once); a
 //! fixed pool of workers each serves one connection at a time, keep-alive included. A
 //! connection idle between requests gives its worker up as soon as other connections wait.
+//! One source address gets a share of the workers only (`slots.rs`); answers a client is
+//! slow to take and the lingering close after an error are finished by one thread
+//! (`closer.rs`), not by a worker.
 
+mod closer;
 mod conn;
 mod message;
 mod parse;
+mod slots;
 mod write;
 
 pub use message::{percent_decode, reason, Body, Later, Request, Response};
@@ -28,7 +33,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use closer::Closer;
 use conn::serve;
+use slots::{Admit, Slots};
 use write::write_response;
 
 /// Request bodies larger than this are refused with 413.
@@ -46,9 +53,18 @@ pub struct Limits {
     pub workers: usize,
     /// Accepted connections waiting for a worker; beyond that, 503.
     pub queue: usize,
-    /// Time to receive one whole request (head and body) once it has started, and the first
-    /// request on a new connection.
+    /// Time to receive one whole request (head and body) once it has started.
     pub request_timeout: Duration,
+    /// Time for a new connection's first byte: a client that connects and says nothing is
+    /// cut off quickly.
+    pub first_byte_timeout: Duration,
+    /// Connections of one source address queued for or held by a worker at once.
+    pub per_address: usize,
+    /// Further connections of one address that wait for one of its places; beyond, 503.
+    pub per_address_waiting: usize,
+    /// Connections held while their answer is sent to a slow reader or while they linger
+    /// after an error; beyond, they are closed at once.
+    pub closing: usize,
     /// Keep-alive: how long a connection may sit idle between requests.
     pub idle_timeout: Duration,
     /// Longest time to send one whole response: one deadline per response, not per
@@ -66,7 +82,8 @@ pub type Gate = dyn Fn(&Request) -> Option<Response> + Send + Sync;
 #[derive(Debug, Default)]
 pub struct HttpStats {
     pub connections: AtomicU64,
-    /// Refused with 503 because every worker was busy and the queue full.
+    /// Refused with 503 because every worker was busy and the queue full, or because their
+    /// source address had too many connections.
     pub rejected: AtomicU64,
     /// Requests answered, by status class (index 1 = 1xx ... 5 = 5xx).
     pub responses: [AtomicU64; 6],
@@ -85,7 +102,13 @@ struct Shared {
     /// Signalled when a connection ends.
     closed: Condvar,
     next_id: AtomicU64,
+    /// Places per source address; connections waiting for one are held here.
+    slots: Mutex<Slots<TcpStream>>,
+    closer: Closer,
 }
+
+/// A connection for a worker, with the source address it counts under.
+type Queued = (TcpStream, IpAddr);
 
 pub struct Server {
     addr: SocketAddr,
@@ -122,8 +145,10 @@ impl Server {
             open: Mutex::new(HashMap::new()),
             closed: Condvar::new(),
             next_id: AtomicU64::new(0),
+            slots: Mutex::new(Slots::new(limits.per_address, limits.per_address_waiting)),
+            closer: Closer::start(limits.closing)?,
         });
-        let (tx, rx) = crossbeam_channel::bounded::<TcpStream>(limits.queue.max(1));
+        let (tx, rx) = crossbeam_channel::bounded::<Queued>(limits.queue.max(1));
         let mut server = Server {
             addr,
             shared: shared.clone(),
@@ -197,7 +222,7 @@ impl Drop for Server {
     }
 }
 
-fn accept(listener: TcpListener, tx: Sender<TcpStream>, shared: Arc<Shared>) {
+fn accept(listener: TcpListener, tx: Sender<Queued>, shared: Arc<Shared>) {
     for stream in listener.incoming() {
         if shared.stopping.load(Relaxed) {
             break;
@@ -213,47 +238,79 @@ fn accept(listener: TcpListener, tx: Sender<TcpStream>, shared: Arc<Shared>) {
         };
         shared.stats.connections.fetch_add(1, Relaxed);
         let _ = stream.set_nodelay(true);
-        match tx.try_send(stream) {
-            Ok(()) => {}
-            Err(TrySendError::Full(mut s)) => {
-                shared.stats.rejected.fetch_add(1, Relaxed);
-                shared.stats.responses[5].fetch_add(1, Relaxed);
-                // A fresh socket's send buffer is empty: this small write does not block.
-                let _ = write_response(
-                    &mut s,
-                    &Response::error(
-                        503,
-                        "server busy",
-                        "every REST worker is busy and the queue is full; retry shortly",
-                    )
-                    .with_header("Retry-After", "1"),
-                    false,
-                    false,
-                    Instant::now() + Duration::from_secs(1),
-                );
-                let _ = s.shutdown(Shutdown::Write);
-            }
-            Err(TrySendError::Disconnected(_)) => break,
+        let Ok(peer) = stream.peer_addr() else {
+            continue;
+        };
+        let source = slots::source(peer.ip());
+        // Not in the match: the lock would be held through it.
+        let admitted = lock(&shared.slots).admit(source, stream);
+        match admitted {
+            Admit::Serve(stream) => match tx.try_send((stream, source)) {
+                Ok(()) => {}
+                Err(TrySendError::Full((s, source))) => {
+                    busy(
+                        &shared,
+                        s,
+                        "every REST worker is busy and the queue is full",
+                    );
+                    // Nobody of that address waits: it had a free place.
+                    let _ = lock(&shared.slots).release(source);
+                }
+                Err(TrySendError::Disconnected(_)) => break,
+            },
+            Admit::Waits => {}
+            Admit::Refuse(s) => busy(&shared, s, "too many connections from your address"),
         }
     }
 }
 
-fn worker(rx: Receiver<TcpStream>, shared: Arc<Shared>) {
-    while let Ok(stream) = rx.recv() {
-        let id = shared.next_id.fetch_add(1, Relaxed);
-        match (stream.try_clone(), shared.open.lock()) {
-            (Ok(clone), Ok(mut open)) => {
-                open.insert(id, clone);
-            }
-            _ => continue,
-        }
-        // Checked after registering: a stop that swept the registry before sees it here.
-        if !shared.stopping.load(Relaxed) {
-            serve(stream, &shared, &rx);
-        }
-        if let Ok(mut open) = shared.open.lock() {
-            open.remove(&id);
-        }
-        shared.closed.notify_all();
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// 503 at once, without a worker.
+fn busy(shared: &Shared, mut s: TcpStream, why: &str) {
+    shared.stats.rejected.fetch_add(1, Relaxed);
+    shared.stats.responses[5].fetch_add(1, Relaxed);
+    // A fresh socket's send buffer is empty: this small write does not block.
+    let answered = write_response(
+        &mut s,
+        &Response::error(503, "server busy", &format!("{why}; retry shortly"))
+            .with_header("Retry-After", "1"),
+        false,
+        false,
+        Instant::now() + Duration::from_secs(1),
+    );
+    if answered.is_ok() {
+        shared.closer.linger(s);
     }
+}
+
+fn worker(rx: Receiver<Queued>, shared: Arc<Shared>) {
+    while let Ok((stream, source)) = rx.recv() {
+        let mut next = Some(stream);
+        // The connections of that address that waited for its place come next, here.
+        while let Some(stream) = next {
+            serve_one(stream, source, &shared, &rx);
+            next = lock(&shared.slots).release(source);
+        }
+    }
+}
+
+fn serve_one(stream: TcpStream, source: IpAddr, shared: &Shared, rx: &Receiver<Queued>) {
+    let id = shared.next_id.fetch_add(1, Relaxed);
+    match (stream.try_clone(), shared.open.lock()) {
+        (Ok(clone), Ok(mut open)) => {
+            open.insert(id, clone);
+        }
+        _ => return,
+    }
+    // Checked after registering: a stop that swept the registry before sees it here.
+    if !shared.stopping.load(Relaxed) {
+        serve(stream, source, shared, rx);
+    }
+    if let Ok(mut open) = shared.open.lock() {
+        open.remove(&id);
+    }
+    shared.closed.notify_all();
 }

@@ -1,45 +1,15 @@
-//! Sending a response under one deadline, and closing after an error without resetting
-//! the connection under the client's feet.
+//! Sending a response under one deadline, and a long poll's answer without waiting for its
+//! reader.
 
 use super::message::{reason, Later, Response};
 use std::fmt::Write as _;
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::io::{self, Write};
+use std::net::TcpStream;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-/// After an error that closes the connection, unread input is drained this long (or this
-/// much) first, so that the close does not reset the connection before the client has
-/// read the error.
-const LINGER: Duration = Duration::from_secs(1);
-const LINGER_BYTES: usize = 4 * 1024 * 1024;
-
-/// Reads the rest of a client's input for a moment before closing, so that the close does
-/// not turn into a reset that destroys the error response in flight.
-pub(super) fn linger(stream: &mut TcpStream) {
-    let _ = stream.shutdown(Shutdown::Write);
-    let deadline = Instant::now() + LINGER;
-    let mut drained = 0;
-    let mut tmp = [0u8; 16 * 1024];
-    while drained < LINGER_BYTES {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
-            return;
-        }
-        match stream.read(&mut tmp) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => drained += n,
-        }
-    }
-}
-
-pub(super) fn write_response(
-    stream: &mut TcpStream,
-    resp: &Response,
-    head_only: bool,
-    keep_alive: bool,
-    deadline: Instant,
-) -> io::Result<()> {
+/// The status line and headers of `resp`, and the body to send after them.
+fn encode(resp: &Response, head_only: bool, keep_alive: bool) -> (String, &[u8]) {
     let body = resp.body.bytes();
     let mut head = String::with_capacity(256);
     let _ = write!(head, "HTTP/1.1 {} {}\r\n", resp.status, reason(resp.status));
@@ -59,7 +29,17 @@ pub(super) fn write_response(
         "Connection: close\r\n\r\n"
     });
     let send_body = !head_only && resp.status != 304 && resp.status != 204;
-    let body: &[u8] = if send_body { body } else { &[] };
+    (head, if send_body { body } else { &[] })
+}
+
+pub(super) fn write_response(
+    stream: &mut TcpStream,
+    resp: &Response,
+    head_only: bool,
+    keep_alive: bool,
+    deadline: Instant,
+) -> io::Result<()> {
+    let (head, body) = encode(resp, head_only, keep_alive);
     // Head and body in one system call (and so one segment for small answers) without
     // copying the body.
     let mut bufs = [io::IoSlice::new(head.as_bytes()), io::IoSlice::new(body)];
@@ -81,12 +61,17 @@ pub(super) fn write_response(
 }
 
 impl Later {
-    /// Writes `resp` (one deadline for the whole response) and closes the connection.
-    pub fn answer(mut self, resp: &Response) {
+    /// Sends `resp` and closes the connection without waiting for the client to read it:
+    /// what it does not take at once the closer thread sends (one deadline for the whole
+    /// response), so one slow reader does not hold up the answers to others.
+    pub fn answer(self, resp: &Response) {
         let class = usize::from(resp.status / 100).min(5);
         self.stats.responses[class].fetch_add(1, Relaxed);
+        let (head, body) = encode(resp, self.head_only, false);
+        let mut bytes = Vec::with_capacity(head.len() + body.len());
+        bytes.extend_from_slice(head.as_bytes());
+        bytes.extend_from_slice(body);
         let deadline = Instant::now() + self.write_timeout;
-        let _ = write_response(&mut self.stream, resp, self.head_only, false, deadline);
-        let _ = self.stream.shutdown(Shutdown::Write);
+        self.closer.send_and_close(self.stream, bytes, deadline);
     }
 }

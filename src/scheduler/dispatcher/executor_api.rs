@@ -12,7 +12,9 @@
 //! `Parked` at once, so the REST worker knows its wait has begun) and answered from
 //! [`ExecutorApi::after_batch`] once the plan changes. The REST worker enforces the wait
 //! itself and answers "unchanged" when it runs out; parked entries past their deadline are
-//! dropped on the next batch.
+//! dropped on the next batch. After a batch only the plans whose inputs changed are rendered
+//! again (see [`must_render`]): 10,000 parked executors cost one node's plan per report,
+//! not 10,000.
 
 use crate::contract::plan::{NodePlan, PlanBody, PlanSecrets};
 use crate::hash::content_hash;
@@ -42,6 +44,10 @@ struct Parked {
     version: u64,
     deadline_ms: u64,
     reply: ReplyTo,
+    /// What the plan of `version` was rendered from: its node as the model shares it (any
+    /// write to the node makes a new one) and the inputs every plan shares.
+    node: Option<Arc<Node>>,
+    shared: u64,
 }
 
 impl fmt::Debug for Parked {
@@ -75,6 +81,18 @@ pub struct ExecutorApi {
     /// request of any kind, plan polls included (held here, not in the model: a poll changes
     /// nothing worth showing or saving).
     heard: HashMap<Arc<str>, u64>,
+    /// Changes with the install settings (an input of every plan).
+    install_generation: u64,
+    /// Plans rendered for parked requests after batches (for tests).
+    rerendered: u64,
+}
+
+/// Whether a parked plan is rendered again after a batch: when its node changed (a new
+/// node value), when an input every plan shares changed, or always when it reads other
+/// nodes too (the scheduler's own node waits for the others; experimental mode's plans
+/// carry the MDM trio).
+fn must_render(reads_others: bool, same_node: bool, same_shared: bool) -> bool {
+    reads_others || !same_node || !same_shared
 }
 
 impl ExecutorApi {
@@ -94,6 +112,25 @@ impl ExecutorApi {
     /// The install settings every plan carries, from the flags.
     pub fn set_install_settings(&mut self, install: InstallSettings) {
         self.install = install;
+        self.install_generation += 1;
+    }
+
+    /// The inputs every plan shares, as one number.
+    fn shared_inputs(&self, state: &Persisted) -> u64 {
+        let framework = state.model.framework_id.as_deref().unwrap_or("");
+        let generations = [self.secrets_generation, self.install_generation];
+        content_hash(
+            &[
+                framework.as_bytes(),
+                &generations.map(u64::to_le_bytes).concat(),
+            ]
+            .concat(),
+        )
+    }
+
+    /// Whether the plan of `node` reads other nodes too.
+    fn reads_others(&self, node: &Node) -> bool {
+        self.install.experimental || self.install.runs_scheduler(node)
     }
 
     /// Handles one request; true when the model changed in a way worth saving. A heartbeat
@@ -186,6 +223,8 @@ impl ExecutorApi {
             return;
         }
         let parked = Parked {
+            node: state.model.nodes.get_shared(&agent).cloned(),
+            shared: self.shared_inputs(state),
             agent,
             version: plan.version,
             deadline_ms: wait.now_ms.saturating_add(wait.wait_ms),
@@ -224,29 +263,37 @@ impl ExecutorApi {
         let mut done: Vec<(String, Option<ExecutorReply>)> = Vec::new();
         // Once per batch, not per plan: it scans every node.
         let trio = self.trio(state);
-        for (id, p) in &self.parked {
+        let shared = self.shared_inputs(state);
+        let mut rendered = 0;
+        // Taken out while `plan` borrows the rest.
+        let mut parked = std::mem::take(&mut self.parked);
+        for (id, p) in parked.iter_mut() {
             if p.deadline_ms <= now {
                 // The REST worker has given up by now and answered "unchanged" itself.
                 done.push((id.clone(), None));
                 continue;
             }
-            let current = state
-                .model
-                .nodes
-                .get(&p.agent)
-                .is_some_and(|n| n.task.as_ref().is_some_and(|t| t.is_executor(id)));
-            if !current {
+            let node = state.model.nodes.get_shared(&p.agent);
+            let current = node.is_some_and(|n| n.task.as_ref().is_some_and(|t| t.is_executor(id)));
+            let Some(node) = node.filter(|_| current) else {
                 done.push((id.clone(), Some(ExecutorReply::Failed(gone_executor(id)))));
                 continue;
+            };
+            let same_node = p.node.as_ref().is_some_and(|n| Arc::ptr_eq(n, node));
+            if !must_render(self.reads_others(node), same_node, p.shared == shared) {
+                continue;
             }
+            rendered += 1;
             match self.plan(state, id, &p.agent, trio.as_ref()) {
                 Ok(plan) if plan.version != p.version => {
                     done.push((id.clone(), Some(ExecutorReply::Plan(plan))))
                 }
-                Ok(_) => {}
+                Ok(_) => (p.node, p.shared) = (Some(node.clone()), shared),
                 Err(e) => done.push((id.clone(), Some(ExecutorReply::Failed(e)))),
             }
         }
+        self.parked = parked;
+        self.rerendered += rendered;
         for (id, reply) in done {
             if let (Some(p), Some(reply)) = (self.parked.remove(&id), reply) {
                 let _ = p.reply.send(reply);
@@ -259,12 +306,17 @@ impl ExecutorApi {
         self.parked.len()
     }
 
-    /// The node's agent id when the caller is a current executor with the right secret.
+    /// Plans rendered again for parked requests after batches so far (for tests).
+    pub fn rerendered(&self) -> u64 {
+        self.rerendered
+    }
+
     /// When the executor on `agent` last made a request (this scheduler's run only).
     pub fn heard_from(&self, agent: &str) -> Option<u64> {
         self.heard.get(agent).copied()
     }
 
+    /// The node's agent id when the caller is a current executor with the right secret.
     fn authenticate(
         &mut self,
         state: &Persisted,
@@ -608,6 +660,89 @@ mod tests {
         let changed = plan_of(rx.try_recv().unwrap());
         assert_ne!(changed.version, plan.version);
         assert_eq!(api.parked(), 0);
+    }
+
+    #[test]
+    fn only_plans_whose_inputs_changed_are_rendered_again() {
+        assert!(!must_render(false, true, true));
+        assert!(must_render(false, false, true), "its node changed");
+        assert!(
+            must_render(false, true, false),
+            "an input of every plan changed"
+        );
+        assert!(must_render(true, true, true), "it reads other nodes");
+
+        let mut api = ExecutorApi::new();
+        let mut s = state();
+        s.model.nodes.insert(
+            "a2",
+            Node {
+                task: Some(
+                    TaskRecord::new(
+                        "storage.h2.1",
+                        "storage-executor.h2.1",
+                        crate::mesos::types::TaskState::Running,
+                        1,
+                    )
+                    .running_since(2)
+                    .with_secret("s2".into()),
+                ),
+                ..Node::new("a2", "h2", Persona::Data, 1)
+            },
+        );
+        let mut waits = Vec::new();
+        for (agent, secret) in [("a1", SECRET), ("a2", "s2")] {
+            let id = s
+                .model
+                .nodes
+                .get(agent)
+                .unwrap()
+                .task
+                .as_ref()
+                .unwrap()
+                .executor_id()
+                .into_owned();
+            let ask = |version, wait_ms| {
+                let (tx, rx) = crossbeam_channel::unbounded();
+                let call = ExecutorCall::Plan { version, wait_ms };
+                let req = ExecutorRequest {
+                    executor_id: id.to_string(),
+                    secret: Secret::new(secret),
+                    call,
+                    reply: tx.into(),
+                };
+                (req, rx)
+            };
+            let (r, rx) = ask(None, 0);
+            api.handle(&mut s, r, 1);
+            let v = plan_of(rx.try_recv().unwrap()).version;
+            let (r, rx) = ask(Some(v), 60_000);
+            api.handle(&mut s, r, SystemClock.now_ms());
+            assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Parked)));
+            waits.push(rx);
+        }
+        api.after_batch(&s, SystemClock.now_ms());
+        assert_eq!(api.rerendered(), 0, "nothing changed");
+        // A heartbeat writes its node (not its plan): that one plan is rendered, unchanged.
+        s.model.nodes.get_mut("a2").unwrap().last_contact_ms = Some(5);
+        api.after_batch(&s, SystemClock.now_ms());
+        assert_eq!(api.rerendered(), 1);
+        assert!(waits[1].try_recv().is_err(), "the plan did not change");
+        api.after_batch(&s, SystemClock.now_ms());
+        assert_eq!(
+            api.rerendered(),
+            1,
+            "rendered from the same node: not again"
+        );
+        s.model.nodes.get_mut("a1").unwrap().phase = Phase::Environment;
+        api.after_batch(&s, SystemClock.now_ms());
+        assert_eq!(api.rerendered(), 2);
+        assert!(matches!(waits[0].try_recv(), Ok(ExecutorReply::Plan(_))));
+        // An input of every plan: both are rendered (the one still parked).
+        s.model.framework_id = Some("fw-2".into());
+        api.after_batch(&s, SystemClock.now_ms());
+        assert_eq!(api.rerendered(), 3);
+        assert!(matches!(waits[1].try_recv(), Ok(ExecutorReply::Plan(_))));
     }
 
     #[test]

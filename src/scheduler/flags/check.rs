@@ -221,6 +221,9 @@ impl Check<'_> {
             Some(a) => self.host("rest.address", a, false),
             None => self.default_rest_address(),
         };
+        let rest_listen = self
+            .ip("rest.listen")
+            .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
 
         let executor = ExecutorResources {
             cpu_mdm: self.positive("executor.cpu.mdm", 1.5),
@@ -240,6 +243,7 @@ impl Check<'_> {
             loglevel,
             rest_port,
             rest_address,
+            rest_listen,
             masters,
             encoding,
             framework,

@@ -35,6 +35,8 @@ pub struct Config {
     pub rest_port: u16,
     /// Host or IP address executors and agents use to reach this scheduler's REST server.
     pub rest_address: String,
+    /// The address the REST server listens on.
+    pub rest_listen: IpAddr,
     /// `host:port` of each master, `http://` and the API path stripped, in the order given.
     pub masters: Vec<String>,
     pub encoding: Encoding,
@@ -184,7 +186,7 @@ impl Config {
             StoreKind::ZooKeeper => format!("zookeeper {}", self.store.uri),
         };
         format!(
-            "masters={} encoding={} framework={:?} user={} role={} failover={}s rest={}:{} \
+            "masters={} encoding={} framework={:?} user={} role={} failover={}s rest={}:{} listen={} \
              {mdms} gateway={gateway} cluster={} pd={:?} pool={:?} api={} \
              executor(cpu mdm/non={}/{} mem mdm/non={}/{} factors={}/{}) store={store} \
              loglevel={} debug={} experimental={} teardown={}",
@@ -196,6 +198,7 @@ impl Config {
             self.framework.failover_timeout.as_secs(),
             self.rest_address,
             self.rest_port,
+            self.rest_listen,
             self.storage
                 .cluster_id
                 .as_deref()
@@ -1085,6 +1088,17 @@ mod tests {
             let e = one_error(&with(&[], &[&format!("-rest.address={bad}")]));
             assert_mentions(&e, &["-rest.address:", "is not a host name or IP address"]);
         }
+    }
+
+    #[test]
+    fn rest_listen_defaults_to_every_ipv4_address_and_takes_an_ip() {
+        assert_eq!(run(&with(&[], &[])).rest_listen.to_string(), "0.0.0.0");
+        for ip in ["10.2.2.2", "::", "127.0.0.1"] {
+            let c = run(&with(&[], &[&format!("-rest.listen={ip}")]));
+            assert_eq!(c.rest_listen, ip.parse::<IpAddr>().unwrap());
+        }
+        let e = one_error(&with(&[], &["-rest.listen=myhost"]));
+        assert_mentions(&e, &["-rest.listen:", "\"myhost\" is not an IP address"]);
     }
 
     #[test]

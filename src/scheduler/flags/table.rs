@@ -83,6 +83,8 @@ static HEAD: &[FlagDef] = &[
         "Port of the scheduler's REST interface; the launcher supplies $PORT"),
     flag!(G_REST, "rest.address", "host", "$HOST, else $LIBPROCESS_IP, else this machine's hostname",
         "Host or IP address the executors use to reach this scheduler"),
+    flag!(G_REST, "rest.listen", "ip", "0.0.0.0",
+        "IP address the REST server listens on (0.0.0.0: every IPv4 address, :: every address)"),
     flag!(G_STORAGE, "storage.password", "password", "",
         "Password of the storage gateway's admin user. Required from one of: -storage.password, -storage.password.file, or the environment variable STORAGE_PASSWORD (first given wins, in that order; giving both flags is an error). The file and the environment keep it out of process listings"),
     // The password off the command line.
