@@ -1169,16 +1169,7 @@ impl Cluster {
                 }
             }
         }
-        let offers: Vec<(String, String)> = self
-            .offers
-            .iter()
-            .filter(|(_, o)| o.agent == agent)
-            .map(|(id, o)| (id.clone(), o.framework.clone()))
-            .collect();
-        for (oid, fw) in offers {
-            self.offers.remove(&oid);
-            self.rescind(&fw, &oid);
-        }
+        self.rescind_offers_of(agent);
         let timeout = self.cfg.agent_removal_timeout;
         self.schedule(timeout, Timer::Unreachable { agent, generation });
         if self.agents[agent].synthetic {
@@ -1206,7 +1197,6 @@ impl Cluster {
                 .map_err(|e| format!("{}: cannot listen again: {e}", a.hostname))?;
             Some(server)
         };
-        let retry = self.cfg.status_update_retry;
         let a = &mut self.agents[agent];
         log::info!("{} is back", a.hostname);
         if let Some(server) = server {
@@ -1218,7 +1208,16 @@ impl Cluster {
         a.unreachable_time = None;
         a.rebooting_as = None;
         a.generation += 1;
-        let pending: Vec<(String, String)> = a
+        self.resend_pending(agent);
+        self.allocate();
+        Ok(())
+    }
+
+    /// An agent back in touch with the master sends its unacknowledged updates at once,
+    /// with the retry interval starting over.
+    pub(super) fn resend_pending(&mut self, agent: usize) {
+        let retry = self.cfg.status_update_retry;
+        let pending: Vec<(String, String)> = self.agents[agent]
             .streams
             .iter_mut()
             .filter(|(_, s)| !s.pending.is_empty())
@@ -1230,8 +1229,6 @@ impl Cluster {
         for (fw, task) in pending {
             self.forward_head(agent, &fw, &task);
         }
-        self.allocate();
-        Ok(())
     }
 
     pub(super) fn mark_unreachable(&mut self, agent: usize, generation: u64) {

@@ -137,7 +137,7 @@ impl Cluster {
     /// The new agent knows nothing of the old one's executors and pending updates: each run
     /// that had not ended ends here (its process, killed with the host, is not waited for:
     /// its exit finds no run any more).
-    fn forget_executors(&mut self, agent: usize) {
+    pub(super) fn forget_executors(&mut self, agent: usize) {
         let a = &mut self.agents[agent];
         let host = a.hostname.clone();
         let frameworks = std::mem::take(&mut a.frameworks);

@@ -15,8 +15,6 @@
 //! answers TASK_GONE ("task unknown, agent registered"). The agent then sends its held
 //! updates again.
 
-use super::launches::LaunchEvent;
-use super::process::{self, SIGKILL};
 use super::state::*;
 use storage_framework::mesos::types::*;
 
@@ -74,9 +72,8 @@ impl Cluster {
         }
         let was_unreachable = a.unreachable;
         if !keep_tasks {
-            self.lose_executors(agent);
+            self.forget_executors(agent);
         }
-        let retry = self.cfg.status_update_retry;
         let a = &mut self.agents[agent];
         log::info!(
             "{}: the partition heals; the agent re-registers{}",
@@ -90,46 +87,9 @@ impl Cluster {
         if was_unreachable {
             self.reregister_unreachable(agent);
         }
-        let pending: Vec<(String, String)> = self.agents[agent]
-            .streams
-            .iter_mut()
-            .filter(|(_, s)| !s.pending.is_empty())
-            .map(|(k, s)| {
-                s.interval = retry;
-                k.clone()
-            })
-            .collect();
-        for (fw, task) in pending {
-            self.forward_head(agent, &fw, &task);
-        }
+        self.resend_pending(agent);
         self.allocate();
         Ok(())
-    }
-
-    /// The executors died on the far side and the agent kept no trace of them: their runs
-    /// end, their held updates go with them.
-    fn lose_executors(&mut self, agent: usize) {
-        let a = &mut self.agents[agent];
-        let host = a.hostname.clone();
-        let frameworks = std::mem::take(&mut a.frameworks);
-        a.streams.clear();
-        for (fw, af) in frameworks {
-            for (eid, e) in af.executors {
-                if e.state != ExecState::Terminated {
-                    self.launch_log.record(
-                        LaunchEvent::ExecutorTerminated,
-                        &host,
-                        &fw,
-                        &eid,
-                        e.run,
-                        None,
-                    );
-                }
-                if let Some(pid) = e.pid {
-                    process::signal_group(pid, SIGKILL);
-                }
-            }
-        }
     }
 
     /// The master's side of an unreachable agent's re-registration (see the module comment).

@@ -52,6 +52,14 @@ impl Cluster {
     /// The master removed agent `agent` (marked it unreachable): its outstanding offers are
     /// rescinded and the allocator forgets every framework's filters for it.
     pub(super) fn agent_removed_from_allocation(&mut self, agent: usize) {
+        self.rescind_offers_of(agent);
+        for fw in self.frameworks.values_mut() {
+            fw.filters.retain(|f| f.agent != agent);
+        }
+    }
+
+    /// Every outstanding offer of agent `agent` is withdrawn (RESCIND to its framework).
+    pub(super) fn rescind_offers_of(&mut self, agent: usize) {
         let offers: Vec<(String, String)> = self
             .offers
             .iter()
@@ -61,9 +69,6 @@ impl Cluster {
         for (oid, fw) in offers {
             self.offers.remove(&oid);
             self.rescind(&fw, &oid);
-        }
-        for fw in self.frameworks.values_mut() {
-            fw.filters.retain(|f| f.agent != agent);
         }
     }
 }
