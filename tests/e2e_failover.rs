@@ -197,6 +197,20 @@ fn settle<T>(rig: &Rig, what: &str, f: impl FnMut() -> Option<T>) -> T {
     settle_within(rig, what, SETTLE, f)
 }
 
+/// Every executor has logged that the scheduler is unreachable. (A sandbox of an executor
+/// that died at its start has no say: only the count of those that logged it matters.)
+fn settle_every_executor_away(rig: &Rig) {
+    settle(
+        rig,
+        "every executor to find the scheduler unreachable",
+        || {
+            let logs = executor_logs(&rig.work());
+            let away = logs.iter().filter(|(_, t)| t.contains("unreachable"));
+            (away.count() == AGENTS).then_some(())
+        },
+    );
+}
+
 /// [`settle`] with another time limit.
 fn settle_within<T>(rig: &Rig, what: &str, limit: Duration, f: impl FnMut() -> Option<T>) -> T {
     let f = std::panic::AssertUnwindSafe(f);
@@ -227,16 +241,7 @@ fn executors_outlive_an_absent_scheduler_and_follow_it_to_a_new_port() {
     // What happens to executors from here on is the scheduler's absence's doing.
     let mark = last_seq(&rig.m);
     drop(first); // SIGKILL
-    settle(
-        &rig,
-        "every executor to find the scheduler unreachable",
-        || {
-            let logs = executor_logs(&rig.work());
-            let away = logs.iter().filter(|(_, t)| t.contains("unreachable"));
-            // (A sandbox of an executor that died at its start, before the mark, has no say.)
-            (away.count() == AGENTS).then_some(())
-        },
-    );
+    settle_every_executor_away(&rig);
 
     let second_port = free_port();
     assert_ne!(first_port, second_port);
@@ -282,15 +287,7 @@ fn executors_that_missed_the_announcement_are_told_again() {
         (waiting.count() == AGENTS).then_some(())
     });
     drop(first); // SIGKILL
-    settle(
-        &rig,
-        "every executor to find the scheduler unreachable",
-        || {
-            let logs = executor_logs(&rig.work());
-            let away = logs.iter().filter(|(_, t)| t.contains("unreachable"));
-            (away.count() == AGENTS).then_some(())
-        },
-    );
+    settle_every_executor_away(&rig);
     for _ in 0..AGENTS {
         rig.m.drop_next_call("MESSAGE").expect("fault");
     }

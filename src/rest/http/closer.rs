@@ -51,14 +51,7 @@ impl Closer {
         if stream.set_nonblocking(true).is_err() {
             return;
         }
-        let mut f = Finish {
-            stream,
-            unsent: Vec::new(),
-            sent: 0,
-            deadline,
-            linger: false,
-            drained: 0,
-        };
+        let mut f = Finish::new(stream, deadline, false);
         match write_some(&mut f.stream, &bytes) {
             Ok(n) if n == bytes.len() => {
                 let _ = f.stream.shutdown(Shutdown::Write);
@@ -78,14 +71,7 @@ impl Closer {
         if stream.set_nonblocking(true).is_err() {
             return;
         }
-        let mut f = Finish {
-            stream,
-            unsent: Vec::new(),
-            sent: 0,
-            deadline: Instant::now() + LINGER,
-            linger: true,
-            drained: 0,
-        };
+        let mut f = Finish::new(stream, Instant::now() + LINGER, true);
         if f.drain() {
             let _ = self.tx.send(f);
         }
@@ -108,6 +94,17 @@ fn write_some(stream: &mut TcpStream, bytes: &[u8]) -> io::Result<usize> {
 }
 
 impl Finish {
+    fn new(stream: TcpStream, deadline: Instant, linger: bool) -> Finish {
+        Finish {
+            stream,
+            unsent: Vec::new(),
+            sent: 0,
+            deadline,
+            linger,
+            drained: 0,
+        }
+    }
+
     /// Reads what is there; `true` while the client has not closed.
     fn drain(&mut self) -> bool {
         let mut tmp = [0u8; 16 * 1024];
