@@ -8,6 +8,7 @@ pub mod hash;
 pub mod logging;
 pub mod mesos;
 pub mod secret;
+pub mod sha256;
 pub mod version;
 
 #[cfg(feature = "scheduler")]

@@ -1,7 +1,8 @@
-//! SHA-256 (FIPS 180-4) for checking downloaded packages against the digest the operator
-//! gave. Written here rather than taken from `ring` (already in Cargo.lock through rustls):
-//! the executor links the library without TLS, and `ring` would bring its C and assembly
-//! build into a binary that has a 3 MiB budget, for about a hundred lines of Rust.
+//! SHA-256 (FIPS 180-4): the executor checks downloaded packages against the digests the
+//! operator gave, the scheduler names the digest of the executor binary it serves. Written
+//! here rather than taken from `ring` (already in Cargo.lock through rustls): the executor
+//! links the library without TLS, and `ring` would bring its C and assembly build into a
+//! binary that has a 3 MiB budget, for about a hundred lines of Rust.
 
 use std::io::Read;
 use std::path::Path;
@@ -109,7 +110,6 @@ fn compress(state: &mut [u32; 8], block: &[u8; 64]) {
 }
 
 /// The digest of `data`, in hex.
-#[cfg(test)]
 pub fn hex(data: &[u8]) -> String {
     let mut h = Sha256::default();
     h.update(data);
@@ -130,6 +130,11 @@ pub fn file_hex(path: &Path) -> Result<String, String> {
         }
         h.update(&buf[..n]);
     }
+}
+
+/// Whether `v` is a SHA-256 as the flags and the plan write it: 64 hex digits.
+pub fn is_hex_digest(v: &str) -> bool {
+    v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 #[cfg(test)]
@@ -166,7 +171,7 @@ mod tests {
             h.update(&data[split..]);
             assert_eq!(h.hex(), hex(&data), "split at {split}");
         }
-        let dir = std::env::temp_dir().join(format!("executor-sha-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("sha256-chunks-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let f = dir.join("data");
         std::fs::write(&f, &data).unwrap();
