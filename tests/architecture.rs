@@ -17,7 +17,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("contract", &["secret"][..]),
         ("mesos", &["contract"][..]),
         // The store keeps keyed records and knows nothing of the model it holds.
-        ("store", &["hash", "contract"][..]),
+        ("store", &["hash", "secret", "contract"][..]),
         ("gateway", &["mesos", "backoff", "secret", "contract"][..]),
         (
             "scheduler",

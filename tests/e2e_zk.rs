@@ -128,6 +128,31 @@ fn sigkilled_scheduler_restarted_elsewhere_finds_its_state_in_the_masters_zookee
         "{}",
         read(&log1)
     );
+    // Without credentials every client of the ensemble reads the znodes: read raw, they
+    // hold no executor secret and no gateway password, in clear or in base64.
+    let mut secrets: Vec<String> = cluster::launched_secrets(&m).into_values().collect();
+    assert_eq!(secrets.len(), AGENTS);
+    secrets.push("Scaleio123".to_owned());
+    let tree = zk.read_tree("/storage-framework");
+    let records = tree.iter().filter(|(p, _)| p.contains("/nodes/")).count();
+    assert_eq!(
+        records,
+        AGENTS,
+        "{:?}",
+        tree.iter().map(|t| &t.0).collect::<Vec<_>>()
+    );
+    for (path, data) in &tree {
+        let data = data
+            .as_deref()
+            .unwrap_or_else(|| panic!("{path} unreadable"));
+        cluster::assert_no_secret(data, &secrets, path);
+    }
+    // Said once at start: without credentials the znodes are open to every client.
+    let said = read(&log1)
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("world-readable and world-writable"))
+        .count();
+    assert_eq!(said, 1, "{}", read(&log1));
     // No state file in the sandbox: the state went to ZooKeeper.
     assert!(std::fs::read_dir(dir.join("sandbox-1"))
         .unwrap()

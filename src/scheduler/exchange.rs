@@ -6,7 +6,7 @@ use crate::contract::api::DevicesReport;
 use crate::mesos::scheduler::Event;
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::model::{ClusterModel, Phase};
-use crate::secret::Secret;
+use crate::secret::{Secret, Token};
 use crossbeam_channel::{Receiver, Sender};
 use std::fmt;
 use std::path::PathBuf;
@@ -128,6 +128,17 @@ impl ApiError {
             detail: detail.into(),
         }
     }
+
+    /// The one answer to a caller that is no current executor or has not its secret: the
+    /// same for both, so that no one can probe which executor ids exist. An executor given
+    /// it stops (it can never change).
+    pub fn refused() -> ApiError {
+        ApiError::new(
+            401,
+            "unauthorized",
+            "unknown executor, or not its secret: send Authorization: Bearer <the secret of this executor's TaskInfo.data>",
+        )
+    }
 }
 
 impl fmt::Display for ApiError {
@@ -209,6 +220,8 @@ fn reportable_phases() -> Vec<&'static str> {
 /// Empty means absent; overlong text is cut (an executor may send a whole command output).
 fn clean_text(s: Option<String>) -> Option<String> {
     let s = s?;
+    // A download's error names its URL; a password in it stays out of logs and /api/state.
+    let s = crate::secret::mask_uri_credentials(s.trim());
     let s = s.trim();
     if s.is_empty() {
         return None;
@@ -341,8 +354,14 @@ pub struct RestConfig {
 /// early check. The dispatcher stays the owner and checks every call itself too.
 #[derive(Debug)]
 pub enum SecretUpdate {
-    Known { executor_id: String, secret: Secret },
-    Forget { executor_id: String },
+    /// The digest of the executor's secret: the secret itself left with its launch.
+    Known {
+        executor_id: String,
+        digest: Token,
+    },
+    Forget {
+        executor_id: String,
+    },
 }
 
 /// Starts the REST server; dropping what it returns stops the server.

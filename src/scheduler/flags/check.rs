@@ -16,6 +16,8 @@ pub(super) struct Check<'a> {
     pub(super) given: HashMap<&'static str, Given>,
     pub(super) broken: HashSet<&'static str>,
     pub(super) errors: Vec<String>,
+    /// Said once at start, one line each; never a value.
+    pub(super) warnings: Vec<String>,
     pub(super) env: &'a dyn Fn(&str) -> Option<String>,
 }
 
@@ -254,6 +256,7 @@ impl Check<'_> {
             storage,
             rexray,
             store,
+            warnings: std::mem::take(&mut self.warnings),
         }
     }
 }

@@ -88,7 +88,7 @@ impl ZkStore {
                 (op::SET_DATA, e.0, key.to_owned())
             }
             None => {
-                e.string(&path).buf(value).open_acl().int(0);
+                e.string(&path).buf(value).acl(&self.acl_of(&path)).int(0);
                 (op::CREATE, e.0, key.to_owned())
             }
         }
@@ -249,6 +249,11 @@ impl RecordStore for ZkStore {
     }
 
     fn describe(&self) -> String {
-        format!("zookeeper zk://{}{}", self.hosts.join(","), self.base)
+        format!(
+            "zookeeper zk://{}{}{}",
+            self.shown_user,
+            self.hosts.join(","),
+            self.base
+        )
     }
 }
