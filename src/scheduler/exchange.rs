@@ -371,6 +371,21 @@ pub type StartRest = Box<dyn FnOnce(RestConfig) -> Result<Box<dyn std::any::Any>
 mod tests {
     use super::*;
 
+    /// A download's error names its URL: a password in it is masked before the report
+    /// reaches a log line or `/api/state`.
+    #[test]
+    fn reported_texts_carry_no_uri_password() {
+        let body = br#"{"phase":"packages","error":"http://pkg:S3cret@repo/x.deb: HTTP status 404","message":"from http://pkg:S3cret@repo/"}"#;
+        let ExecutorCall::Phase(report) = ExecutorCall::phase_from_json(body).unwrap() else {
+            panic!("a phase report");
+        };
+        assert_eq!(
+            report.error.as_deref(),
+            Some("http://pkg:***@repo/x.deb: HTTP status 404")
+        );
+        assert_eq!(report.message.as_deref(), Some("from http://pkg:***@repo/"));
+    }
+
     #[test]
     fn phase_parsing_names_the_problem() {
         let e = ExecutorCall::phase_from_json(br#"{"phase":"dancing"}"#).unwrap_err();
