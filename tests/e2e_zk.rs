@@ -113,7 +113,11 @@ fn sigkilled_scheduler_restarted_elsewhere_finds_its_state_in_the_masters_zookee
     let zk = zookeeper::ZooKeeper::start(&dir.join("zk"));
     let m = cluster(&dir, Some(zk.uri("/mesos")));
     let log1 = dir.join("first.log");
-    let first = spawn(&m, &dir.join("sandbox-1"), &log1, &[]);
+    let volume_user = [
+        "-rexray.username=rexray-vol",
+        "-rexray.password=Rexray-Zk-Pa55",
+    ];
+    let first = spawn(&m, &dir.join("sandbox-1"), &log1, &volume_user);
     // Running tasks, not just launches: a launch record is made before the agent fetches
     // the executor from the scheduler, and a fetch from a killed scheduler fails the task.
     wait_for("every task running", SETTLE, || {
@@ -135,6 +139,7 @@ fn sigkilled_scheduler_restarted_elsewhere_finds_its_state_in_the_masters_zookee
     let mut secrets: Vec<String> = cluster::launched_secrets(&m).into_values().collect();
     assert_eq!(secrets.len(), AGENTS);
     secrets.push("Scaleio123".to_owned());
+    secrets.push("Rexray-Zk-Pa55".to_owned());
     let tree = zk.read_tree("/storage-framework");
     let records = tree.iter().filter(|(p, _)| p.contains("/nodes/")).count();
     assert_eq!(

@@ -74,3 +74,21 @@ fn no_core_dumps() -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    /// Run in the test process itself, which then cannot dump core either.
+    #[test]
+    fn no_core_file_and_not_dumpable() {
+        super::no_core_dumps().expect("hardening");
+        let mut limit = libc::rlimit {
+            rlim_cur: 1,
+            rlim_max: 1,
+        };
+        // SAFETY: getrlimit and prctl on this process, with a valid rlimit to fill.
+        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_CORE, &mut limit) }, 0);
+        assert_eq!((limit.rlim_cur, limit.rlim_max), (0, 0));
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) }, 0);
+    }
+}

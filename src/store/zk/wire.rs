@@ -240,7 +240,10 @@ impl Conn {
         let mut f = Vec::with_capacity(body.len() + 4);
         f.extend_from_slice(&(body.len() as i32).to_be_bytes());
         f.extend_from_slice(body);
-        self.stream.write_all(&f)
+        let sent = self.stream.write_all(&f);
+        // An auth request's frame holds a password; zeroing every frame costs a memset.
+        f.fill(0);
+        sent
     }
 
     fn read_frame(&mut self) -> io::Result<Vec<u8>> {
@@ -264,7 +267,7 @@ impl Conn {
         let mut e = Enc::default();
         e.int(0).string(scheme).buf(auth);
         let reply = self.call(op::AUTH, &e.0);
-        // The request's bytes held the password.
+        // Best effort, as `Secret`'s: the request's bytes held the password.
         e.0.fill(0);
         Ok(reply?.err)
     }
@@ -282,7 +285,11 @@ impl Conn {
         let mut e = Enc::default();
         e.int(xid).int(op);
         e.0.extend_from_slice(body);
-        self.send_frame(&e.0)?;
+        let sent = self.send_frame(&e.0);
+        if op == op::AUTH {
+            e.0.fill(0);
+        }
+        sent?;
         loop {
             let frame = self.read_frame()?;
             let mut d = Dec::new(&frame);
