@@ -373,3 +373,46 @@ fn with_credentials_only_the_framework_reaches_its_znodes() {
     );
     assert!(text.contains("credentials"), "{text}");
 }
+
+/// A store an earlier start made without credentials (open to every client) is the
+/// credentials' alone once a scheduler opens it with them, and keeps its records.
+#[test]
+fn znodes_made_without_credentials_become_the_credentials_alone() {
+    use storage_framework::store::zk::wire::op;
+    let dir = tempdir("adopt");
+    let zk = ZooKeeper::start(&dir);
+    let mut open = store(&zk, "/sf/adopt");
+    assert_eq!(open.load_all().unwrap(), Loaded::Empty);
+    open.apply(&[
+        Change::Put("root".into(), ROOT.into()),
+        Change::Put("node/a".into(), b"{\"n\":1}".to_vec()),
+    ])
+    .unwrap();
+    drop(open);
+    let mut c = anonymous(&zk);
+    assert_eq!(try_op(&mut c, op::GET_DATA, "/sf/adopt/nodes/a"), 0);
+    let uri = format!("zk://sf-user:Zk-Pa55@127.0.0.1:{}/sf/adopt", zk.port);
+    let settings = StoreSettings::new(StoreKind::ZooKeeper, uri);
+    let mut s = storage_framework::store::open(&settings).unwrap();
+    assert_eq!(records(s.as_mut())["node/a"], b"{\"n\":1}");
+    for path in [
+        "/sf/adopt",
+        "/sf/adopt/state",
+        "/sf/adopt/nodes",
+        "/sf/adopt/nodes/a",
+    ] {
+        assert_eq!(
+            try_op(&mut c, op::SET_DATA, path),
+            NO_AUTH,
+            "setData {path}"
+        );
+        assert_eq!(
+            try_op(&mut c, op::GET_DATA, path),
+            NO_AUTH,
+            "getData {path}"
+        );
+    }
+    assert_eq!(try_op(&mut c, op::DELETE, "/sf/adopt/leader"), NO_AUTH);
+    s.apply(&[Change::Put("node/a".into(), b"{\"n\":2}".to_vec())])
+        .unwrap();
+}

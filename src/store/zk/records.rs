@@ -104,6 +104,7 @@ impl RecordStore for ZkStore {
             self.take_lock(s, true)?;
         }
         self.start_pinger();
+        self.adopt_open_znodes(s)?;
         self.versions.clear();
         let root = self.get(s, &self.path_of(ROOT_KEY))?;
         let Some((root_bytes, root_version)) = root else {

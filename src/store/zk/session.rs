@@ -114,6 +114,59 @@ impl ZkStore {
         }
     }
 
+    /// With credentials, znodes an earlier start made without them (open to every client)
+    /// get this store's ACL: the base's ACL says whether that is needed, once.
+    pub(super) fn adopt_open_znodes(&self, s: &mut Session) -> Result<(), StoreError> {
+        if !self.has_credentials() || !self.is_open(s, &self.base)? {
+            return Ok(());
+        }
+        let nodes = format!("{}/nodes", self.base);
+        let mut paths = vec![
+            self.base.clone(),
+            format!("{}/state", self.base),
+            format!("{}/leader", self.base),
+            nodes.clone(),
+        ];
+        let children = self.children(s, &nodes)?;
+        paths.extend(children.into_iter().map(|n| format!("{nodes}/{n}")));
+        for path in &paths {
+            let mut e = Enc::default();
+            e.string(path).acl(&self.acl_of(path)).int(-1);
+            match self.call(s, op::SET_ACL, &e.0)?.err {
+                code::OK | code::NO_NODE => {}
+                c => return Err(self.zk_err(&format!("set the ACL of {path}"), c)),
+            }
+        }
+        log::warn!(
+            "{}: {} znodes made without credentials are now the credentials' alone",
+            self.describe(),
+            paths.len()
+        );
+        Ok(())
+    }
+
+    /// Whether `path`'s ACL lets every client in (`world:anyone`).
+    fn is_open(&self, s: &mut Session, path: &str) -> Result<bool, StoreError> {
+        let mut e = Enc::default();
+        e.string(path);
+        let r = self.call(s, op::GET_ACL, &e.0)?;
+        if r.err != code::OK {
+            return Err(self.zk_err(&format!("read the ACL of {path}"), r.err));
+        }
+        let mut d = Dec::new(&r.body);
+        let read = |e| self.io_err("read", e);
+        let n = d.int().map_err(read)?;
+        for _ in 0..n.max(0) {
+            let perms = d.int().map_err(read)?;
+            let scheme = d.string().map_err(read)?;
+            let _id = d.string().map_err(read)?;
+            if scheme == "world" && perms != 0 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     pub(super) fn start_pinger(&mut self) {
         if self.pinger.is_some() {
             return;

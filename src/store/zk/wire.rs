@@ -1,6 +1,6 @@
 //! The ZooKeeper client wire protocol (jute encoding), limited to what the store uses:
 //! connect (with session resumption), digest authentication, ping, create, delete, getData,
-//! getChildren, multi (create/setData/delete/check) and close.
+//! getACL, setACL, getChildren, multi (create/setData/delete/check) and close.
 //!
 //! Why our own: the one synchronous Rust client on crates.io (`zookeeper` 0.8) builds on mio
 //! 0.6 and bytes 0.5 and has not been released since 2020; the maintained ones need an async
@@ -14,6 +14,8 @@ pub mod op {
     pub const CREATE: i32 = 1;
     pub const DELETE: i32 = 2;
     pub const GET_DATA: i32 = 4;
+    pub const GET_ACL: i32 = 6;
+    pub const SET_ACL: i32 = 7;
     pub const SET_DATA: i32 = 5;
     pub const GET_CHILDREN: i32 = 8;
     pub const PING: i32 = 11;
