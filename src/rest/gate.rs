@@ -40,10 +40,10 @@ struct Check {
     reply: Sender<Verdict>,
 }
 
-/// Index of executor id -> digest of its secret, fed by `updates`. Both are held as keyed hashes (SipHash
-/// under this process's random keys, which no caller can aim at or read), not as copies
-/// (10,000 executors cost ~0.26 MB, not ~1.4 MB). This is the early check only:
-/// the dispatcher compares the whole secret again. Two ids of one hash (odds ~3e-12 at
+/// Index of executor id -> the SHA-256 of its secret, fed by `updates`. Both are held as
+/// keyed hashes (SipHash under this process's random keys, which no caller can aim at or
+/// read), not as copies (10,000 executors cost ~0.26 MB, not ~1.4 MB). This is the early
+/// check only: the dispatcher compares the whole digest again. Two ids of one hash (odds ~3e-12 at
 /// 10,000 executors) would only make one of them fail here; a wrong secret passing here
 /// (odds 2^-64 a guess) is refused there.
 #[derive(Default)]

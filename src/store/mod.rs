@@ -2,7 +2,7 @@
 //!
 //! Why records: rewriting the whole model per save costs megabytes at 10,000 agents and does
 //! not fit ZooKeeper (about 1 MB per znode). So the state is a small root record (framework
-//! id, launch sequence, globals) plus one record per cluster node (with its executor secret),
+//! id, launch sequence, globals) plus one record per cluster node (with its executor secret's digest),
 //! and a save writes only the records that changed (the scheduler's `StateStore`,
 //! `scheduler/state_store.rs`, maps its model onto records and finds changes by content hash).
 //!

@@ -14,14 +14,14 @@
 //! state. Connection loss is survived by resuming the session on the next server of the
 //! ensemble; a new session must take the lock again and find `<base>/state` unchanged.
 //!
-//! Credentials: with `zk://user:password@hosts/path` every connection authenticates (`addauth
-//! digest`) and every znode this store creates gets ZooKeeper's CREATOR_ALL ACL (scheme
-//! `auth`: all permissions for that user's digest id alone), so a client without them can neither read nor
-//! change the state; ancestors of the base path it creates also let anyone read them and
-//! create beside it (other frameworks share `/storage-framework`). Znodes an earlier start
-//! made without credentials get that ACL when a store with credentials first loads them.
-//! Without credentials the znodes are open to every client of the ensemble (said once at
-//! start).
+//! Credentials: with `zk://user:password@hosts/path` every connection authenticates
+//! (`addauth digest`) and every znode this store creates gets ZooKeeper's CREATOR_ALL ACL
+//! (scheme `auth`: all permissions for that user's digest id alone), so a client without
+//! them can neither read nor change the state. Ancestors of the base path it creates also
+//! let anyone read them and create beside it (other frameworks share `/storage-framework`).
+//! Znodes an earlier start made without credentials get that ACL when a store with
+//! credentials first loads them. Without credentials the znodes are open to every client of
+//! the ensemble (said once at start).
 //!
 //! A batch larger than one request (ZooKeeper refuses requests over ~1 MB) is split; the part
 //! with the root record goes first, so a crash between parts never leaves a node record whose
