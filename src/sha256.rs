@@ -32,6 +32,13 @@ impl Sha256 {
     }
 }
 
+/// The digest of `data`.
+pub fn digest(data: &[u8]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    out.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, data).as_ref());
+    out
+}
+
 /// The digest of `data`, in hex.
 pub fn hex(data: &[u8]) -> String {
     let mut h = Sha256::default();

@@ -12,15 +12,15 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("backoff", &[][..]),
         ("clock", &[][..]),
         ("hash", &[][..]),
-        ("secret", &[][..]),
+        ("secret", &["sha256"][..]),
         ("sha256", &[][..]),
-        // Fingerprints, pinning and the TLS agent: shared by both binaries, uses no other module.
-        ("tls", &[][..]),
+        // Fingerprints, pinning and the TLS agent: shared by both binaries.
+        ("tls", &["sha256"][..]),
         // Built into the executor too: it may use leaves only.
         ("contract", &["secret"][..]),
         ("mesos", &["contract"][..]),
         // The store keeps keyed records and knows nothing of the model it holds.
-        ("store", &["hash", "contract"][..]),
+        ("store", &["hash", "secret", "contract"][..]),
         (
             "gateway",
             &["mesos", "backoff", "secret", "contract", "tls"][..],

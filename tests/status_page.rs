@@ -470,11 +470,8 @@ fn real_scheduler_page_shows_every_node_and_no_secret() {
         .expect("screenshot")
         .starts_with(b"\x89PNG"));
 
-    // Every secret the scheduler holds, read from its own state file.
-    let mut secrets: Vec<String> = cluster::stored_state(&store)
-        .executor_secrets()
-        .map(|(_, s)| s.reveal().expose().to_owned())
-        .collect();
+    // Every executor secret the scheduler handed out, as the dev master passed them on.
+    let mut secrets: Vec<String> = cluster::launched_secrets(&m).into_values().collect();
     assert_eq!(secrets.len(), 3);
     secrets.push(password.to_owned());
     let state = get("/api/state").unwrap_or_default();

@@ -16,8 +16,9 @@
 //! | `POST /api/v1/executors/<id>/heartbeat` | no body needed |
 //!
 //! Executor calls carry `Authorization: Bearer <secret>` (the `executor_secret` of the task's `TaskInfo.data`): missing or wrong
-//! is 401, an executor that is not the current launch of a node is 404; both are answered
-//! before the request's body is read (`gate.rs`). Reports answer 200
+//! is 401, and so is an executor that is not the current launch of a node, with the same
+//! body (no one learns which executor ids exist); both are answered before the request's
+//! body is read (`gate.rs`). Reports answer 200
 //! `{"recorded": true}`. Errors are JSON `{"error": ..., "detail": ...}` (the HTML page
 //! aside); bodies over 1 MiB get 413. When every long-poll slot is taken a plan wait gets 503
 //! with `Retry-After`; so does a connection from an address that already has its share of

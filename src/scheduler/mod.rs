@@ -53,7 +53,7 @@ fn run_steps(config: &Config, start_rest: exchange::StartRest) -> Step<i32> {
     if let (Some(helper), true) = (&config.store.helper, config.store.explicit) {
         return Ok(persist::setup::run_helper(&config.store, helper));
     }
-    for w in config.rexray.warnings() {
+    for w in config.rexray.warnings().iter().chain(&config.warnings) {
         warn!("{w}");
     }
     for flag in &config.unverified_packages {
@@ -134,6 +134,16 @@ fn open_state(config: &Config) -> Step<(StateStore, Persisted, Option<String>)> 
         state.model.framework_id.as_deref().unwrap_or("(none yet)"),
         state.model.nodes.len()
     );
+    if store.holds_clear_secrets() {
+        // An earlier build's store: its executor secrets leave it now, not at the next change.
+        store
+            .save(&state)
+            .map_err(|e| fail(format!("cannot rewrite the saved state: {e}")))?;
+        info!(
+            "{}: executor secrets rewritten as their digests",
+            store.describe()
+        );
+    }
     Ok((store, state, state_warning))
 }
 

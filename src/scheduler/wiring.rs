@@ -34,10 +34,10 @@ impl Channels {
     /// (the dispatcher publishes every later change).
     pub fn new(state: &Persisted) -> Channels {
         let secrets = crossbeam_channel::unbounded();
-        for (executor_id, secret) in state.executor_secrets() {
+        for (executor_id, digest) in state.executor_secrets() {
             let _ = secrets.0.send(SecretUpdate::Known {
                 executor_id: executor_id.into_owned(),
-                secret: secret.reveal(),
+                digest: *digest,
             });
         }
         Channels {

@@ -733,6 +733,31 @@ mod tests {
             .collect()
     }
 
+    /// The executor secret each launch of `calls` carries in its `TaskInfo.data`, by
+    /// agent: the only copy of it that leaves the dispatcher (it keeps digests).
+    fn launched_secrets(
+        calls: &[Call],
+    ) -> std::collections::HashMap<String, crate::secret::Secret> {
+        calls
+            .iter()
+            .filter_map(|c| c.accept.as_ref())
+            .flat_map(|a| a.operations.iter())
+            .filter_map(|o| o.launch.as_ref())
+            .flat_map(|l| l.task_infos.iter())
+            .map(|t| {
+                let data: serde_json::Value =
+                    serde_json::from_slice(&t.data.as_ref().expect("task data").0).unwrap();
+                let secret = data[crate::contract::env::DATA_EXECUTOR_SECRET]
+                    .as_str()
+                    .expect("a secret");
+                (
+                    t.agent_id.value.to_string(),
+                    crate::secret::Secret::new(secret),
+                )
+            })
+            .collect()
+    }
+
     fn known(agents: &[&str]) -> Input {
         Input::Agents(
             agents
@@ -1252,11 +1277,12 @@ mod tests {
         let mut r = rig();
         r.event(subscribed("fw-1"));
         r.event(offers(&["a1"]));
-        r.calls();
+        let secret = launched_secrets(&r.calls())
+            .remove("a1")
+            .expect("a1's secret");
         let saved = r.saved_state();
         let node = &saved.model.nodes["a1"];
         let executor_id = node.task.as_ref().unwrap().executor_id().into_owned();
-        let secret = saved.executor_secret(&executor_id).unwrap().reveal();
         let report = |r: &mut Rig| {
             let (tx, rx) = crossbeam_channel::unbounded();
             r.input(Input::Executor(ExecutorRequest {
@@ -1660,12 +1686,12 @@ mod tests {
         let mut r = rig();
         r.event(subscribed("fw-1"));
         r.event(offers(&["a1", "a2", "a3"]));
-        r.calls();
+        let secrets = launched_secrets(&r.calls());
         let saved = r.saved_state();
         let poll = |r: &mut Rig, agent: &str| {
             let task = saved.model.nodes[agent].task.as_ref().unwrap();
             let executor_id = task.executor_id().into_owned();
-            let secret = saved.executor_secret(&executor_id).unwrap().reveal();
+            let secret = secrets[agent].clone();
             let (tx, _rx) = crossbeam_channel::unbounded();
             r.input(Input::Executor(ExecutorRequest {
                 executor_id,

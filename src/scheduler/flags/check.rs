@@ -16,6 +16,8 @@ pub(super) struct Check<'a> {
     pub(super) given: HashMap<&'static str, Given>,
     pub(super) broken: HashSet<&'static str>,
     pub(super) errors: Vec<String>,
+    /// Said once at start, one line each; never a value.
+    pub(super) warnings: Vec<String>,
     pub(super) env: &'a dyn Fn(&str) -> Option<String>,
     /// Package URL flags given without their digest flag: (URL flag, digest flag).
     pub(super) without_digest: Vec<(&'static str, &'static str)>,
@@ -258,6 +260,7 @@ impl Check<'_> {
             rexray,
             unverified_packages,
             store,
+            warnings: std::mem::take(&mut self.warnings),
         }
     }
 }

@@ -53,6 +53,8 @@ pub struct Config {
     /// `-storage.packages.unverified=true`: installed unchecked, one start-up warning each.
     pub unverified_packages: Vec<String>,
     pub store: StoreSettings,
+    /// Said at start, one line each (a password given as a plain flag value).
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -178,8 +180,12 @@ impl Config {
         format!("http://{}:{}", self.rest_address, self.rest_port)
     }
 
-    /// One log line of the effective settings; no secrets.
+    /// One log line of the effective settings; no secrets (URIs' passwords masked).
     pub fn summary(&self) -> String {
+        crate::secret::mask_uri_credentials(&self.summary_line()).into_owned()
+    }
+
+    fn summary_line(&self) -> String {
         let mdms = match &self.storage.preconfig {
             Some(m) => format!(
                 "pre-configured MDMs {}/{}/{}",
@@ -1330,6 +1336,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("pw");
         std::fs::write(&file, format!("{PASSWORD}\n")).unwrap();
+        set_mode(&file, 0o600);
         let file_flag = format!("-storage.password.file={}", file.display());
         let a = with(&["storage.password"], &[&file_flag]);
         assert_eq!(run(&a).storage.password.expose(), PASSWORD);
@@ -1358,5 +1365,96 @@ mod tests {
         let help = help_text();
         assert!(help.contains("STORAGE_PASSWORD") && help.contains("-storage.password.file"));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn set_mode(path: &std::path::Path, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    /// A password file others may read is refused, naming the file and its mode; the owner's
+    /// own (0600, 0400) is taken.
+    #[test]
+    fn a_password_file_readable_by_others_is_refused() {
+        let dir = std::env::temp_dir().join(format!("pwmode-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("pw");
+        std::fs::write(&file, format!("{PASSWORD}\n")).unwrap();
+        let flag = format!("-storage.password.file={}", file.display());
+        let a = with(&["storage.password"], &[&flag]);
+        for mode in [0o644, 0o640, 0o604, 0o660] {
+            set_mode(&file, mode);
+            let e = one_error(&a);
+            assert_mentions(
+                &e,
+                &[
+                    "-storage.password.file:",
+                    &file.display().to_string(),
+                    &format!("{mode:04o}"),
+                ],
+            );
+        }
+        for mode in [0o600, 0o400] {
+            set_mode(&file, mode);
+            assert_eq!(run(&a).storage.password.expose(), PASSWORD);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A password given as a plain flag value is taken, with one warning naming the file
+    /// flag and the environment variable; from a file or the environment, no warning.
+    #[test]
+    fn a_password_on_the_command_line_is_warned_about() {
+        let c = run(&base());
+        let w: Vec<&String> = c
+            .warnings
+            .iter()
+            .filter(|w| w.contains("storage.password"))
+            .collect();
+        assert_eq!(w.len(), 1, "{:?}", c.warnings);
+        assert_mentions(
+            w[0],
+            &[
+                "-storage.password",
+                "-storage.password.file",
+                "STORAGE_PASSWORD",
+            ],
+        );
+        assert!(!w[0].contains(PASSWORD));
+        let env = env_of(&[("STORAGE_PASSWORD", "from-env"), ("HOST", "h")]);
+        match parse(&with(&["storage.password"], &[]), &env) {
+            Ok(Parsed::Run(c)) => assert!(c.warnings.is_empty(), "{:?}", c.warnings),
+            _ => panic!("did not parse"),
+        }
+        let mut a = base();
+        a.push("-rexray.username=vol".into());
+        a.push("-rexray.password=Vol-pw1".into());
+        let c = run(&a);
+        let w = c
+            .warnings
+            .iter()
+            .find(|w| w.contains("rexray.password"))
+            .expect("a warning");
+        assert_mentions(w, &["-rexray.password.file", "REXRAY_PASSWORD"]);
+        assert!(!w.contains("Vol-pw1"));
+    }
+
+    /// Credentials in a store URI are honoured, and masked wherever the URI is shown.
+    #[test]
+    fn store_uri_credentials_are_kept_and_masked_in_the_summary() {
+        let mut a = base();
+        a.push("-store.type=zk".into());
+        a.push("-store.uri=zk://alice:S3cret-zk@h1:2181,h2/sf".into());
+        let c = run(&a);
+        assert_eq!(c.store.uri, "zk://alice:S3cret-zk@h1:2181,h2:2181/sf");
+        let line = c.summary();
+        assert!(line.contains("zk://alice:***@h1:2181,h2:2181/sf"), "{line}");
+        assert!(!line.contains("S3cret-zk"), "{line}");
+        // A bad URI's error names it, masked.
+        let mut a = base();
+        a.push("-store.type=zk".into());
+        a.push("-store.uri=zk://alice:S3cret-zk@".into());
+        let e = one_error(&a);
+        assert!(e.contains("alice:***@") && !e.contains("S3cret-zk"), "{e}");
     }
 }

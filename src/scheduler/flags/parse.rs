@@ -22,6 +22,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
         given: scan.given,
         broken: scan.broken,
         errors: scan.errors,
+        warnings: Vec::new(),
         env,
         without_digest: Vec::new(),
     };

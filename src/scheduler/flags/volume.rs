@@ -389,6 +389,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("pw");
         std::fs::write(&file, "File-pw1\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
         let flag = format!("-rexray.password.file={}", file.display());
         let c = parse_env(&["-rexray.username=rexray", &flag], &[]).unwrap();
         assert_eq!(c.rexray.user.unwrap().password.expose(), "File-pw1");

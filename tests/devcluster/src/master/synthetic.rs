@@ -23,7 +23,7 @@ const SCHEDULER_URL_VAR: &str = storage_framework::contract::env::SCHEDULER_URL;
 
 /// The executor secret in a task's data (`{"executor_secret": "..."}`), as the storage
 /// scheduler sends it and the storage executor reads it.
-fn secret_of(task: &TaskInfo) -> Option<String> {
+pub(super) fn secret_of(task: &TaskInfo) -> Option<String> {
     let data = task.data.as_ref()?;
     let v: serde_json::Value = serde_json::from_slice(&data.0).ok()?;
     v[storage_framework::contract::env::DATA_EXECUTOR_SECRET]
