@@ -2,7 +2,9 @@
 //!
 //! It serves what the framework uses of the real gateway, with the real shapes:
 //!
-//! - HTTPS only, with a self-signed certificate made at startup (the real gateway ships one).
+//! - HTTPS only, with a certificate made at startup like the one a real gateway ships:
+//!   self-signed, a CA, its hostname as the only name (`cert.rs`); it can be replaced while
+//!   the gateway runs ([`GatewayHandle::renew_certificate`]).
 //! - `GET /api/login` with Basic `admin:<password>` answers a JSON string token; every other
 //!   call carries Basic auth whose password is that token (the user part is ignored). A missing,
 //!   unknown or expired token is a 401 with the gateway's JSON error body. Tokens lapse after an
@@ -40,6 +42,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use serde_json::{json, Map, Value};
 
+mod cert;
 mod hosts;
 pub use hosts::{HostDirectory, HostFacts};
 
@@ -130,6 +133,9 @@ pub struct GatewayConfig {
     pub device_capacity_kb: u64,
     /// Every reply takes at least this long, as a real gateway's round trip to its MDM does.
     pub latency: Duration,
+    /// The certificate's common name (its only name, as on a real gateway: clients dial an
+    /// IP address it does not name).
+    pub hostname: String,
 }
 
 /// A real gateway answers in milliseconds (it asks the MDM); clients must not be tuned to a
@@ -152,6 +158,7 @@ impl GatewayConfig {
             token_lifetime: Duration::from_secs(8 * 60 * 60),
             device_capacity_kb: 100 * 1024 * 1024,
             latency: DEFAULT_LATENCY,
+            hostname: "scaleio-gateway".to_string(),
         }
     }
 }
@@ -159,7 +166,9 @@ impl GatewayConfig {
 /// A running gateway. Dropping it stops it.
 pub struct GatewayHandle {
     addr: SocketAddr,
-    certificate_pem: String,
+    hostname: String,
+    certificate: std::sync::Mutex<cert::Served>,
+    current: Arc<cert::Current>,
     commands: Sender<Command>,
     stop: Arc<AtomicBool>,
     outage: Arc<Outage>,
@@ -190,22 +199,17 @@ impl Outage {
 /// [`GatewayHandle::shutdown`] or drop.
 pub fn start(config: GatewayConfig) -> Result<GatewayHandle, String> {
     validate_config(&config)?;
-    let certified =
-        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-            .map_err(|e| format!("gateway: cannot generate a self-signed certificate: {e}"))?;
-    let certificate_pem = certified.cert.pem();
-    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(rustls::pki_types::PrivatePkcs8KeyDer::from(
-        certified.key_pair.serialize_der(),
-    ));
+    let certificate = cert::make(&config.hostname)?;
+    let current = Arc::new(cert::Current::new(&certificate));
     let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
     .map_err(|e| format!("gateway: TLS setup failed: {e}"))?
     .with_no_client_auth()
-    .with_single_cert(vec![certified.cert.der().clone()], key)
-    .map_err(|e| format!("gateway: TLS certificate rejected: {e}"))?;
+    .with_cert_resolver(current.clone());
     let tls = Arc::new(tls);
+    let hostname = config.hostname.clone();
 
     let listener = TcpListener::bind(("127.0.0.1", config.port))
         .map_err(|e| format!("gateway: cannot bind 127.0.0.1:{}: {e}", config.port))?;
@@ -241,7 +245,9 @@ pub fn start(config: GatewayConfig) -> Result<GatewayHandle, String> {
     log::info!("storage gateway simulator listening on https://{addr}");
     Ok(GatewayHandle {
         addr,
-        certificate_pem,
+        hostname,
+        certificate: std::sync::Mutex::new(certificate),
+        current,
         commands,
         stop,
         outage,
@@ -260,9 +266,30 @@ impl GatewayHandle {
         format!("https://{}", self.addr)
     }
 
-    /// The self-signed certificate (PEM), for clients that pin it instead of skipping checks.
-    pub fn certificate_pem(&self) -> &str {
-        &self.certificate_pem
+    /// The certificate served now (PEM), for clients that verify against it.
+    pub fn certificate_pem(&self) -> String {
+        self.served().pem
+    }
+
+    /// The certificate served now (DER), for clients that pin its fingerprint.
+    pub fn certificate_der(&self) -> Vec<u8> {
+        self.served().der.to_vec()
+    }
+
+    /// Serves a new certificate (a new key, the same hostname) from the next handshake on,
+    /// as a reinstalled gateway would; connections already open keep the old one.
+    pub fn renew_certificate(&self) -> Result<(), String> {
+        let fresh = cert::make(&self.hostname)?;
+        self.current.replace(&fresh);
+        *self.certificate.lock().unwrap_or_else(|p| p.into_inner()) = fresh;
+        Ok(())
+    }
+
+    fn served(&self) -> cert::Served {
+        self.certificate
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The next `n` requests (any path, login included) get a 500; replaces any earlier count.
@@ -403,6 +430,12 @@ fn validate_config(config: &GatewayConfig) -> Result<(), String> {
                 "gateway: config.{field} {ip:?} is not an IPv4 address"
             ));
         }
+    }
+    if config.hostname.is_empty() || config.hostname.contains(char::is_whitespace) {
+        return Err(format!(
+            "gateway: config.hostname {:?} is not a host name",
+            config.hostname
+        ));
     }
     if config.latency > Duration::from_secs(10) {
         return Err(format!(
