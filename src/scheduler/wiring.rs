@@ -98,6 +98,7 @@ pub fn dispatcher(
     store: crate::scheduler::persist::StateStore,
     channels: &Channels,
     metrics: Arc<Metrics>,
+    gateway_verified_by_chain: bool,
 ) -> Dispatcher {
     let settings = placement::Settings {
         experimental: config.experimental,
@@ -122,7 +123,9 @@ pub fn dispatcher(
         metrics,
     );
     dispatcher.set_secret_feed(channels.secrets.0.clone());
-    dispatcher.set_install_settings(InstallSettings::from_config(config));
+    let mut install = InstallSettings::from_config(config);
+    install.plan.volume_driver.verify_gateway = gateway_verified_by_chain;
+    dispatcher.set_install_settings(install);
     if config.experimental {
         dispatcher.set_mdm_gateway_password(Some(config.storage.password.clone()));
     }

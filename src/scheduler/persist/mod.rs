@@ -12,7 +12,10 @@ pub mod setup;
 use crate::hash::content_hash;
 use crate::scheduler::model::{ClusterModel, Node, Persisted, STATE_VERSION};
 use crate::secret::{Secret, Token};
-use crate::store::{decode_versioned, node_key, Loaded, RecordStore, StoreError, FORMAT, ROOT_KEY};
+use crate::store::{
+    decode_versioned, node_key, Loaded, RecordStore, StoreError, FORMAT, GATEWAY_KEY, ROOT_KEY,
+};
+use crate::tls::Fingerprint;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -32,6 +35,12 @@ struct Root {
     heartbeat_secs: Option<f64>,
     // Earlier builds also kept `other_secrets` here: secrets of executors that were no node's
     // current launch, which could not authenticate anyway. They are ignored when read.
+}
+
+/// The gateway certificate trusted on first use.
+#[derive(Serialize, Deserialize)]
+struct GatewayRecord {
+    fingerprint: Fingerprint,
 }
 
 /// A node with the secret of its current executor, which serializing a `Node` leaves out
@@ -56,7 +65,10 @@ impl LegacyDocument {
     /// The state it holds: each secret moves to its launch; one of no current launch is
     /// dropped, since it could not authenticate (only a current launch's executor may).
     fn into_state(self) -> Persisted {
-        let mut state = Persisted { model: self.model };
+        let mut state = Persisted {
+            model: self.model,
+            gateway_certificate: None,
+        };
         // Freshly read nodes are not shared: writing through them copies nothing.
         for mut node in state.model.nodes.values_mut() {
             if let Some(t) = node.task.as_mut() {
@@ -72,6 +84,8 @@ pub struct StateStore {
     backend: Box<dyn RecordStore>,
     /// Content hash of the root record as the backend holds it.
     saved_root: Option<u64>,
+    /// The gateway record as the backend holds it.
+    saved_gateway: Option<Fingerprint>,
     /// Each node record as the backend holds it, found by agent id.
     saved_nodes: HashSet<SavedNode>,
     buf: Vec<u8>,
@@ -117,6 +131,7 @@ impl StateStore {
         StateStore {
             backend,
             saved_root: None,
+            saved_gateway: None,
             saved_nodes: HashSet::new(),
             buf: Vec::new(),
         }
@@ -168,6 +183,8 @@ impl StateStore {
         let written = std::cell::Cell::new(0usize);
         let new_nodes = std::cell::Cell::new(0usize);
         let (saved_root, saved_nodes, buf) = (self.saved_root, &self.saved_nodes, &mut self.buf);
+        let gateway = state.gateway_certificate;
+        let gateway_changed = gateway.is_some() && gateway != self.saved_gateway;
         let result = self.backend.apply_with(
             &mut |put| {
                 encode(buf, &root_record(state));
@@ -176,6 +193,11 @@ impl StateStore {
                     put(ROOT_KEY, buf);
                     written.set(written.get() + 1);
                     root_hash = Some(h);
+                }
+                if let Some(fingerprint) = gateway.filter(|_| gateway_changed) {
+                    encode(buf, &GatewayRecord { fingerprint });
+                    put(GATEWAY_KEY, buf);
+                    written.set(written.get() + 1);
                 }
                 for (agent, node) in state.model.nodes.iter_shared() {
                     let before = saved_nodes.get(&**agent);
@@ -223,6 +245,9 @@ impl StateStore {
         if let Some(h) = root_hash {
             self.saved_root = Some(h);
         }
+        if gateway_changed {
+            self.saved_gateway = gateway;
+        }
         for agent in &deleted {
             self.saved_nodes.remove(agent.as_str());
         }
@@ -249,6 +274,7 @@ impl StateStore {
     fn remember_all(&mut self, state: &Persisted) {
         encode(&mut self.buf, &root_record(state));
         self.saved_root = Some(content_hash(&self.buf));
+        self.saved_gateway = state.gateway_certificate;
         let mut saved = HashSet::with_capacity(state.model.nodes.len());
         for node in state.model.nodes.values_shared() {
             encode_node(&mut self.buf, node);
@@ -293,6 +319,10 @@ fn root_record(state: &Persisted) -> Root {
 fn for_each_record(state: &Persisted, buf: &mut Vec<u8>, mut f: impl FnMut(&str, &[u8])) {
     encode(buf, &root_record(state));
     f(ROOT_KEY, buf);
+    if let Some(fingerprint) = state.gateway_certificate {
+        encode(buf, &GatewayRecord { fingerprint });
+        f(GATEWAY_KEY, buf);
+    }
     for (agent, node) in &state.model.nodes {
         encode_node(buf, node);
         f(&node_key(agent), buf);
@@ -357,9 +387,16 @@ fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<(Persisted, bool),
             // Pool capacity is read from the gateway again at start; never stored.
             pools: Vec::new(),
         },
+        gateway_certificate: None,
     };
     for (key, bytes) in &records {
         if key == ROOT_KEY {
+            continue;
+        }
+        if key == GATEWAY_KEY {
+            let rec: GatewayRecord = serde_json::from_slice(bytes)
+                .map_err(|e| corrupt(format!("record {key:?} is unreadable: {e}")))?;
+            state.gateway_certificate = Some(rec.fingerprint);
             continue;
         }
         let Some(agent) = key.strip_prefix("node/") else {

@@ -182,6 +182,9 @@ pub struct GatewayHandle {
 struct Outage {
     down: AtomicBool,
     turned_away: AtomicU64,
+    /// Certificate renewals so far: a connection opened before the last one is closed at
+    /// its next request, as a restarted gateway's would be.
+    renewals: AtomicU64,
 }
 
 impl Outage {
@@ -277,11 +280,13 @@ impl GatewayHandle {
     }
 
     /// Serves a new certificate (a new key, the same hostname) from the next handshake on,
-    /// as a reinstalled gateway would; connections already open keep the old one.
+    /// as a reinstalled gateway would; connections already open are closed at their next
+    /// request.
     pub fn renew_certificate(&self) -> Result<(), String> {
         let fresh = cert::make(&self.hostname)?;
         self.current.replace(&fresh);
         *self.certificate.lock().unwrap_or_else(|p| p.into_inner()) = fresh;
+        self.outage.renewals.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 
@@ -547,8 +552,9 @@ fn serve_connection(
             return;
         }
     };
+    let born = outage.renewals.load(Ordering::SeqCst);
     let mut conn = HttpConn::new(rustls::StreamOwned::new(server, tcp), stop);
-    serve_requests(&mut conn, &model, outage);
+    serve_requests(&mut conn, &model, outage, born);
     let mut stream = conn.into_inner();
     stream.conn.send_close_notify();
     let _ = stream.flush();
@@ -559,6 +565,7 @@ fn serve_requests<S: Read + Write>(
     conn: &mut HttpConn<S>,
     model: &Sender<Command>,
     outage: &Outage,
+    born: u64,
 ) {
     loop {
         match conn.read_request() {
@@ -570,6 +577,7 @@ fn serve_requests<S: Read + Write>(
             }
             // Kept-alive connections die with the gateway too.
             ReadOutcome::Request(_) if outage.turns_away() => return,
+            ReadOutcome::Request(_) if outage.renewals.load(Ordering::SeqCst) != born => return,
             ReadOutcome::Request(request) => {
                 let keep_alive = request.keep_alive;
                 let reply = ask_model(model, request);
