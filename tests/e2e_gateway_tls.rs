@@ -165,10 +165,11 @@ fn a_pinned_certificate_runs_and_a_wrong_pin_is_refused_naming_both() {
     assert!(!s.log().contains("not verified"), "{}", s.log());
     drop(s);
 
+    // The same state (the master knows this framework), another pin.
     let out = run_to_exit(&args(
         &m,
         &gw,
-        &dir.join("b.json"),
+        &dir.join("a.json"),
         free_port(),
         &[format!("{PIN_FLAG}={wrong}")],
     ));
@@ -250,7 +251,7 @@ fn insecure_runs_with_a_warning_and_two_modes_are_refused() {
     let out = run_to_exit(&args(
         &m,
         &gw,
-        &dir.join("t.json"),
+        &dir.join("s.json"),
         free_port(),
         &[
             "-storage.gateway.insecure=true".into(),

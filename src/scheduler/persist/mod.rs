@@ -485,6 +485,27 @@ mod tests {
     }
 
     #[test]
+    fn the_gateway_certificate_is_its_own_record_written_when_it_changes() {
+        let backend = MemoryStore::new();
+        let mut store = StateStore::new(Box::new(backend.clone()));
+        let mut st = state();
+        store.save(&st).unwrap();
+        let fp = Fingerprint::of(b"gateway certificate");
+        st.gateway_certificate = Some(fp);
+        assert_eq!(store.save(&st).unwrap(), 1, "the gateway record alone");
+        assert_eq!(store.save(&st).unwrap(), 0);
+        let mut again = StateStore::new(Box::new(backend.clone()));
+        let loaded = again.load().unwrap();
+        assert_eq!(loaded.gateway_certificate, Some(fp));
+        assert_eq!(again.save(&loaded).unwrap(), 0, "loaded as saved");
+        assert_eq!(loaded.model.nodes.len(), 2);
+        // A replacement (compaction, import) keeps it.
+        again.replace(&loaded).unwrap();
+        let reloaded = StateStore::new(Box::new(backend)).load().unwrap();
+        assert_eq!(reloaded.gateway_certificate, Some(fp));
+    }
+
+    #[test]
     fn records_of_an_earlier_build_load_with_each_secret_on_its_launch() {
         // Version 2 records as the previous build wrote them: secrets of no current launch in
         // the root (ignored: they could not authenticate), the node's in its record.

@@ -204,13 +204,14 @@ pub fn start(config: GatewayConfig) -> Result<GatewayHandle, String> {
     validate_config(&config)?;
     let certificate = cert::make(&config.hostname)?;
     let current = Arc::new(cert::Current::new(&certificate));
-    let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+    let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
     .map_err(|e| format!("gateway: TLS setup failed: {e}"))?
     .with_no_client_auth()
     .with_cert_resolver(current.clone());
+    tls.session_storage = current.clone();
     let tls = Arc::new(tls);
     let hostname = config.hostname.clone();
 

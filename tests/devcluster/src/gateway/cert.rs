@@ -6,7 +6,7 @@
 //! gateway runs (a reinstalled gateway, another node behind a load balancer).
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::server::{ClientHello, ResolvesServerCert, ServerSessionMemoryCache, StoresServerSessions};
 use rustls::sign::CertifiedKey;
 use std::sync::{Arc, RwLock};
 
@@ -42,24 +42,60 @@ pub fn make(hostname: &str) -> Result<Served, String> {
     })
 }
 
-/// Hands every handshake the certificate in force at that moment.
+/// Hands every handshake the certificate in force at that moment, and keeps the TLS
+/// sessions of that certificate only: a reinstalled gateway resumes no session of the old
+/// one, so each client sees the new certificate at its next handshake.
 #[derive(Debug)]
-pub struct Current(RwLock<Arc<CertifiedKey>>);
+pub struct Current {
+    key: RwLock<Arc<CertifiedKey>>,
+    sessions: RwLock<Arc<ServerSessionMemoryCache>>,
+}
+
+const SESSIONS: usize = 256;
 
 impl Current {
     pub fn new(served: &Served) -> Current {
-        Current(RwLock::new(served.key.clone()))
+        Current {
+            key: RwLock::new(served.key.clone()),
+            sessions: RwLock::new(ServerSessionMemoryCache::new(SESSIONS)),
+        }
     }
 
     pub fn replace(&self, served: &Served) {
-        // A poisoned lock only means a panicking writer; the value is a whole Arc either way.
-        let mut slot = self.0.write().unwrap_or_else(|p| p.into_inner());
-        *slot = served.key.clone();
+        // A poisoned lock only means a panicking writer; the values are whole Arcs anyway.
+        *self.key.write().unwrap_or_else(|p| p.into_inner()) = served.key.clone();
+        *self.sessions.write().unwrap_or_else(|p| p.into_inner()) =
+            ServerSessionMemoryCache::new(SESSIONS);
+    }
+
+    fn sessions(&self) -> Arc<ServerSessionMemoryCache> {
+        self.sessions
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 }
 
 impl ResolvesServerCert for Current {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.0.read().unwrap_or_else(|p| p.into_inner()).clone())
+        Some(self.key.read().unwrap_or_else(|p| p.into_inner()).clone())
+    }
+}
+
+impl StoresServerSessions for Current {
+    fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        self.sessions().put(key, value)
+    }
+
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.sessions().get(key)
+    }
+
+    fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.sessions().take(key)
+    }
+
+    fn can_cache(&self) -> bool {
+        true
     }
 }
