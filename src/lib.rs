@@ -8,6 +8,8 @@ pub mod hash;
 pub mod logging;
 pub mod mesos;
 pub mod secret;
+#[cfg(feature = "tls")]
+pub mod tls;
 pub mod version;
 
 #[cfg(feature = "scheduler")]

@@ -1,0 +1,40 @@
+//! TLS pieces both binaries share: certificate fingerprints, a verifier that accepts only
+//! pinned leaf certificates, and a ureq agent that takes any rustls verifier (ureq alone
+//! offers public roots or no verification, and neither fits a self-signed peer). The
+//! scheduler adds its self-signed certificate maker (`selfsigned.rs`).
+//!
+//! Pinning, not a CA chain, is how the executor trusts the scheduler: the scheduler's
+//! certificate is made at start and its SHA-256 reaches the executor through Mesos
+//! (`TaskInfo.data`, the re-announce message), which the executor already trusts.
+
+mod connector;
+mod fingerprint;
+mod pin;
+#[cfg(feature = "scheduler")]
+pub mod selfsigned;
+
+use std::sync::Arc;
+
+pub use connector::agent;
+pub use fingerprint::{Fingerprint, FingerprintError};
+pub use pin::{supported_schemes, verify_tls12_signature, verify_tls13_signature, PinnedVerifier};
+
+/// The one crypto provider of the crate: ring, named here because neither ureq nor rustls is
+/// built with a default one.
+pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A client configuration that trusts what `verifier` accepts, and nothing else.
+pub fn client_config(
+    verifier: Arc<dyn rustls::client::danger::ServerCertVerifier>,
+) -> Arc<rustls::ClientConfig> {
+    let config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        // ring's default provider supports both safe protocol versions.
+        .expect("ring supports TLS 1.2 and 1.3")
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth();
+    Arc::new(config)
+}

@@ -1,0 +1,112 @@
+//! A verifier that trusts listed leaf certificates and nothing else. Names and dates are not
+//! checked: a pinned certificate is the peer's identity by itself (the scheduler's is made at
+//! start for whatever address it is reached at; a gateway's self-signed one often names no
+//! address at all). The handshake signatures still are, so only the key's holder passes.
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+
+use super::Fingerprint;
+
+#[derive(Debug)]
+pub struct PinnedVerifier {
+    pins: Vec<Fingerprint>,
+}
+
+impl PinnedVerifier {
+    pub fn new(pins: Vec<Fingerprint>) -> PinnedVerifier {
+        PinnedVerifier { pins }
+    }
+
+    pub fn pins(&self) -> &[Fingerprint] {
+        &self.pins
+    }
+}
+
+/// The error a refused certificate gives: both fingerprints, so that an operator can tell a
+/// replaced certificate from a man in the middle, and pin the new one if it is theirs.
+fn refused(seen: Fingerprint, pins: &[Fingerprint]) -> rustls::Error {
+    let expected: Vec<String> = pins.iter().map(ToString::to_string).collect();
+    rustls::Error::General(format!(
+        "certificate {seen} is not the pinned {}",
+        if expected.is_empty() {
+            "(none)".to_string()
+        } else {
+            expected.join(" or ")
+        }
+    ))
+}
+
+impl ServerCertVerifier for PinnedVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let seen = Fingerprint::of(end_entity.as_ref());
+        if self.pins.contains(&seen) {
+            Ok(ServerCertVerified::assertion())
+        } else {
+            Err(refused(seen, &self.pins))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        supported_schemes()
+    }
+}
+
+/// The handshake signature checks of ring's provider, for every verifier of the crate.
+pub fn verify_tls12_signature(
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+) -> Result<HandshakeSignatureValid, rustls::Error> {
+    rustls::crypto::verify_tls12_signature(
+        message,
+        cert,
+        dss,
+        &rustls::crypto::ring::default_provider().signature_verification_algorithms,
+    )
+}
+
+pub fn verify_tls13_signature(
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+) -> Result<HandshakeSignatureValid, rustls::Error> {
+    rustls::crypto::verify_tls13_signature(
+        message,
+        cert,
+        dss,
+        &rustls::crypto::ring::default_provider().signature_verification_algorithms,
+    )
+}
+
+pub fn supported_schemes() -> Vec<SignatureScheme> {
+    rustls::crypto::ring::default_provider()
+        .signature_verification_algorithms
+        .supported_schemes()
+}
