@@ -50,7 +50,13 @@ fn fingerprint(gw: &GatewayHandle) -> String {
 
 /// The pre-configured flags pointed at `gw` with the state in `store` and the REST API on
 /// `port`; `extra` added.
-fn args(m: &MasterHandle, gw: &GatewayHandle, store: &Path, port: u16, extra: &[String]) -> Vec<String> {
+fn args(
+    m: &MasterHandle,
+    gw: &GatewayHandle,
+    store: &Path,
+    port: u16,
+    extra: &[String],
+) -> Vec<String> {
     let mut a = scheduler_args(&m.addr().to_string(), port, store, PASSWORD);
     a.retain(|x| !x.starts_with("-storage.preconfig.gateway="));
     a.push(format!("-storage.preconfig.gateway={}", gw.addr()));
@@ -109,21 +115,29 @@ impl Running {
     /// Waits until it has subscribed (`/health` answers 200).
     fn wait_running(&self) {
         let health = format!("http://127.0.0.1:{}/health", self.port);
-        wait_for("the scheduler to subscribe", Duration::from_secs(60), || {
-            let r = ureq::get(&health).call().ok()?;
-            (r.status().as_u16() == 200).then_some(())
-        });
+        wait_for(
+            "the scheduler to subscribe",
+            Duration::from_secs(60),
+            || {
+                let r = ureq::get(&health).call().ok()?;
+                (r.status().as_u16() == 200).then_some(())
+            },
+        );
         assert!(!self.log().contains(PASSWORD), "the password leaked");
     }
 
     /// The first log line containing every one of `words`, waited for.
     fn wait_line(&self, words: &[&str]) -> String {
-        wait_for(&format!("a log line with {words:?}"), Duration::from_secs(60), || {
-            self.log()
-                .lines()
-                .find(|l| words.iter().all(|w| l.contains(w)))
-                .map(str::to_string)
-        })
+        wait_for(
+            &format!("a log line with {words:?}"),
+            Duration::from_secs(60),
+            || {
+                self.log()
+                    .lines()
+                    .find(|l| words.iter().all(|w| l.contains(w)))
+                    .map(str::to_string)
+            },
+        )
     }
 }
 
@@ -146,7 +160,10 @@ fn assert_refused(out: &Output, words: &[&str]) {
         assert!(line.contains(w), "expected {w:?} in {line:?}");
     }
     assert!(!stderr.contains(PASSWORD), "the password leaked:\n{stderr}");
-    assert!(!stderr.contains("SUBSCRIBE"), "subscribed anyway:\n{stderr}");
+    assert!(
+        !stderr.contains("SUBSCRIBE"),
+        "subscribed anyway:\n{stderr}"
+    );
 }
 
 #[test]
@@ -160,7 +177,11 @@ fn a_pinned_certificate_runs_and_a_wrong_pin_is_refused_naming_both() {
     // A list, as behind a load balancer: any one of them will do.
     let port = free_port();
     let pins = format!("{PIN_FLAG}={wrong},{right}");
-    let s = Running::start(&args(&m, &gw, &dir.join("a.json"), port, &[pins]), port, &dir);
+    let s = Running::start(
+        &args(&m, &gw, &dir.join("a.json"), port, &[pins]),
+        port,
+        &dir,
+    );
     s.wait_running();
     assert!(!s.log().contains("not verified"), "{}", s.log());
     drop(s);
@@ -185,7 +206,11 @@ fn the_gateways_own_certificate_as_cacert_runs() {
     std::fs::write(&ca, gw.certificate_pem()).expect("write the certificate");
     let port = free_port();
     let flag = format!("-storage.gateway.cacert={}", ca.display());
-    let s = Running::start(&args(&m, &gw, &dir.join("s.json"), port, &[flag]), port, &dir);
+    let s = Running::start(
+        &args(&m, &gw, &dir.join("s.json"), port, &[flag]),
+        port,
+        &dir,
+    );
     s.wait_running();
     // Nothing trusted on first use under a CA.
     assert_eq!(stored_state(&dir.join("s.json")).gateway_certificate, None);
@@ -205,7 +230,9 @@ fn first_use_keeps_the_certificate_and_refuses_a_changed_one() {
     let line = s.wait_line(&["on first use", &old]);
     assert!(line.contains(&format!("{PIN_FLAG}={old}")), "{line}");
     assert_eq!(
-        stored_state(&store).gateway_certificate.map(|f| f.to_string()),
+        stored_state(&store)
+            .gateway_certificate
+            .map(|f| f.to_string()),
         Some(old.clone())
     );
 
@@ -218,7 +245,9 @@ fn first_use_keeps_the_certificate_and_refuses_a_changed_one() {
     let health = format!("http://127.0.0.1:{port}/health");
     assert!(ureq::get(&health).call().is_ok(), "REST API gone");
     assert_eq!(
-        stored_state(&store).gateway_certificate.map(|f| f.to_string()),
+        stored_state(&store)
+            .gateway_certificate
+            .map(|f| f.to_string()),
         Some(old.clone()),
         "the first certificate stays the trusted one"
     );
@@ -242,7 +271,11 @@ fn insecure_runs_with_a_warning_and_two_modes_are_refused() {
     let dir = tempdir("insecure");
     let port = free_port();
     let flag = "-storage.gateway.insecure=true".to_string();
-    let s = Running::start(&args(&m, &gw, &dir.join("s.json"), port, &[flag]), port, &dir);
+    let s = Running::start(
+        &args(&m, &gw, &dir.join("s.json"), port, &[flag]),
+        port,
+        &dir,
+    );
     s.wait_running();
     s.wait_line(&["WARN", "not verified", "-storage.gateway.insecure=true"]);
     assert_eq!(stored_state(&dir.join("s.json")).gateway_certificate, None);

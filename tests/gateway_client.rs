@@ -13,11 +13,11 @@ use storage_framework::gateway::api;
 use storage_framework::gateway::client::{
     code, CallCounters, GatewayClient, GatewayConfig, GatewayError,
 };
+use storage_framework::gateway::trust::{FirstUse, Trust};
 use storage_framework::gateway::types::{
     Device, DeviceInfo, NewDevice, NewProtectionDomain, NewSds, NewStoragePool, ProtectionDomain,
     Sdc, Sds, StatisticsById, StoragePool, System,
 };
-use storage_framework::gateway::trust::{FirstUse, Trust};
 use storage_framework::secret::Secret;
 use storage_framework::tls::Fingerprint;
 
@@ -154,8 +154,12 @@ fn verifies_against_a_given_ca_and_fails_clearly_with_a_wrong_one() {
     let mut cfg = config(&gw, PASSWORD);
     cfg.trust = Trust::Ca(right);
     let mut c = GatewayClient::new(cfg).expect("client");
-    c.login().expect("login with the gateway's own certificate as CA");
-    assert!(!c.verified_by_chain(), "a pin, not a chain REX-Ray could check");
+    c.login()
+        .expect("login with the gateway's own certificate as CA");
+    assert!(
+        !c.verified_by_chain(),
+        "a pin, not a chain REX-Ray could check"
+    );
 
     let mut cfg = config(&gw, PASSWORD);
     cfg.trust = Trust::Ca(wrong);
@@ -211,8 +215,14 @@ fn first_use_trusts_the_first_certificate_and_refuses_a_renewed_one() {
     let new = fingerprint(&gw);
     let err = api::systems(&mut c).expect_err("a changed certificate");
     let text = err.to_string();
-    assert!(text.contains(&old.to_string()) && text.contains(&new.to_string()), "{text}");
-    assert!(text.contains(&format!("-storage.gateway.fingerprint={new}")), "{text}");
+    assert!(
+        text.contains(&old.to_string()) && text.contains(&new.to_string()),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("-storage.gateway.fingerprint={new}")),
+        "{text}"
+    );
     assert_eq!(first.trusted(), Some(old), "the first one stays trusted");
     assert!(!text.contains(PASSWORD));
 }

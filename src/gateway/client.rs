@@ -461,6 +461,12 @@ impl GatewayClient {
                         .contains(&w.to_ascii_lowercase())
                 });
         if tls {
+            // A verifier's refusal (both fingerprints, the flag) reaches here wrapped by the
+            // transport and rustls as "io: TLS: unexpected error: ..."; the refusal is the news.
+            let detail = match detail.split_once("unexpected error: ") {
+                Some((_, refusal)) => refusal.to_string(),
+                None => detail,
+            };
             GatewayError::Tls {
                 address,
                 detail,

@@ -138,7 +138,9 @@ impl FirstUse {
     /// The fingerprint trusted since the last call, if one was: to be stored, once.
     pub fn take_new(&self) -> Option<Fingerprint> {
         let mut seen = self.lock();
-        std::mem::take(&mut seen.unsaved).then_some(seen.trusted).flatten()
+        std::mem::take(&mut seen.unsaved)
+            .then_some(seen.trusted)
+            .flatten()
     }
 
     /// Trusts `fingerprint` when nothing is yet; otherwise it must be the trusted one.
@@ -225,7 +227,10 @@ impl CaVerifier {
         for cert in certs {
             pins.push(Fingerprint::of(cert.as_ref()));
             roots.add(cert).map_err(|e| {
-                format!("{CA_FLAG}: {} holds a certificate rustls refuses: {e}", path.display())
+                format!(
+                    "{CA_FLAG}: {} holds a certificate rustls refuses: {e}",
+                    path.display()
+                )
             })?;
         }
         let chain = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), tls::provider())
@@ -254,7 +259,10 @@ fn read_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String
         }
     }
     if certs.is_empty() {
-        return Err(format!("{CA_FLAG}: {} holds no certificate", path.display()));
+        return Err(format!(
+            "{CA_FLAG}: {} holds no certificate",
+            path.display()
+        ));
     }
     Ok(certs)
 }
@@ -276,7 +284,9 @@ impl ServerCertVerifier for CaVerifier {
         let verified = self
             .chain
             .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-            .map_err(|e| rustls::Error::General(chain_refusal(&e, end_entity, seen, server_name)))?;
+            .map_err(|e| {
+                rustls::Error::General(chain_refusal(&e, end_entity, seen, server_name))
+            })?;
         self.chained.store(true, Ordering::Relaxed);
         Ok(verified)
     }
@@ -319,7 +329,9 @@ fn chain_refusal(
         )
     );
     if !name_mismatch {
-        return format!("certificate {seen} is not one of {CA_FLAG}'s and does not chain to them: {e}");
+        return format!(
+            "certificate {seen} is not one of {CA_FLAG}'s and does not chain to them: {e}"
+        );
     }
     let mut names: Vec<String> = common_names(cert.as_ref())
         .into_iter()
@@ -330,7 +342,11 @@ fn chain_refusal(
         ..
     }) = e
     {
-        names.extend(presented.iter().map(|n| format!("subject alternative name {n}")));
+        names.extend(
+            presented
+                .iter()
+                .map(|n| format!("subject alternative name {n}")),
+        );
     }
     format!(
         "certificate {seen} chains to {CA_FLAG} but is for {}, not for {}, the address the \
@@ -430,7 +446,10 @@ mod tests {
         let e = select(vec![], Some("ca.pem".into()), true).unwrap_err();
         assert!(e.contains(CA_FLAG) && e.contains(INSECURE_FLAG), "{e}");
         let e = select(vec![fp(1)], None, true).unwrap_err();
-        assert!(e.contains(FINGERPRINT_FLAG) && e.contains(INSECURE_FLAG), "{e}");
+        assert!(
+            e.contains(FINGERPRINT_FLAG) && e.contains(INSECURE_FLAG),
+            "{e}"
+        );
     }
 
     #[test]
@@ -441,7 +460,10 @@ mod tests {
         assert_eq!(first.take_new(), None, "taken once");
         assert_eq!(first.check(fp(1)), Ok(()));
         let e = first.check(fp(2)).unwrap_err();
-        assert!(e.contains(&fp(1).to_string()) && e.contains(&fp(2).to_string()), "{e}");
+        assert!(
+            e.contains(&fp(1).to_string()) && e.contains(&fp(2).to_string()),
+            "{e}"
+        );
         assert!(e.contains(&format!("{FINGERPRINT_FLAG}={}", fp(2))), "{e}");
         assert_eq!(first.trusted(), Some(fp(1)));
 
@@ -460,20 +482,32 @@ mod tests {
         let v = CaVerifier::from_file(&file("gw.pem", SELF_SIGNED), chained()).expect("verifier");
         // Neither its CA flag nor the missing IP name matters: it is the certificate given.
         assert_eq!(verify(&v, SELF_SIGNED, "127.0.0.1"), Ok(()));
-        assert!(!v.chained.load(Ordering::Relaxed), "a pin, which REX-Ray cannot check");
+        assert!(
+            !v.chained.load(Ordering::Relaxed),
+            "a pin, which REX-Ray cannot check"
+        );
         let e = verify(&v, SITE_CA, "127.0.0.1").unwrap_err();
         assert!(e.contains(CA_FLAG), "{e}");
-        assert!(e.contains(&Fingerprint::of(der(SITE_CA).as_ref()).to_string()), "{e}");
+        assert!(
+            e.contains(&Fingerprint::of(der(SITE_CA).as_ref()).to_string()),
+            "{e}"
+        );
     }
 
     #[test]
     fn a_chain_is_checked_and_a_name_mismatch_names_the_names_and_the_address() {
         let v = CaVerifier::from_file(&file("site.pem", SITE_CA), chained()).expect("verifier");
         assert_eq!(verify(&v, BY_SITE_CA, "gw.example.com"), Ok(()));
-        assert!(v.chained.load(Ordering::Relaxed), "a chain REX-Ray can check too");
+        assert!(
+            v.chained.load(Ordering::Relaxed),
+            "a chain REX-Ray can check too"
+        );
         let e = verify(&v, BY_SITE_CA, "10.1.2.3").unwrap_err();
         assert!(e.contains("CN=gw.example.com"), "{e}");
-        assert!(e.contains("gw.example.com") && e.contains("10.1.2.3"), "{e}");
+        assert!(
+            e.contains("gw.example.com") && e.contains("10.1.2.3"),
+            "{e}"
+        );
         assert!(e.contains(FINGERPRINT_FLAG), "{e}");
         // A self-signed gateway certificate that is not in the file does not chain.
         let e = verify(&v, SELF_SIGNED, "127.0.0.1").unwrap_err();
@@ -492,8 +526,14 @@ mod tests {
 
     #[test]
     fn the_common_name_read_is_the_subjects() {
-        assert_eq!(common_names(der(BY_SITE_CA).as_ref()), vec!["gw.example.com"]);
-        assert_eq!(common_names(der(SELF_SIGNED).as_ref()), vec!["scaleio-gateway"]);
+        assert_eq!(
+            common_names(der(BY_SITE_CA).as_ref()),
+            vec!["gw.example.com"]
+        );
+        assert_eq!(
+            common_names(der(SELF_SIGNED).as_ref()),
+            vec!["scaleio-gateway"]
+        );
         assert!(common_names(&[0x06, 0x03, 0x55, 0x04, 0x03, 0x0c]).is_empty());
     }
 }

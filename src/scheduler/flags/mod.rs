@@ -912,7 +912,10 @@ mod tests {
                 "-storage.gateway.cacert=/etc/gw.pem",
             ],
         ));
-        assert_mentions(&e, &["-storage.gateway.cacert", "-storage.gateway.insecure"]);
+        assert_mentions(
+            &e,
+            &["-storage.gateway.cacert", "-storage.gateway.insecure"],
+        );
     }
 
     #[test]

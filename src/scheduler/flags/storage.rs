@@ -4,9 +4,9 @@
 use super::check::Check;
 use super::secrets::SecretFlag;
 use super::values::parse_duration;
+use super::*;
 use crate::gateway::trust::{self, TrustMode};
 use crate::tls::Fingerprint;
-use super::*;
 
 impl Check<'_> {
     pub(super) fn storage(&mut self, experimental: bool) -> StorageSettings {

@@ -182,9 +182,8 @@ impl StateStore {
         let mut deleted = Vec::new();
         let written = std::cell::Cell::new(0usize);
         let new_nodes = std::cell::Cell::new(0usize);
+        let gateway = self.unsaved_gateway(state);
         let (saved_root, saved_nodes, buf) = (self.saved_root, &self.saved_nodes, &mut self.buf);
-        let gateway = state.gateway_certificate;
-        let gateway_changed = gateway.is_some() && gateway != self.saved_gateway;
         let result = self.backend.apply_with(
             &mut |put| {
                 encode(buf, &root_record(state));
@@ -194,11 +193,7 @@ impl StateStore {
                     written.set(written.get() + 1);
                     root_hash = Some(h);
                 }
-                if let Some(fingerprint) = gateway.filter(|_| gateway_changed) {
-                    encode(buf, &GatewayRecord { fingerprint });
-                    put(GATEWAY_KEY, buf);
-                    written.set(written.get() + 1);
-                }
+                written.set(written.get() + put_gateway(gateway, buf, put));
                 for (agent, node) in state.model.nodes.iter_shared() {
                     let before = saved_nodes.get(&**agent);
                     if before.is_some_and(|b| Arc::ptr_eq(&b.node, node)) {
@@ -245,9 +240,7 @@ impl StateStore {
         if let Some(h) = root_hash {
             self.saved_root = Some(h);
         }
-        if gateway_changed {
-            self.saved_gateway = gateway;
-        }
+        self.saved_gateway = gateway.or(self.saved_gateway);
         for agent in &deleted {
             self.saved_nodes.remove(agent.as_str());
         }
@@ -256,6 +249,12 @@ impl StateStore {
             self.saved_nodes.replace(seen);
         }
         Ok(written.get())
+    }
+
+    /// The gateway certificate of `state` when the backend does not hold it yet.
+    fn unsaved_gateway(&self, state: &Persisted) -> Option<Fingerprint> {
+        let stored = self.saved_gateway;
+        state.gateway_certificate.filter(|g| stored != Some(*g))
     }
 
     /// Replaces everything stored by `state` (compaction, teardown, import).
@@ -319,14 +318,25 @@ fn root_record(state: &Persisted) -> Root {
 fn for_each_record(state: &Persisted, buf: &mut Vec<u8>, mut f: impl FnMut(&str, &[u8])) {
     encode(buf, &root_record(state));
     f(ROOT_KEY, buf);
-    if let Some(fingerprint) = state.gateway_certificate {
-        encode(buf, &GatewayRecord { fingerprint });
-        f(GATEWAY_KEY, buf);
-    }
+    put_gateway(state.gateway_certificate, buf, &mut f);
     for (agent, node) in &state.model.nodes {
         encode_node(buf, node);
         f(&node_key(agent), buf);
     }
+}
+
+/// The gateway record, when there is one to write, to `put`; how many records that is.
+fn put_gateway(
+    gateway: Option<Fingerprint>,
+    buf: &mut Vec<u8>,
+    put: &mut dyn FnMut(&str, &[u8]),
+) -> usize {
+    let Some(fingerprint) = gateway else {
+        return 0;
+    };
+    encode(buf, &GatewayRecord { fingerprint });
+    put(GATEWAY_KEY, buf);
+    1
 }
 
 fn encode<T: Serialize>(buf: &mut Vec<u8>, value: &T) {

@@ -6,7 +6,9 @@
 //! gateway runs (a reinstalled gateway, another node behind a load balancer).
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use rustls::server::{ClientHello, ResolvesServerCert, ServerSessionMemoryCache, StoresServerSessions};
+use rustls::server::{
+    ClientHello, ResolvesServerCert, ServerSessionMemoryCache, StoresServerSessions,
+};
 use rustls::sign::CertifiedKey;
 use std::sync::{Arc, RwLock};
 
