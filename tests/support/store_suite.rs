@@ -142,7 +142,11 @@ fn state_round_trip(open: &mut dyn FnMut() -> Box<dyn RecordStore>) {
     assert_eq!(store.save(&state).expect("save"), 1, "root only");
     let gateway = storage_framework::tls::Fingerprint::of(b"gateway certificate");
     state.gateway_certificate = Some(gateway);
-    assert_eq!(store.save(&state).expect("save"), 1, "the gateway record only");
+    assert_eq!(
+        store.save(&state).expect("save"),
+        1,
+        "the gateway record only"
+    );
     drop(store);
     let mut store = StateStore::new(open());
     let back = store.load().expect("load");
