@@ -212,8 +212,138 @@ fn the_gateways_own_certificate_as_cacert_runs() {
         &dir,
     );
     s.wait_running();
+    // Accepted as the very certificate given: a check REX-Ray cannot repeat.
+    s.wait_line(&["REX-Ray does not verify", "insecure: true"]);
     // Nothing trusted on first use under a CA.
     assert_eq!(stored_state(&dir.join("s.json")).gateway_certificate, None);
+}
+
+/// `openssl` with `args` in `dir`, which must succeed.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// In `dir`: `ca.pem` (a site CA) and a gateway certificate it signed, `gw-<name>.pem` and
+/// `gw-<name>.key`, with `san` as its subject alternative names.
+fn ca_signed(dir: &Path, name: &str, san: &str) -> (String, String) {
+    if !dir.join("ca.pem").exists() {
+        openssl(
+            dir,
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=Site CA",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign",
+            ],
+        );
+    }
+    let (key, csr, pem, ext) = (
+        format!("gw-{name}.key"),
+        format!("gw-{name}.csr"),
+        format!("gw-{name}.pem"),
+        format!("gw-{name}.ext"),
+    );
+    std::fs::write(
+        dir.join(&ext),
+        format!("basicConstraints=critical,CA:FALSE\nsubjectAltName={san}\nextendedKeyUsage=serverAuth\n"),
+    )
+    .expect("extensions");
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+            "-subj",
+            "/CN=scaleio-gateway",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            &ext,
+            "-out",
+            &pem,
+        ],
+    );
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).expect("read PEM");
+    (read(&pem), read(&key))
+}
+
+#[test]
+fn a_ca_signed_certificate_is_checked_by_chain_and_name_and_rexray_verifies_it_too() {
+    let m = master();
+    let gw = start_gateway();
+    let dir = tempdir("chain");
+    let (chain, key) = ca_signed(&dir, "ip", "IP:127.0.0.1");
+    gw.serve_pem(&chain, &key).expect("serve");
+    let ca = format!("-storage.gateway.cacert={}", dir.join("ca.pem").display());
+    let store = dir.join("s.json");
+    let port = free_port();
+    let s = Running::start(&args(&m, &gw, &store, port, &[ca.clone()]), port, &dir);
+    s.wait_running();
+    s.wait_line(&[
+        "REX-Ray verifies the gateway's certificate too",
+        "insecure: false",
+    ]);
+    drop(s);
+
+    // Signed by the CA but not for the address dialled: the names and the address are said.
+    let (chain, key) = ca_signed(&dir, "dns", "DNS:gw.example.com");
+    gw.serve_pem(&chain, &key).expect("serve");
+    let out = run_to_exit(&args(&m, &gw, &store, free_port(), &[ca]));
+    assert_refused(
+        &out,
+        &[
+            "-storage.gateway.cacert",
+            "CN=scaleio-gateway",
+            "gw.example.com",
+            "127.0.0.1",
+        ],
+    );
 }
 
 #[test]

@@ -98,8 +98,7 @@ fn run_steps(config: &Config, start_rest: exchange::StartRest) -> Step<i32> {
     }
 
     let _threads = wiring::start_master_threads(config, &state, &channels, &metrics);
-    // REX-Ray verifies the gateway only when it can repeat the scheduler's check.
-    let chained = gateway.as_ref().is_some_and(|c| c.verified_by_chain());
+    let chained = volume_driver_verifies(gateway.as_ref());
     let mut dispatcher = wiring::dispatcher(config, state, store, &channels, metrics, chained);
     if let Some(client) = gateway {
         let inputs = channels.inputs.0.clone();
@@ -160,6 +159,27 @@ fn keep_gateway_certificate(
         crate::gateway::trust::first_use_line(fingerprint, client.address())
     );
     Ok(())
+}
+
+/// Whether REX-Ray is to verify the gateway's certificate: only when it can repeat the
+/// scheduler's check (it can neither pin nor skip the name check). Said once at start.
+fn volume_driver_verifies(gateway: Option<&crate::gateway::client::GatewayClient>) -> bool {
+    let Some(client) = gateway else {
+        return false;
+    };
+    let chained = client.verified_by_chain();
+    if chained {
+        info!(
+            "REX-Ray verifies the gateway's certificate too (scaleio.insecure: false): \
+             the -storage.gateway.cacert CA must be in each node's system CA store"
+        );
+    } else {
+        info!(
+            "REX-Ray does not verify the gateway's certificate (scaleio.insecure: true): it can \
+             only check a chain to a CA in the node's store that names the gateway's address"
+        );
+    }
+    chained
 }
 
 /// Logs why the start-up stops and gives the exit code for it.

@@ -284,11 +284,22 @@ impl GatewayHandle {
     /// as a reinstalled gateway would; connections already open are closed at their next
     /// request.
     pub fn renew_certificate(&self) -> Result<(), String> {
-        let fresh = cert::make(&self.hostname)?;
-        self.current.replace(&fresh);
-        *self.certificate.lock().unwrap_or_else(|p| p.into_inner()) = fresh;
-        self.outage.renewals.fetch_add(1, Ordering::SeqCst);
+        self.install(cert::make(&self.hostname)?);
         Ok(())
+    }
+
+    /// Serves the given chain (leaf first) and key from the next handshake on, as a gateway
+    /// whose operator installed a CA-signed certificate; connections already open are closed
+    /// at their next request.
+    pub fn serve_pem(&self, chain_pem: &str, key_pem: &str) -> Result<(), String> {
+        self.install(cert::from_pem(chain_pem, key_pem)?);
+        Ok(())
+    }
+
+    fn install(&self, served: cert::Served) {
+        self.current.replace(&served);
+        *self.certificate.lock().unwrap_or_else(|p| p.into_inner()) = served;
+        self.outage.renewals.fetch_add(1, Ordering::SeqCst);
     }
 
     fn served(&self) -> cert::Served {

@@ -5,6 +5,7 @@
 //! what the framework's verifiers must cope with. The certificate can be replaced while the
 //! gateway runs (a reinstalled gateway, another node behind a load balancer).
 
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::{
     ClientHello, ResolvesServerCert, ServerSessionMemoryCache, StoresServerSessions,
@@ -41,6 +42,32 @@ pub fn make(hostname: &str) -> Result<Served, String> {
         pem: cert.pem(),
         der: der.clone(),
         key: Arc::new(CertifiedKey::new(vec![der], signer)),
+    })
+}
+
+/// A certificate chain and key given in PEM (an operator's own, signed by a CA), served
+/// leaf first.
+pub fn from_pem(chain_pem: &str, key_pem: &str) -> Result<Served, String> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(chain_pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("gateway: the certificate chain is not PEM: {e}"))?;
+    let Some(leaf) = chain.first().cloned() else {
+        return Err("gateway: the certificate chain holds no certificate".to_string());
+    };
+    let private = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
+        .map_err(|e| format!("gateway: the key is not PEM: {e}"))?;
+    let signer = rustls::crypto::ring::sign::any_supported_type(&private)
+        .map_err(|e| format!("gateway: the key is unusable: {e}"))?;
+    let start = chain_pem.find("-----BEGIN CERTIFICATE-----").unwrap_or(0);
+    let end = chain_pem[start..]
+        .find("-----END CERTIFICATE-----")
+        .map_or(chain_pem.len(), |e| {
+            start + e + "-----END CERTIFICATE-----\n".len()
+        });
+    Ok(Served {
+        pem: chain_pem[start..end.min(chain_pem.len())].to_string(),
+        der: leaf,
+        key: Arc::new(CertifiedKey::new(chain, signer)),
     })
 }
 
