@@ -323,7 +323,11 @@ fn a_ca_signed_certificate_is_checked_by_chain_and_name_and_rexray_verifies_it_t
     let ca = format!("-storage.gateway.cacert={}", dir.join("ca.pem").display());
     let store = dir.join("s.json");
     let port = free_port();
-    let s = Running::start(&args(&m, &gw, &store, port, &[ca.clone()]), port, &dir);
+    let s = Running::start(
+        &args(&m, &gw, &store, port, std::slice::from_ref(&ca)),
+        port,
+        &dir,
+    );
     s.wait_running();
     s.wait_line(&[
         "REX-Ray verifies the gateway's certificate too",

@@ -342,11 +342,7 @@ fn chain_refusal(
         ..
     }) = e
     {
-        names.extend(
-            presented
-                .iter()
-                .map(|n| format!("subject alternative name {n}")),
-        );
+        names.extend(presented.iter().map(|n| alt_name(n)));
     }
     format!(
         "certificate {seen} chains to {CA_FLAG} but is for {}, not for {}, the address the \
@@ -359,6 +355,20 @@ fn chain_refusal(
         },
         dialled.to_str()
     )
+}
+
+/// A subject alternative name as webpki reports it (`DnsName("gw.example.com")`) in the
+/// form openssl prints (`DNS:gw.example.com`).
+fn alt_name(reported: &str) -> String {
+    let Some((kind, rest)) = reported.split_once('(') else {
+        return reported.to_string();
+    };
+    let value = rest.trim_end_matches(')').trim_matches('"');
+    match kind {
+        "DnsName" => format!("DNS:{value}"),
+        "IpAddress" => format!("IP:{value}"),
+        _ => format!("{kind}:{value}"),
+    }
 }
 
 /// The common names in a certificate, subject last (the issuer's comes first): read by the
@@ -503,7 +513,7 @@ mod tests {
             "a chain REX-Ray can check too"
         );
         let e = verify(&v, BY_SITE_CA, "10.1.2.3").unwrap_err();
-        assert!(e.contains("CN=gw.example.com"), "{e}");
+        assert!(e.contains("CN=gw.example.com, DNS:gw.example.com"), "{e}");
         assert!(
             e.contains("gw.example.com") && e.contains("10.1.2.3"),
             "{e}"
