@@ -463,7 +463,7 @@ fn an_executor_killed_mid_install_resumes_without_reinstalling() {
     ]);
     // Without the SDC's URL the node installs the SDS, then waits at `packages`.
     let full = rig.args.clone();
-    rig.args.retain(|a| !a.starts_with("-storage.rhel7.sdc="));
+    rig.args.retain(|a| !a.starts_with("-storage.rhel7.sdc"));
     rig.stop_scheduler();
     rig.spawn();
     let e = rig.wait_error(1, &["packages", "-storage.rhel7.sdc"]);

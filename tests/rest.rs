@@ -103,7 +103,9 @@ fn start_full(state: Persisted, conn: Connection, opts: ServerOptions) -> Server
     let rest = rest::start_with(
         RestConfig {
             port: 0,
-            executor_path: binary.clone(),
+            executor_binary: Arc::new(
+                storage_framework::scheduler::executor_binary::ExecutorBinary::new(binary.clone()),
+            ),
             inputs: fake.inputs.clone(),
             metrics: metrics.clone(),
             secrets: Some(secrets),
@@ -1652,7 +1654,11 @@ fn a_stuck_or_gone_dispatcher_gives_503_not_a_hang() {
     let rest = rest::start_with(
         RestConfig {
             port: 0,
-            executor_path: temp_dir().join("storage-executor"),
+            executor_binary: Arc::new(
+                storage_framework::scheduler::executor_binary::ExecutorBinary::new(
+                    temp_dir().join("storage-executor"),
+                ),
+            ),
             inputs: tx,
             metrics: Arc::new(Metrics::default()),
             secrets: None,

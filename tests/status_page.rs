@@ -169,7 +169,11 @@ fn status_page_renders_every_node_in_chromium() {
     let rest = rest::start_with(
         RestConfig {
             port: 0,
-            executor_path: PathBuf::from("/nonexistent/storage-executor"),
+            executor_binary: Arc::new(
+                storage_framework::scheduler::executor_binary::ExecutorBinary::new(PathBuf::from(
+                    "/nonexistent/storage-executor",
+                )),
+            ),
             inputs: fake.inputs.clone(),
             metrics: Arc::new(Metrics::default()),
             secrets: None,
@@ -292,7 +296,11 @@ fn status_page_pages_filters_and_orders_naturally_in_chromium() {
     let rest = rest::start_with(
         RestConfig {
             port: 0,
-            executor_path: PathBuf::from("/nonexistent/storage-executor"),
+            executor_binary: Arc::new(
+                storage_framework::scheduler::executor_binary::ExecutorBinary::new(PathBuf::from(
+                    "/nonexistent/storage-executor",
+                )),
+            ),
             inputs: fake.inputs.clone(),
             metrics: Arc::new(Metrics::default()),
             secrets: None,

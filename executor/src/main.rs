@@ -9,11 +9,12 @@ mod host;
 mod logging;
 mod node;
 mod payload;
-mod sha256;
 mod updates;
 mod uuid;
 
 use std::process::ExitCode;
+// The digests of downloads: shared with the scheduler, which names the executor binary's.
+use storage_framework::sha256;
 
 const EXIT_USAGE: u8 = 2;
 

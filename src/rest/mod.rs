@@ -24,7 +24,6 @@
 //! the workers and of the places waiting for them.
 
 mod executor_api;
-mod executor_binary;
 mod fdlimit;
 mod gate;
 pub mod http;
@@ -41,6 +40,7 @@ use crate::contract::api;
 use crate::contract::env;
 pub use crate::scheduler::exchange::RestConfig;
 use crate::scheduler::exchange::{Input, View};
+use crate::scheduler::executor_binary::ExecutorBinary;
 use crossbeam_channel::{select, Receiver, Sender};
 use http::{Body, HttpStats, Request, Response};
 use log::{info, warn};
@@ -50,7 +50,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use waits::Waits;
 
-use executor_binary::ExecutorBinary;
 use json_cache::compress;
 pub use json_cache::JsonCache;
 
@@ -182,7 +181,7 @@ pub fn start_with(mut config: RestConfig, options: ServerOptions) -> Result<Rest
         None => None,
     };
     let router = Arc::new(Router {
-        binary: ExecutorBinary::new(config.executor_path.clone()),
+        binary: config.executor_binary.clone(),
         config,
         options: options.clone(),
         stats: stats.clone(),
@@ -234,7 +233,7 @@ type Route = fn(&Router, &Request) -> Response;
 struct Router {
     config: RestConfig,
     options: ServerOptions,
-    binary: ExecutorBinary,
+    binary: Arc<ExecutorBinary>,
     stats: Arc<HttpStats>,
     waits: Arc<Waits>,
     state_json: state::StateCache,

@@ -9,7 +9,6 @@ use crate::scheduler::model::{ClusterModel, Phase};
 use crate::secret::Secret;
 use crossbeam_channel::{Receiver, Sender};
 use std::fmt;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 /// At most this many devices in one report (far above any real node).
@@ -326,7 +325,8 @@ pub struct View {
 /// [`StartRest`].
 pub struct RestConfig {
     pub port: u16,
-    pub executor_path: PathBuf,
+    /// Served to agents; the dispatcher names its digest in every launch.
+    pub executor_binary: Arc<crate::scheduler::executor_binary::ExecutorBinary>,
     pub inputs: Sender<Input>,
     pub metrics: Arc<Metrics>,
     /// The dispatcher's executor secrets, as it grants and revokes them (the current ones

@@ -11,6 +11,7 @@
 
 pub mod dispatcher;
 pub mod exchange;
+pub mod executor_binary;
 pub mod exit;
 pub mod flags;
 pub mod gateway_work;
@@ -55,6 +56,9 @@ fn run_steps(config: &Config, start_rest: exchange::StartRest) -> Step<i32> {
     for w in config.rexray.warnings() {
         warn!("{w}");
     }
+    for flag in &config.unverified_packages {
+        warn!("{}", flags::unverified_warning(flag));
+    }
     let version = master::check_version(config).map_err(fail)?;
     info!("master runs Mesos {version}");
     let (mut store, mut state, state_warning) = open_state(config)?;
@@ -65,9 +69,10 @@ fn run_steps(config: &Config, start_rest: exchange::StartRest) -> Step<i32> {
 
     let metrics = Arc::new(Metrics::default());
     let channels = wiring::Channels::new(&state);
+    let binary = Arc::new(executor_binary::ExecutorBinary::new(executor_path(config)));
     let rest = start_rest(exchange::RestConfig {
         port: config.rest_port,
-        executor_path: executor_path(config),
+        executor_binary: binary.clone(),
         inputs: channels.inputs.0.clone(),
         metrics: metrics.clone(),
         secrets: Some(channels.secrets.1.clone()),
@@ -99,7 +104,8 @@ fn run_steps(config: &Config, start_rest: exchange::StartRest) -> Step<i32> {
 
     let _threads = wiring::start_master_threads(config, &state, &channels, &metrics);
     let chained = volume_driver_verifies(gateway.as_ref());
-    let mut dispatcher = wiring::dispatcher(config, state, store, &channels, metrics, chained);
+    let mut dispatcher =
+        wiring::dispatcher(config, state, store, &channels, metrics, binary, chained);
     if let Some(client) = gateway {
         let inputs = channels.inputs.0.clone();
         wiring::start_gateway_worker(config, client, &mut dispatcher, inputs);

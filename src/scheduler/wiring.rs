@@ -4,6 +4,7 @@
 use crate::contract::env::EXECUTOR_BINARY;
 use crate::scheduler::dispatcher::Dispatcher;
 use crate::scheduler::exchange::{Input, SecretUpdate};
+use crate::scheduler::executor_binary::ExecutorBinary;
 use crate::scheduler::flags::Config;
 use crate::scheduler::gateway_work;
 use crate::scheduler::master::{self, agent_watcher, sender, subscription};
@@ -98,6 +99,7 @@ pub fn dispatcher(
     store: crate::scheduler::persist::StateStore,
     channels: &Channels,
     metrics: Arc<Metrics>,
+    binary: Arc<ExecutorBinary>,
     gateway_verified_by_chain: bool,
 ) -> Dispatcher {
     let settings = placement::Settings {
@@ -113,6 +115,7 @@ pub fn dispatcher(
         framework_id: state.model.framework_id.clone().unwrap_or_default(),
         scheduler_url: config.scheduler_url(),
         loglevel: config.loglevel.to_string().to_lowercase(),
+        executor_sha256: None,
     };
     let mut dispatcher = Dispatcher::new(
         state,
@@ -123,6 +126,7 @@ pub fn dispatcher(
         metrics,
     );
     dispatcher.set_secret_feed(channels.secrets.0.clone());
+    dispatcher.set_executor_binary(binary);
     let mut install = InstallSettings::from_config(config);
     install.plan.volume_driver.verify_gateway = gateway_verified_by_chain;
     dispatcher.set_install_settings(install);

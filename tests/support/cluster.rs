@@ -124,8 +124,8 @@ pub fn host_standins(control_url: Option<String>) -> devcluster::host::HostStand
 /// Package files of both platforms in `dir` (`tests/devcluster/packages.txt`, storage and
 /// volume driver), named as the vendor names them, served over HTTP from loopback (the server
 /// lives as long as the returned handle), and the scheduler flags that hand them out. Every
-/// file served is appended to `dir/served.log`, one name a line ([`served`]). The volume
-/// driver's packages come with their SHA-256.
+/// file served is appended to `dir/served.log`, one name a line ([`served`]). Every package
+/// comes with its SHA-256.
 pub fn stage_packages(dir: &Path) -> (Vec<String>, std::sync::Arc<tiny_http::Server>) {
     std::fs::create_dir_all(dir).expect("package dir");
     let server = std::sync::Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("file server"));
@@ -160,10 +160,8 @@ pub fn stage_packages(dir: &Path) -> (Vec<String>, std::sync::Arc<tiny_http::Ser
         let path = dir.join(file);
         std::fs::write(&path, format!("stand-in package {file}\n")).expect("package file");
         flags.push(format!("-{flag}=http://{addr}/{file}"));
-        // The volume driver's downloads are checked against their digests.
-        if flag.starts_with("rexray.") {
-            flags.push(format!("-{flag}.sha256={}", sha256_of(&path)));
-        }
+        // Every download is checked against its digest.
+        flags.push(format!("-{flag}.sha256={}", sha256_of(&path)));
     }
     (flags, server)
 }

@@ -1042,6 +1042,8 @@ mod captured_plan {
             "-storage.clustername=sys",
             "-storage.lbgateway=gw.example:8443",
             "-storage.ubuntu14.sds=http://repo/EMC-ScaleIO-sds-2.0-10000.2072.Ubuntu.14.04.x86_64.deb",
+            "-storage.ubuntu14.sds.sha256=2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae",
+            "-storage.packages.unverified=true",
             "-storage.ubuntu14.mdm=http://repo/EMC-ScaleIO-mdm-2.0-10000.2072.Ubuntu.14.04.x86_64.deb",
             "-storage.rhel7.sdc=http://repo/EMC-ScaleIO-sdc-2.0-10000.2072.el7.x86_64.rpm",
             "-storage.rhel7.gw=http://repo/EMC-ScaleIO-gateway-2.0-10000.2072.el7.noarch.rpm",

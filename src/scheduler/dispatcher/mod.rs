@@ -100,6 +100,8 @@ pub struct Dispatcher {
     accepts_in_flight: usize,
     /// Executors quiet for too long get the address again (see `announce.rs`).
     reannounce: announce::Reannounce,
+    /// The binary the REST server serves: each launch names its current digest.
+    executor_binary: Option<Arc<crate::scheduler::executor_binary::ExecutorBinary>>,
 }
 
 impl Dispatcher {
@@ -135,6 +137,7 @@ impl Dispatcher {
             debug_tally: Default::default(),
             offer_backlog: Default::default(),
             accepts_in_flight: 0,
+            executor_binary: None,
             reannounce: Default::default(),
         }
     }
@@ -582,6 +585,7 @@ mod tests {
                 framework_id: String::new(),
                 scheduler_url: "http://sched:8080".into(),
                 loglevel: "info".into(),
+                executor_sha256: Some("0".repeat(64)),
             },
             tx,
             Arc::new(Metrics::default()),

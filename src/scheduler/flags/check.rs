@@ -17,6 +17,8 @@ pub(super) struct Check<'a> {
     pub(super) broken: HashSet<&'static str>,
     pub(super) errors: Vec<String>,
     pub(super) env: &'a dyn Fn(&str) -> Option<String>,
+    /// Package URL flags given without their digest flag: (URL flag, digest flag).
+    pub(super) without_digest: Vec<(&'static str, &'static str)>,
 }
 
 impl Check<'_> {
@@ -237,6 +239,7 @@ impl Check<'_> {
 
         let storage = self.storage(experimental);
         let rexray = self.volume_driver();
+        let unverified_packages = self.unverified_packages();
         let store = self.store();
 
         Config {
@@ -253,6 +256,7 @@ impl Check<'_> {
             executor,
             storage,
             rexray,
+            unverified_packages,
             store,
         }
     }

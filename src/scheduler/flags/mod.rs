@@ -49,6 +49,9 @@ pub struct Config {
     pub executor: ExecutorResources,
     pub storage: StorageSettings,
     pub rexray: RexRay,
+    /// The package URL flags (as written) given without their SHA-256 under
+    /// `-storage.packages.unverified=true`: installed unchecked, one start-up warning each.
+    pub unverified_packages: Vec<String>,
     pub store: StoreSettings,
 }
 
@@ -161,6 +164,14 @@ pub const VOLUME_DRIVER_NO_USER: &str = "-rexray.username and -rexray.password a
      REX-Ray's configuration is written without gateway credentials, so volume operations \
      will fail until they are given";
 
+/// The start-up warning about a package installed without its digest being checked.
+pub fn unverified_warning(flag: &str) -> String {
+    format!(
+        "{flag}: no SHA-256 given, installed unchecked (-storage.packages.unverified=true): \
+         whoever can change the file or the download in transit runs code as root on the nodes"
+    )
+}
+
 impl Config {
     /// Base URL of this scheduler's REST server as agents and operators reach it.
     pub fn scheduler_url(&self) -> String {
@@ -239,6 +250,7 @@ mod tests {
     use super::table::{lookup, Kind, FLAGS, NOT_USED_YET, REQUIRED};
     use super::values::find_placeholder;
     use super::*;
+    use crate::contract::platform::Component;
     use crate::gateway::trust::TrustMode;
 
     const PASSWORD: &str = "S3cr3t-pw!";
@@ -423,6 +435,7 @@ mod tests {
                 "-rexray.branch=unstable",
                 "-rexray.version=0.6.3",
                 "-isolator.binary=https://x/libmesos_dvdi_isolator-1.0.1.so",
+                "-storage.packages.unverified=true",
                 "-store.type=file",
                 "-store.uri=/var/lib/storage/state.json",
             ],
@@ -471,6 +484,12 @@ mod tests {
             Some("https://x/libmesos_dvdi_isolator-1.0.1.so")
         );
         assert_eq!(c.store.uri, "/var/lib/storage/state.json");
+        assert_eq!(
+            c.unverified_packages.len(),
+            11,
+            "{:?}",
+            c.unverified_packages
+        );
     }
 
     #[test]
@@ -544,9 +563,13 @@ mod tests {
             "-scaleio.lbgateway=lb",
             "-scaleio.apiversion=2.0",
             "-scaleio.ubuntu14.sds=http://p/sds.deb",
+            &format!("-scaleio.ubuntu14.sds.sha256={}", "a".repeat(64)),
             "-scaleio.rhel7.mdm=http://p/mdm.rpm",
+            &format!("-scaleio.rhel7.mdm.sha256={}", "b".repeat(64)),
             "-scaleio.centos7.sdc=http://p/sdc.rpm",
+            &format!("-scaleio.centos7.sdc.sha256={}", "C".repeat(64)),
             "-storage.centos7.lia=http://p/lia.rpm",
+            &format!("-storage.centos7.lia.sha256={}", "d".repeat(64)),
         ]);
         let c = run(&a);
         assert_eq!(c.storage.password.expose(), PASSWORD);
@@ -573,6 +596,9 @@ mod tests {
             c.storage.packages[&Platform::Rhel7].lia.as_deref(),
             Some("http://p/lia.rpm")
         );
+        let sdc = c.storage.packages[&Platform::Rhel7].get(Component::Sdc);
+        assert_eq!(sdc.and_then(|d| d.sha256), Some("c".repeat(64)));
+        assert!(c.unverified_packages.is_empty());
     }
 
     #[test]

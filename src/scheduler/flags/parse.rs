@@ -23,6 +23,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
         broken: scan.broken,
         errors: scan.errors,
         env,
+        without_digest: Vec::new(),
     };
     let config = check.config();
     if check.errors.is_empty() {
