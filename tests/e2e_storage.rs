@@ -581,6 +581,21 @@ fn experimental_mode_builds_the_mdm_cluster_then_attaches_every_node() {
     assert_eq!(sdcs.len(), AGENTS, "every node's SDC: {sdcs:?}");
     assert!(sdcs.iter().all(|s| s.connected()));
     rig.assert_exactly_once_of(&FREE_DISKS);
+    // No gateway request is made before the cluster exists: the gateway worker met the
+    // certificate first, trusted it on first use and the dispatcher kept it.
+    let kept = wait_for(
+        "the gateway's certificate kept",
+        Duration::from_secs(30),
+        || {
+            cluster::try_stored_state(&rig.store)
+                .ok()?
+                .gateway_certificate
+        },
+    );
+    assert_eq!(
+        kept,
+        storage_framework::tls::Fingerprint::of(&rig.gw.certificate_der())
+    );
 
     // The hosts: the primary ran each creation step once; every MDM node has LIA with the
     // cluster's installation id and a gateway pointed at the managers; no password on any

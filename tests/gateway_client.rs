@@ -13,11 +13,13 @@ use storage_framework::gateway::api;
 use storage_framework::gateway::client::{
     code, CallCounters, GatewayClient, GatewayConfig, GatewayError,
 };
+use storage_framework::gateway::trust::{FirstUse, Trust};
 use storage_framework::gateway::types::{
     Device, DeviceInfo, NewDevice, NewProtectionDomain, NewSds, NewStoragePool, ProtectionDomain,
     Sdc, Sds, StatisticsById, StoragePool, System,
 };
 use storage_framework::secret::Secret;
+use storage_framework::tls::Fingerprint;
 
 const PASSWORD: &str = "Gw-Pa55word!";
 
@@ -147,23 +149,94 @@ fn verifies_against_a_given_ca_and_fails_clearly_with_a_wrong_one() {
     std::fs::write(&right, gw.certificate_pem()).expect("write");
     std::fs::write(&wrong, other.certificate_pem()).expect("write");
 
+    // The gateway's own self-signed CA certificate, which names no IP address: accepted as
+    // the very certificate given.
     let mut cfg = config(&gw, PASSWORD);
-    cfg.ca_cert = Some(right);
+    cfg.trust = Trust::Ca(right);
     let mut c = GatewayClient::new(cfg).expect("client");
-    c.login().expect("login with the pinned CA");
+    c.login()
+        .expect("login with the gateway's own certificate as CA");
+    assert!(
+        !c.verified_by_chain(),
+        "a pin, not a chain REX-Ray could check"
+    );
 
     let mut cfg = config(&gw, PASSWORD);
-    cfg.ca_cert = Some(wrong);
+    cfg.trust = Trust::Ca(wrong);
     let mut c = GatewayClient::new(cfg).expect("client");
     let err = c.login().expect_err("a wrong CA");
     assert!(matches!(err, GatewayError::Tls { .. }), "{err:?}");
     assert!(err.to_string().contains("-storage.gateway.cacert"), "{err}");
 
     let mut cfg = config(&gw, PASSWORD);
-    cfg.ca_cert = Some(dir.join("missing.pem"));
+    cfg.trust = Trust::Ca(dir.join("missing.pem"));
     let err = GatewayClient::new(cfg).expect_err("a missing CA file");
     assert!(err.to_string().contains("missing.pem"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn fingerprint(gw: &GatewayHandle) -> Fingerprint {
+    Fingerprint::of(&gw.certificate_der())
+}
+
+#[test]
+fn a_pinned_certificate_is_accepted_and_another_refused_naming_both() {
+    let gw = start();
+    let other = start();
+    let mut cfg = config(&gw, PASSWORD);
+    cfg.trust = Trust::Pinned(vec![fingerprint(&other), fingerprint(&gw)]);
+    let mut c = GatewayClient::new(cfg).expect("client");
+    c.login().expect("one of the pins");
+
+    let mut cfg = config(&gw, PASSWORD);
+    cfg.trust = Trust::Pinned(vec![fingerprint(&other)]);
+    let mut c = GatewayClient::new(cfg).expect("client");
+    let err = c.login().expect_err("not pinned");
+    assert!(matches!(err, GatewayError::Tls { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains(&fingerprint(&gw).to_string()), "{text}");
+    assert!(text.contains(&fingerprint(&other).to_string()), "{text}");
+    assert!(text.contains("-storage.gateway.fingerprint"), "{text}");
+}
+
+#[test]
+fn first_use_trusts_the_first_certificate_and_refuses_a_renewed_one() {
+    let gw = start();
+    let first = Arc::new(FirstUse::new(None));
+    let mut cfg = config(&gw, PASSWORD);
+    cfg.trust = Trust::FirstUse(first.clone());
+    let mut c = GatewayClient::new(cfg).expect("client");
+    api::systems(&mut c).expect("first use");
+    let old = fingerprint(&gw);
+    assert_eq!(c.newly_trusted(), Some(old));
+    assert_eq!(c.newly_trusted(), None, "handed over once");
+
+    gw.renew_certificate().expect("renew");
+    let new = fingerprint(&gw);
+    let err = api::systems(&mut c).expect_err("a changed certificate");
+    let text = err.to_string();
+    assert!(
+        text.contains(&old.to_string()) && text.contains(&new.to_string()),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("-storage.gateway.fingerprint={new}")),
+        "{text}"
+    );
+    assert_eq!(first.trusted(), Some(old), "the first one stays trusted");
+    assert!(!text.contains(PASSWORD));
+}
+
+#[test]
+fn insecure_accepts_any_certificate() {
+    let gw = start();
+    let mut cfg = config(&gw, PASSWORD);
+    cfg.trust = Trust::Insecure;
+    let mut c = GatewayClient::new(cfg).expect("client");
+    api::systems(&mut c).expect("unverified");
+    gw.renew_certificate().expect("renew");
+    api::systems(&mut c).expect("still unverified");
+    assert_eq!(c.newly_trusted(), None);
 }
 
 #[test]

@@ -309,6 +309,11 @@ pub struct VolumeDriver {
     /// The scoped gateway user; `None`: REX-Ray's configuration gets no credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub username: Option<String>,
+    /// REX-Ray verifies the gateway's certificate (`scaleio.insecure: false`): only when the
+    /// scheduler verified it by the one check REX-Ray can repeat, a chain to a CA with the
+    /// dialled address among its names. REX-Ray cannot pin a certificate.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub verify_gateway: bool,
 }
 
 impl VolumeDriver {

@@ -10,6 +10,7 @@
 //! [`super::api`].
 
 use super::paths::LOGIN;
+use super::trust::{FirstUse, Trust};
 use super::types::ErrorBody;
 use crate::backoff::Backoff;
 use crate::mesos::base64;
@@ -17,7 +18,6 @@ use crate::secret::Secret;
 use serde::Deserialize;
 use serde_json::Value;
 use std::fmt;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,9 +42,8 @@ pub struct GatewayConfig {
     pub password: Secret,
     /// `-storage.apiversion`, sent as `Accept: application/json;version=<this>`.
     pub api_version: String,
-    /// `None`: the certificate is not verified (self-signed gateways); `Some`: verified
-    /// against this CA (PEM).
-    pub ca_cert: Option<PathBuf>,
+    /// How the gateway's certificate is checked (`trust.rs`).
+    pub trust: Trust,
     pub connect_timeout: Duration,
     /// Whole-request limit (connect, send, wait, read).
     pub request_timeout: Duration,
@@ -59,7 +58,8 @@ impl GatewayConfig {
             address: address.to_string(),
             password,
             api_version: api_version.to_string(),
-            ca_cert: None,
+            // Checked by default: the first certificate seen, and only it, from then on.
+            trust: Trust::FirstUse(Arc::new(FirstUse::new(None))),
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
             retries: 3,
@@ -72,8 +72,13 @@ impl GatewayConfig {
 pub enum GatewayError {
     /// Bad configuration (an unreadable CA file).
     Config(String),
-    /// The TLS handshake failed: certificate not trusted, wrong host, protocol.
-    Tls { address: String, detail: String },
+    /// The TLS handshake failed: certificate not trusted, wrong host, protocol. `flag` is the
+    /// one that decides what is trusted.
+    Tls {
+        address: String,
+        detail: String,
+        flag: &'static str,
+    },
     /// No answer: refused, unreachable, timed out.
     Unreachable { address: String, detail: String },
     /// The login was refused (wrong password).
@@ -121,10 +126,13 @@ impl fmt::Display for GatewayError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             GatewayError::Config(e) => write!(f, "{e}"),
-            GatewayError::Tls { address, detail } => write!(
+            GatewayError::Tls {
+                address,
+                detail,
+                flag,
+            } => write!(
                 f,
-                "TLS handshake with the gateway at {address} failed: {detail} \
-                 (check -storage.gateway.cacert)"
+                "TLS handshake with the gateway at {address} failed: {detail} (check {flag})"
             ),
             GatewayError::Unreachable { address, detail } => {
                 write!(f, "the gateway at {address} is unreachable: {detail}")
@@ -176,6 +184,8 @@ pub struct GatewayClient {
     requests: u64,
     /// The transport error the last request ended in; `None` once one is answered.
     unanswered: Option<GatewayError>,
+    /// The certificate passed an ordinary chain check, names included (see `trust.rs`).
+    chained: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl fmt::Debug for GatewayClient {
@@ -188,48 +198,22 @@ impl fmt::Debug for GatewayClient {
 
 /// TLS with ring as the crypto provider, named here because ureq is built without a
 /// default one (that default would also bundle the public root CAs, which this client never
-/// trusts: it pins `-storage.gateway.cacert` or verifies nothing).
-fn tls_builder() -> ureq::tls::TlsConfigBuilder {
+/// trusts).
+fn unverified_tls() -> ureq::tls::TlsConfig {
     ureq::tls::TlsConfig::builder()
-        .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .unversioned_rustls_crypto_provider(crate::tls::provider())
+        .disable_verification(true)
+        .build()
 }
 
 impl GatewayClient {
     pub fn new(config: GatewayConfig) -> Result<GatewayClient, GatewayError> {
-        let tls = match &config.ca_cert {
-            None => tls_builder().disable_verification(true).build(),
-            Some(path) => {
-                let pem = std::fs::read(path).map_err(|e| {
-                    GatewayError::Config(format!(
-                        "-storage.gateway.cacert: cannot read {}: {e}",
-                        path.display()
-                    ))
-                })?;
-                let mut certs = Vec::new();
-                for item in ureq::tls::parse_pem(&pem) {
-                    match item {
-                        Ok(ureq::tls::PemItem::Certificate(c)) => certs.push(c),
-                        Ok(_) => {}
-                        Err(e) => {
-                            return Err(GatewayError::Config(format!(
-                                "-storage.gateway.cacert: {} is not PEM: {e}",
-                                path.display()
-                            )))
-                        }
-                    }
-                }
-                if certs.is_empty() {
-                    return Err(GatewayError::Config(format!(
-                        "-storage.gateway.cacert: {} holds no certificate",
-                        path.display()
-                    )));
-                }
-                tls_builder()
-                    .root_certs(ureq::tls::RootCerts::Specific(Arc::new(certs)))
-                    .build()
-            }
-        };
-        let agent = ureq::Agent::config_builder()
+        let chained = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let tls = config
+            .trust
+            .client_config(chained.clone())
+            .map_err(GatewayError::Config)?;
+        let http = ureq::Agent::config_builder()
             // Error statuses carry the gateway's message and errorCode: read them.
             .http_status_as_error(false)
             .max_redirects(0)
@@ -237,10 +221,11 @@ impl GatewayClient {
             .user_agent(concat!("storage-framework/", env!("CARGO_PKG_VERSION")))
             .timeout_resolve(Some(config.connect_timeout))
             .timeout_connect(Some(config.connect_timeout))
-            .timeout_global(Some(config.request_timeout))
-            .tls_config(tls)
-            .build()
-            .into();
+            .timeout_global(Some(config.request_timeout));
+        let agent = match tls {
+            Some(tls) => crate::tls::agent(http.build(), tls),
+            None => http.tls_config(unverified_tls()).build().into(),
+        };
         let backoff = Backoff::new(config.retry_base, config.retry_base * 16);
         Ok(GatewayClient {
             config,
@@ -250,6 +235,7 @@ impl GatewayClient {
             counters: None,
             requests: 0,
             unanswered: None,
+            chained,
         })
     }
 
@@ -267,6 +253,20 @@ impl GatewayClient {
     pub fn set_address(&mut self, address: &str) {
         self.config.address = address.to_string();
         self.token = None;
+    }
+
+    /// The gateway's certificate passed the one check the volume driver can repeat: a chain
+    /// to `-storage.gateway.cacert` with the dialled address among its names.
+    pub fn verified_by_chain(&self) -> bool {
+        self.chained.load(Relaxed)
+    }
+
+    /// The certificate trusted on first use since the last call, if one was: to be kept.
+    pub fn newly_trusted(&self) -> Option<crate::tls::Fingerprint> {
+        match &self.config.trust {
+            Trust::FirstUse(first) => first.take_new(),
+            _ => None,
+        }
     }
 
     pub fn requests(&self) -> u64 {
@@ -461,7 +461,17 @@ impl GatewayClient {
                         .contains(&w.to_ascii_lowercase())
                 });
         if tls {
-            GatewayError::Tls { address, detail }
+            // A verifier's refusal (both fingerprints, the flag) reaches here wrapped by the
+            // transport and rustls as "io: TLS: unexpected error: ..."; the refusal is the news.
+            let detail = match detail.split_once("unexpected error: ") {
+                Some((_, refusal)) => refusal.to_string(),
+                None => detail,
+            };
+            GatewayError::Tls {
+                address,
+                detail,
+                flag: self.config.trust.flag(),
+            }
         } else {
             GatewayError::Unreachable { address, detail }
         }

@@ -61,7 +61,7 @@ fn run_steps(config: &Config, start_rest: exchange::StartRest) -> Step<i32> {
     }
     let version = master::check_version(config).map_err(fail)?;
     info!("master runs Mesos {version}");
-    let (store, mut state, state_warning) = open_state(config)?;
+    let (mut store, mut state, state_warning) = open_state(config)?;
     if config.teardown {
         return Ok(teardown::run(config, state, store));
     }
@@ -87,17 +87,25 @@ fn run_steps(config: &Config, start_rest: exchange::StartRest) -> Step<i32> {
     if let Err(e) = signals::forward(channels.inputs.0.clone()) {
         warn!("cannot install signal handlers: {e}");
     }
-    let gateway =
-        gateway_work::startup::check_before_subscribing(config, metrics.clone(), |why, delay| {
-            standin::serve_views(&channels.inputs.1, &state.model, why, delay)
-        })
-        .map_err(|halt| match halt {
-            gateway_work::startup::Halt::Prerequisite => gateway_work::prereq::EXIT_PREREQUISITE,
-            gateway_work::startup::Halt::Shutdown => EXIT_OK,
-        })?;
+    let trust = gateway_work::startup::trust(config, state.gateway_certificate);
+    let gateway = gateway_work::startup::check_before_subscribing(
+        config,
+        metrics.clone(),
+        trust,
+        |why, delay| standin::serve_views(&channels.inputs.1, &state.model, why, delay),
+    )
+    .map_err(|halt| match halt {
+        gateway_work::startup::Halt::Prerequisite => gateway_work::prereq::EXIT_PREREQUISITE,
+        gateway_work::startup::Halt::Shutdown => EXIT_OK,
+    })?;
+    if let Some(client) = &gateway {
+        keep_gateway_certificate(client, &mut state, &mut store)?;
+    }
 
     let _threads = wiring::start_master_threads(config, &state, &channels, &metrics);
-    let mut dispatcher = wiring::dispatcher(config, state, store, &channels, metrics, binary);
+    let chained = volume_driver_verifies(gateway.as_ref());
+    let mut dispatcher =
+        wiring::dispatcher(config, state, store, &channels, metrics, binary, chained);
     if let Some(client) = gateway {
         let inputs = channels.inputs.0.clone();
         wiring::start_gateway_worker(config, client, &mut dispatcher, inputs);
@@ -145,6 +153,49 @@ fn open_state(config: &Config) -> Step<(StateStore, Persisted, Option<String>)> 
         );
     }
     Ok((store, state, state_warning))
+}
+
+/// Saves the gateway certificate the start-up checks trusted on first use, before anything
+/// else relies on it (a scheduler that crashed after trusting it would otherwise trust
+/// whatever it sees next).
+fn keep_gateway_certificate(
+    client: &crate::gateway::client::GatewayClient,
+    state: &mut Persisted,
+    store: &mut StateStore,
+) -> Step<()> {
+    let Some(fingerprint) = client.newly_trusted() else {
+        return Ok(());
+    };
+    state.gateway_certificate = Some(fingerprint);
+    store
+        .save(state)
+        .map_err(|e| fail(format!("cannot save the gateway's certificate: {e}")))?;
+    info!(
+        "{}",
+        crate::gateway::trust::first_use_line(fingerprint, client.address())
+    );
+    Ok(())
+}
+
+/// Whether REX-Ray is to verify the gateway's certificate: only when it can repeat the
+/// scheduler's check (it can neither pin nor skip the name check). Said once at start.
+fn volume_driver_verifies(gateway: Option<&crate::gateway::client::GatewayClient>) -> bool {
+    let Some(client) = gateway else {
+        return false;
+    };
+    let chained = client.verified_by_chain();
+    if chained {
+        info!(
+            "REX-Ray verifies the gateway's certificate too (scaleio.insecure: false): \
+             the -storage.gateway.cacert CA must be in each node's system CA store"
+        );
+    } else {
+        info!(
+            "REX-Ray does not verify the gateway's certificate (scaleio.insecure: true): it can \
+             only check a chain to a CA in the node's store that names the gateway's address"
+        );
+    }
+    chained
 }
 
 /// Logs why the start-up stops and gives the exit code for it.

@@ -499,6 +499,9 @@ impl ClusterModel {
 #[derive(Debug, Clone, Default)]
 pub struct Persisted {
     pub model: ClusterModel,
+    /// The gateway's certificate trusted on first use (not a secret: a public certificate's
+    /// digest), kept so that a changed one is noticed across restarts and failovers.
+    pub gateway_certificate: Option<crate::tls::Fingerprint>,
 }
 
 impl Persisted {

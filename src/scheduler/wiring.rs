@@ -100,6 +100,7 @@ pub fn dispatcher(
     channels: &Channels,
     metrics: Arc<Metrics>,
     binary: Arc<ExecutorBinary>,
+    gateway_verified_by_chain: bool,
 ) -> Dispatcher {
     let settings = placement::Settings {
         experimental: config.experimental,
@@ -126,7 +127,9 @@ pub fn dispatcher(
     );
     dispatcher.set_secret_feed(channels.secrets.0.clone());
     dispatcher.set_executor_binary(binary);
-    dispatcher.set_install_settings(InstallSettings::from_config(config));
+    let mut install = InstallSettings::from_config(config);
+    install.plan.volume_driver.verify_gateway = gateway_verified_by_chain;
+    dispatcher.set_install_settings(install);
     if config.experimental {
         dispatcher.set_mdm_gateway_password(Some(config.storage.password.clone()));
     }

@@ -38,6 +38,9 @@ pub const FORMAT: &str = "storage-framework-state";
 /// Key of the root record; node records are `node/<agent id>` ([`node_key`]).
 pub const ROOT_KEY: &str = "root";
 
+/// Key of the record of the gateway certificate trusted on first use.
+pub const GATEWAY_KEY: &str = "gateway";
+
 pub fn node_key(agent_id: &str) -> String {
     format!("node/{agent_id}")
 }

@@ -140,9 +140,17 @@ fn state_round_trip(open: &mut dyn FnMut() -> Box<dyn RecordStore>) {
     state.model.nodes.remove("agent-4");
     state.model.launch_seq += 1;
     assert_eq!(store.save(&state).expect("save"), 1, "root only");
+    let gateway = storage_framework::tls::Fingerprint::of(b"gateway certificate");
+    state.gateway_certificate = Some(gateway);
+    assert_eq!(
+        store.save(&state).expect("save"),
+        1,
+        "the gateway record only"
+    );
     drop(store);
     let mut store = StateStore::new(open());
     let back = store.load().expect("load");
+    assert_eq!(back.gateway_certificate, Some(gateway));
     // Secrets included: they are part of each launch.
     assert_eq!(back.model, state.model);
     assert_eq!(back.executor_secrets().count(), 4);
@@ -151,4 +159,5 @@ fn state_round_trip(open: &mut dyn FnMut() -> Box<dyn RecordStore>) {
     drop(store);
     let back = StateStore::new(open()).load().expect("load");
     assert!(back.model.nodes.is_empty() && back.model.framework_id.is_none());
+    assert_eq!(back.gateway_certificate, None);
 }

@@ -25,6 +25,8 @@ pub struct RexRay<'a> {
     pub storage_pool: &'a str,
     /// The scoped volume-driver gateway user and password; `None` writes no credentials.
     pub credentials: Option<(&'a str, &'a str)>,
+    /// `scaleio.insecure: false`: REX-Ray checks the certificate against the host's CAs.
+    pub verify_gateway: bool,
 }
 
 /// A YAML double-quoted scalar.
@@ -62,9 +64,10 @@ pub fn rexray_config(r: &RexRay) -> String {
          mesos:\n      type: docker\n      host: unix:///run/docker/plugins/mesos.sock\n      \
          libstorage:\n        service: scaleio\n        integration:\n          volume:\n            \
          operations:\n              unmount:\n                ignoreUsedCount: true\n\
-         scaleio:\n  endpoint: {}\n  insecure: true\n  thinOrThick: ThinProvisioned\n{credentials}{system}  \
+         scaleio:\n  endpoint: {}\n  insecure: {}\n  thinOrThick: ThinProvisioned\n{credentials}{system}  \
          protectionDomainName: {}\n  storagePoolName: {}\n",
         yaml_str(&format!("https://{}/api", r.gateway)),
+        !r.verify_gateway,
         yaml_str(r.protection_domain),
         yaml_str(r.storage_pool),
     )
@@ -251,6 +254,7 @@ mod tests {
             protection_domain: "pd",
             storage_pool: "pool",
             credentials: Some(("rexray", "p\"w")),
+            verify_gateway: false,
         });
         assert!(c.contains("endpoint: \"https://10.0.0.1/api\""), "{c}");
         assert!(c.contains("systemName: \"sys: x\""), "{c}");
@@ -258,6 +262,22 @@ mod tests {
         assert!(c.contains("userName: \"rexray\""), "{c}");
         assert!(!c.contains("admin"), "{c}");
         assert_eq!(c.matches("libstorage:").count(), 3, "one map per module");
+        assert!(c.contains("  insecure: true\n"), "{c}");
+    }
+
+    #[test]
+    fn rexray_verifies_the_gateway_only_when_the_plan_says_it_can() {
+        let r = |verify_gateway| RexRay {
+            gateway: "10.0.0.1:443",
+            system_name: "s",
+            system_id: None,
+            protection_domain: "pd",
+            storage_pool: "pool",
+            credentials: None,
+            verify_gateway,
+        };
+        assert!(rexray_config(&r(true)).contains("  insecure: false\n"));
+        assert!(rexray_config(&r(false)).contains("  insecure: true\n"));
     }
 
     #[test]

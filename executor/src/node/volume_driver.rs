@@ -76,6 +76,7 @@ impl Node {
             protection_domain: &pd,
             storage_pool: &pool,
             credentials: self.plan.rexray_user(),
+            verify_gateway: install.volume_driver.verify_gateway,
         });
         let written =
             volume::write_if_changed(&self.facts.path(volume::REXRAY_CONFIG), &text, 0o600)?;

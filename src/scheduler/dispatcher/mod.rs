@@ -13,12 +13,14 @@ pub mod faults;
 
 use crate::backoff::relaunch_delay;
 use crate::clock::{self, Clock};
+use crate::gateway::trust;
 use crate::mesos::scheduler::{call, event, Call, Event};
 use crate::mesos::types::{
     offer, AgentID, Filters, FrameworkID, OfferID, TaskID, TaskState, TaskStatus,
 };
 use crate::scheduler::dispatcher::executor_api::ExecutorApi;
 use crate::scheduler::exchange::{CallOutcome, Input, KnownAgent, View};
+use crate::scheduler::gateway_work::report::Report;
 use crate::scheduler::master::sender::Outgoing;
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::model::{ClusterModel, Node, Persisted, Phase, TaskRecord};
@@ -322,6 +324,14 @@ impl Dispatcher {
             }
             Input::Event(ev) => return self.on_event(*ev),
             Input::Offers(offers) => self.admit_encoded_offers(offers),
+            Input::Storage(Report::Certificate {
+                fingerprint,
+                address,
+            }) => {
+                info!("{}", trust::first_use_line(fingerprint, &address));
+                self.state.gateway_certificate = Some(fingerprint);
+                self.dirty = true;
+            }
             Input::Storage(report) => {
                 if self.storage.on_report(&mut self.state.model, report) {
                     self.dirty = true;

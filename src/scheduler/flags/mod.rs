@@ -101,7 +101,7 @@ pub struct StorageSettings {
     /// Port given with `-storage.preconfig.gateway=ip:port` (default 443).
     pub gateway_port: Option<u16>,
     /// Gateway TLS, start-up wait, capacity polling.
-    pub gateway_ca: Option<PathBuf>,
+    pub gateway_trust: crate::gateway::trust::TrustMode,
     pub wait: bool,
     pub capacity_interval: Duration,
     /// Percent of a pool's capacity in use above which it is flagged.
@@ -257,6 +257,7 @@ mod tests {
     use super::values::find_placeholder;
     use super::*;
     use crate::contract::platform::Component;
+    use crate::gateway::trust::TrustMode;
 
     const PASSWORD: &str = "S3cr3t-pw!";
 
@@ -890,6 +891,7 @@ mod tests {
             &[
                 "-storage.preconfig.gateway=10.0.0.11:8443",
                 "-storage.gateway.cacert=/etc/gw-ca.pem",
+                "-storage.gateway.insecure=false",
                 "-storage.wait=true",
                 "-storage.capacity.interval=5m",
                 "-storage.threshold=90",
@@ -898,13 +900,14 @@ mod tests {
         assert_eq!(c.storage.gateway, Some("10.0.0.11".parse().expect("ip")));
         assert_eq!(c.storage.gateway_port, Some(8443));
         assert_eq!(
-            c.storage.gateway_ca.as_deref(),
-            Some(std::path::Path::new("/etc/gw-ca.pem"))
+            c.storage.gateway_trust,
+            TrustMode::Ca("/etc/gw-ca.pem".into())
         );
         assert!(c.storage.wait);
         assert_eq!(c.storage.capacity_interval, Duration::from_secs(300));
         assert_eq!(c.storage.threshold_pct, 90.0);
         let c = run(&base());
+        assert_eq!(c.storage.gateway_trust, TrustMode::FirstUse);
         assert!(!c.storage.wait);
         assert_eq!(c.storage.capacity_interval, Duration::from_secs(60));
         assert_eq!(c.storage.threshold_pct, 80.0);
@@ -913,11 +916,38 @@ mod tests {
             ("-storage.threshold=150", "not a percentage"),
             ("-storage.wait=maybe", "not a boolean"),
             ("-storage.preconfig.gateway=10.0.0.11:0", "ip:port"),
+            ("-storage.gateway.fingerprint=sha256:abc", "64 hex digits"),
+            ("-storage.gateway.insecure=yes please", "not a boolean"),
         ] {
             let name = flag.trim_start_matches('-').split('=').next().unwrap_or("");
             let e = one_error(&with(&[name], &[flag]));
             assert_mentions(&e, &[problem]);
         }
+    }
+
+    #[test]
+    fn one_way_to_check_the_gateway_certificate() {
+        let (a, b) = ("ab".repeat(32), "CD:".repeat(31) + "CD");
+        let pins_flag = format!("-storage.gateway.fingerprint=sha256:{a}, sha256:{b}");
+        let c = run(&with(&[], &[pins_flag.as_str()]));
+        let pins = vec![
+            crate::tls::Fingerprint::parse(&a).expect("pin"),
+            crate::tls::Fingerprint::parse(&b).expect("pin"),
+        ];
+        assert_eq!(c.storage.gateway_trust, TrustMode::Pinned(pins));
+        let c = run(&with(&[], &["-storage.gateway.insecure=true"]));
+        assert_eq!(c.storage.gateway_trust, TrustMode::Insecure);
+        let e = one_error(&with(
+            &[],
+            &[
+                "-storage.gateway.insecure=true",
+                "-storage.gateway.cacert=/etc/gw.pem",
+            ],
+        ));
+        assert_mentions(
+            &e,
+            &["-storage.gateway.cacert", "-storage.gateway.insecure"],
+        );
     }
 
     #[test]

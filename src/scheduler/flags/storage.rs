@@ -5,6 +5,8 @@ use super::check::Check;
 use super::secrets::SecretFlag;
 use super::values::parse_duration;
 use super::*;
+use crate::gateway::trust::{self, TrustMode};
+use crate::tls::Fingerprint;
 
 impl Check<'_> {
     pub(super) fn storage(&mut self, experimental: bool) -> StorageSettings {
@@ -43,7 +45,7 @@ impl Check<'_> {
             api_version,
             packages,
             gateway_port,
-            gateway_ca: self.raw("storage.gateway.cacert").map(PathBuf::from),
+            gateway_trust: self.gateway_trust(),
             wait: self.boolean("storage.wait"),
             capacity_interval: self.capacity_interval(),
             threshold_pct: self.threshold(),
@@ -67,6 +69,28 @@ impl Check<'_> {
                 (None, None)
             }
         }
+    }
+
+    /// How the gateway's certificate is checked: one of `-storage.gateway.fingerprint`,
+    /// `.cacert`, `.insecure`, or first use without any.
+    fn gateway_trust(&mut self) -> TrustMode {
+        const PINS: &str = "storage.gateway.fingerprint";
+        let mut pins = Vec::new();
+        for item in self.raw(PINS).unwrap_or_default().split(',') {
+            match item.trim() {
+                "" => {}
+                t => match Fingerprint::parse(t) {
+                    Ok(f) => pins.push(f),
+                    Err(e) => self.fail(PINS, e),
+                },
+            }
+        }
+        let ca = self.raw("storage.gateway.cacert").map(PathBuf::from);
+        let insecure = self.boolean("storage.gateway.insecure");
+        trust::select(pins, ca, insecure).unwrap_or_else(|e| {
+            self.fail(PINS, e);
+            TrustMode::FirstUse
+        })
     }
 
     fn capacity_interval(&mut self) -> Duration {

@@ -112,8 +112,12 @@ static HEAD: &[FlagDef] = &[
     flag!(G_STORAGE, "storage.apiversion", "major.minor", "2.0",
         "Gateway REST API version"),
     // Gateway TLS, start-up wait, capacity.
+    flag!(G_STORAGE, "storage.gateway.fingerprint", "sha256:hex[,...]", "",
+        "Accept only these gateway TLS certificates, by SHA-256 (a load balancer over several gateways shows several); default: the first one seen is trusted and kept"),
     flag!(G_STORAGE, "storage.gateway.cacert", "path", "",
-        "PEM CA certificate to verify the gateway's TLS certificate against (default: not verified, as gateways ship self-signed ones)"),
+        "PEM certificates to verify the gateway's against: the gateway's own self-signed one (accepted as it is), or the CA that signed it"),
+    flag!(G_STORAGE, "storage.gateway.insecure", bool, "false",
+        "Do not verify the gateway's TLS certificate at all"),
     flag!(G_STORAGE, "storage.wait", bool, "false",
         "When the gateway or a storage prerequisite is not ready at start, wait and retry instead of exiting with code 3"),
     flag!(G_STORAGE, "storage.capacity.interval", "duration", "60",

@@ -194,6 +194,8 @@ impl StorageSide {
                 true
             }
             Report::Node(r) => self.on_node(model, r),
+            // The dispatcher keeps it with the state it saves; the model has no place for it.
+            Report::Certificate { .. } => false,
         }
     }
 

@@ -106,7 +106,8 @@ mod tests {
         assert!(is_outage(&unreachable()));
         assert!(is_outage(&GatewayError::Tls {
             address: "gw:443".into(),
-            detail: "UnknownIssuer".into()
+            detail: "UnknownIssuer".into(),
+            flag: "-storage.gateway.cacert",
         }));
         assert!(!is_outage(&GatewayError::Api {
             method: "GET",

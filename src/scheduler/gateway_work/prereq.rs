@@ -285,9 +285,8 @@ fn list(items: &[String]) -> String {
 pub fn run(client: &mut GatewayClient, wanted: &Wanted) -> Result<Passed, Failure> {
     let gateway = |e: GatewayError| match e {
         GatewayError::LoginRefused { .. } => fail("-storage.password", e.to_string()),
-        GatewayError::Tls { .. } | GatewayError::Config(_) => {
-            fail("-storage.gateway.cacert", e.to_string())
-        }
+        GatewayError::Tls { flag, .. } => fail(flag, e.to_string()),
+        GatewayError::Config(_) => fail("-storage.gateway.cacert", e.to_string()),
         _ => fail("storage gateway", e.to_string()),
     };
     client.login().map_err(gateway)?;

@@ -2,12 +2,19 @@
 //! is given, and the dispatcher's input type wraps them, so neither side imports the other.
 
 use crate::scheduler::model::PoolCapacity;
+use crate::tls::Fingerprint;
 
 /// What the worker tells the dispatcher.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Report {
     Node(NodeReport),
     Capacity(Vec<PoolCapacity>),
+    /// The gateway's certificate was trusted on first use: to be kept in the state store
+    /// (with the state, not in the model).
+    Certificate {
+        fingerprint: Fingerprint,
+        address: String,
+    },
 }
 
 /// The outcome of a node's work.

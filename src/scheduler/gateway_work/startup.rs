@@ -5,8 +5,10 @@
 use super::prereq;
 use crate::backoff::Backoff;
 use crate::gateway::client::{self, GatewayClient, GatewayConfig};
+use crate::gateway::trust::{FirstUse, Trust, TrustMode, FINGERPRINT_FLAG, INSECURE_FLAG};
 use crate::scheduler::flags::Config;
 use crate::scheduler::metrics::Metrics;
+use crate::tls::Fingerprint;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,11 +21,37 @@ pub enum Halt {
     Shutdown,
 }
 
+/// What the gateway client trusts: the flags' choice; on first use, the certificate `stored`
+/// by an earlier run, if any.
+pub fn trust(config: &Config, stored: Option<Fingerprint>) -> Trust {
+    match &config.storage.gateway_trust {
+        TrustMode::Pinned(pins) => Trust::Pinned(pins.clone()),
+        TrustMode::Ca(path) => Trust::Ca(path.clone()),
+        TrustMode::Insecure => {
+            log::warn!(
+                "the storage gateway's TLS certificate is not verified ({INSECURE_FLAG}=true): \
+                 whoever is between the scheduler and the gateway sees its password"
+            );
+            Trust::Insecure
+        }
+        TrustMode::FirstUse => {
+            if let Some(f) = stored {
+                log::info!(
+                    "the storage gateway's certificate must be {f}, trusted on first use \
+                     ({FINGERPRINT_FLAG} accepts another)"
+                );
+            }
+            Trust::FirstUse(Arc::new(FirstUse::new(stored)))
+        }
+    }
+}
+
 /// The client for the configured gateway, `None` when its address is not known yet
 /// (experimental mode before the MDM trio exists).
 pub fn client_for(
     config: &Config,
     metrics: Arc<Metrics>,
+    trust: Trust,
 ) -> Result<Option<GatewayClient>, client::GatewayError> {
     let address = match prereq::gateway_address(config) {
         Some(a) => a,
@@ -37,18 +65,7 @@ pub fn client_for(
         config.storage.password.clone(),
         &config.storage.api_version,
     );
-    gc.ca_cert = config.storage.gateway_ca.clone();
-    if gc.ca_cert.is_none() {
-        log::warn!(
-            "the storage gateway's TLS certificate{} is not verified \
-             (give -storage.gateway.cacert=PATH to verify it)",
-            if address.is_empty() {
-                String::new()
-            } else {
-                format!(" at {address}")
-            }
-        );
-    }
+    gc.trust = trust;
     Ok(Some(
         GatewayClient::new(gc)?.with_counters(Arc::clone(&metrics.gateway)),
     ))
@@ -62,13 +79,14 @@ pub fn client_for(
 pub fn check_before_subscribing(
     config: &Config,
     metrics: Arc<Metrics>,
+    trust: Trust,
     mut wait: impl FnMut(&str, Duration) -> bool,
 ) -> Result<Option<GatewayClient>, Halt> {
     let fatal = |message: String| {
         log::error!("{message}");
         Halt::Prerequisite
     };
-    let mut client = match client_for(config, metrics) {
+    let mut client = match client_for(config, metrics, trust) {
         Ok(Some(c)) => c,
         Ok(None) => return Ok(None),
         Err(e) => return Err(fatal(e.to_string())),

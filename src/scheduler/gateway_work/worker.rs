@@ -128,6 +128,15 @@ impl Worker {
                     return;
                 }
             }
+            if let Some(fingerprint) = self.gateway.client().newly_trusted() {
+                let address = self.gateway.client().address().to_string();
+                if !report(Report::Certificate {
+                    fingerprint,
+                    address,
+                }) {
+                    return;
+                }
+            }
         }
     }
 

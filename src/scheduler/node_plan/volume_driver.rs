@@ -28,6 +28,8 @@ pub fn from_config(c: &Config) -> (VolumeDriver, Option<Secret>) {
             sha256: r.isolator_sha256.clone(),
         }),
         username: r.user.as_ref().map(|u| u.username.clone()),
+        // Known only once the start-up has checked the gateway (`wiring.rs` sets it).
+        verify_gateway: false,
     };
     let password = r
         .user

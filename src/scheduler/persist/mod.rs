@@ -12,7 +12,10 @@ pub mod setup;
 use crate::hash::content_hash;
 use crate::scheduler::model::{ClusterModel, Node, Persisted, STATE_VERSION};
 use crate::secret::{Secret, Token};
-use crate::store::{decode_versioned, node_key, Loaded, RecordStore, StoreError, FORMAT, ROOT_KEY};
+use crate::store::{
+    decode_versioned, node_key, Loaded, RecordStore, StoreError, FORMAT, GATEWAY_KEY, ROOT_KEY,
+};
+use crate::tls::Fingerprint;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -32,6 +35,12 @@ struct Root {
     heartbeat_secs: Option<f64>,
     // Earlier builds also kept `other_secrets` here: secrets of executors that were no node's
     // current launch, which could not authenticate anyway. They are ignored when read.
+}
+
+/// The gateway certificate trusted on first use.
+#[derive(Serialize, Deserialize)]
+struct GatewayRecord {
+    fingerprint: Fingerprint,
 }
 
 /// A node with the digest of its current executor's secret, which serializing a `Node`
@@ -59,7 +68,10 @@ impl LegacyDocument {
     /// The state it holds: each secret moves to its launch; one of no current launch is
     /// dropped, since it could not authenticate (only a current launch's executor may).
     fn into_state(self) -> Persisted {
-        let mut state = Persisted { model: self.model };
+        let mut state = Persisted {
+            model: self.model,
+            gateway_certificate: None,
+        };
         // Freshly read nodes are not shared: writing through them copies nothing.
         for mut node in state.model.nodes.values_mut() {
             if let Some(t) = node.task.as_mut() {
@@ -75,6 +87,8 @@ pub struct StateStore {
     backend: Box<dyn RecordStore>,
     /// Content hash of the root record as the backend holds it.
     saved_root: Option<u64>,
+    /// The gateway record as the backend holds it.
+    saved_gateway: Option<Fingerprint>,
     /// Each node record as the backend holds it, found by agent id.
     saved_nodes: HashSet<SavedNode>,
     buf: Vec<u8>,
@@ -123,6 +137,7 @@ impl StateStore {
         StateStore {
             backend,
             saved_root: None,
+            saved_gateway: None,
             saved_nodes: HashSet::new(),
             buf: Vec::new(),
             clear_secrets: false,
@@ -181,6 +196,7 @@ impl StateStore {
         let mut deleted = Vec::new();
         let written = std::cell::Cell::new(0usize);
         let new_nodes = std::cell::Cell::new(0usize);
+        let gateway = self.unsaved_gateway(state);
         let (saved_root, saved_nodes, buf) = (self.saved_root, &self.saved_nodes, &mut self.buf);
         let result = self.backend.apply_with(
             &mut |put| {
@@ -191,6 +207,7 @@ impl StateStore {
                     written.set(written.get() + 1);
                     root_hash = Some(h);
                 }
+                written.set(written.get() + put_gateway(gateway, buf, put));
                 for (agent, node) in state.model.nodes.iter_shared() {
                     let before = saved_nodes.get(&**agent);
                     if before.is_some_and(|b| Arc::ptr_eq(&b.node, node)) {
@@ -237,6 +254,7 @@ impl StateStore {
         if let Some(h) = root_hash {
             self.saved_root = Some(h);
         }
+        self.saved_gateway = gateway.or(self.saved_gateway);
         for agent in &deleted {
             self.saved_nodes.remove(agent.as_str());
         }
@@ -245,6 +263,12 @@ impl StateStore {
             self.saved_nodes.replace(seen);
         }
         Ok(written.get())
+    }
+
+    /// The gateway certificate of `state` when the backend does not hold it yet.
+    fn unsaved_gateway(&self, state: &Persisted) -> Option<Fingerprint> {
+        let stored = self.saved_gateway;
+        state.gateway_certificate.filter(|g| stored != Some(*g))
     }
 
     /// Replaces everything stored by `state` (compaction, teardown, import).
@@ -270,6 +294,7 @@ impl StateStore {
     fn remember_all(&mut self, state: &Persisted) {
         encode(&mut self.buf, &root_record(state));
         self.saved_root = Some(content_hash(&self.buf));
+        self.saved_gateway = state.gateway_certificate;
         let mut saved = HashSet::with_capacity(state.model.nodes.len());
         for node in state.model.nodes.values_shared() {
             encode_node(&mut self.buf, node);
@@ -315,10 +340,25 @@ fn root_record(state: &Persisted) -> Root {
 fn for_each_record(state: &Persisted, buf: &mut Vec<u8>, mut f: impl FnMut(&str, &[u8])) {
     encode(buf, &root_record(state));
     f(ROOT_KEY, buf);
+    put_gateway(state.gateway_certificate, buf, &mut f);
     for (agent, node) in &state.model.nodes {
         encode_node(buf, node);
         f(&node_key(agent), buf);
     }
+}
+
+/// The gateway record, when there is one to write, to `put`; how many records that is.
+fn put_gateway(
+    gateway: Option<Fingerprint>,
+    buf: &mut Vec<u8>,
+    put: &mut dyn FnMut(&str, &[u8]),
+) -> usize {
+    let Some(fingerprint) = gateway else {
+        return 0;
+    };
+    encode(buf, &GatewayRecord { fingerprint });
+    put(GATEWAY_KEY, buf);
+    1
 }
 
 fn encode<T: Serialize>(buf: &mut Vec<u8>, value: &T) {
@@ -386,10 +426,17 @@ fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<FromRecords, Store
             // Pool capacity is read from the gateway again at start; never stored.
             pools: Vec::new(),
         },
+        gateway_certificate: None,
     };
     let mut clear_secrets = false;
     for (key, bytes) in &records {
         if key == ROOT_KEY {
+            continue;
+        }
+        if key == GATEWAY_KEY {
+            let rec: GatewayRecord = serde_json::from_slice(bytes)
+                .map_err(|e| corrupt(format!("record {key:?} is unreadable: {e}")))?;
+            state.gateway_certificate = Some(rec.fingerprint);
             continue;
         }
         let Some(agent) = key.strip_prefix("node/") else {
@@ -489,6 +536,27 @@ mod tests {
             .unwrap()
             .matches(&"t".repeat(64).into()));
         assert_eq!(back.model.nodes["a2"], st.model.nodes["a2"]);
+    }
+
+    #[test]
+    fn the_gateway_certificate_is_its_own_record_written_when_it_changes() {
+        let backend = MemoryStore::new();
+        let mut store = StateStore::new(Box::new(backend.clone()));
+        let mut st = state();
+        store.save(&st).unwrap();
+        let fp = Fingerprint::of(b"gateway certificate");
+        st.gateway_certificate = Some(fp);
+        assert_eq!(store.save(&st).unwrap(), 1, "the gateway record alone");
+        assert_eq!(store.save(&st).unwrap(), 0);
+        let mut again = StateStore::new(Box::new(backend.clone()));
+        let loaded = again.load().unwrap();
+        assert_eq!(loaded.gateway_certificate, Some(fp));
+        assert_eq!(again.save(&loaded).unwrap(), 0, "loaded as saved");
+        assert_eq!(loaded.model.nodes.len(), 2);
+        // A replacement (compaction, import) keeps it.
+        again.replace(&loaded).unwrap();
+        let reloaded = StateStore::new(Box::new(backend)).load().unwrap();
+        assert_eq!(reloaded.gateway_certificate, Some(fp));
     }
 
     #[test]

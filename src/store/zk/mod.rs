@@ -33,7 +33,7 @@ mod records;
 mod session;
 pub mod wire;
 
-use super::{RecordStore, StoreError, ROOT_KEY};
+use super::{RecordStore, StoreError, GATEWAY_KEY, ROOT_KEY};
 use crate::secret::{mask_uri_credentials, Secret};
 use std::collections::HashMap;
 use std::io;
@@ -217,6 +217,8 @@ impl ZkStore {
     fn path_of(&self, key: &str) -> String {
         if key == ROOT_KEY {
             format!("{}/state", self.base)
+        } else if key == GATEWAY_KEY {
+            format!("{}/gateway", self.base)
         } else if let Some(agent) = key.strip_prefix("node/") {
             format!("{}/nodes/{}", self.base, escape(agent))
         } else {

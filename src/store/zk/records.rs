@@ -3,7 +3,7 @@
 
 use super::wire::{self, code, op, Dec, Enc};
 use super::{unescape, Session, ZkStore};
-use crate::store::{node_key, Change, Loaded, RecordStore, StoreError, ROOT_KEY};
+use crate::store::{node_key, Change, Loaded, RecordStore, StoreError, GATEWAY_KEY, ROOT_KEY};
 use std::collections::BTreeMap;
 
 /// Below ZooKeeper's default 1 MB request limit with room for headers.
@@ -131,6 +131,10 @@ impl RecordStore for ZkStore {
         self.versions.insert(ROOT_KEY.into(), v);
         let mut records = BTreeMap::new();
         records.insert(ROOT_KEY.to_owned(), root_bytes);
+        if let Some((data, v)) = self.get(s, &self.path_of(GATEWAY_KEY))? {
+            self.versions.insert(GATEWAY_KEY.into(), v);
+            records.insert(GATEWAY_KEY.to_owned(), data);
+        }
         let nodes = format!("{}/nodes", self.base);
         for name in self.children(s, &nodes)? {
             if let Some((data, v)) = self.get(s, &format!("{nodes}/{name}"))? {
@@ -231,6 +235,7 @@ impl RecordStore for ZkStore {
             .map(|n| format!("{nodes}/{n}"))
             .collect();
         paths.push(nodes);
+        paths.push(self.path_of(GATEWAY_KEY));
         paths.push(self.path_of(ROOT_KEY));
         for p in paths {
             let mut e = Enc::default();

@@ -2,7 +2,9 @@
 //!
 //! It serves what the framework uses of the real gateway, with the real shapes:
 //!
-//! - HTTPS only, with a self-signed certificate made at startup (the real gateway ships one).
+//! - HTTPS only, with a certificate made at startup like the one a real gateway ships:
+//!   self-signed, a CA, its hostname as the only name (`cert.rs`); it can be replaced while
+//!   the gateway runs ([`GatewayHandle::renew_certificate`]).
 //! - `GET /api/login` with Basic `admin:<password>` answers a JSON string token; every other
 //!   call carries Basic auth whose password is that token (the user part is ignored). A missing,
 //!   unknown or expired token is a 401 with the gateway's JSON error body. Tokens lapse after an
@@ -40,6 +42,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use serde_json::{json, Map, Value};
 
+mod cert;
 mod hosts;
 pub use hosts::{HostDirectory, HostFacts};
 
@@ -130,6 +133,9 @@ pub struct GatewayConfig {
     pub device_capacity_kb: u64,
     /// Every reply takes at least this long, as a real gateway's round trip to its MDM does.
     pub latency: Duration,
+    /// The certificate's common name (its only name, as on a real gateway: clients dial an
+    /// IP address it does not name).
+    pub hostname: String,
 }
 
 /// A real gateway answers in milliseconds (it asks the MDM); clients must not be tuned to a
@@ -152,6 +158,7 @@ impl GatewayConfig {
             token_lifetime: Duration::from_secs(8 * 60 * 60),
             device_capacity_kb: 100 * 1024 * 1024,
             latency: DEFAULT_LATENCY,
+            hostname: "scaleio-gateway".to_string(),
         }
     }
 }
@@ -159,7 +166,9 @@ impl GatewayConfig {
 /// A running gateway. Dropping it stops it.
 pub struct GatewayHandle {
     addr: SocketAddr,
-    certificate_pem: String,
+    hostname: String,
+    certificate: std::sync::Mutex<cert::Served>,
+    current: Arc<cert::Current>,
     commands: Sender<Command>,
     stop: Arc<AtomicBool>,
     outage: Arc<Outage>,
@@ -173,6 +182,9 @@ pub struct GatewayHandle {
 struct Outage {
     down: AtomicBool,
     turned_away: AtomicU64,
+    /// Certificate renewals so far: a connection opened before the last one is closed at
+    /// its next request, as a restarted gateway's would be.
+    renewals: AtomicU64,
 }
 
 impl Outage {
@@ -190,22 +202,18 @@ impl Outage {
 /// [`GatewayHandle::shutdown`] or drop.
 pub fn start(config: GatewayConfig) -> Result<GatewayHandle, String> {
     validate_config(&config)?;
-    let certified =
-        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-            .map_err(|e| format!("gateway: cannot generate a self-signed certificate: {e}"))?;
-    let certificate_pem = certified.cert.pem();
-    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(rustls::pki_types::PrivatePkcs8KeyDer::from(
-        certified.key_pair.serialize_der(),
-    ));
-    let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+    let certificate = cert::make(&config.hostname)?;
+    let current = Arc::new(cert::Current::new(&certificate));
+    let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
     .map_err(|e| format!("gateway: TLS setup failed: {e}"))?
     .with_no_client_auth()
-    .with_single_cert(vec![certified.cert.der().clone()], key)
-    .map_err(|e| format!("gateway: TLS certificate rejected: {e}"))?;
+    .with_cert_resolver(current.clone());
+    tls.session_storage = current.clone();
     let tls = Arc::new(tls);
+    let hostname = config.hostname.clone();
 
     let listener = TcpListener::bind(("127.0.0.1", config.port))
         .map_err(|e| format!("gateway: cannot bind 127.0.0.1:{}: {e}", config.port))?;
@@ -241,7 +249,9 @@ pub fn start(config: GatewayConfig) -> Result<GatewayHandle, String> {
     log::info!("storage gateway simulator listening on https://{addr}");
     Ok(GatewayHandle {
         addr,
-        certificate_pem,
+        hostname,
+        certificate: std::sync::Mutex::new(certificate),
+        current,
         commands,
         stop,
         outage,
@@ -260,9 +270,43 @@ impl GatewayHandle {
         format!("https://{}", self.addr)
     }
 
-    /// The self-signed certificate (PEM), for clients that pin it instead of skipping checks.
-    pub fn certificate_pem(&self) -> &str {
-        &self.certificate_pem
+    /// The certificate served now (PEM), for clients that verify against it.
+    pub fn certificate_pem(&self) -> String {
+        self.served().pem
+    }
+
+    /// The certificate served now (DER), for clients that pin its fingerprint.
+    pub fn certificate_der(&self) -> Vec<u8> {
+        self.served().der.to_vec()
+    }
+
+    /// Serves a new certificate (a new key, the same hostname) from the next handshake on,
+    /// as a reinstalled gateway would; connections already open are closed at their next
+    /// request.
+    pub fn renew_certificate(&self) -> Result<(), String> {
+        self.install(cert::make(&self.hostname)?);
+        Ok(())
+    }
+
+    /// Serves the given chain (leaf first) and key from the next handshake on, as a gateway
+    /// whose operator installed a CA-signed certificate; connections already open are closed
+    /// at their next request.
+    pub fn serve_pem(&self, chain_pem: &str, key_pem: &str) -> Result<(), String> {
+        self.install(cert::from_pem(chain_pem, key_pem)?);
+        Ok(())
+    }
+
+    fn install(&self, served: cert::Served) {
+        self.current.replace(&served);
+        *self.certificate.lock().unwrap_or_else(|p| p.into_inner()) = served;
+        self.outage.renewals.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn served(&self) -> cert::Served {
+        self.certificate
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The next `n` requests (any path, login included) get a 500; replaces any earlier count.
@@ -404,6 +448,12 @@ fn validate_config(config: &GatewayConfig) -> Result<(), String> {
             ));
         }
     }
+    if config.hostname.is_empty() || config.hostname.contains(char::is_whitespace) {
+        return Err(format!(
+            "gateway: config.hostname {:?} is not a host name",
+            config.hostname
+        ));
+    }
     if config.latency > Duration::from_secs(10) {
         return Err(format!(
             "gateway: config.latency {:?} is over 10 s: clients would time out",
@@ -514,8 +564,9 @@ fn serve_connection(
             return;
         }
     };
+    let born = outage.renewals.load(Ordering::SeqCst);
     let mut conn = HttpConn::new(rustls::StreamOwned::new(server, tcp), stop);
-    serve_requests(&mut conn, &model, outage);
+    serve_requests(&mut conn, &model, outage, born);
     let mut stream = conn.into_inner();
     stream.conn.send_close_notify();
     let _ = stream.flush();
@@ -526,6 +577,7 @@ fn serve_requests<S: Read + Write>(
     conn: &mut HttpConn<S>,
     model: &Sender<Command>,
     outage: &Outage,
+    born: u64,
 ) {
     loop {
         match conn.read_request() {
@@ -537,6 +589,7 @@ fn serve_requests<S: Read + Write>(
             }
             // Kept-alive connections die with the gateway too.
             ReadOutcome::Request(_) if outage.turns_away() => return,
+            ReadOutcome::Request(_) if outage.renewals.load(Ordering::SeqCst) != born => return,
             ReadOutcome::Request(request) => {
                 let keep_alive = request.keep_alive;
                 let reply = ask_model(model, request);

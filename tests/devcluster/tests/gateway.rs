@@ -73,10 +73,6 @@ impl Client {
         let tls = ureq::tls::TlsConfig::builder()
             .disable_verification(true)
             .build();
-        Client::with_tls(gw, tls)
-    }
-
-    fn with_tls(gw: &GatewayHandle, tls: ureq::tls::TlsConfig) -> Client {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .tls_config(tls)
             .http_status_as_error(false)
@@ -916,10 +912,46 @@ fn experimental_mode_has_no_system_until_the_cluster_is_created() {
     assert_eq!(gw.snapshot()["storagePools"][0]["name"], json!("sp"));
 }
 
+/// `openssl x509 -text` of a PEM certificate.
+fn x509_text(pem: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("gw-cert-{}-{}", std::process::id(), pem.len()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("gateway.pem");
+    std::fs::write(&file, pem).expect("write PEM");
+    let out = Command::new("openssl")
+        .args(["x509", "-noout", "-text", "-in"])
+        .arg(&file)
+        .output()
+        .expect("run openssl");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 #[test]
-fn the_certificate_verifies_for_127_0_0_1_when_pinned() {
+fn the_certificate_is_made_like_a_real_gateways_and_can_be_renewed() {
     let gw = start_default();
-    let pem = gw.certificate_pem().as_bytes().to_vec();
+    let text = x509_text(&gw.certificate_pem());
+    assert!(
+        text.contains("CN = scaleio-gateway") || text.contains("CN=scaleio-gateway"),
+        "{text}"
+    );
+    assert!(text.contains("Basic Constraints: critical"), "{text}");
+    assert!(text.contains("CA:TRUE"), "{text}");
+    assert!(!text.contains("Subject Alternative Name"), "{text}");
+    assert!(
+        text.contains("Issuer: CN = scaleio-gateway")
+            || text.contains("Issuer: CN=scaleio-gateway"),
+        "{text}"
+    );
+
+    // An ordinary chain check refuses it even with itself as the root: a CA certificate
+    // as the server's, and no name for 127.0.0.1. Clients must pin it or trust it on first use.
+    let pem = gw.certificate_pem().into_bytes();
     let cert = match ureq::tls::Certificate::from_pem(&pem) {
         Ok(c) => c,
         Err(e) => panic!("certificate PEM unreadable: {e}"),
@@ -927,19 +959,40 @@ fn the_certificate_verifies_for_127_0_0_1_when_pinned() {
     let tls = ureq::tls::TlsConfig::builder()
         .root_certs(ureq::tls::RootCerts::new_with_certs(&[cert]))
         .build();
-    let client = Client::with_tls(&gw, tls);
-    let token = client.login(PASSWORD);
-    assert!(!token.is_empty());
-
-    // Without the pin (and without disabling checks) the self-signed certificate is refused.
     let strict: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(Duration::from_secs(20)))
+        .tls_config(tls)
         .build()
         .into();
     assert!(strict
         .get(format!("{}/api/version", gw.url()))
         .call()
         .is_err());
+
+    // A renewed certificate is served from the next connection on, with the same name.
+    let before = gw.certificate_pem();
+    assert_eq!(served_pem(&gw), before.trim());
+    gw.renew_certificate().expect("renew");
+    let after = gw.certificate_pem();
+    assert_ne!(after, before);
+    assert_eq!(served_pem(&gw), after.trim());
+    assert!(x509_text(&after).contains("CA:TRUE"));
+}
+
+/// The certificate the gateway presents in a handshake now, as `openssl s_client` sees it.
+fn served_pem(gw: &GatewayHandle) -> String {
+    let out = Command::new("openssl")
+        .args(["s_client", "-connect", &gw.addr().to_string()])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run openssl s_client");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let begin = text.find("-----BEGIN CERTIFICATE-----");
+    let end = text.find("-----END CERTIFICATE-----");
+    match (begin, end) {
+        (Some(b), Some(e)) => text[b..e + "-----END CERTIFICATE-----".len()].to_string(),
+        _ => panic!("no certificate from openssl s_client:\n{text}"),
+    }
 }
 
 #[test]
