@@ -157,8 +157,12 @@ impl StateStore {
         let origin = self.describe();
         let mut stale_root = false;
         let mut clear = false;
+        let mut empty = false;
         let state = match self.backend.load_all()? {
-            Loaded::Empty => Persisted::default(),
+            Loaded::Empty => {
+                empty = true;
+                Persisted::default()
+            }
             Loaded::Legacy(bytes) => {
                 let doc = decode_versioned::<LegacyDocument>(&bytes, STATE_VERSION)
                     .map_err(|e| e.at(&origin))?;
@@ -173,6 +177,11 @@ impl StateStore {
             }
         };
         self.remember_all(&state);
+        if empty {
+            // The backend holds no root yet, although an empty state's root is what the
+            // model says: the first save must write it, whatever else it writes.
+            self.saved_root = None;
+        }
         if stale_root {
             // Secrets an earlier build kept in the root go with the next save, not whenever
             // the root next changes.
@@ -536,6 +545,20 @@ mod tests {
             .unwrap()
             .matches(&"t".repeat(64).into()));
         assert_eq!(back.model.nodes["a2"], st.model.nodes["a2"]);
+    }
+
+    #[test]
+    fn a_first_save_after_an_empty_load_writes_the_root_even_if_only_the_gateway_changed() {
+        // ZooKeeper checks the root's version with every batch: a batch without a root it
+        // never wrote fails there ("root was changed by someone else").
+        let mut store = StateStore::new(Box::new(MemoryStore::new()));
+        let mut st = store.load().unwrap();
+        st.gateway_certificate = Some(Fingerprint::of(b"first gateway"));
+        assert_eq!(
+            store.save(&st).unwrap(),
+            2,
+            "the root and the gateway record"
+        );
     }
 
     #[test]
