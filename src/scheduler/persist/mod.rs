@@ -451,34 +451,42 @@ fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<FromRecords, Store
         let Some(agent) = key.strip_prefix("node/") else {
             return Err(corrupt(format!("unknown record {key:?}")));
         };
-        let mut rec: NodeRecord<Node, String> = serde_json::from_slice(bytes)
-            .map_err(|e| corrupt(format!("record {key:?} is unreadable: {e}")))?;
-        if &*rec.node.agent_id != agent {
-            return Err(corrupt(format!(
-                "record {key:?} holds agent {:?}",
-                rec.node.agent_id
-            )));
-        }
-        clear_secrets |= rec.executor_secret.is_some();
-        let kept = match (rec.executor_secret_sha256, rec.executor_secret) {
-            (Some(hex), _) => Some(Token::from_digest_hex(&hex).ok_or_else(|| {
-                corrupt(format!(
-                    "record {key:?}: executor_secret_sha256 is not a SHA-256 in hex"
-                ))
-            })?),
-            (None, Some(clear)) => Some(Token::new(&Secret::new(clear))),
-            (None, None) => None,
-        };
-        if let (Some(t), Some(kept)) = (rec.node.task.as_mut(), kept) {
-            t.secret = Some(kept);
-        }
-        state.model.nodes.insert(agent, rec.node);
+        let (node, clear) = node_from_record(key, agent, bytes)?;
+        clear_secrets |= clear;
+        state.model.nodes.insert(agent, node);
     }
     Ok(FromRecords {
         state,
         stale_root,
         clear_secrets,
     })
+}
+
+/// One node record: the node with its executor secret's digest, and whether the record held
+/// the secret in clear (an earlier build's), which the next save replaces.
+fn node_from_record(key: &str, agent: &str, bytes: &[u8]) -> Result<(Node, bool), StoreError> {
+    let mut rec: NodeRecord<Node, String> = serde_json::from_slice(bytes)
+        .map_err(|e| corrupt(format!("record {key:?} is unreadable: {e}")))?;
+    if &*rec.node.agent_id != agent {
+        return Err(corrupt(format!(
+            "record {key:?} holds agent {:?}",
+            rec.node.agent_id
+        )));
+    }
+    let clear = rec.executor_secret.is_some();
+    let kept = match (rec.executor_secret_sha256, rec.executor_secret) {
+        (Some(hex), _) => Some(Token::from_digest_hex(&hex).ok_or_else(|| {
+            corrupt(format!(
+                "record {key:?}: executor_secret_sha256 is not a SHA-256 in hex"
+            ))
+        })?),
+        (None, Some(clear)) => Some(Token::new(&Secret::new(clear))),
+        (None, None) => None,
+    };
+    if let (Some(t), Some(kept)) = (rec.node.task.as_mut(), kept) {
+        t.secret = Some(kept);
+    }
+    Ok((rec.node, clear))
 }
 
 /// The stored state as one JSON document for operators (`-store.dump`): secrets masked.
