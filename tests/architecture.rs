@@ -153,6 +153,7 @@ fn scheduler_allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("metrics", &[][..]),
         ("flags", &[][..]),
         ("model", &[][..]),
+        ("identity", &["flags"][..]),
         ("placement", &["model"][..]),
         ("node_plan", &["model", "flags"][..]),
         ("persist", &["model", "flags", "exit"][..]),

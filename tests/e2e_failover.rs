@@ -254,11 +254,15 @@ fn executors_outlive_an_absent_scheduler_and_follow_it_to_a_new_port() {
         let running = n.iter().filter(|v| v["phase"] == "running");
         (running.count() == AGENTS).then_some(())
     });
-    let new_url = format!("http://127.0.0.1:{second_port}");
+    // Told the new address and the new certificate, which they accept from then on.
+    let new_url = format!("https://127.0.0.1:{second_port}");
+    let pin = cluster::logged_fingerprint(&rig.dir.join("second.log")).expect("a certificate");
+    let first_pin = cluster::logged_fingerprint(&rig.dir.join("first.log")).expect("a certificate");
+    assert_ne!(pin, first_pin, "a new scheduler makes a new certificate");
     let logs = executor_logs(&rig.work());
     let told = logs
         .iter()
-        .filter(|(_, t)| t.contains(&format!("the scheduler is at {new_url}")));
+        .filter(|(_, t)| t.contains(&format!("the scheduler is at {new_url}, certificate {pin}")));
     assert_eq!(told.count(), AGENTS, "{logs:#?}");
     // No task ended, no executor ended, none started since the scheduler went away.
     for kind in [
@@ -270,6 +274,47 @@ fn executors_outlive_an_absent_scheduler_and_follow_it_to_a_new_port() {
     }
     let second_log = rig.log("second.log");
     assert!(!second_log.contains("ended TASK_"), "{second_log}");
+    drop(second);
+}
+
+/// A scheduler back on the same address presents a new certificate: executors whose
+/// retries reach it before its MESSAGE do not fail their node (their pin worked before, so a
+/// new one may come), and follow the new certificate once told.
+#[test]
+fn a_scheduler_back_on_the_same_port_is_followed_to_its_new_certificate() {
+    let rig = Rig::start("same-port");
+    let port = free_port();
+    let first = spawn(&rig.args(port), &rig.dir.join("first.log"));
+    settle(&rig, "every node waiting for package URLs", || {
+        let n = nodes(port);
+        let waiting = n.iter().filter(|v| v["phase"] == "packages");
+        (waiting.count() == AGENTS).then_some(())
+    });
+    let mark = last_seq(&rig.m);
+    drop(first); // SIGKILL
+    settle_every_executor_away(&rig);
+    let (package_flags, _packages) = stage_packages(&rig.dir.join("packages"));
+    let mut second_args = rig.args(port);
+    second_args.extend(package_flags);
+    let second = spawn(&second_args, &rig.dir.join("second.log"));
+    settle(&rig, "every node running with the new certificate", || {
+        let n = nodes(port);
+        let running = n.iter().filter(|v| v["phase"] == "running");
+        (running.count() == AGENTS).then_some(())
+    });
+    let pin = cluster::logged_fingerprint(&rig.dir.join("second.log")).expect("a certificate");
+    let logs = executor_logs(&rig.work());
+    let told = logs
+        .iter()
+        .filter(|(_, t)| t.contains(&format!("certificate {pin}")));
+    assert_eq!(told.count(), AGENTS, "{logs:#?}");
+    for kind in [
+        LaunchEvent::ExecutorStarted,
+        LaunchEvent::ExecutorTerminated,
+    ] {
+        let seen = events_after(&rig.m, mark, kind);
+        assert!(seen.is_empty(), "{seen:#?}");
+    }
     drop(second);
 }
 

@@ -108,6 +108,7 @@ fn start_full(state: Persisted, conn: Connection, opts: ServerOptions) -> Server
             metrics: metrics.clone(),
             secrets: Some(secrets),
             state_warning: None,
+            tls: None,
         },
         opts,
     )
@@ -1657,6 +1658,7 @@ fn a_stuck_or_gone_dispatcher_gives_503_not_a_hang() {
             metrics: Arc::new(Metrics::default()),
             secrets: None,
             state_warning: None,
+            tls: None,
         },
         ServerOptions {
             dispatcher_timeout: Duration::from_millis(300),

@@ -31,6 +31,7 @@ pub mod http;
 mod json_cache;
 mod page;
 mod paging;
+mod plain;
 mod prom;
 mod state;
 mod state_render;
@@ -174,12 +175,19 @@ pub fn start_with(mut config: RestConfig, options: ServerOptions) -> Result<Rest
         .map_err(|e| format!("cannot read the REST server's address: {e}"))?;
     let stats = Arc::new(HttpStats::default());
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
-    let gate = match config.secrets.take() {
+    let secrets_gate = match config.secrets.take() {
         Some(updates) => Some(
             gate::start(updates)
                 .map_err(|e| format!("cannot start the REST secrets thread: {e}"))?,
         ),
         None => None,
+    };
+    let tls = config.tls.clone();
+    let gate: Option<Arc<http::Gate>> = match (&tls, secrets_gate) {
+        (None, secrets) => secrets,
+        (Some(_), secrets) => Some(Arc::new(move |req: &Request| {
+            plain::refusal(req).or_else(|| secrets.as_ref().and_then(|check| check(req)))
+        })),
     };
     let router = Arc::new(Router {
         binary: ExecutorBinary::new(config.executor_path.clone()),
@@ -203,7 +211,7 @@ pub fn start_with(mut config: RestConfig, options: ServerOptions) -> Result<Rest
         write_timeout: options.write_timeout,
     };
     let handler: Arc<http::Handler> = Arc::new(move |req: &Request| router.handle(req));
-    let server = http::Server::start_gated(listener, limits, stats, handler, gate)
+    let server = http::Server::start_gated(listener, limits, stats, handler, gate, tls)
         .map_err(|e| format!("cannot start the REST server threads: {e}"))?;
     info!("REST server listening on {addr}");
     Ok(RestHandle {

@@ -94,6 +94,7 @@ pub fn start_master_threads(
 /// The dispatcher, owner of the model, with the settings the flags give it.
 pub fn dispatcher(
     config: &Config,
+    fingerprint: String,
     state: Persisted,
     store: crate::scheduler::persist::StateStore,
     channels: &Channels,
@@ -111,6 +112,8 @@ pub fn dispatcher(
     let ctx = launch::LaunchContext {
         framework_id: state.model.framework_id.clone().unwrap_or_default(),
         scheduler_url: config.scheduler_url(),
+        api_url: config.executor_api_url(),
+        fingerprint,
         loglevel: config.loglevel.to_string().to_lowercase(),
     };
     let mut dispatcher = Dispatcher::new(

@@ -224,6 +224,7 @@ impl Check<'_> {
         let rest_listen = self
             .ip("rest.listen")
             .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+        let rest_tls = self.rest_tls();
 
         let executor = ExecutorResources {
             cpu_mdm: self.positive("executor.cpu.mdm", 1.5),
@@ -244,6 +245,7 @@ impl Check<'_> {
             rest_port,
             rest_address,
             rest_listen,
+            rest_tls,
             masters,
             encoding,
             framework,
