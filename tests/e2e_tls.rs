@@ -150,6 +150,7 @@ fn an_executor_refuses_another_certificate_and_its_node_fails_naming_both() {
         assert!(text.contains("another certificate"), "{text}");
         assert!(!text.contains(": phase "), "{text}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Each executor's `stderr`.

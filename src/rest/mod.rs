@@ -15,6 +15,10 @@
 //! | `POST /api/v1/executors/<id>/devices` | `{"devices": ["/dev/sdb"]}` |
 //! | `POST /api/v1/executors/<id>/heartbeat` | no body needed |
 //!
+//! With a certificate ([`RestConfig::tls`]) the same port serves TLS too, and the executor
+//! API and every write are TLS only: over plain HTTP they get 403 before their body is read
+//! (`plain.rs`).
+//!
 //! Executor calls carry `Authorization: Bearer <secret>` (the `executor_secret` of the task's `TaskInfo.data`): missing or wrong
 //! is 401, an executor that is not the current launch of a node is 404; both are answered
 //! before the request's body is read (`gate.rs`). Reports answer 200
@@ -183,6 +187,7 @@ pub fn start_with(mut config: RestConfig, options: ServerOptions) -> Result<Rest
         None => None,
     };
     let tls = config.tls.clone();
+    // Plain HTTP is refused first: a secret sent in clear is not even checked.
     let gate: Option<Arc<http::Gate>> = match (&tls, secrets_gate) {
         (None, secrets) => secrets,
         (Some(_), secrets) => Some(Arc::new(move |req: &Request| {

@@ -61,23 +61,33 @@ enum Link {
     Up,
     Unreachable,
     Failing,
+    /// Its address presents another certificate than the pinned one.
+    OtherCertificate,
 }
 
 /// The link after `result` and the one log line the change deserves, if any.
 fn link_change(before: Link, result: &Result<(), ApiError>, root: &str) -> (Link, Option<String>) {
     let after = match result {
         Ok(()) | Err(ApiError::Refused(_)) => Link::Up,
-        Err(ApiError::Unreachable(_) | ApiError::Pin(_)) => Link::Unreachable,
+        Err(ApiError::Unreachable(_)) => Link::Unreachable,
         Err(ApiError::Transient(_)) => Link::Failing,
+        Err(ApiError::Pin(_)) => Link::OtherCertificate,
     };
     if after == before {
         return (after, None);
     }
     let line = match result {
-        Err(e @ (ApiError::Unreachable(_) | ApiError::Pin(_))) => format!(
+        Err(e @ ApiError::Unreachable(_)) => format!(
             "scheduler at {root} unreachable ({e}); the task stays running, retrying with \
              backoff up to {} s (next log line when this changes)",
             RETRY_MAX.as_secs()
+        ),
+        Err(e @ ApiError::Pin(_)) => format!(
+            "{e}; a scheduler that failed over announces its new certificate: the task stays \
+             running, retrying with backoff up to {} s for at most {} min (next log line when \
+             this changes)",
+            RETRY_MAX.as_secs(),
+            super::endpoint::PIN_GRACE.as_secs() / 60
         ),
         Err(e) => format!(
             "scheduler at {root} answers with errors ({e}); retrying with backoff up to {} s \
@@ -409,15 +419,27 @@ mod tests {
         let failing = Err(ApiError::Transient("503".into()));
         let mut link = Link::Up;
         let mut lines = Vec::new();
-        for r in [&down, &down, &down, &failing, &failing, &Ok(()), &Ok(())] {
-            let (l, line) = link_change(link, r, "http://s:1");
+        let other = Err(ApiError::Pin("another certificate".into()));
+        for r in [
+            &down,
+            &down,
+            &down,
+            &failing,
+            &failing,
+            &other,
+            &other,
+            &Ok(()),
+            &Ok(()),
+        ] {
+            let (l, line) = link_change(link, r, "https://s:1");
             link = l;
             lines.extend(line);
         }
-        assert_eq!(lines.len(), 3, "{lines:#?}");
+        assert_eq!(lines.len(), 4, "{lines:#?}");
         assert!(lines[0].contains("unreachable") && lines[0].contains("stays running"));
         assert!(lines[1].contains("answers with errors"));
-        assert!(lines[2].contains("answers again"));
+        assert!(lines[2].contains("another certificate") && lines[2].contains("15 min"));
+        assert!(lines[3].contains("answers again"));
     }
 
     #[test]
