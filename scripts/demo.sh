@@ -153,12 +153,13 @@ custom_url="http://127.0.0.1:$(cat "$work/www.port")"
 
 # The storage and volume-driver packages, named as the vendor names them, served next to the binaries: the
 # host stand-ins accept these names (tests/devcluster/packages.txt, the one list: the tests
-# and benches stage the same set), and the executor downloads and installs them as on a real
-# host.
+# and benches stage the same set), each with its SHA-256, and the executor downloads, checks
+# and installs them as on a real host.
 package_flags=()
 while read -r flag file; do
   printf 'stand-in package %s\n' "$file" > "$work/www/$file"
-  package_flags+=(--flag "-$flag=$custom_url/$file")
+  digest=$(sha256sum "$work/www/$file") && digest=${digest%% *}
+  package_flags+=(--flag "-$flag=$custom_url/$file" --flag "-$flag.sha256=$digest")
 done < "$here/tests/devcluster/packages.txt"
 
 # ---- deploy, as an operator would ---------------------------------------------------------

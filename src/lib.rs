@@ -9,6 +9,8 @@ pub mod logging;
 pub mod mesos;
 pub mod secret;
 #[cfg(feature = "tls")]
+pub mod sha256;
+#[cfg(feature = "tls")]
 pub mod tls;
 pub mod version;
 

@@ -1,4 +1,5 @@
-//! Secrets (the gateway password, per-executor tokens) in a type that cannot leak by accident.
+//! Secrets (the gateway password, per-executor tokens) in a type that cannot leak by accident,
+//! the digest kept of an executor's token, and the masking of credentials in URIs.
 //!
 //! `Debug` and `Display` print `<redacted>`, so a secret inside a logged struct stays hidden;
 //! `Serialize` is deliberately not implemented, so a secret cannot end up in `/api/state` or
@@ -121,21 +122,19 @@ fn lower_hex(bytes: &[u8]) -> String {
     hex
 }
 
-/// A token held as compactly as it allows: one [`random_token`] made (64 lowercase hex
-/// digits) as its 32 bytes, anything else as its text: each launch holds its executor's
-/// secret this way (10,000 launches, 10,000 times 40 bytes, not 10,000 strings in a map).
+/// What is kept of an executor's secret: its SHA-256, never the secret. The secret itself
+/// leaves the scheduler once, in its launch's `TaskInfo.data`; the store, the dispatcher and
+/// the REST side's early check hold and compare digests only, so a copy of the state (a
+/// backup, a znode read without credentials) hands no one an executor's credentials.
+/// The secrets are 32 random bytes: no salt or slow hash is needed against guessing.
 /// Like [`Secret`], it prints redacted and has no `Serialize`.
-#[derive(Clone)]
-pub struct Token(TokenRepr);
+#[cfg(feature = "scheduler")]
+#[derive(Clone, Copy)]
+pub struct Token([u8; TOKEN_BYTES]);
 
-#[derive(Clone)]
-enum TokenRepr {
-    Bytes([u8; TOKEN_BYTES]),
-    Text(Box<str>),
-}
-
-/// The bytes of `hex` when it is exactly what [`random_token`] makes.
-fn token_bytes(hex: &[u8]) -> Option<[u8; TOKEN_BYTES]> {
+/// The bytes of lower-case `hex` of exactly [`TOKEN_BYTES`] bytes.
+#[cfg(feature = "scheduler")]
+fn hex_bytes(hex: &[u8]) -> Option<[u8; TOKEN_BYTES]> {
     if hex.len() != TOKEN_BYTES * 2 {
         return None;
     }
@@ -147,41 +146,44 @@ fn token_bytes(hex: &[u8]) -> Option<[u8; TOKEN_BYTES]> {
     Some(out)
 }
 
+#[cfg(feature = "scheduler")]
 impl Token {
+    /// The digest of `secret`.
     pub fn new(secret: &Secret) -> Token {
-        Token(match token_bytes(secret.expose().as_bytes()) {
-            Some(b) => TokenRepr::Bytes(b),
-            None => TokenRepr::Text(secret.expose().into()),
-        })
+        Token(crate::sha256::digest(secret.expose().as_bytes()))
     }
 
+    /// A digest as [`Token::digest_hex`] wrote it; `None` when `hex` is not one.
+    pub fn from_digest_hex(hex: &str) -> Option<Token> {
+        hex_bytes(hex.as_bytes()).map(Token)
+    }
+
+    /// The digest, lower-case hex: what the store keeps.
+    pub fn digest_hex(&self) -> String {
+        lower_hex(&self.0)
+    }
+
+    /// The digest's bytes (for the REST side's index).
+    pub fn digest(&self) -> &[u8; TOKEN_BYTES] {
+        &self.0
+    }
+
+    /// Whether this is the digest of the empty secret, which must never authenticate.
     pub fn is_empty(&self) -> bool {
-        matches!(&self.0, TokenRepr::Text(t) if t.is_empty())
+        self.0 == crate::sha256::digest(b"")
     }
 
-    /// Whether `presented` is this token, compared in constant time as [`Secret::ct_eq`].
+    /// Whether `presented` is the secret of this digest; the digests are compared without an
+    /// early exit, as [`Secret::ct_eq`].
     pub fn matches(&self, presented: &Secret) -> bool {
-        match &self.0 {
-            TokenRepr::Text(t) => presented.ct_eq(t.as_bytes()),
-            // Not a token's shape: no comparison to time. Else the bytes, without an early
-            // exit.
-            TokenRepr::Bytes(mine) => token_bytes(presented.expose().as_bytes())
-                .is_some_and(|theirs| Secret::ct_eq_bytes(mine, &theirs)),
-        }
+        Secret::ct_eq_bytes(
+            &self.0,
+            &crate::sha256::digest(presented.expose().as_bytes()),
+        )
     }
 }
 
-impl Token {
-    /// The token as the text it was made from: for the places it leaves the process on
-    /// purpose (the store's node record, the REST side's index at start).
-    pub fn reveal(&self) -> Secret {
-        match &self.0 {
-            TokenRepr::Text(t) => Secret::new(&**t),
-            TokenRepr::Bytes(b) => Secret(lower_hex(b)),
-        }
-    }
-}
-
+#[cfg(feature = "scheduler")]
 impl From<&str> for Token {
     fn from(text: &str) -> Token {
         Token::new(&Secret::new(text))
@@ -190,22 +192,53 @@ impl From<&str> for Token {
 
 /// Constant time, as [`Token::matches`]: models holding tokens are compared in tests and in
 /// the store's content checks, never on an attacker's clock, but the rule stays one rule.
+#[cfg(feature = "scheduler")]
 impl PartialEq for Token {
     fn eq(&self, other: &Token) -> bool {
-        match (&self.0, &other.0) {
-            (TokenRepr::Bytes(a), TokenRepr::Bytes(b)) => Secret::ct_eq_bytes(a, b),
-            (TokenRepr::Text(a), TokenRepr::Text(b)) => {
-                Secret::ct_eq_bytes(a.as_bytes(), b.as_bytes())
-            }
-            _ => false,
-        }
+        Secret::ct_eq_bytes(&self.0, &other.0)
     }
 }
 
+#[cfg(feature = "scheduler")]
 impl fmt::Debug for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(REDACTED)
     }
+}
+
+/// `text` with the password of every URI in it masked (`scheme://user:***@host`): the one
+/// place URIs are masked, for logs, errors and `/api/state`. A URI's authority runs from its
+/// `://` to the first `/`, `?`, `#`, quote or white space; its credentials end at the last `@`
+/// in it. A user without a password is left as it is.
+pub fn mask_uri_credentials(text: &str) -> std::borrow::Cow<'_, str> {
+    let mut out = String::new();
+    let mut copied = 0;
+    let mut from = 0;
+    while let Some(at) = text[from..].find("://") {
+        let start = from + at + 3;
+        let rest = &text[start..];
+        let end = rest
+            .find(|c: char| {
+                matches!(c, '/' | '?' | '#' | '"' | '\'' | '<' | '>') || c.is_whitespace()
+            })
+            .unwrap_or(rest.len());
+        let authority = &rest[..end];
+        from = start + end;
+        let Some(userinfo_end) = authority.rfind('@') else {
+            continue;
+        };
+        let Some(colon) = authority[..userinfo_end].find(':') else {
+            continue;
+        };
+        out.push_str(&text[copied..start + colon + 1]);
+        out.push_str("***");
+        copied = start + userinfo_end;
+    }
+    if copied == 0 {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    out.push_str(&text[copied..]);
+    std::borrow::Cow::Owned(out)
 }
 
 #[cfg(test)]
@@ -296,36 +329,56 @@ mod tests {
         std::fs::remove_dir_all(&dir).ok();
     }
 
+    #[cfg(feature = "scheduler")]
     #[test]
-    fn a_token_held_as_bytes_matches_its_text_only() {
+    fn a_token_is_a_digest_that_matches_its_secret_only() {
         let made = random_token().unwrap();
         let t = Token::new(&made);
-        assert!(matches!(t.0, TokenRepr::Bytes(_)));
         assert!(t.matches(&made));
         assert!(!t.is_empty());
         let mut other = made.expose().to_owned();
         other.replace_range(63.., if other.ends_with('0') { "1" } else { "0" });
         assert!(!t.matches(&Secret::new(other)));
-        // Upper case is another text, not the same token.
         assert!(!t.matches(&Secret::new(made.expose().to_ascii_uppercase())));
         assert!(!t.matches(&Secret::new("")));
         assert_eq!(format!("{t:?}"), "<redacted>");
-        // Anything else is kept as text and compared as such.
-        let text = Token::new(&Secret::new("secret-1"));
-        assert!(matches!(text.0, TokenRepr::Text(_)));
-        assert!(text.matches(&"secret-1".into()));
-        assert!(!text.matches(&"secret-2".into()));
+        // What is kept is the SHA-256, never the secret.
+        let kept = t.digest_hex();
+        assert!(!kept.contains(made.expose()));
+        assert_eq!(
+            Token::from("abc").digest_hex(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(Token::from_digest_hex(&kept), Some(t));
+        assert_eq!(Token::from_digest_hex("s1"), None);
+        assert_eq!(Token::from_digest_hex(&kept.to_ascii_uppercase()), None);
         assert!(Token::new(&Secret::new("")).is_empty());
+        assert_ne!(Token::from("a"), Token::from("b"));
     }
 
     #[test]
-    fn a_token_reveals_the_text_it_was_made_from() {
-        let made = random_token().unwrap();
-        let t = Token::new(&made);
-        assert_eq!(t.reveal().expose(), made.expose());
-        assert_eq!(Token::from("secret-1").reveal().expose(), "secret-1");
-        assert_eq!(t, Token::new(&made));
-        assert_ne!(t, Token::new(&random_token().unwrap()));
-        assert_ne!(Token::from("a"), Token::from("b"));
+    fn uri_passwords_are_masked_wherever_they_are_in_a_text() {
+        let m = |t: &str| mask_uri_credentials(t).into_owned();
+        assert_eq!(
+            m("zk://alice:S3cret@h1:2181,h2/p"),
+            "zk://alice:***@h1:2181,h2/p"
+        );
+        assert_eq!(m("https://u:p@gw:443/api"), "https://u:***@gw:443/api");
+        // A password holding ':' or '@' goes whole: the last '@' before the host ends it.
+        assert_eq!(m("http://u:a:b@c@host/x"), "http://u:***@host/x");
+        // A user without a password is not a secret; nothing else changes.
+        assert_eq!(m("http://user@host/x"), "http://user@host/x");
+        assert_eq!(m("file:///tmp/a@b"), "file:///tmp/a@b");
+        assert_eq!(m("mail me@example.com"), "mail me@example.com");
+        assert!(matches!(
+            mask_uri_credentials("http://h/p"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        // Inside a message, several, quoted or not.
+        assert_eq!(
+            m(r#"fetching "http://a:1@h/x.deb" failed; zk://b:2@z:1/p, http://h/y"#),
+            r#"fetching "http://a:***@h/x.deb" failed; zk://b:***@z:1/p, http://h/y"#
+        );
+        assert_eq!(m("bad URI zk://alice:S3cret@"), "bad URI zk://alice:***@");
     }
 }

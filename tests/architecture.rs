@@ -1,5 +1,5 @@
 //! The module layers of ARCHITECTURE.md: `rest -> scheduler -> {gateway, mesos, store}` and
-//! `gateway -> mesos`, with the leaf modules (`backoff`, `clock`, `hash`, `secret`, `tls`, and
+//! `gateway -> mesos`, with the leaf modules (`backoff`, `clock`, `hash`, `secret`, `sha256`, `tls`, and
 //! `contract`, the scheduler-executor contract, which uses only leaves) below all of them. A `crate::` path in a file that points up or sideways against these arrows fails
 //! this test, so the import graph between the top-level modules stays free of cycles.
 
@@ -12,14 +12,15 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("backoff", &[][..]),
         ("clock", &[][..]),
         ("hash", &[][..]),
-        ("secret", &[][..]),
-        // Fingerprints, pinning and the TLS agent: shared by both binaries, uses no other module.
-        ("tls", &[][..]),
+        ("secret", &["sha256"][..]),
+        ("sha256", &[][..]),
+        // Fingerprints, pinning and the TLS agent: shared by both binaries.
+        ("tls", &["sha256"][..]),
         // Built into the executor too: it may use leaves only.
         ("contract", &["secret"][..]),
         ("mesos", &["contract"][..]),
         // The store keeps keyed records and knows nothing of the model it holds.
-        ("store", &["hash", "contract"][..]),
+        ("store", &["hash", "secret", "contract"][..]),
         (
             "gateway",
             &["mesos", "backoff", "secret", "contract", "tls"][..],
@@ -27,8 +28,8 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         (
             "scheduler",
             &[
-                "mesos", "store", "gateway", "backoff", "clock", "hash", "secret", "contract",
-                "tls",
+                "mesos", "store", "gateway", "backoff", "clock", "hash", "secret", "sha256",
+                "contract", "tls",
             ][..],
         ),
         (
@@ -41,6 +42,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "clock",
                 "hash",
                 "secret",
+                "sha256",
                 "contract",
                 "tls",
             ][..],
@@ -154,12 +156,16 @@ fn scheduler_allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("flags", &[][..]),
         ("model", &[][..]),
         ("identity", &["flags"][..]),
+        ("executor_binary", &[][..]),
         ("placement", &["model"][..]),
         ("node_plan", &["model", "flags"][..]),
         ("persist", &["model", "flags", "exit"][..]),
         // What the REST server and the dispatcher exchange: data, no behaviour of either.
         // `gateway_work`: only the gateway worker's report type, a leaf (`gateway_work/report.rs`).
-        ("exchange", &["model", "metrics", "gateway_work"][..]),
+        (
+            "exchange",
+            &["model", "metrics", "gateway_work", "executor_binary"][..],
+        ),
         ("signals", &["exchange", "exit"][..]),
         ("standin", &["exchange", "model"][..]),
         ("master", &["exchange", "flags", "metrics", "stop"][..]),
@@ -176,6 +182,7 @@ fn scheduler_allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "placement",
                 "gateway_work",
                 "flags",
+                "executor_binary",
             ][..],
         ),
         (
@@ -195,6 +202,7 @@ fn scheduler_allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "persist",
                 "placement",
                 "gateway_work",
+                "executor_binary",
             ][..],
         ),
     ])

@@ -401,10 +401,7 @@ fn mixed_hosts_reach_running_and_failures_name_their_cause() {
     // No secret in /api/state, nor in the master's or agents' state endpoints.
     let state = rig.state_text().unwrap();
     assert!(!state.contains(PASSWORD));
-    let secrets: Vec<String> = cluster::stored_state(&rig.dir.join("state.json"))
-        .executor_secrets()
-        .map(|(_, s)| s.reveal().expose().to_owned())
-        .collect();
+    let secrets: Vec<String> = cluster::launched_secrets(&rig.m).into_values().collect();
     assert!(!secrets.is_empty());
     let master_state = get(&format!("http://{}/master/state", rig.m.addr()));
     assert!(
@@ -469,7 +466,7 @@ fn an_executor_killed_mid_install_resumes_without_reinstalling() {
     ]);
     // Without the SDC's URL the node installs the SDS, then waits at `packages`.
     let full = rig.args.clone();
-    rig.args.retain(|a| !a.starts_with("-storage.rhel7.sdc="));
+    rig.args.retain(|a| !a.starts_with("-storage.rhel7.sdc"));
     rig.stop_scheduler();
     rig.spawn();
     let e = rig.wait_error(1, &["packages", "-storage.rhel7.sdc"]);

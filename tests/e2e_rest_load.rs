@@ -134,10 +134,13 @@ fn bad_requests(addr: SocketAddr, stop: Arc<AtomicBool>) {
     }
 }
 
-fn executor_credentials(store: &Path) -> Option<(String, String)> {
+/// A current executor's id (from the state file) and its secret (as the dev master handed it
+/// to the agent: the scheduler keeps only its digest).
+fn executor_credentials(store: &Path, m: &master::MasterHandle) -> Option<(String, String)> {
     let state = cluster::try_stored_state(store).ok()?;
-    let (id, secret) = state.executor_secrets().next()?;
-    Some((id.into_owned(), secret.reveal().expose().to_owned()))
+    let (id, _) = state.executor_secrets().next()?;
+    let secret = cluster::launched_secrets(m).remove(&*id)?;
+    Some((id.into_owned(), secret))
 }
 
 #[test]
@@ -169,7 +172,7 @@ fn hostile_load_from_one_address_leaves_executors_answered() {
     );
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let (id, secret) = wait_for("an executor's secret", Duration::from_secs(60), || {
-        executor_credentials(&store)
+        executor_credentials(&store, &m)
     });
     let pin = wait_for(
         "the scheduler's certificate",

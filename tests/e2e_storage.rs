@@ -1,6 +1,6 @@
 //! End to end, pre-configured mode on the dev cluster (5 agents): nodes report devices
-//! through the executor API (driven by the test, with the executor secrets from the state
-//! file), the scheduler's gateway worker makes the storage cluster match, and the nodes'
+//! through the executor API (driven by the test, with the executor secrets the dev master
+//! handed the agents), the scheduler's gateway worker makes the storage cluster match, and the nodes'
 //! plans say `storage_ready` once every device is attached and the SDC is connected.
 //! Counted through the gateway's own API: one SDS per agent, every device exactly once,
 //! also across a scheduler SIGKILL mid-reconciliation, injected 500s, delays and token expiry.
@@ -191,11 +191,15 @@ impl Rig {
                 }
                 // Polled: the store may exist before its first batch is written.
                 let saved = cluster::try_stored_state(&self.store).ok()?;
+                // The secrets as the executors got them: the store keeps digests only.
+                let launched = cluster::launched_secrets(&self.master);
                 let mut out = BTreeMap::new();
                 for (agent, node) in &saved.model.nodes {
-                    let exec = node.task.as_ref()?.executor_id().into_owned();
-                    let secret = node.task.as_ref()?.secret.as_ref()?.reveal();
-                    out.insert(exec, (agent.to_string(), secret.expose().to_owned()));
+                    let task = node.task.as_ref()?;
+                    let exec = task.executor_id().into_owned();
+                    task.secret.as_ref()?;
+                    let secret = launched.get(&exec)?.clone();
+                    out.insert(exec, (agent.to_string(), secret));
                 }
                 (out.len() == AGENTS).then_some(out)
             },
@@ -535,7 +539,11 @@ fn a_gateway_outage_costs_one_probe_per_backoff_step_and_the_work_resumes() {
 #[test]
 fn experimental_mode_builds_the_mdm_cluster_then_attaches_every_node() {
     const FREE_DISKS: [&str; 2] = ["/dev/xvdb", "/dev/xvdc"];
+    const VOLUME_PASSWORD: &str = "Rexray-Vol-Pa55";
     let mut rig = Rig::with_gateway("experimental", false);
+    rig.package_flags.push("-rexray.username=rexray-vol".into());
+    rig.package_flags
+        .push(format!("-rexray.password={VOLUME_PASSWORD}"));
     rig.start_scheduler();
     let nodes = wait_for("every node running", Duration::from_secs(240), || {
         let s = rig.state()?;
@@ -691,6 +699,25 @@ fn experimental_mode_builds_the_mdm_cluster_then_attaches_every_node() {
         }
     }
     assert!(read >= AGENTS, "executor logs read: {read}");
+
+    // At rest: the state file, read raw, holds no executor secret, no gateway password and
+    // no REX-Ray password, in clear or in base64.
+    let mut secrets: Vec<String> = cluster::launched_secrets(&rig.master)
+        .into_values()
+        .collect();
+    assert!(secrets.len() >= AGENTS, "{}", secrets.len());
+    secrets.push(PASSWORD.to_owned());
+    secrets.push(VOLUME_PASSWORD.to_owned());
+    let raw = std::fs::read(&rig.store).expect("state file");
+    cluster::assert_no_secret(&raw, &secrets, "the state file");
+    // No core dump of the scheduler or of any executor could show them either.
+    let scheduler = rig.child.as_ref().expect("scheduler").id();
+    cluster::assert_no_core_dumps(scheduler, "the scheduler");
+    let executors = cluster::executor_pids(&rig.dir);
+    assert_eq!(executors.len(), AGENTS, "{executors:?}");
+    for pid in executors {
+        cluster::assert_no_core_dumps(pid, "an executor");
+    }
 }
 
 /// A failing `scli` step ends the primary's task TASK_FAILED, and the node's error in

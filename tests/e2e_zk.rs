@@ -4,6 +4,8 @@
 //! - A scheduler SIGKILLed and started again from another working directory, with no store
 //!   flag, finds its state in the master's ZooKeeper: it re-subscribes with the same
 //!   framework id and launches no second executor.
+//! - With credentials in that `zk` flag the scheduler's znodes are its own: a client without
+//!   them cannot read, write or delete them, the restarted scheduler can.
 //! - With nothing stored and its framework still active at the master, a scheduler refuses to
 //!   register a second one, naming the framework and the flags that allow it, also when the
 //!   master's framework list is many megabytes; when that list cannot be read it refuses to
@@ -111,7 +113,11 @@ fn sigkilled_scheduler_restarted_elsewhere_finds_its_state_in_the_masters_zookee
     let zk = zookeeper::ZooKeeper::start(&dir.join("zk"));
     let m = cluster(&dir, Some(zk.uri("/mesos")));
     let log1 = dir.join("first.log");
-    let first = spawn(&m, &dir.join("sandbox-1"), &log1, &[]);
+    let volume_user = [
+        "-rexray.username=rexray-vol",
+        "-rexray.password=Rexray-Zk-Pa55",
+    ];
+    let first = spawn(&m, &dir.join("sandbox-1"), &log1, &volume_user);
     // Running tasks, not just launches: a launch record is made before the agent fetches
     // the executor from the scheduler, and a fetch from a killed scheduler fails the task.
     wait_for("every task running", SETTLE, || {
@@ -128,6 +134,32 @@ fn sigkilled_scheduler_restarted_elsewhere_finds_its_state_in_the_masters_zookee
         "{}",
         read(&log1)
     );
+    // Without credentials every client of the ensemble reads the znodes: read raw, they
+    // hold no executor secret and no gateway password, in clear or in base64.
+    let mut secrets: Vec<String> = cluster::launched_secrets(&m).into_values().collect();
+    assert_eq!(secrets.len(), AGENTS);
+    secrets.push("Scaleio123".to_owned());
+    secrets.push("Rexray-Zk-Pa55".to_owned());
+    let tree = zk.read_tree("/storage-framework");
+    let records = tree.iter().filter(|(p, _)| p.contains("/nodes/")).count();
+    assert_eq!(
+        records,
+        AGENTS,
+        "{:?}",
+        tree.iter().map(|t| &t.0).collect::<Vec<_>>()
+    );
+    for (path, data) in &tree {
+        let data = data
+            .as_deref()
+            .unwrap_or_else(|| panic!("{path} unreadable"));
+        cluster::assert_no_secret(data, &secrets, path);
+    }
+    // Said once at start: without credentials the znodes are open to every client.
+    let said = read(&log1)
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("world-readable and world-writable"))
+        .count();
+    assert_eq!(said, 1, "{}", read(&log1));
     // No state file in the sandbox: the state went to ZooKeeper.
     assert!(std::fs::read_dir(dir.join("sandbox-1"))
         .unwrap()
@@ -152,6 +184,75 @@ fn sigkilled_scheduler_restarted_elsewhere_finds_its_state_in_the_masters_zookee
     let most = master::max_concurrent_executors(&record, "storage-executor.");
     assert!(most.values().all(|n| *n == 1), "{most:?}");
     assert_eq!(running(&m), AGENTS, "{record:#?}");
+    drop(second);
+}
+
+/// The master's `zk` flag with credentials: the scheduler authenticates and its znodes are
+/// its own. A client without them can neither read, write nor delete them; the scheduler
+/// started again elsewhere takes over with them; the password is in no log line.
+#[test]
+fn with_credentials_only_the_scheduler_reaches_its_znodes_across_a_restart() {
+    use storage_framework::store::zk::wire::{op, Conn, Enc};
+    const ZK_PASSWORD: &str = "Zk-Cred-Pa55";
+    const NO_AUTH: i32 = -102;
+    let dir = tempdir("credentials");
+    let zk = zookeeper::ZooKeeper::start(&dir.join("zk"));
+    let uri = format!("zk://sf-user:{ZK_PASSWORD}@127.0.0.1:{}/mesos", zk.port);
+    let m = cluster(&dir, Some(uri));
+    let log1 = dir.join("first.log");
+    let first = spawn(&m, &dir.join("sandbox-1"), &log1, &[]);
+    wait_for("every task running", SETTLE, || {
+        let tasks = read(&log1)
+            .lines()
+            .filter(|l| l.contains(": task storage.") && l.ends_with(" running"))
+            .count();
+        (running(&m) == AGENTS && tasks >= AGENTS).then_some(())
+    });
+    let base = "/storage-framework/storage-framework";
+    let mut anon = Conn::connect(
+        &format!("127.0.0.1:{}", zk.port),
+        10_000,
+        None,
+        Duration::from_secs(3),
+    )
+    .unwrap()
+    .expect("session");
+    let mut ask = |o: i32, path: &str| {
+        let mut e = Enc::default();
+        match o {
+            op::SET_DATA => e.string(path).buf(b"{}").int(-1),
+            op::DELETE => e.string(path).int(-1),
+            _ => e.string(path).boolean(false),
+        };
+        anon.call(o, &e.0).unwrap().err
+    };
+    let state = format!("{base}/state");
+    for path in [base, state.as_str()] {
+        assert_eq!(ask(op::GET_DATA, path), NO_AUTH, "read {path}");
+        assert_eq!(ask(op::SET_DATA, path), NO_AUTH, "write {path}");
+    }
+    assert_eq!(ask(op::GET_CHILDREN, base), NO_AUTH);
+    assert_eq!(ask(op::DELETE, &state), NO_AUTH);
+    drop(first); // SIGKILL
+
+    let log2 = dir.join("second.log");
+    let second = spawn(&m, &dir.join("sandbox-2"), &log2, &[]);
+    wait_for("re-subscription", SETTLE, || {
+        read(&log2).contains("(re-used)").then_some(())
+    });
+    assert_eq!(ask(op::SET_DATA, &state), NO_AUTH);
+    for log in [&log1, &log2] {
+        let text = read(log);
+        assert!(text.contains("zk://sf-user:***@127.0.0.1"), "{text}");
+        assert!(
+            !text.contains(ZK_PASSWORD),
+            "the ZooKeeper password in {}",
+            log.display()
+        );
+        assert!(!text.contains("world-readable"), "{text}");
+    }
+    let most = master::max_concurrent_executors(&m.launch_log().unwrap(), "storage-executor.");
+    assert!(most.values().all(|n| *n == 1), "{most:?}");
     drop(second);
 }
 

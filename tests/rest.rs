@@ -91,10 +91,10 @@ fn start_full(state: Persisted, conn: Connection, opts: ServerOptions) -> Server
     capture_logs();
     // The REST side's early check knows the secrets of the state, as the scheduler's does.
     let (secrets_tx, secrets) = crossbeam_channel::unbounded();
-    for (executor_id, secret) in state.executor_secrets() {
+    for (executor_id, digest) in state.executor_secrets() {
         let _ = secrets_tx.send(SecretUpdate::Known {
             executor_id: executor_id.into_owned(),
-            secret: secret.reveal(),
+            digest: *digest,
         });
     }
     let fake = Fake::start(state, conn);
@@ -103,7 +103,9 @@ fn start_full(state: Persisted, conn: Connection, opts: ServerOptions) -> Server
     let rest = rest::start_with(
         RestConfig {
             port: 0,
-            executor_path: binary.clone(),
+            executor_binary: Arc::new(
+                storage_framework::scheduler::executor_binary::ExecutorBinary::new(binary.clone()),
+            ),
             inputs: fake.inputs.clone(),
             metrics: metrics.clone(),
             secrets: Some(secrets),
@@ -700,7 +702,7 @@ fn executor_calls_need_the_right_secret() {
     // Another executor's secret is wrong for this one.
     let other = format!("Bearer {}", secret_of(H3));
     let r = request(s.addr, "POST", &path, &[("Authorization", &other)], b"");
-    assert_json_error(&r, 401, "unauthorized", "wrong secret");
+    assert_json_error(&r, 401, "unauthorized", "not its secret");
 
     let r = request(
         s.addr,
@@ -709,7 +711,12 @@ fn executor_calls_need_the_right_secret() {
         &[("Authorization", &other)],
         b"",
     );
-    assert_json_error(&r, 404, "unknown executor", "storage-executor.nowhere.7");
+    assert_json_error(
+        &r,
+        401,
+        "unauthorized",
+        "unknown executor, or not its secret",
+    );
 
     let before = node_json(&get(s.addr, "/api/state").json(), H2)["last_contact_ms"].clone();
     // Still the 12 s old contact of the sample: the refused calls did not count.
@@ -724,6 +731,29 @@ fn executor_calls_need_the_right_secret() {
     assert!(
         after.as_u64() > before.as_u64(),
         "only the authenticated call counts as contact"
+    );
+}
+
+/// Which executor ids exist cannot be probed: a wrong secret and an unknown executor get one
+/// answer, status, headers and body alike.
+#[test]
+fn a_wrong_secret_and_an_unknown_executor_get_the_same_answer() {
+    let s = start();
+    let wrong = format!("Bearer {}", secret_of(H3));
+    let ask = |id: &str| {
+        let path = format!("/api/v1/executors/{id}/heartbeat");
+        request(s.addr, "POST", &path, &[("Authorization", &wrong)], b"")
+    };
+    let known = ask(&fake::executor_id(H2));
+    let unknown = ask("storage-executor.nowhere.7");
+    assert_eq!(known.status, 401, "{}", known.text());
+    assert_eq!(
+        (unknown.status, unknown.text()),
+        (known.status, known.text())
+    );
+    assert_eq!(
+        unknown.header("www-authenticate"),
+        known.header("www-authenticate")
     );
 }
 
@@ -743,7 +773,7 @@ fn a_wrong_secret_is_refused_before_the_body_is_read() {
         format!("POST {path} HTTP/1.1\r\nHost: t\r\n{wrong}\r\nContent-Length: 1048576\r\n\r\n")
             .as_bytes(),
     );
-    assert_json_error(&r, 401, "unauthorized", "wrong secret");
+    assert_json_error(&r, 401, "unauthorized", "not its secret");
     assert!(r.header("www-authenticate").is_some());
     assert!(
         started.elapsed() < Duration::from_secs(5),
@@ -758,8 +788,8 @@ fn a_wrong_secret_is_refused_before_the_body_is_read() {
         &[("Authorization", &bearer)],
         b"{not json",
     );
-    assert_json_error(&r, 401, "unauthorized", "wrong secret");
-    // An executor the scheduler does not know: 404, also before the body.
+    assert_json_error(&r, 401, "unauthorized", "not its secret");
+    // An executor the scheduler does not know: the same answer, also before the body.
     let r = exchange(
         s.addr,
         format!(
@@ -767,7 +797,12 @@ fn a_wrong_secret_is_refused_before_the_body_is_read() {
         )
         .as_bytes(),
     );
-    assert_json_error(&r, 404, "unknown executor", "storage-executor.nowhere.7");
+    assert_json_error(
+        &r,
+        401,
+        "unauthorized",
+        "unknown executor, or not its secret",
+    );
     // The right secret: the body is read and parsed.
     let r = call(s.addr, "POST", H2, "phase", b"{not json");
     assert_json_error(&r, 400, "malformed JSON", "");
@@ -1549,8 +1584,10 @@ fn a_full_queue_gets_503() {
 fn no_secret_in_responses_or_logs() {
     let s = start();
     let secrets: Vec<String> = fake::five_nodes()
-        .executor_secrets()
-        .map(|(_, s)| s.reveal().expose().to_owned())
+        .model
+        .nodes
+        .values()
+        .map(|n| fake::secret_of(&n.hostname))
         .collect();
     assert_eq!(secrets.len(), 5);
     // Authenticated calls of every kind, and failed ones, so that every logging path runs.
@@ -1653,7 +1690,11 @@ fn a_stuck_or_gone_dispatcher_gives_503_not_a_hang() {
     let rest = rest::start_with(
         RestConfig {
             port: 0,
-            executor_path: temp_dir().join("storage-executor"),
+            executor_binary: Arc::new(
+                storage_framework::scheduler::executor_binary::ExecutorBinary::new(
+                    temp_dir().join("storage-executor"),
+                ),
+            ),
             inputs: tx,
             metrics: Arc::new(Metrics::default()),
             secrets: None,

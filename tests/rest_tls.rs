@@ -38,10 +38,10 @@ fn start(opts: ServerOptions) -> Server {
 fn start_with(opts: ServerOptions, identity: Identity) -> Server {
     let state = fake::five_nodes();
     let (secrets_tx, secrets) = crossbeam_channel::unbounded();
-    for (executor_id, secret) in state.executor_secrets() {
+    for (executor_id, digest) in state.executor_secrets() {
         let _ = secrets_tx.send(SecretUpdate::Known {
             executor_id: executor_id.into_owned(),
-            secret: secret.reveal(),
+            digest: *digest,
         });
     }
     let Identity {
@@ -60,7 +60,11 @@ fn start_with(opts: ServerOptions, identity: Identity) -> Server {
     let rest = rest::start_with(
         RestConfig {
             port: 0,
-            executor_path: std::env::temp_dir().join("rest-tls-no-executor-here"),
+            executor_binary: Arc::new(
+                storage_framework::scheduler::executor_binary::ExecutorBinary::new(
+                    std::env::temp_dir().join("rest-tls-no-executor-here"),
+                ),
+            ),
             inputs: fake.inputs.clone(),
             metrics: Arc::new(Metrics::default()),
             secrets: Some(secrets),

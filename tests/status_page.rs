@@ -169,7 +169,11 @@ fn status_page_renders_every_node_in_chromium() {
     let rest = rest::start_with(
         RestConfig {
             port: 0,
-            executor_path: PathBuf::from("/nonexistent/storage-executor"),
+            executor_binary: Arc::new(
+                storage_framework::scheduler::executor_binary::ExecutorBinary::new(PathBuf::from(
+                    "/nonexistent/storage-executor",
+                )),
+            ),
             inputs: fake.inputs.clone(),
             metrics: Arc::new(Metrics::default()),
             secrets: None,
@@ -293,7 +297,11 @@ fn status_page_pages_filters_and_orders_naturally_in_chromium() {
     let rest = rest::start_with(
         RestConfig {
             port: 0,
-            executor_path: PathBuf::from("/nonexistent/storage-executor"),
+            executor_binary: Arc::new(
+                storage_framework::scheduler::executor_binary::ExecutorBinary::new(PathBuf::from(
+                    "/nonexistent/storage-executor",
+                )),
+            ),
             inputs: fake.inputs.clone(),
             metrics: Arc::new(Metrics::default()),
             secrets: None,
@@ -464,11 +472,8 @@ fn real_scheduler_page_shows_every_node_and_no_secret() {
         .expect("screenshot")
         .starts_with(b"\x89PNG"));
 
-    // Every secret the scheduler holds, read from its own state file.
-    let mut secrets: Vec<String> = cluster::stored_state(&store)
-        .executor_secrets()
-        .map(|(_, s)| s.reveal().expose().to_owned())
-        .collect();
+    // Every executor secret the scheduler handed out, as the dev master passed them on.
+    let mut secrets: Vec<String> = cluster::launched_secrets(&m).into_values().collect();
     assert_eq!(secrets.len(), 3);
     secrets.push(password.to_owned());
     let state = get("/api/state").unwrap_or_default();

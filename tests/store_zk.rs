@@ -6,7 +6,7 @@ mod store_suite;
 mod zookeeper;
 
 use storage_framework::store::zk::{parse_uri, ZkStore};
-use storage_framework::store::{Change, Loaded, RecordStore, StoreError};
+use storage_framework::store::{Change, Loaded, RecordStore, StoreError, StoreKind, StoreSettings};
 use zookeeper::ZooKeeper;
 
 fn tempdir(name: &str) -> std::path::PathBuf {
@@ -284,4 +284,135 @@ fn a_batch_over_512_kib_is_saved_in_parts_and_stays_writable() {
     assert_eq!(got.len(), NODES / 2 + 1);
     assert_eq!(got[&node(NODES / 2 - 1, 3).0], node(NODES / 2 - 1, 3).1);
     assert!(!got.contains_key(&node(NODES / 2, 3).0));
+}
+
+/// A client of its own, without credentials, on `zk`.
+fn anonymous(zk: &ZooKeeper) -> storage_framework::store::zk::wire::Conn {
+    use storage_framework::store::zk::wire::Conn;
+    let addr = format!("127.0.0.1:{}", zk.port);
+    Conn::connect(&addr, 10_000, None, std::time::Duration::from_secs(3))
+        .unwrap()
+        .expect("session")
+}
+
+/// The error code of `op` on `path` by `c` (setData and delete of any version, create).
+fn try_op(c: &mut storage_framework::store::zk::wire::Conn, o: i32, path: &str) -> i32 {
+    use storage_framework::store::zk::wire::{op, Enc};
+    let mut e = Enc::default();
+    match o {
+        op::SET_DATA => e.string(path).buf(b"{}").int(-1),
+        op::DELETE => e.string(path).int(-1),
+        op::GET_DATA => e.string(path).boolean(false),
+        _ => e.string(path).buf(b"").open_acl().int(0),
+    };
+    c.call(o, &e.0).unwrap().err
+}
+
+const NO_AUTH: i32 = -102;
+
+/// With `user:pass@` in the URI the framework's znodes are its credentials' alone: a client
+/// without them can neither read, write nor delete them, while the store, and the store of
+/// a restarted scheduler, still can. Wrong credentials are a clear error naming the URI with
+/// its password masked.
+#[test]
+fn with_credentials_only_the_framework_reaches_its_znodes() {
+    use storage_framework::store::zk::wire::op;
+    let dir = tempdir("acl");
+    let zk = ZooKeeper::start(&dir);
+    let uri = |pass: &str| format!("zk://sf-user:{pass}@127.0.0.1:{}/sf/acl", zk.port);
+    let settings = StoreSettings::new(StoreKind::ZooKeeper, uri("Zk-Pa55"));
+    let mut s = storage_framework::store::open(&settings).unwrap();
+    assert_eq!(s.load_all().unwrap(), Loaded::Empty);
+    s.apply(&[
+        Change::Put("root".into(), ROOT.into()),
+        Change::Put("node/a".into(), b"{\"n\":1}".to_vec()),
+    ])
+    .unwrap();
+    let mut c = anonymous(&zk);
+    for path in [
+        "/sf/acl",
+        "/sf/acl/state",
+        "/sf/acl/nodes",
+        "/sf/acl/nodes/a",
+    ] {
+        assert_eq!(
+            try_op(&mut c, op::SET_DATA, path),
+            NO_AUTH,
+            "setData {path}"
+        );
+        assert_eq!(
+            try_op(&mut c, op::GET_DATA, path),
+            NO_AUTH,
+            "getData {path}"
+        );
+    }
+    assert_eq!(try_op(&mut c, op::DELETE, "/sf/acl/nodes/a"), NO_AUTH);
+    assert_eq!(try_op(&mut c, op::DELETE, "/sf/acl/leader"), NO_AUTH);
+    assert_eq!(try_op(&mut c, op::CREATE, "/sf/acl/nodes/b"), NO_AUTH);
+    assert_eq!(try_op(&mut c, op::CREATE, "/sf/acl/other"), NO_AUTH);
+    s.apply(&[Change::Put("node/a".into(), b"{\"n\":2}".to_vec())])
+        .unwrap();
+    drop(s);
+    // A restarted scheduler with the same credentials reads and writes.
+    let mut again = storage_framework::store::open(&settings).unwrap();
+    assert_eq!(records(again.as_mut())["node/a"], b"{\"n\":2}");
+    again
+        .apply(&[Change::Put("node/a".into(), b"{\"n\":3}".to_vec())])
+        .unwrap();
+    drop(again);
+    // Wrong credentials: refused, the URI named with its password masked.
+    let wrong = StoreSettings::new(StoreKind::ZooKeeper, uri("Not-The-Pa55"));
+    let err = storage_framework::store::open(&wrong)
+        .and_then(|mut s| s.load_all())
+        .expect_err("wrong credentials must not read");
+    let text = err.to_string();
+    assert!(text.contains("zk://sf-user:***@127.0.0.1"), "{text}");
+    assert!(
+        !text.contains("Not-The-Pa55") && !text.contains("Zk-Pa55"),
+        "{text}"
+    );
+    assert!(text.contains("credentials"), "{text}");
+}
+
+/// A store an earlier start made without credentials (open to every client) is the
+/// credentials' alone once a scheduler opens it with them, and keeps its records.
+#[test]
+fn znodes_made_without_credentials_become_the_credentials_alone() {
+    use storage_framework::store::zk::wire::op;
+    let dir = tempdir("adopt");
+    let zk = ZooKeeper::start(&dir);
+    let mut open = store(&zk, "/sf/adopt");
+    assert_eq!(open.load_all().unwrap(), Loaded::Empty);
+    open.apply(&[
+        Change::Put("root".into(), ROOT.into()),
+        Change::Put("node/a".into(), b"{\"n\":1}".to_vec()),
+    ])
+    .unwrap();
+    drop(open);
+    let mut c = anonymous(&zk);
+    assert_eq!(try_op(&mut c, op::GET_DATA, "/sf/adopt/nodes/a"), 0);
+    let uri = format!("zk://sf-user:Zk-Pa55@127.0.0.1:{}/sf/adopt", zk.port);
+    let settings = StoreSettings::new(StoreKind::ZooKeeper, uri);
+    let mut s = storage_framework::store::open(&settings).unwrap();
+    assert_eq!(records(s.as_mut())["node/a"], b"{\"n\":1}");
+    for path in [
+        "/sf/adopt",
+        "/sf/adopt/state",
+        "/sf/adopt/nodes",
+        "/sf/adopt/nodes/a",
+    ] {
+        assert_eq!(
+            try_op(&mut c, op::SET_DATA, path),
+            NO_AUTH,
+            "setData {path}"
+        );
+        assert_eq!(
+            try_op(&mut c, op::GET_DATA, path),
+            NO_AUTH,
+            "getData {path}"
+        );
+    }
+    assert_eq!(try_op(&mut c, op::DELETE, "/sf/adopt/leader"), NO_AUTH);
+    s.apply(&[Change::Put("node/a".into(), b"{\"n\":2}".to_vec())])
+        .unwrap();
 }

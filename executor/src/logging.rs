@@ -1,5 +1,6 @@
 //! Log lines on stderr (the agent keeps them in the sandbox's `stderr` file). Every line
-//! names the executor, because operators read them merged from many agents.
+//! names the executor, because operators read them merged from many agents. A URI's password
+//! (a package URL's) is masked in every line.
 
 use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -15,7 +16,7 @@ pub fn init(filter: &str, executor_id: &str) {
                 utc_now(),
                 record.level(),
                 id,
-                record.args()
+                storage_framework::secret::mask_uri_credentials(&record.args().to_string())
             )
         })
         .target(env_logger::Target::Stderr)

@@ -230,13 +230,15 @@ pub struct Install {
 }
 
 impl Install {
-    /// The URL of `component`'s package for `platform`, when the scheduler was given one.
-    pub fn package_url(&self, platform: Platform, component: Component) -> Option<&str> {
+    /// Where `component`'s package for `platform` comes from, with its SHA-256 when the
+    /// scheduler was given one.
+    pub fn package(&self, platform: Platform, component: Component) -> Option<Download> {
         self.packages.get(platform.key())?.get(component)
     }
 }
 
-/// The storage packages' URLs of one platform, by component.
+/// The storage packages of one platform, by component: each URL, and apart (so that the
+/// plan's URL fields keep their shape) the SHA-256 of those given one.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Packages {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -249,15 +251,29 @@ pub struct Packages {
     pub lia: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gw: Option<String>,
+    /// By component key ([`Component::key`]): lower-case hex.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sha256: BTreeMap<String, String>,
 }
 
 impl Packages {
-    pub fn get(&self, c: Component) -> Option<&str> {
-        self.slot(c).as_deref()
+    pub fn get(&self, c: Component) -> Option<Download> {
+        Some(Download {
+            url: self.slot(c).clone()?,
+            sha256: self.sha256.get(c.key()).cloned(),
+        })
     }
 
-    pub fn set(&mut self, c: Component, url: Option<String>) {
+    pub fn set(&mut self, c: Component, download: Option<Download>) {
+        let (url, sha256) = match download {
+            Some(d) => (Some(d.url), d.sha256),
+            None => (None, None),
+        };
         *self.slot_mut(c) = url;
+        match sha256 {
+            Some(hex) => self.sha256.insert(c.key().to_owned(), hex),
+            None => self.sha256.remove(c.key()),
+        };
     }
 
     fn slot(&self, c: Component) -> &Option<String> {
@@ -413,8 +429,16 @@ mod tests {
             (Some(Phase::ClusterInit), Some(Phase::ClusterInit))
         );
         assert_eq!(
-            p.install.package_url(Platform::Rhel7, Component::Sdc),
-            Some("http://repo/EMC-ScaleIO-sdc-2.0-10000.2072.el7.x86_64.rpm")
+            p.install.package(Platform::Rhel7, Component::Sdc),
+            Some(Download {
+                url: "http://repo/EMC-ScaleIO-sdc-2.0-10000.2072.el7.x86_64.rpm".into(),
+                sha256: None
+            })
+        );
+        let sds = p.install.package(Platform::Ubuntu1404, Component::Sds);
+        assert_eq!(
+            sds.and_then(|d| d.sha256).as_deref(),
+            Some("2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae")
         );
         let rexray = p
             .install

@@ -1,6 +1,8 @@
 //! The early secret check: an executor call with a missing, malformed or wrong bearer
 //! secret, or for an executor the scheduler does not know, is answered before its body is
-//! read or parsed (a wrong secret with a 1 MiB body costs a header's worth of work).
+//! read or parsed (a wrong secret with a 1 MiB body costs a header's worth of work). A wrong
+//! secret and an unknown executor get one answer ([`ApiError::refused`]): no caller learns
+//! which executor ids exist.
 //!
 //! One thread owns the index of executor secrets. The dispatcher publishes every grant and
 //! revocation on one channel ([`SecretUpdate`]), the REST workers ask on another; before
@@ -10,8 +12,8 @@
 
 use super::http::{Gate, Request, Response};
 use crate::contract::api::{self, Action};
-use crate::scheduler::exchange::SecretUpdate;
-use crate::secret::Secret;
+use crate::scheduler::exchange::{ApiError, SecretUpdate};
+use crate::secret::{Secret, Token};
 use crossbeam_channel::{select, Receiver, Sender};
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
@@ -38,10 +40,10 @@ struct Check {
     reply: Sender<Verdict>,
 }
 
-/// Index of executor id -> secret, fed by `updates`. Both are held as keyed hashes (SipHash
-/// under this process's random keys, which no caller can aim at or read), not as copies
-/// (10,000 executors cost ~0.26 MB, not ~1.4 MB). This is the early check only:
-/// the dispatcher compares the whole secret again. Two ids of one hash (odds ~3e-12 at
+/// Index of executor id -> the SHA-256 of its secret, fed by `updates`. Both are held as
+/// keyed hashes (SipHash under this process's random keys, which no caller can aim at or
+/// read), not as copies (10,000 executors cost ~0.26 MB, not ~1.4 MB). This is the early
+/// check only: the dispatcher compares the whole digest again. Two ids of one hash (odds ~3e-12 at
 /// 10,000 executors) would only make one of them fail here; a wrong secret passing here
 /// (odds 2^-64 a guess) is refused there.
 #[derive(Default)]
@@ -55,19 +57,18 @@ impl Index {
         self.keys.hash_one(executor_id)
     }
 
-    /// A secret's digest; a separate domain from the ids' (a secret and an id of the same
-    /// text do not share a hash).
-    fn digest(&self, secret: &Secret) -> u64 {
-        self.keys.hash_one(("secret", secret.expose()))
+    /// The keyed hash of a secret's SHA-256; a separate domain from the ids'.
+    fn digest(&self, digest: &Token) -> u64 {
+        self.keys.hash_one(("secret", digest.digest()))
     }
 
     fn apply(&mut self, u: SecretUpdate) {
         match u {
             SecretUpdate::Known {
                 executor_id,
-                secret,
+                digest,
             } => {
-                let (key, digest) = (self.key(&executor_id), self.digest(&secret));
+                let (key, digest) = (self.key(&executor_id), self.digest(&digest));
                 self.secrets.insert(key, digest);
             }
             SecretUpdate::Forget { executor_id } => {
@@ -81,7 +82,9 @@ impl Index {
         match self.secrets.get(&self.key(executor_id)) {
             None => Verdict::Unknown,
             // An empty stored secret would match an empty presented one: never accept it.
-            Some(digest) if !presented.is_empty() && *digest == self.digest(presented) => {
+            Some(digest)
+                if !presented.is_empty() && *digest == self.digest(&Token::new(presented)) =>
+            {
                 Verdict::Pass
             }
             Some(_) => Verdict::Wrong,
@@ -157,13 +160,8 @@ fn early_answer(req: &Request, checks: &Sender<Check>) -> Option<Response> {
         .and_then(|()| verdict.recv_timeout(ANSWER_WITHIN).ok())?
     {
         Verdict::Pass => None,
-        Verdict::Wrong => Some(super::unauthorized(&format!(
-            "wrong secret for executor {executor_id:?}"
-        ))),
-        Verdict::Unknown => Some(Response::error(
-            404,
-            "unknown executor",
-            &format!("no executor {executor_id:?} is known to this scheduler"),
+        Verdict::Wrong | Verdict::Unknown => Some(super::executor_api::reply_response(
+            crate::scheduler::exchange::ExecutorReply::Failed(ApiError::refused()),
         )),
     }
 }
@@ -175,7 +173,7 @@ mod tests {
     fn known(id: &str, secret: &str) -> SecretUpdate {
         SecretUpdate::Known {
             executor_id: id.into(),
-            secret: secret.into(),
+            digest: Token::from(secret),
         }
     }
 
@@ -201,15 +199,17 @@ mod tests {
         let call = |id: &str, secret: &str| {
             let headers = vec![("authorization".into(), format!("Bearer {secret}"))];
             let path = format!("/api/v1/executors/{id}/phase");
-            gate(&Request::new("POST", &path, headers, vec![])).map(|r| r.status)
+            gate(&Request::new("POST", &path, headers, vec![]))
+                .map(|r| (r.status, r.body.bytes().to_vec()))
         };
         for n in 0..200 {
             let id = format!("e{n}");
             tx.send(known(&id, "right")).unwrap();
             assert_eq!(call(&id, "right"), None, "{id}");
-            assert_eq!(call(&id, "wrong"), Some(401));
+            assert_eq!(call(&id, "wrong").map(|r| r.0), Some(401));
         }
-        assert_eq!(call("nobody", "right"), Some(404));
+        // Unknown: the same answer as a wrong secret.
+        assert_eq!(call("nobody", "right"), call("e1", "wrong"));
         // Not an executor call: not the gate's business.
         let other = Request::new("POST", "/api/state", vec![], vec![]);
         assert!(gate(&other).is_none());

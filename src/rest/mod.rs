@@ -20,15 +20,15 @@
 //! (`plain.rs`).
 //!
 //! Executor calls carry `Authorization: Bearer <secret>` (the `executor_secret` of the task's `TaskInfo.data`): missing or wrong
-//! is 401, an executor that is not the current launch of a node is 404; both are answered
-//! before the request's body is read (`gate.rs`). Reports answer 200
+//! is 401, and so is an executor that is not the current launch of a node, with the same
+//! body (no one learns which executor ids exist); both are answered before the request's
+//! body is read (`gate.rs`). Reports answer 200
 //! `{"recorded": true}`. Errors are JSON `{"error": ..., "detail": ...}` (the HTML page
 //! aside); bodies over 1 MiB get 413. When every long-poll slot is taken a plan wait gets 503
 //! with `Retry-After`; so does a connection from an address that already has its share of
 //! the workers and of the places waiting for them.
 
 mod executor_api;
-mod executor_binary;
 mod fdlimit;
 mod gate;
 pub mod http;
@@ -46,6 +46,7 @@ use crate::contract::api;
 use crate::contract::env;
 pub use crate::scheduler::exchange::RestConfig;
 use crate::scheduler::exchange::{Input, View};
+use crate::scheduler::executor_binary::ExecutorBinary;
 use crossbeam_channel::{select, Receiver, Sender};
 use http::{Body, HttpStats, Request, Response};
 use log::{info, warn};
@@ -55,7 +56,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use waits::Waits;
 
-use executor_binary::ExecutorBinary;
 use json_cache::compress;
 pub use json_cache::JsonCache;
 
@@ -195,7 +195,7 @@ pub fn start_with(mut config: RestConfig, options: ServerOptions) -> Result<Rest
         })),
     };
     let router = Arc::new(Router {
-        binary: ExecutorBinary::new(config.executor_path.clone()),
+        binary: config.executor_binary.clone(),
         config,
         options: options.clone(),
         stats: stats.clone(),
@@ -247,7 +247,7 @@ type Route = fn(&Router, &Request) -> Response;
 struct Router {
     config: RestConfig,
     options: ServerOptions,
-    binary: ExecutorBinary,
+    binary: Arc<ExecutorBinary>,
     stats: Arc<HttpStats>,
     waits: Arc<Waits>,
     state_json: state::StateCache,

@@ -6,10 +6,9 @@ use crate::contract::api::DevicesReport;
 use crate::mesos::scheduler::Event;
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::model::{ClusterModel, Phase};
-use crate::secret::Secret;
+use crate::secret::{Secret, Token};
 use crossbeam_channel::{Receiver, Sender};
 use std::fmt;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 /// At most this many devices in one report (far above any real node).
@@ -128,6 +127,17 @@ impl ApiError {
             detail: detail.into(),
         }
     }
+
+    /// The one answer to a caller that is no current executor or has not its secret: the
+    /// same for both, so that no one can probe which executor ids exist. An executor given
+    /// it stops (it can never change).
+    pub fn refused() -> ApiError {
+        ApiError::new(
+            401,
+            "unauthorized",
+            "unknown executor, or not its secret: send Authorization: Bearer <the secret of this executor's TaskInfo.data>",
+        )
+    }
 }
 
 impl fmt::Display for ApiError {
@@ -209,6 +219,8 @@ fn reportable_phases() -> Vec<&'static str> {
 /// Empty means absent; overlong text is cut (an executor may send a whole command output).
 fn clean_text(s: Option<String>) -> Option<String> {
     let s = s?;
+    // A download's error names its URL; a password in it stays out of logs and /api/state.
+    let s = crate::secret::mask_uri_credentials(s.trim());
     let s = s.trim();
     if s.is_empty() {
         return None;
@@ -326,7 +338,8 @@ pub struct View {
 /// [`StartRest`].
 pub struct RestConfig {
     pub port: u16,
-    pub executor_path: PathBuf,
+    /// Served to agents; the dispatcher names its digest in every launch.
+    pub executor_binary: Arc<crate::scheduler::executor_binary::ExecutorBinary>,
     pub inputs: Sender<Input>,
     pub metrics: Arc<Metrics>,
     /// The dispatcher's executor secrets, as it grants and revokes them (the current ones
@@ -344,8 +357,14 @@ pub struct RestConfig {
 /// early check. The dispatcher stays the owner and checks every call itself too.
 #[derive(Debug)]
 pub enum SecretUpdate {
-    Known { executor_id: String, secret: Secret },
-    Forget { executor_id: String },
+    /// The digest of the executor's secret: the secret itself left with its launch.
+    Known {
+        executor_id: String,
+        digest: Token,
+    },
+    Forget {
+        executor_id: String,
+    },
 }
 
 /// Starts the REST server; dropping what it returns stops the server.
@@ -354,6 +373,21 @@ pub type StartRest = Box<dyn FnOnce(RestConfig) -> Result<Box<dyn std::any::Any>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A download's error names its URL: a password in it is masked before the report
+    /// reaches a log line or `/api/state`.
+    #[test]
+    fn reported_texts_carry_no_uri_password() {
+        let body = br#"{"phase":"packages","error":"http://pkg:S3cret@repo/x.deb: HTTP status 404","message":"from http://pkg:S3cret@repo/"}"#;
+        let ExecutorCall::Phase(report) = ExecutorCall::phase_from_json(body).unwrap() else {
+            panic!("a phase report");
+        };
+        assert_eq!(
+            report.error.as_deref(),
+            Some("http://pkg:***@repo/x.deb: HTTP status 404")
+        );
+        assert_eq!(report.message.as_deref(), Some("from http://pkg:***@repo/"));
+    }
 
     #[test]
     fn phase_parsing_names_the_problem() {

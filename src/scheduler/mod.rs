@@ -11,6 +11,7 @@
 
 pub mod dispatcher;
 pub mod exchange;
+pub mod executor_binary;
 pub mod exit;
 pub mod flags;
 pub mod gateway_work;
@@ -53,8 +54,11 @@ fn run_steps(config: &Config, start_rest: exchange::StartRest) -> Step<i32> {
     if let (Some(helper), true) = (&config.store.helper, config.store.explicit) {
         return Ok(persist::setup::run_helper(&config.store, helper));
     }
-    for w in config.rexray.warnings() {
+    for w in config.rexray.warnings().iter().chain(&config.warnings) {
         warn!("{w}");
+    }
+    for flag in &config.unverified_packages {
+        warn!("{}", flags::unverified_warning(flag));
     }
     let version = master::check_version(config).map_err(fail)?;
     info!("master runs Mesos {version}");
@@ -67,9 +71,10 @@ fn run_steps(config: &Config, start_rest: exchange::StartRest) -> Step<i32> {
     let identity = identity::load(config).map_err(fail)?;
     let metrics = Arc::new(Metrics::default());
     let channels = wiring::Channels::new(&state);
+    let binary = Arc::new(executor_binary::ExecutorBinary::new(executor_path(config)));
     let rest = start_rest(exchange::RestConfig {
         port: config.rest_port,
-        executor_path: executor_path(config),
+        executor_binary: binary.clone(),
         inputs: channels.inputs.0.clone(),
         metrics: metrics.clone(),
         secrets: Some(channels.secrets.1.clone()),
@@ -99,7 +104,15 @@ fn run_steps(config: &Config, start_rest: exchange::StartRest) -> Step<i32> {
 
     let _threads = wiring::start_master_threads(config, &state, &channels, &metrics);
     let fingerprint = identity.fingerprint.to_string();
-    let mut dispatcher = wiring::dispatcher(config, fingerprint, state, store, &channels, metrics);
+    let mut dispatcher = wiring::dispatcher(
+        config,
+        fingerprint,
+        state,
+        store,
+        &channels,
+        metrics,
+        binary,
+    );
     if let Some(client) = gateway {
         let inputs = channels.inputs.0.clone();
         wiring::start_gateway_worker(config, client, &mut dispatcher, inputs);
@@ -136,6 +149,16 @@ fn open_state(config: &Config) -> Step<(StateStore, Persisted, Option<String>)> 
         state.model.framework_id.as_deref().unwrap_or("(none yet)"),
         state.model.nodes.len()
     );
+    if store.holds_clear_secrets() {
+        // An earlier build's store: its executor secrets leave it now, not at the next change.
+        store
+            .save(&state)
+            .map_err(|e| fail(format!("cannot rewrite the saved state: {e}")))?;
+        info!(
+            "{}: executor secrets rewritten as their digests",
+            store.describe()
+        );
+    }
     Ok((store, state, state_warning))
 }
 

@@ -78,8 +78,9 @@ pub struct TaskRecord {
     pub state: TaskState,
     pub launched_at_ms: u64,
     pub running_since_ms: Option<u64>,
-    /// The secret this launch's executor presents; `None` once revoked (its agent is gone)
-    /// or for a launch saved without one. Held here, 32 bytes, rather than in a map keyed by
+    /// The SHA-256 of the secret this launch's executor presents (the secret itself went
+    /// only into its `TaskInfo.data`); `None` once revoked (its agent is gone) or for a
+    /// launch saved without one. Held here, 32 bytes, rather than in a map keyed by
     /// another copy of the executor id (~2 MB at 10,000 executors). Never
     /// serialized with the record (see its `Serialize`).
     pub secret: Option<Token>,
@@ -494,7 +495,7 @@ impl ClusterModel {
     }
 }
 
-/// What the store holds: the model, its launches' executor secrets included.
+/// What the store holds: the model, the digests of its launches' executor secrets included.
 #[derive(Debug, Clone, Default)]
 pub struct Persisted {
     pub model: ClusterModel,

@@ -4,6 +4,7 @@
 use crate::contract::env::EXECUTOR_BINARY;
 use crate::scheduler::dispatcher::Dispatcher;
 use crate::scheduler::exchange::{Input, SecretUpdate};
+use crate::scheduler::executor_binary::ExecutorBinary;
 use crate::scheduler::flags::Config;
 use crate::scheduler::gateway_work;
 use crate::scheduler::master::{self, agent_watcher, sender, subscription};
@@ -33,10 +34,10 @@ impl Channels {
     /// (the dispatcher publishes every later change).
     pub fn new(state: &Persisted) -> Channels {
         let secrets = crossbeam_channel::unbounded();
-        for (executor_id, secret) in state.executor_secrets() {
+        for (executor_id, digest) in state.executor_secrets() {
             let _ = secrets.0.send(SecretUpdate::Known {
                 executor_id: executor_id.into_owned(),
-                secret: secret.reveal(),
+                digest: *digest,
             });
         }
         Channels {
@@ -99,6 +100,7 @@ pub fn dispatcher(
     store: crate::scheduler::persist::StateStore,
     channels: &Channels,
     metrics: Arc<Metrics>,
+    binary: Arc<ExecutorBinary>,
 ) -> Dispatcher {
     let settings = placement::Settings {
         experimental: config.experimental,
@@ -115,6 +117,7 @@ pub fn dispatcher(
         api_url: config.executor_api_url(),
         fingerprint,
         loglevel: config.loglevel.to_string().to_lowercase(),
+        executor_sha256: None,
     };
     let mut dispatcher = Dispatcher::new(
         state,
@@ -125,6 +128,7 @@ pub fn dispatcher(
         metrics,
     );
     dispatcher.set_secret_feed(channels.secrets.0.clone());
+    dispatcher.set_executor_binary(binary);
     dispatcher.set_install_settings(InstallSettings::from_config(config));
     if config.experimental {
         dispatcher.set_mdm_gateway_password(Some(config.storage.password.clone()));

@@ -2,7 +2,7 @@
 //!
 //! Why records: rewriting the whole model per save costs megabytes at 10,000 agents and does
 //! not fit ZooKeeper (about 1 MB per znode). So the state is a small root record (framework
-//! id, launch sequence, globals) plus one record per cluster node (with its executor secret),
+//! id, launch sequence, globals) plus one record per cluster node (with its executor secret's digest),
 //! and a save writes only the records that changed (the scheduler's `StateStore`,
 //! `scheduler/state_store.rs`, maps its model onto records and finds changes by content hash).
 //!
@@ -137,7 +137,17 @@ pub fn open(settings: &StoreSettings) -> Result<Box<dyn RecordStore>, StoreError
             journal.lock()?;
             Ok(Box::new(journal))
         }
-        StoreKind::ZooKeeper => open_zk(settings),
+        StoreKind::ZooKeeper => {
+            let zk = open_zk(settings)?;
+            if !zk.has_credentials() {
+                log::warn!(
+                    "{}: no credentials in the URI (zk://user:password@...): the framework's \
+                     znodes are world-readable and world-writable by every client of the ensemble",
+                    zk.describe()
+                );
+            }
+            Ok(Box::new(zk))
+        }
     }
 }
 
@@ -146,15 +156,20 @@ pub fn open(settings: &StoreSettings) -> Result<Box<dyn RecordStore>, StoreError
 pub fn open_read_only(settings: &StoreSettings) -> Result<Box<dyn RecordStore>, StoreError> {
     match settings.kind {
         StoreKind::File => Ok(Box::new(JournalStore::read_only(&settings.uri)?)),
-        StoreKind::ZooKeeper => open_zk(settings),
+        StoreKind::ZooKeeper => Ok(Box::new(open_zk(settings)?)),
     }
 }
 
 /// ZooKeeper's own leader lock decides who writes (taken at the first load).
-fn open_zk(settings: &StoreSettings) -> Result<Box<dyn RecordStore>, StoreError> {
-    let (hosts, path) = zk::parse_uri(&settings.uri, "/storage-framework")
-        .map_err(|what| StoreError::Unsupported { what })?;
-    Ok(Box::new(zk::ZkStore::new(hosts, path)))
+fn open_zk(settings: &StoreSettings) -> Result<zk::ZkStore, StoreError> {
+    let parsed = zk::parse_uri(&settings.uri, "/storage-framework")
+        .and_then(|(hosts, path)| Ok((hosts, path, zk::credentials(&settings.uri)?)));
+    let (hosts, path, credentials) = parsed.map_err(|what| StoreError::Unsupported { what })?;
+    let store = zk::ZkStore::new(hosts, path);
+    Ok(match credentials {
+        Some(c) => store.with_credentials(c),
+        None => store,
+    })
 }
 
 #[derive(Debug)]

@@ -26,10 +26,7 @@ impl std::error::Error for FingerprintError {}
 impl Fingerprint {
     /// The fingerprint of a certificate in DER.
     pub fn of(der: &[u8]) -> Fingerprint {
-        let digest = ring::digest::digest(&ring::digest::SHA256, der);
-        let mut out = [0u8; 32];
-        out.copy_from_slice(digest.as_ref());
-        Fingerprint(out)
+        Fingerprint(crate::sha256::digest(der))
     }
 
     /// `sha256:<hex>` or bare hex; upper or lower case; colons between bytes allowed, as

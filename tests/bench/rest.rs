@@ -197,7 +197,11 @@ fn main() {
     let server = rest::start_with(
         RestConfig {
             port: 0,
-            executor_path: PathBuf::from("/nonexistent"),
+            executor_binary: Arc::new(
+                storage_framework::scheduler::executor_binary::ExecutorBinary::new(PathBuf::from(
+                    "/nonexistent",
+                )),
+            ),
             inputs: fake.inputs.clone(),
             metrics: Arc::new(Metrics::default()),
             secrets: None,

@@ -124,8 +124,8 @@ pub fn host_standins(control_url: Option<String>) -> devcluster::host::HostStand
 /// Package files of both platforms in `dir` (`tests/devcluster/packages.txt`, storage and
 /// volume driver), named as the vendor names them, served over HTTP from loopback (the server
 /// lives as long as the returned handle), and the scheduler flags that hand them out. Every
-/// file served is appended to `dir/served.log`, one name a line ([`served`]). The volume
-/// driver's packages come with their SHA-256.
+/// file served is appended to `dir/served.log`, one name a line ([`served`]). Every package
+/// comes with its SHA-256.
 pub fn stage_packages(dir: &Path) -> (Vec<String>, std::sync::Arc<tiny_http::Server>) {
     std::fs::create_dir_all(dir).expect("package dir");
     let server = std::sync::Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("file server"));
@@ -160,10 +160,8 @@ pub fn stage_packages(dir: &Path) -> (Vec<String>, std::sync::Arc<tiny_http::Ser
         let path = dir.join(file);
         std::fs::write(&path, format!("stand-in package {file}\n")).expect("package file");
         flags.push(format!("-{flag}=http://{addr}/{file}"));
-        // The volume driver's downloads are checked against their digests.
-        if flag.starts_with("rexray.") {
-            flags.push(format!("-{flag}.sha256={}", sha256_of(&path)));
-        }
+        // Every download is checked against its digest.
+        flags.push(format!("-{flag}.sha256={}", sha256_of(&path)));
     }
     (flags, server)
 }
@@ -332,4 +330,76 @@ pub fn pinned_agent(pin: storage_framework::tls::Fingerprint) -> ureq::Agent {
         .build();
     let verifier = std::sync::Arc::new(tls::PinnedVerifier::new(vec![pin]));
     tls::agent(config, tls::client_config(verifier))
+}
+
+/// Executor id -> the secret its latest launch's `TaskInfo.data` carried, as the dev master
+/// handed it to the agent: the scheduler itself keeps only digests.
+pub fn launched_secrets(
+    master: &devcluster::master::MasterHandle,
+) -> std::collections::BTreeMap<String, String> {
+    master
+        .launch_log()
+        .unwrap_or_else(|e| panic!("launch log: {e}"))
+        .into_iter()
+        .filter_map(|r| Some((r.executor, r.secret?)))
+        .collect()
+}
+
+/// The texts that show `secret` inside base64 of any data holding it, whatever its offset:
+/// the middle of its encoding after 0, 1 or 2 bytes before it.
+pub fn base64_forms(secret: &str) -> Vec<String> {
+    use storage_framework::mesos::base64::encode;
+    (0..3usize)
+        .map(|offset| {
+            let mut data = vec![0u8; offset];
+            data.extend_from_slice(secret.as_bytes());
+            let text = encode(&data);
+            // Characters mixing in the bytes before it, and the last group, which mixes in
+            // the bytes after it.
+            let skip = (offset * 4).div_ceil(3);
+            text[skip..text.len().saturating_sub(4)].to_owned()
+        })
+        .collect()
+}
+
+/// Fails naming `what` when `bytes` hold any of `secrets`, in clear or in base64.
+pub fn assert_no_secret(bytes: &[u8], secrets: &[String], what: &str) {
+    let text = String::from_utf8_lossy(bytes);
+    for s in secrets {
+        assert!(!s.is_empty());
+        assert!(!text.contains(s.as_str()), "{what} holds a secret in clear");
+        for form in base64_forms(s) {
+            assert!(!text.contains(&form), "{what} holds a secret in base64");
+        }
+    }
+}
+
+/// `/proc/<pid>/limits` says the process may write no core file.
+pub fn assert_no_core_dumps(pid: u32, what: &str) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits"))
+        .unwrap_or_else(|e| panic!("{what}: /proc/{pid}/limits: {e}"));
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max core file size"))
+        .unwrap_or_else(|| panic!("{what}: no core limit in {limits}"));
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(&fields[4..6], ["0", "0"], "{what} may dump core: {line}");
+}
+
+/// Pids of the storage executors running with a working directory under `dir`.
+pub fn executor_pids(dir: &Path) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let exe = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+        let is_executor = String::from_utf8_lossy(exe).ends_with("storage-executor");
+        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
+        if is_executor && cwd.starts_with(dir) {
+            pids.push(pid);
+        }
+    }
+    pids
 }

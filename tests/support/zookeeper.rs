@@ -83,6 +83,37 @@ impl ZooKeeper {
     }
 }
 
+impl ZooKeeper {
+    /// Every znode under `root` (itself included) and its data, as a client without
+    /// credentials reads them; a znode it may not read is listed with `None`.
+    pub fn read_tree(&self, root: &str) -> Vec<(String, Option<Vec<u8>>)> {
+        use storage_framework::store::zk::wire::{op, Conn, Dec, Enc};
+        let addr = format!("127.0.0.1:{}", self.port);
+        let mut c = Conn::connect(&addr, 10_000, None, Duration::from_secs(3))
+            .expect("connect")
+            .expect("session");
+        let mut out = Vec::new();
+        let mut todo = vec![root.to_owned()];
+        while let Some(path) = todo.pop() {
+            let mut e = Enc::default();
+            e.string(&path).boolean(false);
+            let r = c.call(op::GET_DATA, &e.0).expect("getData");
+            let data = (r.err == 0).then(|| Dec::new(&r.body).buf().expect("data"));
+            let r = c.call(op::GET_CHILDREN, &e.0).expect("getChildren");
+            if r.err == 0 {
+                let mut d = Dec::new(&r.body);
+                for _ in 0..d.int().expect("count") {
+                    let name = d.string().expect("name");
+                    todo.push(format!("{}/{name}", path.trim_end_matches('/')));
+                }
+            }
+            out.push((path, data));
+        }
+        let _ = c.call(op::CLOSE, &[]);
+        out
+    }
+}
+
 /// Ready = it starts a session (`ruok` answers before the server takes sessions): a raw
 /// ConnectRequest (protocol 0, zxid 0, timeout 2 s, no session, 16-byte empty password).
 fn ruok(port: u16) -> bool {

@@ -22,6 +22,7 @@ use plan::Plan;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use storage_framework::contract::api::{Action, DevicesReport, PhaseReport};
+use storage_framework::contract::plan::Download;
 use storage_framework::contract::platform::{profile, Component, Platform};
 
 /// How long a `shutdown -r now` may take to end this process before it counts as failed.
@@ -352,12 +353,12 @@ impl Node {
     /// Installs component `c`'s package from the URL the plan gives for this platform,
     /// unless the package database shows it at that file's version.
     fn install_component(&mut self, platform: Platform, c: Component) -> Result<(), String> {
-        let url = self.component_url(platform, c)?;
+        let download = self.component_package(platform, c)?;
         let name = c.package(platform);
         let file = install::PackageFile {
             name,
-            url: &url,
-            sha256: None,
+            url: &download.url,
+            sha256: download.sha256.as_deref(),
         };
         let r = self.runner.as_mut();
         let Some(pending) = install::missing(r, platform, file, &self.plan.hostname)? else {
@@ -376,21 +377,18 @@ impl Node {
         pending.install(r, platform, &path, env, &self.plan.hostname)
     }
 
-    /// Where the plan says component `c`'s package comes from on `platform`. Without a URL
+    /// Where the plan says component `c`'s package comes from on `platform`, and the SHA-256
+    /// the download must have when the scheduler was given one. Without a URL
     /// the node waits for a plan that has one, naming the flag.
-    fn component_url(&self, platform: Platform, c: Component) -> Result<String, String> {
+    fn component_package(&self, platform: Platform, c: Component) -> Result<Download, String> {
         let key = platform.key();
-        self.plan
-            .install
-            .package_url(platform, c)
-            .map(str::to_string)
-            .ok_or_else(|| {
-                format!(
-                    "{NEEDS_CONFIGURATION}no {} package URL for {key}: set -storage.{key}.{}",
-                    c.key().to_uppercase(),
-                    c.key()
-                )
-            })
+        self.plan.install.package(platform, c).ok_or_else(|| {
+            format!(
+                "{NEEDS_CONFIGURATION}no {} package URL for {key}: set -storage.{key}.{}",
+                c.key().to_uppercase(),
+                c.key()
+            )
+        })
     }
 
     /// The environment component `c`'s package scripts read when package `name` installs.

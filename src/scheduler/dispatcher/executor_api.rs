@@ -323,13 +323,7 @@ impl ExecutorApi {
         executor_id: &str,
         presented: &Secret,
     ) -> Result<String, ApiError> {
-        let unknown = || {
-            ApiError::new(
-                404,
-                "unknown executor",
-                format!("no executor {executor_id:?} is known to this scheduler"),
-            )
-        };
+        let unknown = ApiError::refused;
         let key = self.index_keys.hash_one(executor_id);
         let agent = match self.index.get(&key) {
             Some(agent) if is_current(state, agent, executor_id) => agent.clone(),
@@ -349,11 +343,7 @@ impl ExecutorApi {
             .and_then(|t| t.secret.as_ref())
             .ok_or_else(unknown)?;
         if held.is_empty() || !held.matches(presented) {
-            return Err(ApiError::new(
-                401,
-                "unauthorized",
-                format!("wrong secret for executor {executor_id:?}"),
-            ));
+            return Err(ApiError::refused());
         }
         // Stale entries of replaced launches are dropped as the index grows.
         if self.index.len() > state.model.nodes.len() * 2 + 16 {
@@ -592,23 +582,25 @@ mod tests {
         }
     }
 
+    /// A caller learns nothing of which executor ids exist: a wrong secret and an unknown
+    /// executor get one answer.
     #[test]
-    fn wrong_secret_is_401_and_unknown_executor_404() {
+    fn a_wrong_secret_and_an_unknown_executor_get_the_same_answer() {
         let mut api = ExecutorApi::new();
         let mut s = state();
-        let (r, rx) = req(ExecutorCall::Heartbeat, "nope");
-        assert!(!api.handle(&mut s, r, 5));
-        match rx.try_recv() {
-            Ok(ExecutorReply::Failed(e)) => assert_eq!(e.status, 401),
-            other => panic!("{other:?}"),
-        }
-        let (mut r, rx) = req(ExecutorCall::Heartbeat, SECRET);
-        r.executor_id = "storage-executor.other.9".into();
-        assert!(!api.handle(&mut s, r, 5));
-        match rx.try_recv() {
-            Ok(ExecutorReply::Failed(e)) => assert_eq!(e.status, 404),
-            other => panic!("{other:?}"),
-        }
+        let mut answer = |id: &str, secret: &str| {
+            let (mut r, rx) = req(ExecutorCall::Heartbeat, secret);
+            r.executor_id = id.into();
+            assert!(!api.handle(&mut s, r, 5));
+            match rx.try_recv() {
+                Ok(ExecutorReply::Failed(e)) => (e.status, e.error, e.detail),
+                other => panic!("{other:?}"),
+            }
+        };
+        let wrong = answer("storage-executor.h1.1", "nope");
+        let unknown = answer("storage-executor.other.9", SECRET);
+        assert_eq!(wrong.0, 401, "{wrong:?}");
+        assert_eq!(wrong, unknown);
         assert_eq!(s.model.nodes["a1"].last_contact_ms, None);
     }
 
@@ -949,7 +941,7 @@ mod tests {
     }
 
     #[test]
-    fn a_current_launch_whose_secret_was_revoked_gets_404() {
+    fn a_current_launch_whose_secret_was_revoked_is_refused() {
         let mut api = ExecutorApi::new();
         let mut s = state();
         // Its agent is gone: the launch stays on record, its secret does not.
@@ -958,7 +950,7 @@ mod tests {
         let (r, rx) = req(ExecutorCall::Heartbeat, SECRET);
         assert!(!api.handle(&mut s, r, 1));
         match rx.try_recv() {
-            Ok(ExecutorReply::Failed(e)) => assert_eq!(e.status, 404),
+            Ok(ExecutorReply::Failed(e)) => assert_eq!(e.status, 401),
             other => panic!("{other:?}"),
         }
         assert_eq!(
@@ -990,13 +982,13 @@ mod tests {
         let (r, rx) = req(ExecutorCall::Heartbeat, SECRET);
         api.handle(&mut s, r, 41);
         match rx.try_recv() {
-            Ok(ExecutorReply::Failed(e)) => assert_eq!(e.status, 404),
+            Ok(ExecutorReply::Failed(e)) => assert_eq!(e.status, 401),
             other => panic!("{other:?}"),
         }
     }
 
     #[test]
-    fn replaced_executor_gets_404() {
+    fn a_replaced_executor_is_refused() {
         let mut api = ExecutorApi::new();
         let mut s = state();
         let (r, rx) = req(ExecutorCall::Heartbeat, SECRET);
@@ -1017,7 +1009,7 @@ mod tests {
         let (r, rx) = req(ExecutorCall::Heartbeat, SECRET);
         assert!(!api.handle(&mut s, r, 2));
         match rx.try_recv() {
-            Ok(ExecutorReply::Failed(e)) => assert_eq!(e.status, 404),
+            Ok(ExecutorReply::Failed(e)) => assert_eq!(e.status, 401),
             other => panic!("{other:?}"),
         }
     }
@@ -1042,6 +1034,8 @@ mod captured_plan {
             "-storage.clustername=sys",
             "-storage.lbgateway=gw.example:8443",
             "-storage.ubuntu14.sds=http://repo/EMC-ScaleIO-sds-2.0-10000.2072.Ubuntu.14.04.x86_64.deb",
+            "-storage.ubuntu14.sds.sha256=2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae",
+            "-storage.packages.unverified=true",
             "-storage.ubuntu14.mdm=http://repo/EMC-ScaleIO-mdm-2.0-10000.2072.Ubuntu.14.04.x86_64.deb",
             "-storage.rhel7.sdc=http://repo/EMC-ScaleIO-sdc-2.0-10000.2072.el7.x86_64.rpm",
             "-storage.rhel7.gw=http://repo/EMC-ScaleIO-gateway-2.0-10000.2072.el7.noarch.rpm",

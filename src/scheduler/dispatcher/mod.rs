@@ -98,6 +98,8 @@ pub struct Dispatcher {
     accepts_in_flight: usize,
     /// Executors quiet for too long get the address again (see `announce.rs`).
     reannounce: announce::Reannounce,
+    /// The binary the REST server serves: each launch names its current digest.
+    executor_binary: Option<Arc<crate::scheduler::executor_binary::ExecutorBinary>>,
 }
 
 impl Dispatcher {
@@ -133,6 +135,7 @@ impl Dispatcher {
             debug_tally: Default::default(),
             offer_backlog: Default::default(),
             accepts_in_flight: 0,
+            executor_binary: None,
             reannounce: Default::default(),
         }
     }
@@ -574,6 +577,7 @@ mod tests {
                 api_url: "https://sched:8080".into(),
                 fingerprint: "sha256:ab".into(),
                 loglevel: "info".into(),
+                executor_sha256: Some("0".repeat(64)),
             },
             tx,
             Arc::new(Metrics::default()),
@@ -728,6 +732,31 @@ mod tests {
             .filter_map(|o| o.launch.as_ref())
             .flat_map(|l| l.task_infos.iter())
             .map(|t| (t.task_id.value.to_string(), t.agent_id.value.to_string()))
+            .collect()
+    }
+
+    /// The executor secret each launch of `calls` carries in its `TaskInfo.data`, by
+    /// agent: the only copy of it that leaves the dispatcher (it keeps digests).
+    fn launched_secrets(
+        calls: &[Call],
+    ) -> std::collections::HashMap<String, crate::secret::Secret> {
+        calls
+            .iter()
+            .filter_map(|c| c.accept.as_ref())
+            .flat_map(|a| a.operations.iter())
+            .filter_map(|o| o.launch.as_ref())
+            .flat_map(|l| l.task_infos.iter())
+            .map(|t| {
+                let data: serde_json::Value =
+                    serde_json::from_slice(&t.data.as_ref().expect("task data").0).unwrap();
+                let secret = data[crate::contract::env::DATA_EXECUTOR_SECRET]
+                    .as_str()
+                    .expect("a secret");
+                (
+                    t.agent_id.value.to_string(),
+                    crate::secret::Secret::new(secret),
+                )
+            })
             .collect()
     }
 
@@ -1250,11 +1279,12 @@ mod tests {
         let mut r = rig();
         r.event(subscribed("fw-1"));
         r.event(offers(&["a1"]));
-        r.calls();
+        let secret = launched_secrets(&r.calls())
+            .remove("a1")
+            .expect("a1's secret");
         let saved = r.saved_state();
         let node = &saved.model.nodes["a1"];
         let executor_id = node.task.as_ref().unwrap().executor_id().into_owned();
-        let secret = saved.executor_secret(&executor_id).unwrap().reveal();
         let report = |r: &mut Rig| {
             let (tx, rx) = crossbeam_channel::unbounded();
             r.input(Input::Executor(ExecutorRequest {
@@ -1661,12 +1691,12 @@ mod tests {
         let mut r = rig();
         r.event(subscribed("fw-1"));
         r.event(offers(&["a1", "a2", "a3"]));
-        r.calls();
+        let secrets = launched_secrets(&r.calls());
         let saved = r.saved_state();
         let poll = |r: &mut Rig, agent: &str| {
             let task = saved.model.nodes[agent].task.as_ref().unwrap();
             let executor_id = task.executor_id().into_owned();
-            let secret = saved.executor_secret(&executor_id).unwrap().reveal();
+            let secret = secrets[agent].clone();
             let (tx, _rx) = crossbeam_channel::unbounded();
             r.input(Input::Executor(ExecutorRequest {
                 executor_id,

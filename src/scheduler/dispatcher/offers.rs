@@ -235,6 +235,7 @@ impl Dispatcher {
         self.state.model.launch_seq += 1;
         let seq = self.state.model.launch_seq;
         let agent = offer.agent_id.value.to_string();
+        self.refresh_executor_digest(&offer.hostname);
         let task = launch::task_info(
             &self.ctx,
             launch::Launch {
@@ -352,5 +353,37 @@ impl Dispatcher {
             });
             self.pending.push(c);
         }
+    }
+}
+
+impl Dispatcher {
+    /// Launches from now on name the digest of `binary`, the one the REST server serves.
+    pub fn set_executor_binary(
+        &mut self,
+        binary: Arc<crate::scheduler::executor_binary::ExecutorBinary>,
+    ) {
+        self.executor_binary = Some(binary);
+    }
+
+    /// The digest of the binary served now (read again only when the file changed). When it
+    /// cannot be read, the launch goes ahead with no digest and its command refuses to run.
+    fn refresh_executor_digest(&mut self, host: &str) {
+        let Some(binary) = &self.executor_binary else {
+            return;
+        };
+        let digest = match binary.get() {
+            Ok(b) => Some(b.sha256().to_owned()),
+            Err(e) => {
+                error!("agent {host}: the executor binary cannot be read, the launch will not run: {e}");
+                None
+            }
+        };
+        if let Some(d) = digest
+            .as_deref()
+            .filter(|d| self.ctx.executor_sha256.as_deref() != Some(*d))
+        {
+            info!("agent {host}: launches check the fetched executor binary against SHA-256 {d}");
+        }
+        self.ctx.executor_sha256 = digest;
     }
 }

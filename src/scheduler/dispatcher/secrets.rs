@@ -19,10 +19,10 @@ impl Dispatcher {
     /// Publishes the secret of `task`, a launch just recorded (or put back): before its
     /// ACCEPT leaves.
     pub(super) fn publish_grant(&mut self, task: &TaskRecord) {
-        if let Some(secret) = &task.secret {
+        if let Some(digest) = task.secret {
             self.publish(SecretUpdate::Known {
                 executor_id: task.executor_id().into_owned(),
-                secret: secret.reveal(),
+                digest,
             });
         }
     }

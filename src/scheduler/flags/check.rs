@@ -16,7 +16,11 @@ pub(super) struct Check<'a> {
     pub(super) given: HashMap<&'static str, Given>,
     pub(super) broken: HashSet<&'static str>,
     pub(super) errors: Vec<String>,
+    /// Said once at start, one line each; never a value.
+    pub(super) warnings: Vec<String>,
     pub(super) env: &'a dyn Fn(&str) -> Option<String>,
+    /// Package URL flags given without their digest flag: (URL flag, digest flag).
+    pub(super) without_digest: Vec<(&'static str, &'static str)>,
 }
 
 impl Check<'_> {
@@ -238,6 +242,7 @@ impl Check<'_> {
 
         let storage = self.storage(experimental);
         let rexray = self.volume_driver();
+        let unverified_packages = self.unverified_packages();
         let store = self.store();
 
         Config {
@@ -255,7 +260,9 @@ impl Check<'_> {
             executor,
             storage,
             rexray,
+            unverified_packages,
             store,
+            warnings: std::mem::take(&mut self.warnings),
         }
     }
 }

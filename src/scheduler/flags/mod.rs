@@ -52,7 +52,12 @@ pub struct Config {
     pub executor: ExecutorResources,
     pub storage: StorageSettings,
     pub rexray: RexRay,
+    /// The package URL flags (as written) given without their SHA-256 under
+    /// `-storage.packages.unverified=true`: installed unchecked, one start-up warning each.
+    pub unverified_packages: Vec<String>,
     pub store: StoreSettings,
+    /// Said at start, one line each (a password given as a plain flag value).
+    pub warnings: Vec<String>,
 }
 
 /// `-rest.tls.cert` and `-rest.tls.key`: PEM files, read at start.
@@ -171,6 +176,14 @@ pub const VOLUME_DRIVER_NO_USER: &str = "-rexray.username and -rexray.password a
      REX-Ray's configuration is written without gateway credentials, so volume operations \
      will fail until they are given";
 
+/// The start-up warning about a package installed without its digest being checked.
+pub fn unverified_warning(flag: &str) -> String {
+    format!(
+        "{flag}: no SHA-256 given, installed unchecked (-storage.packages.unverified=true): \
+         whoever can change the file or the download in transit runs code as root on the nodes"
+    )
+}
+
 impl Config {
     /// Base URL of this scheduler's REST server as agents and operators reach it over plain
     /// HTTP (the executor binary, the read-only routes).
@@ -183,8 +196,12 @@ impl Config {
         format!("https://{}:{}", self.rest_address, self.rest_port)
     }
 
-    /// One log line of the effective settings; no secrets.
+    /// One log line of the effective settings; no secrets (URIs' passwords masked).
     pub fn summary(&self) -> String {
+        crate::secret::mask_uri_credentials(&self.summary_line()).into_owned()
+    }
+
+    fn summary_line(&self) -> String {
         let mdms = match &self.storage.preconfig {
             Some(m) => format!(
                 "pre-configured MDMs {}/{}/{}",
@@ -255,6 +272,7 @@ mod tests {
     use super::table::{lookup, Kind, FLAGS, NOT_USED_YET, REQUIRED};
     use super::values::find_placeholder;
     use super::*;
+    use crate::contract::platform::Component;
 
     const PASSWORD: &str = "S3cr3t-pw!";
 
@@ -438,6 +456,7 @@ mod tests {
                 "-rexray.branch=unstable",
                 "-rexray.version=0.6.3",
                 "-isolator.binary=https://x/libmesos_dvdi_isolator-1.0.1.so",
+                "-storage.packages.unverified=true",
                 "-store.type=file",
                 "-store.uri=/var/lib/storage/state.json",
             ],
@@ -486,6 +505,12 @@ mod tests {
             Some("https://x/libmesos_dvdi_isolator-1.0.1.so")
         );
         assert_eq!(c.store.uri, "/var/lib/storage/state.json");
+        assert_eq!(
+            c.unverified_packages.len(),
+            11,
+            "{:?}",
+            c.unverified_packages
+        );
     }
 
     #[test]
@@ -559,9 +584,13 @@ mod tests {
             "-scaleio.lbgateway=lb",
             "-scaleio.apiversion=2.0",
             "-scaleio.ubuntu14.sds=http://p/sds.deb",
+            &format!("-scaleio.ubuntu14.sds.sha256={}", "a".repeat(64)),
             "-scaleio.rhel7.mdm=http://p/mdm.rpm",
+            &format!("-scaleio.rhel7.mdm.sha256={}", "b".repeat(64)),
             "-scaleio.centos7.sdc=http://p/sdc.rpm",
+            &format!("-scaleio.centos7.sdc.sha256={}", "C".repeat(64)),
             "-storage.centos7.lia=http://p/lia.rpm",
+            &format!("-storage.centos7.lia.sha256={}", "d".repeat(64)),
         ]);
         let c = run(&a);
         assert_eq!(c.storage.password.expose(), PASSWORD);
@@ -588,6 +617,9 @@ mod tests {
             c.storage.packages[&Platform::Rhel7].lia.as_deref(),
             Some("http://p/lia.rpm")
         );
+        let sdc = c.storage.packages[&Platform::Rhel7].get(Component::Sdc);
+        assert_eq!(sdc.and_then(|d| d.sha256), Some("c".repeat(64)));
+        assert!(c.unverified_packages.is_empty());
     }
 
     #[test]
@@ -1343,6 +1375,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("pw");
         std::fs::write(&file, format!("{PASSWORD}\n")).unwrap();
+        set_mode(&file, 0o600);
         let file_flag = format!("-storage.password.file={}", file.display());
         let a = with(&["storage.password"], &[&file_flag]);
         assert_eq!(run(&a).storage.password.expose(), PASSWORD);
@@ -1371,5 +1404,96 @@ mod tests {
         let help = help_text();
         assert!(help.contains("STORAGE_PASSWORD") && help.contains("-storage.password.file"));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn set_mode(path: &std::path::Path, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    /// A password file others may read is refused, naming the file and its mode; the owner's
+    /// own (0600, 0400) is taken.
+    #[test]
+    fn a_password_file_readable_by_others_is_refused() {
+        let dir = std::env::temp_dir().join(format!("pwmode-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("pw");
+        std::fs::write(&file, format!("{PASSWORD}\n")).unwrap();
+        let flag = format!("-storage.password.file={}", file.display());
+        let a = with(&["storage.password"], &[&flag]);
+        for mode in [0o644, 0o640, 0o604, 0o660] {
+            set_mode(&file, mode);
+            let e = one_error(&a);
+            assert_mentions(
+                &e,
+                &[
+                    "-storage.password.file:",
+                    &file.display().to_string(),
+                    &format!("{mode:04o}"),
+                ],
+            );
+        }
+        for mode in [0o600, 0o400] {
+            set_mode(&file, mode);
+            assert_eq!(run(&a).storage.password.expose(), PASSWORD);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A password given as a plain flag value is taken, with one warning naming the file
+    /// flag and the environment variable; from a file or the environment, no warning.
+    #[test]
+    fn a_password_on_the_command_line_is_warned_about() {
+        let c = run(&base());
+        let w: Vec<&String> = c
+            .warnings
+            .iter()
+            .filter(|w| w.contains("storage.password"))
+            .collect();
+        assert_eq!(w.len(), 1, "{:?}", c.warnings);
+        assert_mentions(
+            w[0],
+            &[
+                "-storage.password",
+                "-storage.password.file",
+                "STORAGE_PASSWORD",
+            ],
+        );
+        assert!(!w[0].contains(PASSWORD));
+        let env = env_of(&[("STORAGE_PASSWORD", "from-env"), ("HOST", "h")]);
+        match parse(&with(&["storage.password"], &[]), &env) {
+            Ok(Parsed::Run(c)) => assert!(c.warnings.is_empty(), "{:?}", c.warnings),
+            _ => panic!("did not parse"),
+        }
+        let mut a = base();
+        a.push("-rexray.username=vol".into());
+        a.push("-rexray.password=Vol-pw1".into());
+        let c = run(&a);
+        let w = c
+            .warnings
+            .iter()
+            .find(|w| w.contains("rexray.password"))
+            .expect("a warning");
+        assert_mentions(w, &["-rexray.password.file", "REXRAY_PASSWORD"]);
+        assert!(!w.contains("Vol-pw1"));
+    }
+
+    /// Credentials in a store URI are honoured, and masked wherever the URI is shown.
+    #[test]
+    fn store_uri_credentials_are_kept_and_masked_in_the_summary() {
+        let mut a = base();
+        a.push("-store.type=zk".into());
+        a.push("-store.uri=zk://alice:S3cret-zk@h1:2181,h2/sf".into());
+        let c = run(&a);
+        assert_eq!(c.store.uri, "zk://alice:S3cret-zk@h1:2181,h2:2181/sf");
+        let line = c.summary();
+        assert!(line.contains("zk://alice:***@h1:2181,h2:2181/sf"), "{line}");
+        assert!(!line.contains("S3cret-zk"), "{line}");
+        // A bad URI's error names it, masked.
+        let mut a = base();
+        a.push("-store.type=zk".into());
+        a.push("-store.uri=zk://alice:S3cret-zk@".into());
+        let e = one_error(&a);
+        assert!(e.contains("alice:***@") && !e.contains("S3cret-zk"), "{e}");
     }
 }

@@ -22,7 +22,9 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
         given: scan.given,
         broken: scan.broken,
         errors: scan.errors,
+        warnings: Vec::new(),
         env,
+        without_digest: Vec::new(),
     };
     let config = check.config();
     if check.errors.is_empty() {

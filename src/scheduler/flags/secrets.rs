@@ -25,6 +25,13 @@ fn read_password_file(path: &str) -> Result<String, String> {
     if !meta.is_file() {
         return Err(format!("{path:?} is not a regular file"));
     }
+    let mode = std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "{path:?} has mode {mode:04o}: group and others may read or change it; \
+             make it the owner's alone (chmod 600 {path})"
+        ));
+    }
     if meta.len() > MAX_PASSWORD_FILE {
         return Err(format!(
             "{path:?} is {} bytes; a password file holds at most {MAX_PASSWORD_FILE}",
@@ -63,7 +70,15 @@ impl Check<'_> {
                 );
                 return None;
             }
-            (Some(g), None) => g.value.clone(),
+            (Some(g), None) => {
+                self.warnings.push(format!(
+                    "{} is given as a plain flag value, which every user of this host sees in \
+                     the process list; give it in a file (-{file}=<path>, mode 0600) or in the \
+                     environment variable {env}",
+                    self.label(name)
+                ));
+                g.value.clone()
+            }
             (None, Some(g)) => {
                 let path = g.value.trim().to_owned();
                 return match read_password_file(&path) {

@@ -65,7 +65,10 @@ impl Check<'_> {
                     String::new()
                 }
                 Some(v) => match crate::store::zk::parse_uri(&v, &default) {
-                    Ok((hosts, path)) => format!("zk://{}{path}", hosts.join(",")),
+                    Ok((hosts, path)) => {
+                        let auth = crate::store::zk::userinfo(&v);
+                        format!("zk://{auth}{}{path}", hosts.join(","))
+                    }
                     Err(e) => {
                         self.fail("store.uri", e);
                         String::new()

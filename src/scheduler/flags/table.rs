@@ -50,7 +50,8 @@ const G_GENERAL: &str = "General";
 const G_MESOS: &str = "Mesos";
 const G_REST: &str = "REST interface";
 const G_STORAGE: &str = "Storage cluster";
-const G_PACKAGES: &str = "Storage packages (URLs the executors download; no default)";
+const G_PACKAGES: &str =
+    "Storage packages (URLs the executors download, each with its SHA-256; no default)";
 const G_EXECUTOR: &str = "Executor resources";
 const G_REXRAY: &str = "Volume driver";
 const G_STORE: &str = "State store";
@@ -185,6 +186,8 @@ static TAIL: &[FlagDef] = &[
 pub(super) static FLAGS: LazyLock<Vec<FlagDef>> = LazyLock::new(|| {
     let mut all: Vec<FlagDef> = HEAD.to_vec();
     all.extend(Platform::ALL.into_iter().flat_map(storage_package_flags));
+    all.push(flag!(G_PACKAGES, UNVERIFIED, bool, "false",
+        "Install packages given without their SHA-256 (storage, REX-Ray, dvdcli and the isolator) unchecked, with a start-up warning for each; without it such a package URL is an error"));
     all.extend_from_slice(MIDDLE);
     all.extend(
         Platform::ALL
@@ -201,16 +204,33 @@ fn leak(s: String) -> &'static str {
     Box::leak(s.into_boxed_str())
 }
 
+/// The flag that lets a package URL go without its digest.
+pub(super) const UNVERIFIED: &str = "storage.packages.unverified";
+
+/// Each package's URL and its digest; the first platform's first digest flag says what a
+/// digest is, the others do not repeat it.
 fn storage_package_flags(p: Platform) -> Vec<FlagDef> {
     let prof = p.profile();
-    Component::ALL
-        .into_iter()
-        .map(|c| {
-            let name = leak(format!("storage.{}.{}", prof.key, c.key()));
-            let help = leak(format!("{} package for {}", c.title(), prof.title));
-            flag!(G_PACKAGES, name, "url", "", help)
-        })
-        .collect()
+    let first = p == Platform::ALL[0];
+    let mut out = Vec::new();
+    for (i, c) in Component::ALL.into_iter().enumerate() {
+        let name = leak(format!("storage.{}.{}", prof.key, c.key()));
+        let help = leak(format!("{} package for {}", c.title(), prof.title));
+        out.push(flag!(G_PACKAGES, name, "url", "", help));
+        let note = if first && i == 0 {
+            " (64 hex digits, as sha256sum prints it; the executor checks the download before installing it)"
+        } else {
+            ""
+        };
+        let sha = leak(format!("{name}.sha256"));
+        let help = leak(format!(
+            "SHA-256 of the {} package for {}{note}",
+            c.title(),
+            prof.title
+        ));
+        out.push(flag!(G_PACKAGES, sha, "hex", "", help));
+    }
+    out
 }
 
 /// The first platform's first digest flag says what a digest is; the others do not repeat it.

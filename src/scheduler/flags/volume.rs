@@ -1,8 +1,11 @@
-//! The `Volume driver` flag group: REX-Ray and dvdcli package URLs per platform
-//! with their optional SHA-256, the isolator module, and the scoped gateway user REX-Ray logs
-//! in as. The user's password is read like the gateway password (flag, file, environment).
+//! The `Volume driver` flag group: REX-Ray and dvdcli package URLs per platform with their
+//! SHA-256, the isolator module, and the scoped gateway user REX-Ray logs in as. The user's
+//! password is read like the gateway password (flag, file, environment). Also every package
+//! URL's digest, storage packages included: a URL without one is an error unless
+//! `-storage.packages.unverified=true`.
 
 use super::check::{Check, SecretFlag};
+use super::table::UNVERIFIED;
 use super::*;
 use crate::contract::platform::{Component, DriverPackage, Platform};
 
@@ -79,15 +82,17 @@ impl Check<'_> {
         }
     }
 
-    /// The storage packages' URL flags (`-storage.<platform>.<component>`) of every platform
-    /// given any.
+    /// The storage packages' URL flags (`-storage.<platform>.<component>`) and their digests
+    /// of every platform given any.
     pub(super) fn package_urls(&mut self) -> Packages {
         let mut packages = Packages::new();
         for platform in Platform::ALL {
             let mut urls = PackageUrls::default();
             for c in Component::ALL {
-                let url = self.url(platform_flag("storage", platform, c.key()));
-                urls.set(c, url);
+                let url = platform_flag("storage", platform, c.key());
+                let sha = platform_flag("storage", platform, &format!("{}.sha256", c.key()));
+                let download = self.download(url, sha);
+                urls.set(c, download);
             }
             if urls != PackageUrls::default() {
                 packages.insert(platform, urls);
@@ -96,12 +101,13 @@ impl Check<'_> {
         packages
     }
 
-    /// A URL flag and the flag of its digest; a digest without its URL is an error.
+    /// A URL flag and the flag of its digest; a digest without its URL is an error, a URL
+    /// without its digest is noted for [`Check::unverified_packages`].
     fn download(&mut self, url: &'static str, sha: &'static str) -> Option<Download> {
         let location = self.url(url);
         let digest = self.raw(sha).and_then(|v| {
             let hex = v.to_ascii_lowercase();
-            if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            if crate::sha256::is_hex_digest(&hex) {
                 Some(hex)
             } else {
                 self.fail(sha, format!("{v:?} is not a SHA-256 (64 hex digits)"));
@@ -111,10 +117,43 @@ impl Check<'_> {
         if digest.is_some() && location.is_none() && !self.given.contains_key(url) {
             self.fail(sha, format!("given without -{url}"));
         }
+        if location.is_some() && digest.is_none() && !self.broken_digest(sha) {
+            self.without_digest.push((url, sha));
+        }
         location.map(|url| Download {
             url,
             sha256: digest,
         })
+    }
+}
+
+impl Check<'_> {
+    /// Whether the digest flag was given but refused (its own error already names it).
+    fn broken_digest(&self, sha: &'static str) -> bool {
+        self.given
+            .get(sha)
+            .is_some_and(|g| !g.value.trim().is_empty())
+    }
+
+    /// Package URLs given without their digest: errors naming both flags, or under
+    /// `-storage.packages.unverified=true` the flags as written, one start-up warning each.
+    pub(super) fn unverified_packages(&mut self) -> Vec<String> {
+        let allowed = self.boolean(UNVERIFIED);
+        let missing = std::mem::take(&mut self.without_digest);
+        if allowed {
+            return missing.iter().map(|(url, _)| self.label(url)).collect();
+        }
+        for (url, sha) in missing {
+            self.fail(
+                url,
+                format!(
+                    "no -{sha}: give the package's SHA-256 (64 hex digits, as sha256sum prints \
+                     it), which the executor checks before installing it, or \
+                     -{UNVERIFIED}=true to install it unchecked"
+                ),
+            );
+        }
+        Vec::new()
     }
 }
 
@@ -162,6 +201,7 @@ mod tests {
                 "-rexray.ubuntu14.rexray=http://r/rexray_0.11.4-1_amd64.deb",
                 &format!("-rexray.ubuntu14.rexray.sha256={SHA}"),
                 "-rexray.centos7.dvdcli=http://r/dvdcli-0.2.1-1.x86_64.rpm",
+                "-storage.packages.unverified=true",
                 "-isolator.binary=http://r/libmesos_dvdi_isolator-1.0.1.so",
                 &format!("-isolator.sha256={SHA}"),
             ],
@@ -184,6 +224,107 @@ mod tests {
             c.rexray.isolator_sha256.as_deref(),
             Some(SHA.to_ascii_lowercase().as_str())
         );
+        assert_eq!(c.unverified_packages, ["-rexray.centos7.dvdcli"]);
+    }
+
+    #[test]
+    fn a_package_url_without_its_digest_is_refused_naming_both_flags() {
+        let e = parse_env(
+            &[
+                "-storage.rhel7.sds=http://p/sds.rpm",
+                "-scaleio.centos7.sdc=http://p/sdc.rpm",
+                "-rexray.ubuntu14.rexray=http://r/rexray_0.11.4-1_amd64.deb",
+                "-isolator.binary=http://r/libmesos_dvdi_isolator-1.0.1.so",
+            ],
+            &[],
+        )
+        .unwrap_err();
+        for (url, sha) in [
+            ("-storage.rhel7.sds", "-storage.rhel7.sds.sha256"),
+            ("-scaleio.centos7.sdc", "-storage.rhel7.sdc.sha256"),
+            ("-rexray.ubuntu14.rexray", "-rexray.ubuntu14.rexray.sha256"),
+            ("-isolator.binary", "-isolator.sha256"),
+        ] {
+            assert!(
+                e.iter().any(|l| l.starts_with(&format!("{url}: no {sha}:"))
+                    && l.contains("-storage.packages.unverified=true")),
+                "{url}: {e:?}"
+            );
+        }
+        assert_eq!(e.len(), 4, "{e:?}");
+    }
+
+    #[test]
+    fn storage_package_digests_are_checked_and_carried() {
+        let e = parse_env(
+            &[
+                "-storage.rhel7.sds=http://p/sds.rpm",
+                "-storage.rhel7.sds.sha256=abc",
+                &format!("-storage.ubuntu14.gw.sha256={SHA}"),
+            ],
+            &[],
+        )
+        .unwrap_err();
+        assert!(
+            e.iter()
+                .any(|l| l.starts_with("-storage.rhel7.sds.sha256:") && l.contains("64 hex")),
+            "{e:?}"
+        );
+        assert!(
+            e.iter()
+                .any(|l| l
+                    .contains("-storage.ubuntu14.gw.sha256: given without -storage.ubuntu14.gw")),
+            "{e:?}"
+        );
+        // A refused digest is its own error, not also a missing one.
+        assert_eq!(e.len(), 2, "{e:?}");
+
+        let c = parse_env(
+            &[
+                "-storage.rhel7.sds=http://p/sds.rpm",
+                &format!("-storage.rhel7.sds.sha256={SHA}"),
+            ],
+            &[],
+        )
+        .unwrap();
+        let sds = c.storage.packages[&Platform::Rhel7]
+            .get(Component::Sds)
+            .unwrap();
+        assert_eq!(sds.sha256, Some(SHA.to_ascii_lowercase()));
+        assert!(c.unverified_packages.is_empty());
+    }
+
+    #[test]
+    fn unverified_packages_are_allowed_only_when_asked_with_a_warning_each() {
+        let c = parse_env(
+            &[
+                "-storage.packages.unverified=true",
+                "-scaleio.rhel7.sds=http://p/sds.rpm",
+                "-storage.rhel7.sdc=http://p/sdc.rpm",
+                &format!("-storage.rhel7.sdc.sha256={SHA}"),
+                "-rexray.rhel7.rexray=http://r/rexray-0.11.4-1.x86_64.rpm",
+            ],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            c.unverified_packages,
+            ["-scaleio.rhel7.sds", "-rexray.rhel7.rexray"]
+        );
+        let w = unverified_warning(&c.unverified_packages[0]);
+        assert!(
+            w.starts_with("-scaleio.rhel7.sds: no SHA-256 given, installed unchecked"),
+            "{w}"
+        );
+    }
+
+    #[test]
+    fn without_package_urls_nothing_is_asked_and_nothing_warned() {
+        for extra in [&[][..], &["-storage.packages.unverified=true"][..]] {
+            let c = parse_env(extra, &[]).unwrap();
+            assert!(c.unverified_packages.is_empty());
+            assert!(c.storage.packages.is_empty() && c.rexray.packages.is_empty());
+        }
     }
 
     #[test]
@@ -248,6 +389,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("pw");
         std::fs::write(&file, "File-pw1\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
         let flag = format!("-rexray.password.file={}", file.display());
         let c = parse_env(&["-rexray.username=rexray", &flag], &[]).unwrap();
         assert_eq!(c.rexray.user.unwrap().password.expose(), "File-pw1");

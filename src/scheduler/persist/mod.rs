@@ -34,13 +34,16 @@ struct Root {
     // current launch, which could not authenticate anyway. They are ignored when read.
 }
 
-/// A node with the secret of its current executor, which serializing a `Node` leaves out
-/// (`/api/state` serializes `Node` only, never this record).
+/// A node with the digest of its current executor's secret, which serializing a `Node`
+/// leaves out (`/api/state` serializes `Node` only, never this record). Earlier builds kept
+/// the secret itself in `executor_secret`: read, and rewritten as its digest.
 #[derive(Serialize, Deserialize)]
 struct NodeRecord<N, S> {
     node: N,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    executor_secret: Option<S>,
+    executor_secret_sha256: Option<S>,
+    #[serde(default, skip_serializing)]
+    executor_secret: Option<String>,
 }
 
 /// The single document of earlier builds (record version 1): the model, and the executor
@@ -75,6 +78,9 @@ pub struct StateStore {
     /// Each node record as the backend holds it, found by agent id.
     saved_nodes: HashSet<SavedNode>,
     buf: Vec<u8>,
+    /// The store holds executor secrets in clear (an earlier build's): the next save rewrites
+    /// all of it.
+    clear_secrets: bool,
 }
 
 /// A node record as saved: the node itself (shared with the model until the node is written
@@ -119,6 +125,7 @@ impl StateStore {
             saved_root: None,
             saved_nodes: HashSet::new(),
             buf: Vec::new(),
+            clear_secrets: false,
         }
     }
 
@@ -134,30 +141,37 @@ impl StateStore {
     pub fn load(&mut self) -> Result<Persisted, StoreError> {
         let origin = self.describe();
         let mut stale_root = false;
+        let mut clear = false;
         let state = match self.backend.load_all()? {
             Loaded::Empty => Persisted::default(),
-            Loaded::Legacy(bytes) => decode_versioned::<LegacyDocument>(&bytes, STATE_VERSION)
-                .map_err(|e| e.at(&origin))?
-                .into_state(),
+            Loaded::Legacy(bytes) => {
+                let doc = decode_versioned::<LegacyDocument>(&bytes, STATE_VERSION)
+                    .map_err(|e| e.at(&origin))?;
+                clear = !doc.executor_secrets.is_empty();
+                doc.into_state()
+            }
             Loaded::Records(records) => {
-                let (state, stale) = from_records(records).map_err(|e| e.at(&origin))?;
-                stale_root = stale;
-                state
+                let loaded = from_records(records).map_err(|e| e.at(&origin))?;
+                stale_root = loaded.stale_root;
+                clear = loaded.clear_secrets;
+                loaded.state
             }
         };
         self.remember_all(&state);
         if stale_root {
             // Secrets an earlier build kept in the root go with the next save, not whenever
             // the root next changes.
-            self.saved_root = None;
+            self.clear_secrets = true;
         }
+        self.clear_secrets |= clear;
         Ok(state)
     }
 
     /// Writes the records that changed since the last load or save, as one batch. Returns
     /// how many records were written (0: nothing changed).
     pub fn save(&mut self, state: &Persisted) -> Result<usize, StoreError> {
-        if self.backend.wants_rewrite() {
+        // Secrets in clear are rewritten whole: a journal keeps every line it was given.
+        if self.backend.wants_rewrite() || self.clear_secrets {
             return self.replace(state).map(|()| self.saved_nodes.len() + 1);
         }
         // The changed records go to the store as they are made (a launch wave's
@@ -242,7 +256,14 @@ impl StateStore {
             for_each_record(state, buf, |key, bytes| put(key, bytes));
         })?;
         self.remember_all(state);
+        self.clear_secrets = false;
         Ok(())
+    }
+
+    /// Whether the store holds executor secrets in clear, as an earlier build wrote them;
+    /// the next [`StateStore::save`] replaces them by their digests.
+    pub fn holds_clear_secrets(&self) -> bool {
+        self.clear_secrets
     }
 
     /// Notes every record of `state` as what the backend holds.
@@ -261,18 +282,19 @@ impl StateStore {
     }
 }
 
-/// The JSON of `node`'s record (the node and its executor's secret) into `buf`.
+/// The JSON of `node`'s record (the node and its executor's secret's digest) into `buf`.
 fn encode_node(buf: &mut Vec<u8>, node: &Node) {
-    let secret = node
+    let digest = node
         .task
         .as_ref()
         .and_then(|t| t.secret.as_ref())
-        .map(Token::reveal);
+        .map(Token::digest_hex);
     encode(
         buf,
         &NodeRecord {
             node,
-            executor_secret: secret.as_ref().map(Secret::expose),
+            executor_secret_sha256: digest,
+            executor_secret: None,
         },
     );
 }
@@ -314,9 +336,16 @@ fn corrupt(detail: String) -> StoreError {
     }
 }
 
-/// The state the records hold, and whether the root holds what this build would not write
-/// (an earlier build's `other_secrets`).
-fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<(Persisted, bool), StoreError> {
+/// The state records hold.
+struct FromRecords {
+    state: Persisted,
+    /// The root holds what this build would not write (an earlier build's `other_secrets`).
+    stale_root: bool,
+    /// A node record holds its executor's secret in clear (an earlier build's).
+    clear_secrets: bool,
+}
+
+fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<FromRecords, StoreError> {
     let Some(root) = records.get(ROOT_KEY) else {
         return Err(corrupt(format!(
             "{} record(s) but no {ROOT_KEY:?} record",
@@ -358,6 +387,7 @@ fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<(Persisted, bool),
             pools: Vec::new(),
         },
     };
+    let mut clear_secrets = false;
     for (key, bytes) in &records {
         if key == ROOT_KEY {
             continue;
@@ -373,12 +403,26 @@ fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<(Persisted, bool),
                 rec.node.agent_id
             )));
         }
-        if let (Some(t), Some(s)) = (rec.node.task.as_mut(), rec.executor_secret) {
-            t.secret = Some(Token::from(s.as_str()));
+        clear_secrets |= rec.executor_secret.is_some();
+        let kept = match (rec.executor_secret_sha256, rec.executor_secret) {
+            (Some(hex), _) => Some(Token::from_digest_hex(&hex).ok_or_else(|| {
+                corrupt(format!(
+                    "record {key:?}: executor_secret_sha256 is not a SHA-256 in hex"
+                ))
+            })?),
+            (None, Some(clear)) => Some(Token::new(&Secret::new(clear))),
+            (None, None) => None,
+        };
+        if let (Some(t), Some(kept)) = (rec.node.task.as_mut(), kept) {
+            t.secret = Some(kept);
         }
         state.model.nodes.insert(agent, rec.node);
     }
-    Ok((state, stale_root))
+    Ok(FromRecords {
+        state,
+        stale_root,
+        clear_secrets,
+    })
 }
 
 /// The stored state as one JSON document for operators (`-store.dump`): secrets masked.
@@ -440,10 +484,10 @@ mod tests {
             .load()
             .unwrap();
         assert_eq!(back.model.nodes.len(), 1);
-        assert_eq!(
-            back.executor_secret("e-a2").unwrap().reveal().expose(),
-            "t".repeat(64)
-        );
+        assert!(back
+            .executor_secret("e-a2")
+            .unwrap()
+            .matches(&"t".repeat(64).into()));
         assert_eq!(back.model.nodes["a2"], st.model.nodes["a2"]);
     }
 
@@ -465,19 +509,109 @@ mod tests {
         let mut store = StateStore::new(Box::new(backend));
         let state = store.load().unwrap();
         assert_eq!(state.model.launch_seq, 3);
-        let secrets: Vec<(String, String)> = state
+        let secrets: Vec<(String, bool)> = state
             .executor_secrets()
-            .map(|(id, s)| (id.into_owned(), s.reveal().expose().to_owned()))
+            .map(|(id, s)| (id.into_owned(), s.matches(&"s1".into())))
             .collect();
-        assert_eq!(secrets, [("e-a1".to_owned(), "s1".to_owned())]);
-        // The stray secret leaves the store with the first save.
-        assert_eq!(store.save(&state).unwrap(), 1, "the root, rewritten");
+        assert_eq!(secrets, [("e-a1".to_owned(), true)]);
+        // The stray secret and the clear one leave the store with the first save.
+        assert!(store.holds_clear_secrets());
+        assert_eq!(
+            store.save(&state).unwrap(),
+            2,
+            "the root and the node, rewritten"
+        );
         let Loaded::Records(records) = store.backend_mut().load_all().unwrap() else {
             panic!("records expected");
         };
         let root = String::from_utf8(records[ROOT_KEY].clone()).unwrap();
         assert!(!root.contains("e-old"), "{root}");
+        let node = String::from_utf8(records[&node_key("a1")].clone()).unwrap();
+        assert!(!node.contains("\"s1\""), "{node}");
         assert_eq!(store.save(&state).unwrap(), 0);
+    }
+
+    /// Every byte the journal file holds, as text.
+    fn journal_text(path: &std::path::Path) -> String {
+        String::from_utf8_lossy(&std::fs::read(path).unwrap()).into_owned()
+    }
+
+    fn assert_secret_absent(text: &str, secret: &Secret) {
+        let b64 = crate::mesos::base64::encode(secret.expose().as_bytes());
+        assert!(
+            !text.contains(secret.expose()) && !text.contains(&b64),
+            "an executor secret is stored in clear: {text}"
+        );
+    }
+
+    /// The store keeps what authenticates an executor, never the secret itself; records of
+    /// an earlier build that hold it in clear are read, and the whole store is written again
+    /// without it (a journal's older lines go too).
+    #[test]
+    fn executor_secrets_are_stored_as_digests_and_clear_ones_rewritten() {
+        let dir = std::env::temp_dir().join(format!("persist-digest-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let secret = crate::secret::random_token().unwrap();
+        let path = dir.join("state.json");
+        let mut p = Persisted::default();
+        let mut n = Node::new("a1", "h1", Persona::Data, 1);
+        n.task = Some(
+            TaskRecord::new("t-a1", "e-a1", TaskState::Running, 1).with_secret(Token::new(&secret)),
+        );
+        p.model.nodes.insert("a1", n);
+        {
+            let mut journal = crate::store::JournalStore::new(&path).unwrap();
+            journal.lock().unwrap();
+            let mut store = StateStore::new(Box::new(journal));
+            store.load().unwrap();
+            store.save(&p).unwrap();
+        }
+        assert_secret_absent(&journal_text(&path), &secret);
+
+        // As an earlier build wrote it: the secret in clear in the node's record.
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        let root = format!(r#"{{"format":"{FORMAT}","version":{RECORD_VERSION},"launch_seq":3}}"#);
+        let node = format!(
+            r#"{{"node":{{"agent_id":"a1","hostname":"h1","persona":"data","phase":"running","task":{{"task_id":"t-a1","executor_id":"e-a1","state":"TASK_RUNNING","launched_at_ms":1}},"updated_ms":1}},"executor_secret":"{}"}}"#,
+            secret.expose()
+        );
+        {
+            let mut journal = crate::store::JournalStore::new(&path).unwrap();
+            journal.lock().unwrap();
+            journal
+                .replace_all(&[
+                    (ROOT_KEY.to_owned(), root.into_bytes()),
+                    (node_key("a1"), node.into_bytes()),
+                ])
+                .unwrap();
+            // A later batch: the clear record stays in the journal's earlier line.
+            let root =
+                format!(r#"{{"format":"{FORMAT}","version":{RECORD_VERSION},"launch_seq":4}}"#);
+            journal
+                .apply(&[crate::store::Change::Put(
+                    ROOT_KEY.into(),
+                    root.into_bytes(),
+                )])
+                .unwrap();
+        }
+        assert!(journal_text(&path).contains(secret.expose()));
+        let state = {
+            let mut journal = crate::store::JournalStore::new(&path).unwrap();
+            journal.lock().unwrap();
+            let mut store = StateStore::new(Box::new(journal));
+            let state = store.load().unwrap();
+            store.save(&state).unwrap();
+            state
+        };
+        assert!(state.executor_secret("e-a1").unwrap().matches(&secret));
+        assert_secret_absent(&journal_text(&path), &secret);
+        let mut journal = crate::store::JournalStore::new(&path).unwrap();
+        journal.lock().unwrap();
+        let back = StateStore::new(Box::new(journal)).load().unwrap();
+        assert!(back.executor_secret("e-a1").unwrap().matches(&secret));
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     fn store_backend_clone(store: &mut StateStore) -> MemoryStore {

@@ -44,12 +44,14 @@ struct FrameworkEntry {
     roles: Option<Vec<String>>,
 }
 
-/// The ZooKeeper URI for our state from a master's `/flags` answer, if it has a `zk` flag.
+/// The ZooKeeper URI for our state from a master's `/flags` answer, if it has a `zk` flag;
+/// the master's credentials, if any, protect our znodes too.
 pub fn zk_from_master_flags(flags: &Value, framework_name: &str) -> Option<String> {
     let zk = flags.pointer("/flags/zk")?.as_str()?;
     let (hosts, _) = store::zk::parse_uri(zk, "/").ok()?;
     Some(format!(
-        "zk://{}/storage-framework/{framework_name}",
+        "zk://{}{}/storage-framework/{framework_name}",
+        store::zk::userinfo(zk),
         hosts.join(",")
     ))
 }
@@ -129,7 +131,10 @@ pub fn resolve(config: &Config, client: &ClientConfig) -> (StoreSettings, Option
     match master_json(config, client, "/master/flags") {
         Ok(flags) => {
             if let Some(uri) = zk_from_master_flags(&flags, &config.framework.name) {
-                log::info!("no store flag: keeping state in the master's ZooKeeper, {uri}");
+                log::info!(
+                    "no store flag: keeping state in the master's ZooKeeper, {}",
+                    crate::secret::mask_uri_credentials(&uri)
+                );
                 settings.kind = StoreKind::ZooKeeper;
                 settings.uri = uri;
                 return (settings, None);

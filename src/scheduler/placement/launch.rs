@@ -21,6 +21,9 @@ pub struct LaunchContext {
     pub fingerprint: String,
     /// Log level handed to the executors.
     pub loglevel: String,
+    /// SHA-256 (hex) of the executor binary served now; `None` when it cannot be read (the
+    /// command then refuses to run whatever was fetched).
+    pub executor_sha256: Option<String>,
 }
 
 pub struct Launch<'a> {
@@ -42,12 +45,37 @@ fn var(name: &str, value: &str) -> environment::Variable {
     }
 }
 
+/// The executor's shell command: the fetched binary's SHA-256 checked against `sha256`
+/// before `exec`, with `sha256sum` (coreutils, on Ubuntu 14.04 and RHEL 7 alike) and POSIX
+/// sh only. The agents' fetcher takes the binary over plain HTTP, so whoever sits between
+/// them and the scheduler could swap it; a mismatch says so on stderr (the sandbox's
+/// `stderr`) and exits 1 before anything of the download runs.
+pub fn verified_exec(sha256: Option<&str>, url: &str) -> String {
+    let file = env::EXECUTOR_BINARY;
+    // Shown in single quotes: nothing in it may end them.
+    let url: String = url.chars().filter(|c| *c != '\'').collect();
+    let Some(want) = sha256.filter(|d| crate::sha256::is_hex_digest(d)) else {
+        return format!(
+            "echo '{file}: not run: the scheduler could not read the executor binary it \
+             serves, so it has no SHA-256 to check the download from {url} against' >&2; exit 1"
+        );
+    };
+    let want = want.to_ascii_lowercase();
+    format!(
+        "got=$(sha256sum ./{file}) || {{ echo '{file}: not run: cannot compute its SHA-256' >&2; \
+         exit 1; }}; got=${{got%% *}}; if [ \"$got\" != {want} ]; then \
+         printf '%s: not run: SHA-256 mismatch: fetched %s, expected %s (from %s)\\n' \
+         {file} \"$got\" {want} '{url}' >&2; exit 1; fi; exec ./{file}"
+    )
+}
+
 /// The TaskInfo of one launch.
 pub fn task_info(ctx: &LaunchContext, l: Launch<'_>) -> TaskInfo {
     let (task_id, executor_id) = ids::make(l.hostname, l.seq);
+    let url = format!("{}/{}", ctx.scheduler_url, env::EXECUTOR_BINARY);
     let command = CommandInfo {
         uris: vec![command_info::Uri {
-            value: format!("{}/{}", ctx.scheduler_url, env::EXECUTOR_BINARY).into(),
+            value: url.as_str().into(),
             executable: Some(true),
             extract: Some(false),
             // The binary changes with every scheduler upgrade: never take a cached copy.
@@ -61,7 +89,7 @@ pub fn task_info(ctx: &LaunchContext, l: Launch<'_>) -> TaskInfo {
                 var(env::LOG_LEVEL, &ctx.loglevel),
             ],
         }),
-        value: Some(format!("./{}", env::EXECUTOR_BINARY).into()),
+        value: Some(verified_exec(ctx.executor_sha256.as_deref(), &url).into()),
         shell: Some(true),
         ..Default::default()
     };
@@ -121,6 +149,7 @@ mod tests {
             api_url: "https://10.0.0.5:8080".into(),
             fingerprint: "sha256:ab".into(),
             loglevel: "debug".into(),
+            executor_sha256: Some("ab".repeat(32)),
         };
         let t = task_info(
             &ctx,
@@ -138,6 +167,12 @@ mod tests {
         let cmd = ex.command.unwrap();
         assert_eq!(cmd.uris[0].value, "http://10.0.0.5:8080/storage-executor");
         assert_eq!(cmd.uris[0].executable, Some(true));
+        assert_eq!(cmd.shell, Some(true));
+        let value = cmd.value.as_deref().unwrap();
+        assert!(
+            value.contains(&"ab".repeat(32)) && value.ends_with("exec ./storage-executor"),
+            "{value}"
+        );
         let env = cmd.environment.unwrap().variables;
         assert!(
             env.iter().all(|v| v.value.as_deref() != Some("s3cr3t")),
@@ -150,5 +185,61 @@ mod tests {
         assert_eq!(data["scheduler_fingerprint"], "sha256:ab");
         assert_eq!(ex.framework_id.unwrap().value, "fw");
         assert_eq!(t.task_id.value, "storage.h1.3");
+    }
+
+    /// Runs the command under `/bin/sh -c` as an agent does, in a sandbox holding `binary`
+    /// as the fetched executor; its exit status, stdout and stderr.
+    fn run_in_sandbox(name: &str, binary: &[u8], command: &str) -> (i32, String, String) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("launch-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join(env::EXECUTOR_BINARY);
+        std::fs::write(&file, binary).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(command)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    #[test]
+    fn the_fetched_binary_runs_only_with_the_digest_served() {
+        let binary = b"#!/bin/sh\necho executor ran \"$@\"\n";
+        let url = "http://10.0.0.5:8080/storage-executor";
+        let right = crate::sha256::hex(binary);
+        let (code, out, err) = run_in_sandbox("ok", binary, &verified_exec(Some(&right), url));
+        assert_eq!(
+            (code, out.as_str(), err.as_str()),
+            (0, "executor ran\n", "")
+        );
+
+        let served = crate::sha256::hex(b"the binary the scheduler serves");
+        let (code, out, err) = run_in_sandbox("swap", binary, &verified_exec(Some(&served), url));
+        assert_eq!(code, 1);
+        assert_eq!(out, "", "the swapped binary ran");
+        assert_eq!(
+            err,
+            format!(
+                "storage-executor: not run: SHA-256 mismatch: fetched {right}, expected {served} \
+                 (from {url})\n"
+            )
+        );
+
+        let (code, out, err) = run_in_sandbox("none", binary, &verified_exec(None, url));
+        assert_eq!((code, out.as_str()), (1, ""));
+        assert!(err.contains("no SHA-256 to check"), "{err}");
+        // A quote in the URL cannot end the quoting.
+        let odd = "http://x'; echo pwned; '/storage-executor";
+        let (code, out, _) = run_in_sandbox("quote", binary, &verified_exec(Some(&served), odd));
+        assert_eq!((code, out.as_str()), (1, ""));
     }
 }

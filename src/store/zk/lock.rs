@@ -89,7 +89,7 @@ impl ZkStore {
         create
             .string(lock)
             .buf(data)
-            .open_acl()
+            .acl(&self.acl_of(lock))
             .int(wire::EPHEMERAL);
         let mut count = Enc::default();
         count.string(&self.base).buf(b"").int(-1);

@@ -14,6 +14,15 @@
 //! state. Connection loss is survived by resuming the session on the next server of the
 //! ensemble; a new session must take the lock again and find `<base>/state` unchanged.
 //!
+//! Credentials: with `zk://user:password@hosts/path` every connection authenticates
+//! (`addauth digest`) and every znode this store creates gets ZooKeeper's CREATOR_ALL ACL
+//! (scheme `auth`: all permissions for that user's digest id alone), so a client without
+//! them can neither read nor change the state. Ancestors of the base path it creates also
+//! let anyone read them and create beside it (other frameworks share `/storage-framework`).
+//! Znodes an earlier start made without credentials get that ACL when a store with
+//! credentials first loads them. Without credentials the znodes are open to every client of
+//! the ensemble (said once at start).
+//!
 //! A batch larger than one request (ZooKeeper refuses requests over ~1 MB) is split; the part
 //! with the root record goes first, so a crash between parts never leaves a node record whose
 //! launch sequence the root does not cover (task ids stay unique). Nothing of a batch is
@@ -25,6 +34,7 @@ mod session;
 pub mod wire;
 
 use super::{RecordStore, StoreError, ROOT_KEY};
+use crate::secret::{mask_uri_credentials, Secret};
 use std::collections::HashMap;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -32,16 +42,17 @@ use wire::{op, Conn};
 
 const SESSION_TIMEOUT_MS: i32 = 10_000;
 
-/// `zk://h1:2181,h2:2181/path` -> hosts and base path (`default_path` when none is given).
+/// `zk://[user:password@]h1:2181,h2:2181/path` -> hosts and base path (`default_path` when
+/// none is given); the credentials are [`credentials`]'. Errors show the URI masked.
 pub fn parse_uri(uri: &str, default_path: &str) -> Result<(Vec<String>, String), String> {
+    let shown = mask_uri_credentials(uri);
     let rest = uri
         .strip_prefix("zk://")
-        .ok_or_else(|| format!("{uri:?} is not a zk:// URI (e.g. zk://h1:2181,h2:2181/path)"))?;
+        .ok_or_else(|| format!("{shown:?} is not a zk:// URI (e.g. zk://h1:2181,h2:2181/path)"))?;
     let (hosts, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, ""),
     };
-    // Credentials (`user:pass@`) in a Mesos zk URL are for digest auth, which we do not use.
     let hosts = hosts.rsplit('@').next().unwrap_or(hosts);
     let hosts: Vec<String> = hosts
         .split(',')
@@ -55,18 +66,58 @@ pub fn parse_uri(uri: &str, default_path: &str) -> Result<(Vec<String>, String),
         })
         .collect();
     if hosts.is_empty() {
-        return Err(format!("{uri:?} names no ZooKeeper server"));
+        return Err(format!("{shown:?} names no ZooKeeper server"));
     }
     let path = path.trim_end_matches('/');
     let path = if path.is_empty() { default_path } else { path };
     if !path.starts_with('/') || path.contains("//") {
-        return Err(format!("{uri:?}: {path:?} is not a ZooKeeper path"));
+        return Err(format!("{shown:?}: {path:?} is not a ZooKeeper path"));
     }
+    credentials(uri)?;
     Ok((hosts, path.to_owned()))
+}
+
+/// The `user:password@` of a zk:// URI, as given ("" without): for a URI rebuilt from its
+/// parts.
+pub fn userinfo(uri: &str) -> &str {
+    let rest = uri.strip_prefix("zk://").unwrap_or("");
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    authority.rfind('@').map_or("", |at| &rest[..=at])
+}
+
+/// Digest credentials of a `zk://user:password@...` URI.
+#[derive(Clone)]
+pub struct Credentials {
+    user: String,
+    /// `user:password`, as `addauth digest` sends it.
+    auth: Secret,
+}
+
+/// The credentials of `uri`, if it has any; an error (the URI masked) when they are not
+/// `user:password` with both given.
+pub fn credentials(uri: &str) -> Result<Option<Credentials>, String> {
+    let info = userinfo(uri);
+    let Some(info) = info.strip_suffix('@') else {
+        return Ok(None);
+    };
+    match info.split_once(':') {
+        Some((user, password)) if !user.is_empty() && !password.is_empty() => {
+            Ok(Some(Credentials {
+                user: user.to_owned(),
+                auth: Secret::new(info),
+            }))
+        }
+        _ => Err(format!(
+            "{:?}: ZooKeeper credentials are given as zk://user:password@host:port/path",
+            mask_uri_credentials(uri)
+        )),
+    }
 }
 
 struct Session {
     conn: Option<Conn>,
+    /// Sent on every new connection: ZooKeeper keeps credentials per connection.
+    auth: Option<Credentials>,
     id: i64,
     password: Vec<u8>,
     next_host: usize,
@@ -80,6 +131,11 @@ struct Session {
 pub struct ZkStore {
     hosts: Vec<String>,
     base: String,
+    /// The ACL of every znode this store creates at or under `base`, and of its ancestors.
+    acl: Vec<(i32, &'static str, String)>,
+    ancestor_acl: Vec<(i32, &'static str, String)>,
+    /// `user:***@` when the URI has credentials: what errors and logs show.
+    shown_user: String,
     session: Arc<Mutex<Session>>,
     /// Key -> version of its znode, for compare-and-set.
     versions: HashMap<String, i32>,
@@ -101,11 +157,16 @@ fn unescape(name: &str) -> String {
 
 impl ZkStore {
     pub fn new(hosts: Vec<String>, base: String) -> ZkStore {
+        let open = vec![(wire::perms::ALL, "world", "anyone".to_owned())];
         ZkStore {
             hosts,
             base,
+            acl: open.clone(),
+            ancestor_acl: open,
+            shown_user: String::new(),
             session: Arc::new(Mutex::new(Session {
                 conn: None,
+                auth: None,
                 id: 0,
                 password: Vec::new(),
                 next_host: 0,
@@ -119,6 +180,38 @@ impl ZkStore {
             stop: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             before_steal: Mutex::new(None),
         }
+    }
+
+    /// The store of `zk://user:password@...`: authenticated, its znodes its own.
+    pub fn with_credentials(mut self, credentials: Credentials) -> ZkStore {
+        // Scheme `auth`: the server puts the connection's own digest id
+        // (`user:base64(sha1(user:password))`) in the ACL: CREATOR_ALL.
+        self.shown_user = format!("{}:***@", credentials.user);
+        self.acl = vec![(wire::perms::ALL, "auth", String::new())];
+        self.ancestor_acl = vec![
+            (wire::perms::ALL, "auth", String::new()),
+            (
+                wire::perms::READ | wire::perms::CREATE,
+                "world",
+                "anyone".to_owned(),
+            ),
+        ];
+        self.lock().auth = Some(credentials);
+        self
+    }
+
+    /// Whether this store authenticates (its znodes are its own).
+    pub fn has_credentials(&self) -> bool {
+        !self.shown_user.is_empty()
+    }
+
+    fn acl_of(&self, path: &str) -> Vec<(i32, &str, &str)> {
+        let acl = if path.len() < self.base.len() {
+            &self.ancestor_acl
+        } else {
+            &self.acl
+        };
+        acl.iter().map(|(p, s, i)| (*p, *s, i.as_str())).collect()
     }
 
     fn path_of(&self, key: &str) -> String {
@@ -144,9 +237,18 @@ impl ZkStore {
     }
 
     fn zk_err(&self, what: &str, c: i32) -> StoreError {
+        let hint = match (c, self.has_credentials()) {
+            (wire::code::NO_AUTH, true) => {
+                "; the credentials in the URI are not those the znodes were created with"
+            }
+            (wire::code::NO_AUTH, false) => {
+                "; the znodes were created with credentials: give them as zk://user:password@..."
+            }
+            _ => "",
+        };
         StoreError::Unsupported {
             what: format!(
-                "{}: {what}: ZooKeeper error {c} ({})",
+                "{}: {what}: ZooKeeper error {c} ({}){hint}",
                 self.describe(),
                 wire::code_name(c)
             ),
@@ -221,5 +323,14 @@ mod tests {
         assert!(parse_uri("http://h", d).is_err());
         assert!(parse_uri("zk:///p", d).is_err());
         assert_eq!(unescape(&escape("a/b%c")), "a/b%c");
+        assert_eq!(userinfo("zk://u:p@h1:1/m"), "u:p@");
+        assert_eq!(userinfo("zk://h1:1/a@b"), "");
+        assert!(credentials("zk://h1:1/m").unwrap().is_none());
+        for bad in ["zk://u@h1/m", "zk://:p@h1/m", "zk://u:@h1/m"] {
+            let e = parse_uri(bad, d).expect_err(bad);
+            assert!(e.contains("user:password@"), "{e}");
+        }
+        let e = parse_uri("zk://u:S3cret@", d).unwrap_err();
+        assert!(e.contains("u:***@") && !e.contains("S3cret"), "{e}");
     }
 }

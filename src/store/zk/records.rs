@@ -88,7 +88,7 @@ impl ZkStore {
                 (op::SET_DATA, e.0, key.to_owned())
             }
             None => {
-                e.string(&path).buf(value).open_acl().int(0);
+                e.string(&path).buf(value).acl(&self.acl_of(&path)).int(0);
                 (op::CREATE, e.0, key.to_owned())
             }
         }
@@ -104,6 +104,7 @@ impl RecordStore for ZkStore {
             self.take_lock(s, true)?;
         }
         self.start_pinger();
+        self.adopt_open_znodes(s)?;
         self.versions.clear();
         let root = self.get(s, &self.path_of(ROOT_KEY))?;
         let Some((root_bytes, root_version)) = root else {
@@ -249,6 +250,11 @@ impl RecordStore for ZkStore {
     }
 
     fn describe(&self) -> String {
-        format!("zookeeper zk://{}{}", self.hosts.join(","), self.base)
+        format!(
+            "zookeeper zk://{}{}{}",
+            self.shown_user,
+            self.hosts.join(","),
+            self.base
+        )
     }
 }

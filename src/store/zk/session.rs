@@ -4,7 +4,7 @@
 
 use super::wire::{self, code, op, Conn, Dec, Enc};
 use super::{Session, ZkStore, SESSION_TIMEOUT_MS};
-use crate::store::StoreError;
+use crate::store::{RecordStore, StoreError};
 use std::io;
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ impl ZkStore {
         if let Some(why) = &s.fenced {
             return Err(StoreError::Fenced { why: why.clone() });
         }
-        connect(&self.hosts, &self.base, s).map_err(|e| self.io_err("connect to", e))?;
+        connect(&self.hosts, &self.base, s).map_err(|e| self.connect_err(e))?;
         if !s.leader && s.epoch.is_some() {
             // A new session: the lock must be taken again and the state found as we left it.
             self.retake(s)?;
@@ -42,6 +42,16 @@ impl ZkStore {
         }
     }
 
+    /// A failed connection; refused credentials are said as such.
+    fn connect_err(&self, e: io::Error) -> StoreError {
+        if e.kind() == io::ErrorKind::PermissionDenied {
+            return StoreError::Unsupported {
+                what: format!("{}: {e}", self.describe()),
+            };
+        }
+        self.io_err("connect to", e)
+    }
+
     pub(super) fn create(
         &self,
         s: &mut Session,
@@ -50,7 +60,7 @@ impl ZkStore {
         flags: i32,
     ) -> Result<i32, StoreError> {
         let mut e = Enc::default();
-        e.string(path).buf(data).open_acl().int(flags);
+        e.string(path).buf(data).acl(&self.acl_of(path)).int(flags);
         Ok(self.call(s, op::CREATE, &e.0)?.err)
     }
 
@@ -104,6 +114,59 @@ impl ZkStore {
         }
     }
 
+    /// With credentials, znodes an earlier start made without them (open to every client)
+    /// get this store's ACL: the base's ACL says whether that is needed, once.
+    pub(super) fn adopt_open_znodes(&self, s: &mut Session) -> Result<(), StoreError> {
+        if !self.has_credentials() || !self.is_open(s, &self.base)? {
+            return Ok(());
+        }
+        let nodes = format!("{}/nodes", self.base);
+        let mut paths = vec![
+            self.base.clone(),
+            format!("{}/state", self.base),
+            format!("{}/leader", self.base),
+            nodes.clone(),
+        ];
+        let children = self.children(s, &nodes)?;
+        paths.extend(children.into_iter().map(|n| format!("{nodes}/{n}")));
+        for path in &paths {
+            let mut e = Enc::default();
+            e.string(path).acl(&self.acl_of(path)).int(-1);
+            match self.call(s, op::SET_ACL, &e.0)?.err {
+                code::OK | code::NO_NODE => {}
+                c => return Err(self.zk_err(&format!("set the ACL of {path}"), c)),
+            }
+        }
+        log::warn!(
+            "{}: {} znodes made without credentials are now the credentials' alone",
+            self.describe(),
+            paths.len()
+        );
+        Ok(())
+    }
+
+    /// Whether `path`'s ACL lets every client in (`world:anyone`).
+    fn is_open(&self, s: &mut Session, path: &str) -> Result<bool, StoreError> {
+        let mut e = Enc::default();
+        e.string(path);
+        let r = self.call(s, op::GET_ACL, &e.0)?;
+        if r.err != code::OK {
+            return Err(self.zk_err(&format!("read the ACL of {path}"), r.err));
+        }
+        let mut d = Dec::new(&r.body);
+        let read = |e| self.io_err("read", e);
+        let n = d.int().map_err(read)?;
+        for _ in 0..n.max(0) {
+            let perms = d.int().map_err(read)?;
+            let scheme = d.string().map_err(read)?;
+            let _id = d.string().map_err(read)?;
+            if scheme == "world" && perms != 0 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     pub(super) fn start_pinger(&mut self) {
         if self.pinger.is_some() {
             return;
@@ -152,7 +215,8 @@ fn connect(hosts: &[String], base: &str, s: &mut Session) -> io::Result<()> {
         let host = &hosts[s.next_host % hosts.len()];
         let resume = (s.id != 0).then_some((s.id, s.password.as_slice()));
         match Conn::connect(host, SESSION_TIMEOUT_MS, resume, IO_TIMEOUT) {
-            Ok(Some(c)) => {
+            Ok(Some(mut c)) => {
+                authenticate(&mut c, s.auth.as_ref())?;
                 if s.id != 0 && c.session_id != s.id {
                     s.leader = false;
                 }
@@ -179,4 +243,19 @@ fn connect(hosts: &[String], base: &str, s: &mut Session) -> io::Result<()> {
         }
     }
     Err(last)
+}
+
+/// Sends the credentials on a new connection; a refusal is an error no other server changes.
+fn authenticate(c: &mut Conn, auth: Option<&super::Credentials>) -> io::Result<()> {
+    let Some(auth) = auth else { return Ok(()) };
+    match c.add_auth("digest", auth.auth.expose().as_bytes())? {
+        code::OK => Ok(()),
+        err => Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "ZooKeeper refused the credentials of the URI (error {err}, {})",
+                wire::code_name(err)
+            ),
+        )),
+    }
 }

@@ -1,6 +1,6 @@
 //! The ZooKeeper client wire protocol (jute encoding), limited to what the store uses:
-//! connect (with session resumption), ping, create, delete, getData, getChildren, multi
-//! (create/setData/delete/check) and close.
+//! connect (with session resumption), digest authentication, ping, create, delete, getData,
+//! getACL, setACL, getChildren, multi (create/setData/delete/check) and close.
 //!
 //! Why our own: the one synchronous Rust client on crates.io (`zookeeper` 0.8) builds on mio
 //! 0.6 and bytes 0.5 and has not been released since 2020; the maintained ones need an async
@@ -14,12 +14,16 @@ pub mod op {
     pub const CREATE: i32 = 1;
     pub const DELETE: i32 = 2;
     pub const GET_DATA: i32 = 4;
+    pub const GET_ACL: i32 = 6;
+    pub const SET_ACL: i32 = 7;
     pub const SET_DATA: i32 = 5;
     pub const GET_CHILDREN: i32 = 8;
     pub const PING: i32 = 11;
     pub const CHECK: i32 = 13;
     pub const MULTI: i32 = 14;
     pub const CLOSE: i32 = -11;
+    /// `addauth`: the connection's credentials (answered under [`super::AUTH_XID`]).
+    pub const AUTH: i32 = 100;
 }
 
 /// ZooKeeper error codes we act on (`KeeperException.Code`).
@@ -30,6 +34,8 @@ pub mod code {
     pub const NODE_EXISTS: i32 = -110;
     pub const NOT_EMPTY: i32 = -111;
     pub const SESSION_EXPIRED: i32 = -112;
+    pub const NO_AUTH: i32 = -102;
+    pub const AUTH_FAILED: i32 = -115;
 }
 
 pub fn code_name(c: i32) -> &'static str {
@@ -41,14 +47,23 @@ pub fn code_name(c: i32) -> &'static str {
         code::SESSION_EXPIRED => "session expired",
         -4 => "connection loss",
         -7 => "operation timeout",
-        -102 => "no auth",
+        code::NO_AUTH => "not allowed by the znode's ACL",
+        code::AUTH_FAILED => "authentication failed",
         -114 => "invalid ACL",
         _ => "error",
     }
 }
 
 pub const EPHEMERAL: i32 = 1;
+
+/// ACL permission bits.
+pub mod perms {
+    pub const READ: i32 = 1;
+    pub const CREATE: i32 = 4;
+    pub const ALL: i32 = 31;
+}
 const PING_XID: i32 = -2;
+pub const AUTH_XID: i32 = -4;
 const WATCH_XID: i32 = -1;
 /// Largest reply we accept (a znode holds at most about 1 MB; getChildren of 10,000 nodes
 /// is well under this).
@@ -78,11 +93,19 @@ impl Enc {
     pub fn string(&mut self, v: &str) -> &mut Self {
         self.buf(v.as_bytes())
     }
-    /// The open ACL (world:anyone, all permissions): the store's data carries its own
-    /// secrets only through the node records, which operators protect with the ensemble's
-    /// network access like the Mesos master's own znodes.
+    /// The open ACL (world:anyone, all permissions): what a store without credentials
+    /// creates (its records hold nothing secret), and what tests plant.
     pub fn open_acl(&mut self) -> &mut Self {
-        self.int(1).int(31).string("world").string("anyone")
+        self.int(1).int(perms::ALL).string("world").string("anyone")
+    }
+
+    /// `acl`: one entry per (permissions, scheme, id).
+    pub fn acl(&mut self, acl: &[(i32, &str, &str)]) -> &mut Self {
+        self.int(acl.len() as i32);
+        for (perms, scheme, id) in acl {
+            self.int(*perms).string(scheme).string(id);
+        }
+        self
     }
 }
 
@@ -219,7 +242,10 @@ impl Conn {
         let mut f = Vec::with_capacity(body.len() + 4);
         f.extend_from_slice(&(body.len() as i32).to_be_bytes());
         f.extend_from_slice(body);
-        self.stream.write_all(&f)
+        let sent = self.stream.write_all(&f);
+        // An auth request's frame holds a password; zeroing every frame costs a memset.
+        f.fill(0);
+        sent
     }
 
     fn read_frame(&mut self) -> io::Result<Vec<u8>> {
@@ -237,10 +263,22 @@ impl Conn {
         Ok(f)
     }
 
+    /// Adds credentials to this connection (`addauth`): the answer's error code. The server
+    /// closes the connection after a refusal.
+    pub fn add_auth(&mut self, scheme: &str, auth: &[u8]) -> io::Result<i32> {
+        let mut e = Enc::default();
+        e.int(0).string(scheme).buf(auth);
+        let reply = self.call(op::AUTH, &e.0);
+        // Best effort, as `Secret`'s: the request's bytes held the password.
+        e.0.fill(0);
+        Ok(reply?.err)
+    }
+
     /// Sends one request (`op` and its encoded body) and waits for its reply.
     pub fn call(&mut self, op: i32, body: &[u8]) -> io::Result<Reply> {
         let xid = match op {
             op::PING => PING_XID,
+            op::AUTH => AUTH_XID,
             _ => {
                 self.xid = self.xid.wrapping_add(1).max(1);
                 self.xid
@@ -249,7 +287,11 @@ impl Conn {
         let mut e = Enc::default();
         e.int(xid).int(op);
         e.0.extend_from_slice(body);
-        self.send_frame(&e.0)?;
+        let sent = self.send_frame(&e.0);
+        if op == op::AUTH {
+            e.0.fill(0);
+        }
+        sent?;
         loop {
             let frame = self.read_frame()?;
             let mut d = Dec::new(&frame);

@@ -185,6 +185,8 @@ impl Cluster {
         fw_info: &FrameworkInfo,
         task: TaskInfo,
     ) {
+        let secret = super::synthetic::secret_of(&task);
+        self.launch_log.note_secret(&task.task_id.value, secret);
         if self.agents[agent].synthetic {
             self.synthetic_run_task(agent, fw_id, fw_info, task);
             return;

@@ -29,11 +29,17 @@ pub struct LaunchRecord {
     pub run: u64,
     /// Set for `TaskLaunched`.
     pub task: Option<String>,
+    /// `TaskLaunched`: the executor secret in the task's data, as the executor reads it
+    /// (tests call the executor API as that executor; the scheduler keeps only digests).
+    #[serde(skip)]
+    pub secret: Option<String>,
 }
 
 #[derive(Debug, Default)]
 pub(super) struct LaunchLog {
     entries: Vec<LaunchRecord>,
+    /// Task id -> the executor secret of its data, until the task is recorded.
+    secrets: BTreeMap<String, String>,
 }
 
 impl LaunchLog {
@@ -47,6 +53,7 @@ impl LaunchLog {
         task: Option<&str>,
     ) {
         let seq = self.entries.len() as u64 + 1;
+        let secret = task.and_then(|t| self.secrets.remove(t));
         self.entries.push(LaunchRecord {
             seq,
             event,
@@ -55,7 +62,15 @@ impl LaunchLog {
             executor: executor.to_string(),
             run,
             task: task.map(str::to_string),
+            secret,
         });
+    }
+
+    /// The executor secret of task `task_id`'s data, for its `TaskLaunched` record.
+    pub fn note_secret(&mut self, task_id: &str, secret: Option<String>) {
+        if let Some(s) = secret {
+            self.secrets.insert(task_id.to_string(), s);
+        }
     }
 
     pub fn entries(&self) -> Vec<LaunchRecord> {

@@ -21,16 +21,25 @@ const KILLED_BY_SIGTERM: i32 = 15;
 /// scheduler is.
 const SCHEDULER_URL_VAR: &str = storage_framework::contract::env::SCHEDULER_URL;
 
+/// The executor secret in a task's data (`{"executor_secret": "..."}`), as the storage
+/// scheduler sends it and the storage executor reads it.
+pub(super) fn secret_of(task: &TaskInfo) -> Option<String> {
+    credentials_field(task, storage_framework::contract::env::DATA_EXECUTOR_SECRET)
+}
+
+fn credentials_field(task: &TaskInfo, name: &str) -> Option<String> {
+    let data = task.data.as_ref()?;
+    let v: serde_json::Value = serde_json::from_slice(&data.0).ok()?;
+    v[name].as_str().map(str::to_string)
+}
+
 /// The executor secret and the scheduler's certificate fingerprint in a task's data, as the
 /// scheduler sends them and the storage executor reads them.
 fn credentials_of(task: &TaskInfo) -> Option<Credentials> {
     use storage_framework::contract::env;
-    let data = task.data.as_ref()?;
-    let v: serde_json::Value = serde_json::from_slice(&data.0).ok()?;
-    let field = |name: &str| v[name].as_str().map(str::to_string);
     Some(Credentials {
-        secret: field(env::DATA_EXECUTOR_SECRET)?,
-        pin: field(env::DATA_SCHEDULER_FINGERPRINT)?,
+        secret: credentials_field(task, env::DATA_EXECUTOR_SECRET)?,
+        pin: credentials_field(task, env::DATA_SCHEDULER_FINGERPRINT)?,
     })
 }
 

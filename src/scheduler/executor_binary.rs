@@ -1,34 +1,47 @@
-//! `GET /storage-executor`: the binary agents fetch, served from memory.
+//! The executor binary agents fetch (`GET /storage-executor`), read once and kept in memory,
+//! with the SHA-256 every launch's command checks the fetched file against. The REST server
+//! serves it and the dispatcher names its digest: both hold the one [`ExecutorBinary`], so
+//! the digest a launch carries is that of the bytes served.
 
 use crate::hash::content_hash;
+use crate::sha256;
 use log::info;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
-/// The executor binary, read once and served from memory; read again only when it was
-/// missing or its size or modification time changed.
-pub(super) struct ExecutorBinary {
+/// Read again only when it was missing or its size or modification time changed (an
+/// operator replacing the file under a running scheduler).
+pub struct ExecutorBinary {
     path: PathBuf,
     cached: Mutex<Option<Arc<Binary>>>,
 }
 
-pub(super) struct Binary {
-    pub(super) bytes: Arc<Vec<u8>>,
-    pub(super) etag: String,
+pub struct Binary {
+    pub bytes: Arc<Vec<u8>>,
+    pub etag: String,
+    /// Made on the first launch that needs it, not on the fetchers' path.
+    sha256: OnceLock<String>,
     len: u64,
     modified: Option<SystemTime>,
 }
 
+impl Binary {
+    /// The SHA-256 of the bytes served, lower-case hex.
+    pub fn sha256(&self) -> &str {
+        self.sha256.get_or_init(|| sha256::hex(&self.bytes))
+    }
+}
+
 impl ExecutorBinary {
-    pub(super) fn new(path: PathBuf) -> Self {
+    pub fn new(path: PathBuf) -> Self {
         ExecutorBinary {
             path,
             cached: Mutex::new(None),
         }
     }
 
-    pub(super) fn get(&self) -> Result<Arc<Binary>, String> {
+    pub fn get(&self) -> Result<Arc<Binary>, String> {
         let shown = self.path.display();
         let hint = "it is served from beside the scheduler binary, or from -executor.altpath";
         let meta = std::fs::metadata(&self.path).map_err(|e| format!("{shown}: {e}; {hint}"))?;
@@ -52,6 +65,7 @@ impl ExecutorBinary {
         let b = Arc::new(Binary {
             bytes: Arc::new(bytes),
             etag,
+            sha256: OnceLock::new(),
             len,
             modified,
         });
