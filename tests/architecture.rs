@@ -155,6 +155,7 @@ fn scheduler_allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("metrics", &[][..]),
         ("flags", &[][..]),
         ("model", &[][..]),
+        ("identity", &["flags"][..]),
         ("executor_binary", &[][..]),
         ("placement", &["model"][..]),
         ("node_plan", &["model", "flags"][..]),

@@ -10,7 +10,9 @@
 //! and no task ended and no second executor started meanwhile (the master's launch record).
 //!
 //! A lost announcement (every MESSAGE of that subscription refused) is repeated to the
-//! executors that stay quiet, without a new subscription.
+//! executors that stay quiet, without a new subscription. A scheduler back on the same port
+//! has a new certificate: executors that meet it before they are told wait for its
+//! announcement rather than fail.
 //!
 //! Nodes follow hosts: a host that reboots and whose agent comes back under a new id
 //! (control API `new-id`) keeps its node (persona, layout, devices, attachments) under the
@@ -254,13 +256,79 @@ fn executors_outlive_an_absent_scheduler_and_follow_it_to_a_new_port() {
         let running = n.iter().filter(|v| v["phase"] == "running");
         (running.count() == AGENTS).then_some(())
     });
-    let new_url = format!("http://127.0.0.1:{second_port}");
+    // Told the new address and the new certificate, which they accept from then on.
+    let new_url = format!("https://127.0.0.1:{second_port}");
+    let pin = cluster::logged_fingerprint(&rig.dir.join("second.log")).expect("a certificate");
+    let first_pin = cluster::logged_fingerprint(&rig.dir.join("first.log")).expect("a certificate");
+    assert_ne!(pin, first_pin, "a new scheduler makes a new certificate");
     let logs = executor_logs(&rig.work());
     let told = logs
         .iter()
-        .filter(|(_, t)| t.contains(&format!("the scheduler is at {new_url}")));
+        .filter(|(_, t)| t.contains(&format!("the scheduler is at {new_url}, certificate {pin}")));
     assert_eq!(told.count(), AGENTS, "{logs:#?}");
     // No task ended, no executor ended, none started since the scheduler went away.
+    for kind in [
+        LaunchEvent::ExecutorStarted,
+        LaunchEvent::ExecutorTerminated,
+    ] {
+        let seen = events_after(&rig.m, mark, kind);
+        assert!(seen.is_empty(), "{seen:#?}");
+    }
+    let second_log = rig.log("second.log");
+    assert!(!second_log.contains("ended TASK_"), "{second_log}");
+    drop(second);
+}
+
+/// A scheduler back on the same address presents a new certificate. Its first announcement
+/// is lost (every MESSAGE of its subscription refused), so the executors' retries reach it
+/// before they are told: their pin worked before, so they wait for a new one instead of
+/// failing their node, and follow the new certificate once told again.
+#[test]
+fn a_scheduler_back_on_the_same_port_is_followed_to_its_new_certificate() {
+    let rig = Rig::start("same-port");
+    let port = free_port();
+    let first = spawn(&rig.args(port), &rig.dir.join("first.log"));
+    settle(&rig, "every node waiting for package URLs", || {
+        let n = nodes(port);
+        let waiting = n.iter().filter(|v| v["phase"] == "packages");
+        (waiting.count() == AGENTS).then_some(())
+    });
+    let mark = last_seq(&rig.m);
+    drop(first); // SIGKILL
+    settle_every_executor_away(&rig);
+    for _ in 0..AGENTS {
+        rig.m.drop_next_call("MESSAGE").expect("fault");
+    }
+    let (package_flags, _packages) = stage_packages(&rig.dir.join("packages"));
+    let mut second_args = rig.args(port);
+    second_args.extend(package_flags);
+    let second = spawn(&second_args, &rig.dir.join("second.log"));
+    settle(&rig, "every executor to meet the new certificate", || {
+        let logs = executor_logs(&rig.work());
+        let met = logs
+            .iter()
+            .filter(|(_, t)| t.contains("presented another certificate"));
+        (met.count() == AGENTS).then_some(())
+    });
+    // Quiet for 75 s, then told again.
+    let limit = SETTLE + Duration::from_secs(75);
+    settle_within(
+        &rig,
+        "every node running with the new certificate",
+        limit,
+        || {
+            let n = nodes(port);
+            let running = n.iter().filter(|v| v["phase"] == "running");
+            (running.count() == AGENTS).then_some(())
+        },
+    );
+    let pin = cluster::logged_fingerprint(&rig.dir.join("second.log")).expect("a certificate");
+    let logs = executor_logs(&rig.work());
+    let told = logs
+        .iter()
+        .filter(|(_, t)| t.contains(&format!("certificate {pin}")));
+    assert_eq!(told.count(), AGENTS, "{logs:#?}");
+    // No node failed, no executor ended or started.
     for kind in [
         LaunchEvent::ExecutorStarted,
         LaunchEvent::ExecutorTerminated,

@@ -408,6 +408,12 @@ fn mixed_hosts_reach_running_and_failures_name_their_cause() {
         master_state.contains("STORAGE_SCHEDULER_URL"),
         "the master shows executor environments, as Mesos does"
     );
+    // The executors that walked their hosts to `running` reached the scheduler over HTTPS
+    // (they refuse any other URL); only the binary comes over plain HTTP.
+    assert!(
+        master_state.contains("https://127.0.0.1:"),
+        "the executors are sent to the scheduler's HTTPS side"
+    );
     let mut pages = vec![master_state];
     for a in rig.m.agents().unwrap() {
         pages.push(get(&format!("http://{}/state", a.endpoint)));

@@ -7,7 +7,7 @@ mod cluster;
 
 use cluster::{free_port, scheduler_args, scheduler_bin, wait_for};
 use devcluster::master;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::os::fd::FromRawFd;
 use std::path::{Path, PathBuf};
@@ -70,28 +70,15 @@ fn connect_from(from: Ipv4Addr, to: SocketAddr) -> std::io::Result<TcpStream> {
     }
 }
 
-/// One request on a fresh connection: the status line's code, or why there was none.
-fn call(addr: SocketAddr, request: &str) -> Result<u16, String> {
-    let mut s = TcpStream::connect_timeout(&addr, ANSWER_WITHIN).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(ANSWER_WITHIN)).unwrap();
-    s.write_all(request.as_bytes()).map_err(|e| e.to_string())?;
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !got.windows(2).any(|w| w == b"\r\n") {
-        match s.read(&mut buf) {
-            Ok(0) => return Err("closed without an answer".into()),
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                return Err(format!("no answer within {} s", ANSWER_WITHIN.as_secs()))
-            }
-            Err(e) => return Err(e.to_string()),
-        }
-    }
-    let line = String::from_utf8_lossy(&got);
-    line.split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| format!("no status line in {line:?}"))
+/// An executor's heartbeat over HTTPS, as an executor sends it (a fresh connection each
+/// time, so the handshake counts): its status, or why there was none.
+fn heartbeat(agent: &ureq::Agent, url: &str, secret: &str) -> Result<u16, String> {
+    agent
+        .post(url)
+        .header("Authorization", &format!("Bearer {secret}"))
+        .send(&b""[..])
+        .map(|r| r.status().as_u16())
+        .map_err(|e| e.to_string())
 }
 
 /// Slow connections from the hostile address: each sends a byte of a request now and then,
@@ -187,15 +174,28 @@ fn hostile_load_from_one_address_leaves_executors_answered() {
     let (id, secret) = wait_for("an executor's secret", Duration::from_secs(60), || {
         executor_credentials(&store, &m)
     });
-    let heartbeat = format!(
-        "POST /api/v1/executors/{id}/heartbeat HTTP/1.1\r\nHost: x\r\n\
-         Authorization: Bearer {secret}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    let pin = wait_for(
+        "the scheduler's certificate",
+        Duration::from_secs(30),
+        || cluster::logged_fingerprint(&dir.join("scheduler.log")),
     );
+    // No pooled connection: every heartbeat connects and shakes hands anew.
+    let config = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .proxy(None)
+        .max_idle_connections(0)
+        .timeout_global(Some(ANSWER_WITHIN))
+        .build();
+    let verifier = Arc::new(storage_framework::tls::PinnedVerifier::new(vec![pin]));
+    let agent =
+        storage_framework::tls::agent(config, storage_framework::tls::client_config(verifier));
+    let url = format!("https://127.0.0.1:{port}/api/v1/executors/{id}/heartbeat");
+    let call = || heartbeat(&agent, &url, &secret);
     // The executor is known, and the probe is served before the attack.
     wait_for(
         "a first heartbeat answered",
         Duration::from_secs(30),
-        || call(addr, &heartbeat).ok().filter(|s| *s != 503),
+        || call().ok().filter(|s| *s != 503),
     );
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -210,7 +210,7 @@ fn hostile_load_from_one_address_leaves_executors_answered() {
     let mut failure = None;
     while started.elapsed() < Duration::from_secs(25) {
         let asked = Instant::now();
-        match call(addr, &heartbeat) {
+        match call() {
             // 404 would be an executor relaunched meanwhile: answered all the same.
             Ok(status) if status != 503 => {}
             other => {

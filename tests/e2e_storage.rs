@@ -155,6 +155,21 @@ impl Rig {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// The executor API's base: HTTPS on the same port.
+    fn api_base(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    /// A client for the executor API that accepts the running scheduler's certificate only.
+    fn api_agent(&self) -> ureq::Agent {
+        let pin = wait_for(
+            "the scheduler's certificate in its log",
+            Duration::from_secs(60),
+            || cluster::logged_fingerprint(&self.dir.join("scheduler.log")),
+        );
+        cluster::pinned_agent(pin)
+    }
+
     fn state(&self) -> Option<Value> {
         let body = ureq::get(&format!("{}/api/state", self.base()))
             .call()
@@ -192,14 +207,10 @@ impl Rig {
     }
 
     fn post(&self, executor: &str, secret: &str, what: &str, body: &Value) -> u16 {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .build()
-            .into();
-        agent
+        self.api_agent()
             .post(&format!(
                 "{}/api/v1/executors/{executor}/{what}",
-                self.base()
+                self.api_base()
             ))
             .header("Authorization", &format!("Bearer {secret}"))
             .header("Content-Type", "application/json")
@@ -325,8 +336,10 @@ impl Drop for Rig {
 }
 
 fn plan_says_ready(rig: &Rig) -> bool {
+    let agent = rig.api_agent();
     rig.executors().iter().all(|(exec, (_, secret))| {
-        let r = ureq::get(&format!("{}/api/v1/executors/{exec}/plan", rig.base()))
+        let r = agent
+            .get(&format!("{}/api/v1/executors/{exec}/plan", rig.api_base()))
             .header("Authorization", &format!("Bearer {secret}"))
             .call();
         r.ok()

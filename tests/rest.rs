@@ -110,6 +110,7 @@ fn start_full(state: Persisted, conn: Connection, opts: ServerOptions) -> Server
             metrics: metrics.clone(),
             secrets: Some(secrets),
             state_warning: None,
+            tls: None,
         },
         opts,
     )
@@ -1698,6 +1699,7 @@ fn a_stuck_or_gone_dispatcher_gives_503_not_a_hang() {
             metrics: Arc::new(Metrics::default()),
             secrets: None,
             state_warning: None,
+            tls: None,
         },
         ServerOptions {
             dispatcher_timeout: Duration::from_millis(300),

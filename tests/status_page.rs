@@ -178,6 +178,7 @@ fn status_page_renders_every_node_in_chromium() {
             metrics: Arc::new(Metrics::default()),
             secrets: None,
             state_warning: None,
+            tls: None,
         },
         ServerOptions {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
@@ -305,6 +306,7 @@ fn status_page_pages_filters_and_orders_naturally_in_chromium() {
             metrics: Arc::new(Metrics::default()),
             secrets: None,
             state_warning: None,
+            tls: None,
         },
         ServerOptions {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),

@@ -2,7 +2,7 @@
 //! its executors, the fields of `TaskInfo.data`, and the framework MESSAGE that tells running
 //! executors the scheduler's new address.
 
-/// The scheduler's REST base URL (`http://host:port`).
+/// The scheduler's executor API base URL (`https://host:port`).
 pub const SCHEDULER_URL: &str = "STORAGE_SCHEDULER_URL";
 /// The node's persona, by its name.
 pub const PERSONA: &str = "STORAGE_PERSONA";
@@ -16,8 +16,15 @@ pub const HOST_ROOT: &str = "STORAGE_HOST_ROOT";
 /// executor API. The data is not served by the master's or agents' state endpoints.
 pub const DATA_EXECUTOR_SECRET: &str = "executor_secret";
 
+/// The fingerprint (`sha256:<hex>`) of the certificate the scheduler's REST server presents,
+/// the only one the executor accepts: a `TaskInfo.data` field next to the secret.
+pub const DATA_SCHEDULER_FINGERPRINT: &str = "scheduler_fingerprint";
+
 /// A framework MESSAGE's JSON field with the scheduler's new REST base URL.
 pub const ANNOUNCED_SCHEDULER_URL: &str = "scheduler_url";
+/// The MESSAGE's field with the fingerprint of the certificate the scheduler now presents (a
+/// scheduler that failed over has a new one).
+pub const ANNOUNCED_FINGERPRINT: &str = "scheduler_fingerprint";
 
 /// The executor binary's name, and the path the scheduler serves it at (`/<name>`).
 pub const EXECUTOR_BINARY: &str = "storage-executor";

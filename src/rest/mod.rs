@@ -15,6 +15,10 @@
 //! | `POST /api/v1/executors/<id>/devices` | `{"devices": ["/dev/sdb"]}` |
 //! | `POST /api/v1/executors/<id>/heartbeat` | no body needed |
 //!
+//! With a certificate ([`RestConfig::tls`]) the same port serves TLS too, and the executor
+//! API and every write are TLS only: over plain HTTP they get 403 before their body is read
+//! (`plain.rs`).
+//!
 //! Executor calls carry `Authorization: Bearer <secret>` (the `executor_secret` of the task's `TaskInfo.data`): missing or wrong
 //! is 401, and so is an executor that is not the current launch of a node, with the same
 //! body (no one learns which executor ids exist); both are answered before the request's
@@ -31,6 +35,7 @@ pub mod http;
 mod json_cache;
 mod page;
 mod paging;
+mod plain;
 mod prom;
 mod state;
 mod state_render;
@@ -174,12 +179,20 @@ pub fn start_with(mut config: RestConfig, options: ServerOptions) -> Result<Rest
         .map_err(|e| format!("cannot read the REST server's address: {e}"))?;
     let stats = Arc::new(HttpStats::default());
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
-    let gate = match config.secrets.take() {
+    let secrets_gate = match config.secrets.take() {
         Some(updates) => Some(
             gate::start(updates)
                 .map_err(|e| format!("cannot start the REST secrets thread: {e}"))?,
         ),
         None => None,
+    };
+    let tls = config.tls.clone();
+    // Plain HTTP is refused first: a secret sent in clear is not even checked.
+    let gate: Option<Arc<http::Gate>> = match (&tls, secrets_gate) {
+        (None, secrets) => secrets,
+        (Some(_), secrets) => Some(Arc::new(move |req: &Request| {
+            plain::refusal(req).or_else(|| secrets.as_ref().and_then(|check| check(req)))
+        })),
     };
     let router = Arc::new(Router {
         binary: config.executor_binary.clone(),
@@ -203,7 +216,7 @@ pub fn start_with(mut config: RestConfig, options: ServerOptions) -> Result<Rest
         write_timeout: options.write_timeout,
     };
     let handler: Arc<http::Handler> = Arc::new(move |req: &Request| router.handle(req));
-    let server = http::Server::start_gated(listener, limits, stats, handler, gate)
+    let server = http::Server::start_gated(listener, limits, stats, handler, gate, tls)
         .map_err(|e| format!("cannot start the REST server threads: {e}"))?;
     info!("REST server listening on {addr}");
     Ok(RestHandle {

@@ -348,6 +348,9 @@ pub struct RestConfig {
     pub secrets: Option<Receiver<SecretUpdate>>,
     /// Set when the state lives where a relaunch loses it: `/health` and the page say so.
     pub state_warning: Option<String>,
+    /// The certificate and key the server presents. With it, the executor API and every
+    /// write are served over TLS only; without it (tests of the routes), all is plain HTTP.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// A change of the executor secrets the dispatcher accepts, published for the REST side's

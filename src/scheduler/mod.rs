@@ -15,6 +15,7 @@ pub mod executor_binary;
 pub mod exit;
 pub mod flags;
 pub mod gateway_work;
+pub mod identity;
 pub mod master;
 pub mod metrics;
 pub mod model;
@@ -67,6 +68,7 @@ fn run_steps(config: &Config, start_rest: exchange::StartRest) -> Step<i32> {
     }
     persist::setup::guard(config, &master::client_config(config), &mut state).map_err(fail)?;
 
+    let identity = identity::load(config).map_err(fail)?;
     let metrics = Arc::new(Metrics::default());
     let channels = wiring::Channels::new(&state);
     let binary = Arc::new(executor_binary::ExecutorBinary::new(executor_path(config)));
@@ -77,11 +79,15 @@ fn run_steps(config: &Config, start_rest: exchange::StartRest) -> Step<i32> {
         metrics: metrics.clone(),
         secrets: Some(channels.secrets.1.clone()),
         state_warning,
+        tls: Some(identity.server),
     })
     .map_err(fail)?;
     info!(
-        "REST API, status page and executor binary on {}",
-        config.scheduler_url()
+        "REST server on {} (status page, state, health, metrics and the executor binary) \
+         and {} (all of it, and the executor API), certificate {}",
+        config.scheduler_url(),
+        config.executor_api_url(),
+        identity.fingerprint
     );
     // Before the gateway checks, so that a scheduler waiting for the gateway still stops.
     if let Err(e) = signals::forward(channels.inputs.0.clone()) {
@@ -103,9 +109,11 @@ fn run_steps(config: &Config, start_rest: exchange::StartRest) -> Step<i32> {
     }
 
     let _threads = wiring::start_master_threads(config, &state, &channels, &metrics);
-    let chained = volume_driver_verifies(gateway.as_ref());
-    let mut dispatcher =
-        wiring::dispatcher(config, state, store, &channels, metrics, binary, chained);
+    let tls = wiring::TlsFacts {
+        fingerprint: identity.fingerprint.to_string(),
+        gateway_verified_by_chain: volume_driver_verifies(gateway.as_ref()),
+    };
+    let mut dispatcher = wiring::dispatcher(config, tls, state, store, &channels, metrics, binary);
     if let Some(client) = gateway {
         let inputs = channels.inputs.0.clone();
         wiring::start_gateway_worker(config, client, &mut dispatcher, inputs);

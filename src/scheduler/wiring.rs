@@ -92,15 +92,23 @@ pub fn start_master_threads(
     threads
 }
 
+/// What start-up established about TLS, which launches and plans carry on.
+pub struct TlsFacts {
+    /// The scheduler's certificate, as executors pin it.
+    pub fingerprint: String,
+    /// The gateway's certificate was checked by a chain and a name, which REX-Ray can repeat.
+    pub gateway_verified_by_chain: bool,
+}
+
 /// The dispatcher, owner of the model, with the settings the flags give it.
 pub fn dispatcher(
     config: &Config,
+    tls: TlsFacts,
     state: Persisted,
     store: crate::scheduler::persist::StateStore,
     channels: &Channels,
     metrics: Arc<Metrics>,
     binary: Arc<ExecutorBinary>,
-    gateway_verified_by_chain: bool,
 ) -> Dispatcher {
     let settings = placement::Settings {
         experimental: config.experimental,
@@ -114,6 +122,8 @@ pub fn dispatcher(
     let ctx = launch::LaunchContext {
         framework_id: state.model.framework_id.clone().unwrap_or_default(),
         scheduler_url: config.scheduler_url(),
+        api_url: config.executor_api_url(),
+        fingerprint: tls.fingerprint,
         loglevel: config.loglevel.to_string().to_lowercase(),
         executor_sha256: None,
     };
@@ -128,7 +138,7 @@ pub fn dispatcher(
     dispatcher.set_secret_feed(channels.secrets.0.clone());
     dispatcher.set_executor_binary(binary);
     let mut install = InstallSettings::from_config(config);
-    install.plan.volume_driver.verify_gateway = gateway_verified_by_chain;
+    install.plan.volume_driver.verify_gateway = tls.gateway_verified_by_chain;
     dispatcher.set_install_settings(install);
     if config.experimental {
         dispatcher.set_mdm_gateway_password(Some(config.storage.password.clone()));

@@ -206,6 +206,7 @@ fn main() {
             metrics: Arc::new(Metrics::default()),
             secrets: None,
             state_warning: None,
+            tls: None,
         },
         ServerOptions {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),

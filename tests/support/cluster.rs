@@ -307,6 +307,31 @@ pub fn proc_status_field(pid: u32, name: &str) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// The fingerprint of the certificate a scheduler presents, from the last start its log
+/// (`path`) records; `None` before it logged one.
+pub fn logged_fingerprint(path: &Path) -> Option<storage_framework::tls::Fingerprint> {
+    let log = std::fs::read_to_string(path).ok()?;
+    let at = log.rfind("certificate sha256:")? + "certificate ".len();
+    let token: String = log[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == ':')
+        .collect();
+    storage_framework::tls::Fingerprint::parse(&token).ok()
+}
+
+/// An HTTPS client for the scheduler's executor API that accepts the certificate of
+/// fingerprint `pin` only, as an executor's does; status codes are answers, not errors.
+pub fn pinned_agent(pin: storage_framework::tls::Fingerprint) -> ureq::Agent {
+    use storage_framework::tls;
+    let config = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .proxy(None)
+        .timeout_global(Some(Duration::from_secs(20)))
+        .build();
+    let verifier = std::sync::Arc::new(tls::PinnedVerifier::new(vec![pin]));
+    tls::agent(config, tls::client_config(verifier))
+}
+
 /// Executor id -> the secret its latest launch's `TaskInfo.data` carried, as the dev master
 /// handed it to the agent: the scheduler itself keeps only digests.
 pub fn launched_secrets(

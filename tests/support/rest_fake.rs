@@ -301,7 +301,7 @@ fn find_head_end(buf: &[u8]) -> Option<usize> {
 /// Reads one response from a keep-alive connection; `buf` keeps bytes of the next one.
 /// 1xx responses are skipped.
 pub fn read_response(
-    stream: &mut TcpStream,
+    stream: &mut impl Read,
     buf: &mut Vec<u8>,
     head: bool,
 ) -> std::io::Result<Reply> {
@@ -352,7 +352,7 @@ pub fn read_response(
     }
 }
 
-fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<()> {
+fn fill(stream: &mut impl Read, buf: &mut Vec<u8>) -> std::io::Result<()> {
     let mut tmp = [0u8; 64 * 1024];
     let n = stream.read(&mut tmp)?;
     if n == 0 {

@@ -108,11 +108,12 @@ struct Executor {
     tx: Option<Sender<Incoming>>,
     /// A node worker was started (at most one per executor: one node per agent).
     node_started: bool,
-    /// The scheduler's address as it last announced it (framework MESSAGE): it wins over
-    /// the one the task was launched with, since a scheduler may come back elsewhere.
-    scheduler_url: Option<String>,
-    /// Where announced addresses go to the node worker's API client.
-    moves: Option<Sender<String>>,
+    /// The scheduler's address and certificate as it last announced them (framework
+    /// MESSAGE): they win over the launch's, since a scheduler may come back elsewhere and
+    /// comes back with a new certificate.
+    announced: Option<crate::node::endpoint::Endpoint>,
+    /// Where announced endpoints go to the node worker's API client.
+    moves: Option<Sender<crate::node::endpoint::Endpoint>>,
 }
 
 impl Executor {
@@ -132,7 +133,7 @@ impl Executor {
             generation: 0,
             tx: None,
             node_started: false,
-            scheduler_url: None,
+            announced: None,
             moves: None,
         }
     }

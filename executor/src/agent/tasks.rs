@@ -3,22 +3,25 @@
 
 use super::{after, show, Executor, Flow, Incoming, NEVER};
 use crate::host::facts::Facts;
-use crate::node::{self, api, api::SchedulerApi, Outcome};
+use crate::node::endpoint::{self, Endpoint};
+use crate::node::{self, api::SchedulerApi, Outcome};
 use crate::payload::TaskPayload;
 use std::sync::mpsc;
 use std::thread;
 use std::time::Instant;
+use storage_framework::contract::env;
 use storage_framework::mesos::types::{task_status, TaskInfo, TaskState};
 
 /// The setting naming the scheduler's REST server.
-const SCHEDULER_URL: &str = storage_framework::contract::env::SCHEDULER_URL;
+const SCHEDULER_URL: &str = env::SCHEDULER_URL;
 
 impl Executor {
-    /// The scheduler announces its REST address after every (re-)subscription, so that
-    /// executors follow it to another host or port. The data is logged by size only.
+    /// The scheduler announces its REST address and certificate after every
+    /// (re-)subscription, so that executors follow it to another host or port and to its new
+    /// certificate. The data is logged by size only.
     pub(super) fn on_message(&mut self, data: &[u8]) {
-        let url = match api::announced_url(data) {
-            Ok(url) => url,
+        let announced = match endpoint::announced(data) {
+            Ok(e) => e,
             Err(e) => {
                 log::warn!(
                     "MESSAGE from the scheduler ({} bytes) ignored: {e}",
@@ -27,16 +30,17 @@ impl Executor {
                 return;
             }
         };
-        if self.scheduler_url.as_deref() == Some(url.as_str()) {
-            log::debug!("MESSAGE: the scheduler is still at {url}");
+        let Endpoint { url, pin } = &announced;
+        if self.announced.as_ref() == Some(&announced) {
+            log::debug!("MESSAGE: the scheduler is still at {url} ({pin})");
             return;
         }
-        log::info!("MESSAGE: the scheduler is at {url}");
+        log::info!("MESSAGE: the scheduler is at {url}, certificate {pin}");
         if let Some(moves) = &self.moves {
             // A finished worker has dropped its receiver; nothing is left to tell it.
-            let _ = moves.send(url.clone());
+            let _ = moves.send(announced.clone());
         }
-        self.scheduler_url = Some(url);
+        self.announced = Some(announced);
     }
 
     pub(super) fn on_launch(&mut self, task: TaskInfo) {
@@ -73,8 +77,9 @@ impl Executor {
         self.start_node(&id);
     }
 
-    /// Starts the node worker for the task: it needs the scheduler's URL and the executor
-    /// secret, which the scheduler puts in the task's data (never in the environment).
+    /// Starts the node worker for the task: it needs the scheduler's URL, its certificate's
+    /// fingerprint and the executor secret; the scheduler puts the last two in the task's
+    /// data (never in the environment).
     fn start_node(&mut self, task_id: &str) {
         if self.node_started {
             log::warn!("task {task_id}: the node worker already runs for an earlier task");
@@ -83,11 +88,10 @@ impl Executor {
         let Some(task) = self.book.task(task_id) else {
             return;
         };
-        let url = self
-            .scheduler_url
-            .clone()
-            .or_else(|| task.payload.settings.get(SCHEDULER_URL).cloned());
-        let secret = task.payload.data.as_deref().and_then(executor_secret);
+        let data = task.payload.data.as_deref().unwrap_or_default();
+        let url = task.payload.settings.get(SCHEDULER_URL).cloned();
+        let secret = data_field(data, env::DATA_EXECUTOR_SECRET);
+        let pin = data_field(data, env::DATA_SCHEDULER_FINGERPRINT);
         let (Some(url), Some(secret), Some(tx)) = (url, secret, self.tx.clone()) else {
             log::error!(
                 "task {task_id}: no {SCHEDULER_URL} setting or no executor secret in the task \
@@ -95,9 +99,27 @@ impl Executor {
             );
             return;
         };
+        let launched = pin
+            .ok_or_else(|| {
+                format!(
+                    "no {:?} in the task data: the scheduler's certificate is unknown, so its \
+                     executor API cannot be reached safely",
+                    env::DATA_SCHEDULER_FINGERPRINT
+                )
+            })
+            .and_then(|pin| Endpoint::new(&url, &pin));
+        // An announced endpoint is newer than the launch's.
+        let endpoint = match (self.announced.clone(), launched) {
+            (Some(e), _) | (None, Ok(e)) => e,
+            (None, Err(e)) => {
+                log::error!("task {task_id}: {e}");
+                self.on_node_outcome(task_id, Outcome::Failed(e));
+                return;
+            }
+        };
         let (moves, moved) = mpsc::channel();
         self.moves = Some(moves);
-        let api = SchedulerApi::new(&url, &self.config.executor_id, &secret, moved);
+        let api = SchedulerApi::new(endpoint, &self.config.executor_id, &secret, moved);
         let worker = node::Node::new(api, Facts::from_env(), self.config.sandbox.clone());
         let id = task_id.to_string();
         let spawned = thread::Builder::new().name("node".into()).spawn(move || {
@@ -185,10 +207,10 @@ impl Executor {
     }
 }
 
-/// `executor_secret` of the task data's JSON object.
-fn executor_secret(data: &[u8]) -> Option<String> {
+/// A non-empty string field of the task data's JSON object.
+fn data_field(data: &[u8], name: &str) -> Option<String> {
     let v: serde_json::Value = serde_json::from_slice(data).ok()?;
-    v.get(storage_framework::contract::env::DATA_EXECUTOR_SECRET)?
+    v.get(name)?
         .as_str()
         .filter(|s| !s.is_empty())
         .map(str::to_string)
@@ -199,13 +221,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_secret_comes_from_the_task_data() {
+    fn the_secret_and_the_pin_come_from_the_task_data() {
+        let secret = |data: &[u8]| data_field(data, env::DATA_EXECUTOR_SECRET);
         assert_eq!(
-            executor_secret(br#"{"executor_secret":"abc"}"#).as_deref(),
+            secret(br#"{"executor_secret":"abc"}"#).as_deref(),
             Some("abc")
         );
-        assert_eq!(executor_secret(br#"{"executor_secret":""}"#), None);
-        assert_eq!(executor_secret(br#"{"persona":"data"}"#), None);
-        assert_eq!(executor_secret(b"not json"), None);
+        assert_eq!(secret(br#"{"executor_secret":""}"#), None);
+        assert_eq!(secret(br#"{"persona":"data"}"#), None);
+        assert_eq!(secret(b"not json"), None);
+        assert_eq!(
+            data_field(
+                br#"{"executor_secret":"abc","scheduler_fingerprint":"sha256:00"}"#,
+                env::DATA_SCHEDULER_FINGERPRINT
+            )
+            .as_deref(),
+            Some("sha256:00")
+        );
     }
 }

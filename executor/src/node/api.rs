@@ -9,11 +9,14 @@
 //! secret, 404: this executor was replaced) ends the retries. A long outage is logged once
 //! when it starts and once when it ends, not per attempt.
 //!
-//! A scheduler may come back on another host or port. It then tells its running executors
-//! its new address with a framework MESSAGE ([`announced_url`]); the executor's main loop
-//! forwards that address over a channel, and the client switches to it at its next call,
-//! cutting short any backoff wait.
+//! A scheduler may come back on another host or port, and always with another certificate.
+//! It then tells its running executors its new address and certificate with a framework
+//! MESSAGE ([`super::endpoint::announced`]); the executor's main loop forwards them over a
+//! channel, and the client switches to them at its next call, cutting short any backoff wait.
+//! Calls go over TLS to the pinned certificate only (`endpoint.rs`, which also decides what
+//! another certificate leads to).
 
+use super::endpoint::{on_mismatch, Endpoint, Mismatch};
 use super::plan::Plan;
 use std::fmt;
 use std::io::Read;
@@ -28,8 +31,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_BODY: u64 = 1 << 20;
 const RETRY_START: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(30);
-/// Far more than `{"scheduler_url":"http://<253-byte host>:65535"}` needs.
-const MAX_ANNOUNCEMENT: usize = 4096;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApiError {
@@ -39,14 +40,17 @@ pub enum ApiError {
     Unreachable(String),
     /// An answer worth another try: 5xx, 429, a body that did not parse.
     Transient(String),
+    /// The scheduler's address presented another certificate than the pinned one.
+    Pin(String),
 }
 
 impl fmt::Display for ApiError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ApiError::Refused(s) | ApiError::Unreachable(s) | ApiError::Transient(s) => {
-                f.write_str(s)
-            }
+            ApiError::Refused(s)
+            | ApiError::Unreachable(s)
+            | ApiError::Transient(s)
+            | ApiError::Pin(s) => f.write_str(s),
         }
     }
 }
@@ -57,6 +61,8 @@ enum Link {
     Up,
     Unreachable,
     Failing,
+    /// Its address presents another certificate than the pinned one.
+    OtherCertificate,
 }
 
 /// The link after `result` and the one log line the change deserves, if any.
@@ -65,6 +71,7 @@ fn link_change(before: Link, result: &Result<(), ApiError>, root: &str) -> (Link
         Ok(()) | Err(ApiError::Refused(_)) => Link::Up,
         Err(ApiError::Unreachable(_)) => Link::Unreachable,
         Err(ApiError::Transient(_)) => Link::Failing,
+        Err(ApiError::Pin(_)) => Link::OtherCertificate,
     };
     if after == before {
         return (after, None);
@@ -74,6 +81,13 @@ fn link_change(before: Link, result: &Result<(), ApiError>, root: &str) -> (Link
             "scheduler at {root} unreachable ({e}); the task stays running, retrying with \
              backoff up to {} s (next log line when this changes)",
             RETRY_MAX.as_secs()
+        ),
+        Err(e @ ApiError::Pin(_)) => format!(
+            "{e}; a scheduler that failed over announces its new certificate: the task stays \
+             running, retrying with backoff up to {} s for at most {} min (next log line when \
+             this changes)",
+            RETRY_MAX.as_secs(),
+            super::endpoint::PIN_GRACE.as_secs() / 60
         ),
         Err(e) => format!(
             "scheduler at {root} answers with errors ({e}); retrying with backoff up to {} s \
@@ -86,45 +100,72 @@ fn link_change(before: Link, result: &Result<(), ApiError>, root: &str) -> (Link
 }
 
 pub struct SchedulerApi {
-    /// The scheduler's REST base URL (`http://host:port`).
-    root: String,
+    /// The scheduler's REST base URL (`https://host:port`) and its certificate.
+    endpoint: Endpoint,
     executor_id: String,
     secret: String,
+    /// Accepts the pinned certificate only; made anew when the pin changes.
     agent: ureq::Agent,
-    /// Newer base URLs the scheduler announced (framework MESSAGE), from the main loop.
-    moves: Receiver<String>,
+    /// Newer endpoints the scheduler announced (framework MESSAGE), from the main loop.
+    moves: Receiver<Endpoint>,
     link: Link,
+    /// A call with the current pin has succeeded.
+    pin_worked: bool,
+    /// Since when calls have met another certificate.
+    mismatch_since: Option<Instant>,
+}
+
+fn agent(endpoint: &Endpoint) -> ureq::Agent {
+    let config = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .proxy(None)
+        .timeout_connect(Some(CONNECT_TIMEOUT))
+        .timeout_global(Some(PLAN_WAIT + Duration::from_secs(10)))
+        .build();
+    endpoint.agent(config)
 }
 
 impl SchedulerApi {
-    /// `scheduler_url` is `STORAGE_SCHEDULER_URL` (`http://host:port`), or the latest one
-    /// the scheduler announced; `moves` brings later announcements.
+    /// `endpoint` is the launch's (`STORAGE_SCHEDULER_URL` and the task data's fingerprint),
+    /// or the latest one the scheduler announced; `moves` brings later announcements.
     pub fn new(
-        scheduler_url: &str,
+        endpoint: Endpoint,
         executor_id: &str,
         secret: &str,
-        moves: Receiver<String>,
+        moves: Receiver<Endpoint>,
     ) -> SchedulerApi {
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .proxy(None)
-            .timeout_connect(Some(CONNECT_TIMEOUT))
-            .timeout_global(Some(PLAN_WAIT + Duration::from_secs(10)))
-            .build()
-            .into();
         SchedulerApi {
-            root: scheduler_url.trim_end_matches('/').to_string(),
+            agent: agent(&endpoint),
+            endpoint,
             executor_id: executor_id.to_string(),
             secret: secret.to_string(),
-            agent,
             moves,
             link: Link::Up,
+            pin_worked: false,
+            mismatch_since: None,
         }
     }
 
     fn url(&self, action: Action) -> String {
-        format!("{}{}", self.root, api::path(&self.executor_id, action))
+        format!(
+            "{}{}",
+            self.endpoint.url,
+            api::path(&self.executor_id, action)
+        )
+    }
+
+    /// A failed call as an [`ApiError`]: another certificate than the pinned one is told
+    /// apart from a scheduler that is away.
+    fn call_error(&self, what: &str, e: ureq::Error) -> ApiError {
+        match certificate_error(&e) {
+            Some(cert) => ApiError::Pin(format!(
+                "{what}: the scheduler at {} presented another certificate than the one \
+                 it gave this executor ({cert})",
+                self.endpoint.url
+            )),
+            None => ApiError::Unreachable(format!("{what}: {e}")),
+        }
     }
 
     /// The plan: at once without `version`, else when it differs from `version` or `wait`
@@ -146,7 +187,7 @@ impl SchedulerApi {
             .get(&url)
             .header("Authorization", &format!("Bearer {}", self.secret))
             .call()
-            .map_err(|e| ApiError::Unreachable(format!("{what}: {e}")))?;
+            .map_err(|e| self.call_error(what, e))?;
         let status = response.status().as_u16();
         let body = read_body(response);
         match status {
@@ -169,7 +210,7 @@ impl SchedulerApi {
             .header("Authorization", &format!("Bearer {}", self.secret))
             .header("Content-Type", "application/json")
             .send(body.as_bytes())
-            .map_err(|e| ApiError::Unreachable(format!("{what}: {e}")))?;
+            .map_err(|e| self.call_error(&what, e))?;
         let status = response.status().as_u16();
         let text = read_body(response);
         if status == 200 {
@@ -198,7 +239,10 @@ impl SchedulerApi {
             }
             let result = f(self);
             let outcome = result.as_ref().map(|_| ()).map_err(Clone::clone);
-            let (link, line) = link_change(self.link, &outcome, &self.root);
+            if let Some(refused) = self.judge_pin(&outcome) {
+                return Err(refused);
+            }
+            let (link, line) = link_change(self.link, &outcome, &self.endpoint.url);
             self.link = link;
             match (&outcome, line) {
                 (Ok(()), Some(line)) => log::info!("{line}"),
@@ -212,8 +256,8 @@ impl SchedulerApi {
             let delay = backoff.next_delay();
             let until = Instant::now() + delay;
             match self.moves.recv_timeout(delay) {
-                Ok(url) => {
-                    self.follow(latest(&self.moves).unwrap_or(url));
+                Ok(endpoint) => {
+                    self.follow(latest(&self.moves).unwrap_or(endpoint));
                     backoff.reset();
                 }
                 Err(RecvTimeoutError::Timeout) => {}
@@ -225,47 +269,62 @@ impl SchedulerApi {
         }
     }
 
-    /// Switches to the scheduler's announced address.
-    fn follow(&mut self, url: String) {
-        if url != self.root {
-            log::info!("following the scheduler from {} to {url}", self.root);
-            self.root = url;
+    /// Keeps track of the pin; the refusal that ends the retries when another certificate
+    /// is not to be waited through.
+    fn judge_pin(&mut self, outcome: &Result<(), ApiError>) -> Option<ApiError> {
+        match outcome {
+            Err(ApiError::Pin(text)) => {
+                let since = *self.mismatch_since.get_or_insert_with(Instant::now);
+                match on_mismatch(self.pin_worked, since.elapsed()) {
+                    Mismatch::Wait => None,
+                    Mismatch::Fail => {
+                        log::error!("{text}; the node fails");
+                        Some(ApiError::Refused(text.clone()))
+                    }
+                }
+            }
+            Ok(()) | Err(ApiError::Transient(_) | ApiError::Refused(_)) => {
+                // The scheduler answered through the pinned certificate.
+                self.pin_worked = true;
+                self.mismatch_since = None;
+                None
+            }
+            Err(ApiError::Unreachable(_)) => None,
         }
+    }
+
+    /// Switches to the scheduler's announced address and certificate.
+    fn follow(&mut self, endpoint: Endpoint) {
+        if endpoint == self.endpoint {
+            return;
+        }
+        log::info!(
+            "following the scheduler from {} ({}) to {} ({})",
+            self.endpoint.url,
+            self.endpoint.pin,
+            endpoint.url,
+            endpoint.pin
+        );
+        if endpoint.pin != self.endpoint.pin {
+            self.agent = agent(&endpoint);
+            self.pin_worked = false;
+            self.mismatch_since = None;
+        }
+        self.endpoint = endpoint;
     }
 }
 
 /// The last of the queued announcements, if any.
-fn latest(moves: &Receiver<String>) -> Option<String> {
+fn latest(moves: &Receiver<Endpoint>) -> Option<Endpoint> {
     moves.try_iter().last()
 }
 
-/// The scheduler's REST base URL from a framework MESSAGE's data:
-/// `{"scheduler_url":"http://host:port"}`. Anything else is refused with the reason (never
-/// the data itself, which is not ours to log).
-pub fn announced_url(data: &[u8]) -> Result<String, String> {
-    if data.len() > MAX_ANNOUNCEMENT {
-        return Err(format!(
-            "{} bytes, more than the {MAX_ANNOUNCEMENT} an address needs",
-            data.len()
-        ));
-    }
-    let value: serde_json::Value =
-        serde_json::from_slice(data).map_err(|e| format!("not JSON: {e}"))?;
-    let url = value
-        .get(storage_framework::contract::env::ANNOUNCED_SCHEDULER_URL)
-        .and_then(|u| u.as_str())
-        .ok_or("no \"scheduler_url\" string in it")?;
-    let authority = url
-        .strip_prefix("http://")
-        .ok_or("\"scheduler_url\" is not an http:// URL")?;
-    let authority = authority.strip_suffix('/').unwrap_or(authority);
-    let host_port_chars = |c: char| c.is_ascii_alphanumeric() || ".-:[]_".contains(c);
-    if authority.is_empty() || !authority.chars().all(host_port_chars) {
-        return Err(
-            "\"scheduler_url\" must be http://host:port, with no path, query or user".into(),
-        );
-    }
-    Ok(format!("http://{authority}"))
+/// The certificate's rejection in a failed call, if that is what failed it. The pinning
+/// verifier's refusal reaches ureq's caller as text only (`storage_framework::tls`), naming
+/// the certificate seen and the pinned one.
+fn certificate_error(e: &ureq::Error) -> Option<String> {
+    let text = e.to_string();
+    text.contains(" is not the pinned ").then_some(text)
 }
 
 fn read_body(response: ureq::http::Response<ureq::Body>) -> Vec<u8> {
@@ -293,14 +352,20 @@ mod tests {
     use std::cell::Cell;
     use std::sync::mpsc;
 
-    fn api(url: &str) -> (SchedulerApi, mpsc::Sender<String>) {
+    const PIN: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+
+    fn at(url: &str) -> Endpoint {
+        Endpoint::new(url, PIN).unwrap()
+    }
+
+    fn api(url: &str) -> (SchedulerApi, mpsc::Sender<Endpoint>) {
         let (tx, rx) = mpsc::channel();
-        (SchedulerApi::new(url, "e1", "s3cret", rx), tx)
+        (SchedulerApi::new(at(url), "e1", "s3cret", rx), tx)
     }
 
     #[test]
     fn retry_stops_on_success_or_refusal() {
-        let (mut api, _tx) = api("http://127.0.0.1:9");
+        let (mut api, _tx) = api("https://127.0.0.1:9");
         let n = Cell::new(0);
         let r = api.retry(|_| {
             n.set(n.get() + 1);
@@ -317,15 +382,15 @@ mod tests {
 
     #[test]
     fn an_announced_address_ends_the_wait_and_takes_the_next_call() {
-        let (mut api, tx) = api("http://old:1/");
+        let (mut api, tx) = api("https://old:1/");
         let mut calls: Vec<(String, Instant)> = Vec::new();
         let r = api.retry(|a| {
-            calls.push((a.root.clone(), Instant::now()));
-            if a.root == "http://new:2" {
+            calls.push((a.endpoint.url.clone(), Instant::now()));
+            if a.endpoint.url == "https://new:2" {
                 return Ok(());
             }
             if calls.len() == 3 {
-                tx.send("http://new:2".into()).unwrap();
+                tx.send(at("https://new:2")).unwrap();
             }
             Err(ApiError::Unreachable("connection refused".into()))
         });
@@ -334,10 +399,10 @@ mod tests {
         assert_eq!(
             roots,
             [
-                "http://old:1",
-                "http://old:1",
-                "http://old:1",
-                "http://new:2"
+                "https://old:1",
+                "https://old:1",
+                "https://old:1",
+                "https://new:2"
             ]
         );
         // The third wait would be 400-800 ms; the announcement cut it short.
@@ -345,7 +410,7 @@ mod tests {
         assert!(gap < Duration::from_millis(200), "{gap:?}");
         assert!(api
             .url(Action::Plan)
-            .starts_with("http://new:2/api/v1/executors/e1/"));
+            .starts_with("https://new:2/api/v1/executors/e1/"));
     }
 
     #[test]
@@ -354,48 +419,63 @@ mod tests {
         let failing = Err(ApiError::Transient("503".into()));
         let mut link = Link::Up;
         let mut lines = Vec::new();
-        for r in [&down, &down, &down, &failing, &failing, &Ok(()), &Ok(())] {
-            let (l, line) = link_change(link, r, "http://s:1");
+        let other = Err(ApiError::Pin("another certificate".into()));
+        for r in [
+            &down,
+            &down,
+            &down,
+            &failing,
+            &failing,
+            &other,
+            &other,
+            &Ok(()),
+            &Ok(()),
+        ] {
+            let (l, line) = link_change(link, r, "https://s:1");
             link = l;
             lines.extend(line);
         }
-        assert_eq!(lines.len(), 3, "{lines:#?}");
+        assert_eq!(lines.len(), 4, "{lines:#?}");
         assert!(lines[0].contains("unreachable") && lines[0].contains("stays running"));
         assert!(lines[1].contains("answers with errors"));
-        assert!(lines[2].contains("answers again"));
+        assert!(lines[2].contains("another certificate") && lines[2].contains("15 min"));
+        assert!(lines[3].contains("answers again"));
     }
 
     #[test]
-    fn announcements_are_checked() {
-        let ok = announced_url(br#"{"scheduler_url":"http://10.0.0.7:31005/"}"#);
-        assert_eq!(ok.as_deref(), Ok("http://10.0.0.7:31005"));
-        assert_eq!(
-            announced_url(br#"{"scheduler_url":"http://[::1]:8080"}"#).as_deref(),
-            Ok("http://[::1]:8080")
-        );
-        for (bad, why) in [
-            (&b"not json"[..], "not JSON"),
-            (br#"{"url":"http://a:1"}"#, "no \"scheduler_url\""),
-            (br#"{"scheduler_url":7}"#, "no \"scheduler_url\""),
-            (br#"{"scheduler_url":"https://a:1"}"#, "not an http://"),
-            (br#"{"scheduler_url":"http://"}"#, "host:port"),
-            (br#"{"scheduler_url":"http://a:1/api"}"#, "host:port"),
-            (br#"{"scheduler_url":"http://u:p@a:1"}"#, "host:port"),
-            (br#"{"scheduler_url":"http://a b:1"}"#, "host:port"),
-        ] {
-            let e = announced_url(bad).unwrap_err();
-            assert!(e.contains(why), "{e} for {}", String::from_utf8_lossy(bad));
-        }
-        let huge = vec![b' '; MAX_ANNOUNCEMENT + 1];
-        assert!(announced_url(&huge).unwrap_err().contains("bytes"));
+    fn a_pin_that_never_worked_fails_at_once_and_one_that_worked_is_waited_on() {
+        let (mut api, _tx) = api("https://s:1");
+        let mismatch = || Err::<(), _>(ApiError::Pin("another certificate".into()));
+        let r = api.retry(|_| mismatch());
+        assert_eq!(r, Err(ApiError::Refused("another certificate".into())));
+        // Once the pin has worked, another certificate is retried (a new pin may come).
+        let n = Cell::new(0);
+        let r = api.retry(|_| {
+            n.set(n.get() + 1);
+            match n.get() {
+                1 => Ok(()),
+                2 => mismatch(),
+                _ => Ok(()),
+            }
+        });
+        assert_eq!(r, Ok(()));
+        let r = api.retry(|_| {
+            n.set(n.get() + 1);
+            if n.get() < 6 {
+                mismatch()
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!((r, n.get()), (Ok(()), 6));
     }
 
     #[test]
     fn every_route_of_the_contract_has_its_url() {
-        let (api, _tx) = api("http://s:1/");
+        let (api, _tx) = api("https://s:1/");
         for r in api::ROUTES {
             let url = api.url(r.action);
-            let path = url.strip_prefix("http://s:1").unwrap();
+            let path = url.strip_prefix("https://s:1").unwrap();
             assert_eq!(api::split_path(path), Some(("e1", r.segment)));
         }
     }

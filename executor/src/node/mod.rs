@@ -5,6 +5,7 @@
 pub mod api;
 pub mod cluster;
 pub mod download;
+pub mod endpoint;
 pub mod install;
 pub mod machine;
 pub mod plan;

@@ -3,10 +3,12 @@
 
 use super::message::{Later, Request, Response};
 use super::parse::{head_end, parse_head, refuse, Refusal};
+use super::tls;
 use super::write::write_response;
 use super::{lock, Queued, Shared, MAX_BODY, MAX_HEAD};
 use crossbeam_channel::Receiver;
 use log::debug;
+use rustls::ServerConnection;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -14,25 +16,44 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 /// How often an idle keep-alive connection checks whether others wait for a worker.
-const IDLE_SLICE: Duration = Duration::from_millis(500);
+pub(super) const IDLE_SLICE: Duration = Duration::from_millis(500);
 
 struct Conn {
     stream: TcpStream,
+    /// Set when the client opened with a TLS handshake: every byte read and written goes
+    /// through it.
+    tls: Option<Box<ServerConnection>>,
     /// The source address it counts under.
     source: IpAddr,
     /// Bytes read but not consumed (a pipelined next request may start here).
     buf: Vec<u8>,
 }
 
-enum Read1 {
+pub(super) enum Read1 {
     Data,
     Closed,
     TimedOut,
 }
 
 impl Conn {
+    fn send_continue(&mut self, deadline: Instant) {
+        const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+        let _ = match &mut self.tls {
+            None => self.stream.write_all(CONTINUE),
+            Some(t) => tls::seal(t, &[CONTINUE], false).and_then(|bytes| {
+                let left = deadline.saturating_duration_since(Instant::now());
+                self.stream
+                    .set_write_timeout(Some(left.max(Duration::from_millis(1))))?;
+                self.stream.write_all(&bytes)
+            }),
+        };
+    }
+
     /// One read, giving up at `deadline`.
     fn fill(&mut self, deadline: Instant) -> io::Result<Read1> {
+        if let Some(t) = &mut self.tls {
+            return tls::fill(&mut self.stream, t, &mut self.buf, deadline);
+        }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Ok(Read1::TimedOut);
@@ -60,31 +81,15 @@ impl Conn {
 }
 
 pub(super) fn serve(stream: TcpStream, source: IpAddr, shared: &Shared, queue: &Receiver<Queued>) {
-    let mut conn = Conn {
-        stream,
-        source,
-        buf: Vec::with_capacity(4096),
+    let Some(mut conn) = open(stream, source, shared) else {
+        return;
     };
     let mut first = true;
     loop {
         let req = match read_request(&mut conn, shared, queue, first) {
             Ok(Some(r)) => r,
             Ok(None) => return,
-            Err(r) => {
-                if r.status == 408 {
-                    shared.stats.timeouts.fetch_add(1, Relaxed);
-                }
-                debug!("REST: refused a request: {} {}", r.status, r.detail);
-                count(shared, r.status);
-                let resp = r
-                    .answer
-                    .unwrap_or_else(|| Response::error(r.status, r.error, &r.detail));
-                let deadline = Instant::now() + shared.limits.write_timeout;
-                if write_response(&mut conn.stream, &resp, false, false, deadline).is_ok() {
-                    shared.closer.linger(conn.stream);
-                }
-                return;
-            }
+            Err(r) => return refuse_and_close(conn, shared, r),
         };
         first = false;
         let started = Instant::now();
@@ -104,6 +109,7 @@ pub(super) fn serve(stream: TcpStream, source: IpAddr, shared: &Shared, queue: &
             // The answer comes later, from elsewhere: this worker is free for others.
             hand_over(Later {
                 stream: conn.stream,
+                tls: conn.tls,
                 head_only,
                 stats: shared.stats.clone(),
                 write_timeout: shared.limits.write_timeout,
@@ -125,9 +131,57 @@ pub(super) fn serve(stream: TcpStream, source: IpAddr, shared: &Shared, queue: &
             started.elapsed().as_secs_f64() * 1000.0
         );
         let deadline = Instant::now() + shared.limits.write_timeout;
-        if write_response(&mut conn.stream, &resp, head_only, keep, deadline).is_err() || !keep {
+        let tls = conn.tls.as_deref_mut();
+        if write_response(&mut conn.stream, tls, &resp, head_only, keep, deadline).is_err() || !keep
+        {
             return;
         }
+    }
+}
+
+/// The connection once its first byte told which kind it is, a TLS one after its handshake;
+/// `None` when it ended first. The handshake has the time of a request: a client that stops
+/// or trickles in the middle of it holds its worker no longer than a request's would.
+fn open(stream: TcpStream, source: IpAddr, shared: &Shared) -> Option<Conn> {
+    let first_byte = shared.limits.first_byte_timeout;
+    let kind = tls::peek_first(&stream, Instant::now() + first_byte, &shared.stopping)?;
+    let mut conn = Conn {
+        stream,
+        tls: None,
+        source,
+        buf: Vec::with_capacity(4096),
+    };
+    // A server without a certificate reads a handshake as a malformed request (400).
+    let (Some(config), tls::HANDSHAKE_RECORD) = (&shared.tls, kind) else {
+        return Some(conn);
+    };
+    let mut session = tls::accept(config).ok()?;
+    let deadline = Instant::now() + shared.limits.request_timeout;
+    if let Err(why) = tls::handshake(&mut conn.stream, &mut session, &mut conn.buf, deadline) {
+        if why == tls::TIMED_OUT {
+            shared.stats.timeouts.fetch_add(1, Relaxed);
+        }
+        debug!("REST: TLS handshake with {source} {why}");
+        return None;
+    }
+    conn.tls = Some(session);
+    Some(conn)
+}
+
+/// Answers a request refused before the handler, and closes.
+fn refuse_and_close(mut conn: Conn, shared: &Shared, r: Refusal) {
+    if r.status == 408 {
+        shared.stats.timeouts.fetch_add(1, Relaxed);
+    }
+    debug!("REST: refused a request: {} {}", r.status, r.detail);
+    count(shared, r.status);
+    let resp = r
+        .answer
+        .unwrap_or_else(|| Response::error(r.status, r.error, &r.detail));
+    let deadline = Instant::now() + shared.limits.write_timeout;
+    let tls = conn.tls.as_deref_mut();
+    if write_response(&mut conn.stream, tls, &resp, false, false, deadline).is_ok() {
+        shared.closer.linger(conn.stream);
     }
 }
 
@@ -167,6 +221,7 @@ fn read_request(
         headers: head.headers,
         body: Vec::new(),
         keep_alive: head.keep_alive,
+        tls: conn.tls.is_some(),
     };
     if let Some(answer) = shared.gate.as_ref().and_then(|gate| gate(&req)) {
         return Err(Refusal {
@@ -185,7 +240,7 @@ fn read_request(
     }
     let need = head_len + body_len;
     if head.expect_continue && conn.buf.len() < need {
-        let _ = conn.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
+        conn.send_continue(deadline);
     }
     if !fill_to(conn, need, shared, deadline)? {
         return Ok(None);

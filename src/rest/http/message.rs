@@ -15,6 +15,8 @@ pub struct Request {
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
     pub(super) keep_alive: bool,
+    /// Whether it came over TLS.
+    pub(super) tls: bool,
 }
 
 /// Method, path and header names only: header values carry credentials (Authorization),
@@ -69,6 +71,17 @@ impl Request {
         Ok(None)
     }
 
+    /// Whether the request came over TLS (and so was neither read nor alterable on the way).
+    pub fn is_tls(&self) -> bool {
+        self.tls
+    }
+
+    /// The same request as if it had come over TLS, for tests of the handlers.
+    pub fn over_tls(mut self) -> Self {
+        self.tls = true;
+        self
+    }
+
     /// For building requests in tests of the handlers.
     pub fn new(method: &str, target: &str, headers: Vec<(String, String)>, body: Vec<u8>) -> Self {
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
@@ -79,6 +92,7 @@ impl Request {
             headers,
             body,
             keep_alive: true,
+            tls: false,
         }
     }
 }
@@ -136,6 +150,7 @@ pub struct Response {
 /// A connection whose answer comes later, held by whoever answers it (not by a worker).
 pub struct Later {
     pub(super) stream: TcpStream,
+    pub(super) tls: Option<Box<rustls::ServerConnection>>,
     pub(super) head_only: bool,
     pub(super) stats: Arc<HttpStats>,
     pub(super) write_timeout: Duration,

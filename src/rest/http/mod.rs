@@ -12,13 +12,15 @@
 //! connection idle between requests gives its worker up as soon as other connections wait.
 //! One source address gets a share of the workers only (`slots.rs`); answers a client is
 //! slow to take and the lingering close after an error are finished by one thread
-//! (`closer.rs`), not by a worker.
+//! (`closer.rs`), not by a worker. TLS and plain HTTP share the port: a worker tells them
+//! apart by a connection's first byte (`tls.rs`).
 
 mod closer;
 mod conn;
 mod message;
 mod parse;
 mod slots;
+mod tls;
 mod write;
 
 pub use message::{percent_decode, reason, Body, Later, Request, Response};
@@ -105,6 +107,8 @@ struct Shared {
     /// Places per source address; connections waiting for one are held here.
     slots: Mutex<Slots<TcpStream>>,
     closer: Closer,
+    /// Set when connections that open with a TLS handshake are served over TLS.
+    tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// A connection for a worker, with the source address it counts under.
@@ -124,16 +128,18 @@ impl Server {
         stats: Arc<HttpStats>,
         handler: Arc<Handler>,
     ) -> io::Result<Server> {
-        Server::start_gated(listener, limits, stats, handler, None)
+        Server::start_gated(listener, limits, stats, handler, None, None)
     }
 
-    /// [`start`](Self::start), with a [`Gate`] in front of the handler.
+    /// [`start`](Self::start), with a [`Gate`] in front of the handler, and TLS (on the same
+    /// port as plain HTTP, told apart by the first byte) when `tls` is given.
     pub fn start_gated(
         listener: TcpListener,
         limits: Limits,
         stats: Arc<HttpStats>,
         handler: Arc<Handler>,
         gate: Option<Arc<Gate>>,
+        tls: Option<Arc<rustls::ServerConfig>>,
     ) -> io::Result<Server> {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
@@ -147,6 +153,7 @@ impl Server {
             next_id: AtomicU64::new(0),
             slots: Mutex::new(Slots::new(limits.per_address, limits.per_address_waiting)),
             closer: Closer::start(limits.closing)?,
+            tls,
         });
         let (tx, rx) = crossbeam_channel::bounded::<Queued>(limits.queue.max(1));
         let mut server = Server {
@@ -273,8 +280,11 @@ fn busy(shared: &Shared, mut s: TcpStream, why: &str) {
     shared.stats.rejected.fetch_add(1, Relaxed);
     shared.stats.responses[5].fetch_add(1, Relaxed);
     // A fresh socket's send buffer is empty: this small write does not block.
+    // Plain even to a client that opens with TLS: it sees a failed handshake, and retries
+    // as after any connection error.
     let answered = write_response(
         &mut s,
+        None,
         &Response::error(503, "server busy", &format!("{why}; retry shortly"))
             .with_header("Retry-After", "1"),
         false,

@@ -2,6 +2,7 @@
 //! reader.
 
 use super::message::{reason, Later, Response};
+use rustls::ServerConnection;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::net::TcpStream;
@@ -32,18 +33,32 @@ fn encode(resp: &Response, head_only: bool, keep_alive: bool) -> (String, &[u8])
     (head, if send_body { body } else { &[] })
 }
 
+/// Sends `resp` by `deadline`, through `tls` when the connection has it (then closing the
+/// TLS session too when the connection is not kept).
 pub(super) fn write_response(
     stream: &mut TcpStream,
+    tls: Option<&mut ServerConnection>,
     resp: &Response,
     head_only: bool,
     keep_alive: bool,
     deadline: Instant,
 ) -> io::Result<()> {
     let (head, body) = encode(resp, head_only, keep_alive);
+    if let Some(tls) = tls {
+        let sealed = super::tls::seal(tls, &[head.as_bytes(), body], !keep_alive)?;
+        return write_by(stream, &mut [io::IoSlice::new(&sealed)], deadline);
+    }
     // Head and body in one system call (and so one segment for small answers) without
     // copying the body.
-    let mut bufs = [io::IoSlice::new(head.as_bytes()), io::IoSlice::new(body)];
-    let mut bufs = &mut bufs[..];
+    write_by(
+        stream,
+        &mut [io::IoSlice::new(head.as_bytes()), io::IoSlice::new(body)],
+        deadline,
+    )
+}
+
+fn write_by(stream: &mut TcpStream, bufs: &mut [io::IoSlice], deadline: Instant) -> io::Result<()> {
+    let mut bufs = bufs;
     while !bufs.is_empty() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -68,9 +83,18 @@ impl Later {
         let class = usize::from(resp.status / 100).min(5);
         self.stats.responses[class].fetch_add(1, Relaxed);
         let (head, body) = encode(resp, self.head_only, false);
-        let mut bytes = Vec::with_capacity(head.len() + body.len());
-        bytes.extend_from_slice(head.as_bytes());
-        bytes.extend_from_slice(body);
+        let bytes = match self.tls {
+            Some(mut tls) => match super::tls::seal(&mut tls, &[head.as_bytes(), body], true) {
+                Ok(sealed) => sealed,
+                Err(_) => return,
+            },
+            None => {
+                let mut bytes = Vec::with_capacity(head.len() + body.len());
+                bytes.extend_from_slice(head.as_bytes());
+                bytes.extend_from_slice(body);
+                bytes
+            }
+        };
         let deadline = Instant::now() + self.write_timeout;
         self.closer.send_and_close(self.stream, bytes, deadline);
     }

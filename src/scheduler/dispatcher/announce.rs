@@ -5,8 +5,9 @@
 //! live launch where it is now, with a framework MESSAGE (v1 scheduler call `MESSAGE`:
 //! master -> agent -> executor event `MESSAGE`).
 //!
-//! The data is `{"scheduler_url":"http://host:port"}`; it carries no secret, since the
-//! executor already holds its own. Framework messages are best effort in Mesos (an agent
+//! The data is `{"scheduler_url":"https://host:port","scheduler_fingerprint":"sha256:..."}`:
+//! a scheduler that failed over presents a new certificate, and executors accept only the
+//! one they were told of. It carries no secret, since the executor already holds its own. Framework messages are best effort in Mesos (an agent
 //! drops one for an executor that is not registered yet, a master in trouble refuses the
 //! call), and an executor that missed its message would poll a dead address until the next
 //! subscription. So an executor that should be talking to us (a live launch, not resting in
@@ -144,9 +145,10 @@ impl Reannounce {
     }
 }
 
-/// The MESSAGE data announcing `scheduler_url`.
-pub(super) fn announcement(scheduler_url: &str) -> Vec<u8> {
-    serde_json::json!({ crate::contract::env::ANNOUNCED_SCHEDULER_URL: scheduler_url })
+/// The MESSAGE data announcing the executor API's URL and the certificate's fingerprint.
+pub(super) fn announcement(api_url: &str, fingerprint: &str) -> Vec<u8> {
+    use crate::contract::env::{ANNOUNCED_FINGERPRINT, ANNOUNCED_SCHEDULER_URL};
+    serde_json::json!({ ANNOUNCED_SCHEDULER_URL: api_url, ANNOUNCED_FINGERPRINT: fingerprint })
         .to_string()
         .into_bytes()
 }
@@ -177,9 +179,10 @@ impl Dispatcher {
             .collect();
         if !targets.is_empty() {
             info!(
-                "telling {} executor(s) this scheduler is at {}",
+                "telling {} executor(s) this scheduler is at {} ({})",
                 targets.len(),
-                self.ctx.scheduler_url
+                self.ctx.api_url,
+                self.ctx.fingerprint
             );
         }
         self.reannounce.announced_to_all(self.clock.now_ms());
@@ -221,7 +224,7 @@ impl Dispatcher {
         info!(
             "telling {} quiet executor(s) again that this scheduler is at {} ({}{})",
             targets.len(),
-            self.ctx.scheduler_url,
+            self.ctx.api_url,
             hosts.join(", "),
             if targets.len() > hosts.len() {
                 ", ..."
@@ -234,7 +237,7 @@ impl Dispatcher {
 
     /// The address MESSAGE to each (agent, executor).
     fn send_address(&mut self, targets: Vec<(String, String)>) {
-        let data = announcement(&self.ctx.scheduler_url);
+        let data = announcement(&self.ctx.api_url, &self.ctx.fingerprint);
         for (agent_id, executor_id) in targets {
             let mut c = self.call(call::Type::Message);
             c.message = Some(call::Message {

@@ -584,6 +584,8 @@ mod tests {
             LaunchContext {
                 framework_id: String::new(),
                 scheduler_url: "http://sched:8080".into(),
+                api_url: "https://sched:8080".into(),
+                fingerprint: "sha256:ab".into(),
                 loglevel: "info".into(),
                 executor_sha256: Some("0".repeat(64)),
             },
@@ -1523,7 +1525,10 @@ mod tests {
         let data: serde_json::Value = serde_json::from_slice(&m.data.0).unwrap();
         assert_eq!(
             data,
-            serde_json::json!({"scheduler_url": "http://sched:8080"})
+            serde_json::json!({
+                "scheduler_url": "https://sched:8080",
+                "scheduler_fingerprint": "sha256:ab"
+            })
         );
     }
 

@@ -228,6 +228,7 @@ impl Check<'_> {
         let rest_listen = self
             .ip("rest.listen")
             .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+        let rest_tls = self.rest_tls();
 
         let executor = ExecutorResources {
             cpu_mdm: self.positive("executor.cpu.mdm", 1.5),
@@ -249,6 +250,7 @@ impl Check<'_> {
             rest_port,
             rest_address,
             rest_listen,
+            rest_tls,
             masters,
             encoding,
             framework,

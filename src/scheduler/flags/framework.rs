@@ -1,8 +1,10 @@
 //! Validation of the framework, master and REST flags: log level, masters, failover timeout
-//! and the address executors use to reach this scheduler.
+//! and the address executors use to reach this scheduler, and its TLS certificate files.
 
 use super::check::Check;
 use super::values::{parse_duration, parse_master};
+use super::TlsFiles;
+use std::path::PathBuf;
 use std::time::Duration;
 
 impl Check<'_> {
@@ -56,6 +58,31 @@ impl Check<'_> {
                     ),
                 );
                 DEFAULT
+            }
+        }
+    }
+
+    /// `-rest.tls.cert` and `-rest.tls.key`, both or neither.
+    pub(super) fn rest_tls(&mut self) -> Option<TlsFiles> {
+        match (self.raw("rest.tls.cert"), self.raw("rest.tls.key")) {
+            (Some(cert), Some(key)) => Some(TlsFiles {
+                cert: PathBuf::from(cert),
+                key: PathBuf::from(key),
+            }),
+            (None, None) => None,
+            (Some(_), None) => {
+                self.fail(
+                    "rest.tls.cert",
+                    "give -rest.tls.key with it (both or neither)",
+                );
+                None
+            }
+            (None, Some(_)) => {
+                self.fail(
+                    "rest.tls.key",
+                    "give -rest.tls.cert with it (both or neither)",
+                );
+                None
             }
         }
     }

@@ -37,6 +37,9 @@ pub struct Config {
     pub rest_address: String,
     /// The address the REST server listens on.
     pub rest_listen: IpAddr,
+    /// The operator's certificate and key for the REST server's TLS; `None`: a self-signed
+    /// one made at start.
+    pub rest_tls: Option<TlsFiles>,
     /// `host:port` of each master, `http://` and the API path stripped, in the order given.
     pub masters: Vec<String>,
     pub encoding: Encoding,
@@ -55,6 +58,13 @@ pub struct Config {
     pub store: StoreSettings,
     /// Said at start, one line each (a password given as a plain flag value).
     pub warnings: Vec<String>,
+}
+
+/// `-rest.tls.cert` and `-rest.tls.key`: PEM files, read at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 #[derive(Debug, Clone)]
@@ -175,9 +185,15 @@ pub fn unverified_warning(flag: &str) -> String {
 }
 
 impl Config {
-    /// Base URL of this scheduler's REST server as agents and operators reach it.
+    /// Base URL of this scheduler's REST server as agents and operators reach it over plain
+    /// HTTP (the executor binary, the read-only routes).
     pub fn scheduler_url(&self) -> String {
         format!("http://{}:{}", self.rest_address, self.rest_port)
+    }
+
+    /// The same server over TLS, on the same port: the executor API's base URL.
+    pub fn executor_api_url(&self) -> String {
+        format!("https://{}:{}", self.rest_address, self.rest_port)
     }
 
     /// One log line of the effective settings; no secrets (URIs' passwords masked).
@@ -1150,6 +1166,29 @@ mod tests {
             let e = one_error(&with(&[], &[&format!("-rest.address={bad}")]));
             assert_mentions(&e, &["-rest.address:", "is not a host name or IP address"]);
         }
+    }
+
+    #[test]
+    fn the_rest_certificate_and_key_come_both_or_neither() {
+        assert_eq!(run(&with(&[], &[])).rest_tls, None);
+        let c = run(&with(
+            &[],
+            &[
+                "-rest.tls.cert=/etc/s/cert.pem",
+                "-rest.tls.key=/etc/s/key.pem",
+            ],
+        ));
+        assert_eq!(
+            c.rest_tls,
+            Some(TlsFiles {
+                cert: "/etc/s/cert.pem".into(),
+                key: "/etc/s/key.pem".into()
+            })
+        );
+        let e = one_error(&with(&[], &["-rest.tls.cert=/etc/s/cert.pem"]));
+        assert_mentions(&e, &["-rest.tls.cert:", "give -rest.tls.key with it"]);
+        let e = one_error(&with(&[], &["-rest.tls.key=/etc/s/key.pem"]));
+        assert_mentions(&e, &["-rest.tls.key:", "give -rest.tls.cert with it"]);
     }
 
     #[test]

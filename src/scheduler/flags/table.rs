@@ -86,6 +86,10 @@ static HEAD: &[FlagDef] = &[
         "Host or IP address the executors use to reach this scheduler"),
     flag!(G_REST, "rest.listen", "ip", "0.0.0.0",
         "IP address the REST server listens on (0.0.0.0: every IPv4 address, :: every address)"),
+    flag!(G_REST, "rest.tls.cert", "path", "",
+        "PEM file of the certificate (chain, leaf first) the REST server presents over TLS; give -rest.tls.key with it. Not given: a new self-signed certificate for -rest.address and this machine's hostname at each start, its key never written anywhere. Executors accept only this certificate (they get its SHA-256)"),
+    flag!(G_REST, "rest.tls.key", "path", "",
+        "PEM file of that certificate's private key (PKCS#8, PKCS#1 or SEC1); refused when group or others may read it"),
     flag!(G_STORAGE, "storage.password", "password", "",
         "Password of the storage gateway's admin user. Required from one of: -storage.password, -storage.password.file, or the environment variable STORAGE_PASSWORD (first given wins, in that order; giving both flags is an error). The file and the environment keep it out of process listings"),
     // The password off the command line.

@@ -11,8 +11,14 @@ use crate::scheduler::model::Persona;
 #[derive(Debug, Clone)]
 pub struct LaunchContext {
     pub framework_id: String,
-    /// Base URL of this scheduler's REST server as agents reach it, e.g. `http://10.0.0.5:8080`.
+    /// Base URL of this scheduler's REST server as agents reach it, e.g. `http://10.0.0.5:8080`:
+    /// where the agents' fetcher takes the executor binary.
     pub scheduler_url: String,
+    /// The same server over TLS (`https://10.0.0.5:8080`): the executor API's base URL.
+    pub api_url: String,
+    /// `sha256:<hex>` of the certificate the REST server presents, the only one executors
+    /// accept.
+    pub fingerprint: String,
     /// Log level handed to the executors.
     pub loglevel: String,
     /// SHA-256 (hex) of the executor binary served now; `None` when it cannot be read (the
@@ -78,7 +84,7 @@ pub fn task_info(ctx: &LaunchContext, l: Launch<'_>) -> TaskInfo {
         }],
         environment: Some(Environment {
             variables: vec![
-                var(env::SCHEDULER_URL, &ctx.scheduler_url),
+                var(env::SCHEDULER_URL, &ctx.api_url),
                 var(env::PERSONA, l.persona.as_str()),
                 var(env::LOG_LEVEL, &ctx.loglevel),
             ],
@@ -90,7 +96,11 @@ pub fn task_info(ctx: &LaunchContext, l: Launch<'_>) -> TaskInfo {
     // The secret travels in the task's data, which the master's and agents' state endpoints
     // do not serve (unlike the ExecutorInfo environment): Mesos' `json(const Task&)` writes no
     // data field, and a `Task` does not even keep it.
-    let data = serde_json::json!({ env::DATA_EXECUTOR_SECRET: l.secret }).to_string();
+    let data = serde_json::json!({
+        env::DATA_EXECUTOR_SECRET: l.secret,
+        env::DATA_SCHEDULER_FINGERPRINT: ctx.fingerprint,
+    })
+    .to_string();
     TaskInfo {
         name: format!("storage {} on {}", l.persona, l.hostname).into(),
         data: Some(crate::mesos::Bytes(data.into_bytes())),
@@ -136,6 +146,8 @@ mod tests {
         let ctx = LaunchContext {
             framework_id: "fw".into(),
             scheduler_url: "http://10.0.0.5:8080".into(),
+            api_url: "https://10.0.0.5:8080".into(),
+            fingerprint: "sha256:ab".into(),
             loglevel: "debug".into(),
             executor_sha256: Some("ab".repeat(32)),
         };
@@ -166,8 +178,11 @@ mod tests {
             env.iter().all(|v| v.value.as_deref() != Some("s3cr3t")),
             "the secret is in the environment"
         );
+        let api_url = env.iter().find(|v| v.name == env::SCHEDULER_URL).unwrap();
+        assert_eq!(api_url.value.as_deref(), Some("https://10.0.0.5:8080"));
         let data: serde_json::Value = serde_json::from_slice(&t.data.unwrap().0).unwrap();
         assert_eq!(data["executor_secret"], "s3cr3t");
+        assert_eq!(data["scheduler_fingerprint"], "sha256:ab");
         assert_eq!(ex.framework_id.unwrap().value, "fw");
         assert_eq!(t.task_id.value, "storage.h1.3");
     }

@@ -524,24 +524,59 @@ fn synthetic_agents_with_a_fetcher_download_the_executor_before_it_runs() {
     );
 }
 
+/// One request read from `stream`: its path, its Authorization header and its body.
+fn read_request(stream: &mut impl Read) -> Option<(String, Option<String>, String)> {
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).ok()?;
+    let path = line.split(' ').nth(1)?.to_string();
+    let (mut auth, mut length) = (None, 0);
+    loop {
+        let mut header = String::new();
+        reader.read_line(&mut header).ok()?;
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        let (name, value) = header.split_once(':')?;
+        match name.to_ascii_lowercase().as_str() {
+            "authorization" => auth = Some(value.trim().to_string()),
+            "content-length" => length = value.trim().parse().ok()?,
+            _ => {}
+        }
+    }
+    let mut body = vec![0u8; length];
+    reader.read_exact(&mut body).ok()?;
+    Some((path, auth, String::from_utf8(body).ok()?))
+}
+
 #[test]
 fn emulated_executors_report_phases_to_running_with_their_secret() {
-    // Plays the scheduler's executor API: records each phase report it is sent.
-    let api = std::sync::Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
-    let url = format!("http://{}", api.server_addr().to_ip().unwrap());
+    // Plays the scheduler's executor API over TLS: records each phase report it is sent.
+    let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let pin = storage_framework::tls::Fingerprint::of(made.cert.der());
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(made.key_pair.serialize_der().into());
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![made.cert.der().clone()], key)
+        .unwrap();
+    let tls = std::sync::Arc::new(tls);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
     let (tx, reports) = crossbeam_channel::unbounded();
-    let server = api.clone();
     std::thread::spawn(move || {
-        while let Ok(mut req) = server.recv() {
-            let auth = req
-                .headers()
-                .iter()
-                .find(|h| h.field.equiv("Authorization"))
-                .map(|h| h.value.to_string());
-            let mut body = String::new();
-            let _ = req.as_reader().read_to_string(&mut body);
-            let _ = tx.send((req.url().to_string(), auth, body));
-            let _ = req.respond(tiny_http::Response::empty(204));
+        for sock in listener.incoming().flatten() {
+            let conn = rustls::ServerConnection::new(tls.clone()).unwrap();
+            let mut stream = rustls::StreamOwned::new(conn, sock);
+            if let Some(report) = read_request(&mut stream) {
+                let _ = tx.send(report);
+                let _ = stream.write_all(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n");
+                stream.conn.send_close_notify();
+                let _ = stream.flush();
+            }
         }
     });
     let c = cluster(0, |cfg| {
@@ -554,8 +589,9 @@ fn emulated_executors_report_phases_to_running_with_their_secret() {
     let env = exec.command.as_mut().unwrap().environment.as_mut().unwrap();
     env.variables[0].value = Some(text(&url));
     let mut task = executor_task("t1", &o, exec);
+    let data = serde_json::json!({"executor_secret": "s3cret", "scheduler_fingerprint": pin});
     task.data = Some(storage_framework::mesos::Bytes(
-        br#"{"executor_secret":"s3cret"}"#.to_vec(),
+        data.to_string().into_bytes(),
     ));
     s.accept(&[&o], vec![task]);
     let st = s.update_for("t1", TaskState::Running);

@@ -24,11 +24,29 @@ const SCHEDULER_URL_VAR: &str = storage_framework::contract::env::SCHEDULER_URL;
 /// The executor secret in a task's data (`{"executor_secret": "..."}`), as the storage
 /// scheduler sends it and the storage executor reads it.
 pub(super) fn secret_of(task: &TaskInfo) -> Option<String> {
+    credentials_field(task, storage_framework::contract::env::DATA_EXECUTOR_SECRET)
+}
+
+fn credentials_field(task: &TaskInfo, name: &str) -> Option<String> {
     let data = task.data.as_ref()?;
     let v: serde_json::Value = serde_json::from_slice(&data.0).ok()?;
-    v[storage_framework::contract::env::DATA_EXECUTOR_SECRET]
-        .as_str()
-        .map(str::to_string)
+    v[name].as_str().map(str::to_string)
+}
+
+/// The executor secret and the scheduler's certificate fingerprint in a task's data, as the
+/// scheduler sends them and the storage executor reads them.
+fn credentials_of(task: &TaskInfo) -> Option<Credentials> {
+    use storage_framework::contract::env;
+    Some(Credentials {
+        secret: credentials_field(task, env::DATA_EXECUTOR_SECRET)?,
+        pin: credentials_field(task, env::DATA_SCHEDULER_FINGERPRINT)?,
+    })
+}
+
+/// Never logged.
+pub(super) struct Credentials {
+    secret: String,
+    pin: String,
 }
 
 /// What an emulated executor needs to report node phases to the scheduler's executor REST
@@ -38,20 +56,24 @@ pub(super) struct PhaseReportTarget {
     pub scheduler_url: String,
     /// Never logged.
     pub secret: String,
+    /// The fingerprint of the only certificate the scheduler may present.
+    pub pin: String,
     pub executor_id: String,
 }
 
 impl PhaseReportTarget {
-    fn new(info: &ExecutorInfo, secret: Option<String>) -> Option<Self> {
+    fn new(info: &ExecutorInfo, credentials: Option<Credentials>) -> Option<Self> {
         let url = info
             .command
             .as_ref()
             .and_then(|c| c.environment.as_ref())
             .and_then(|e| e.variables.iter().find(|v| v.name == SCHEDULER_URL_VAR))
             .and_then(|v| v.value.as_ref())?;
+        let Credentials { secret, pin } = credentials?;
         Some(PhaseReportTarget {
             scheduler_url: url.to_string(),
-            secret: secret?,
+            secret,
+            pin,
             executor_id: info.executor_id.value.to_string(),
         })
     }
@@ -214,8 +236,9 @@ impl Cluster {
             e.queued.push(task);
             return;
         }
-        let secret = secret_of(&task);
-        self.synthetic_start_task(agent, fw_id, &eid, &task_id, command_task.is_none(), secret);
+        let credentials = credentials_of(&task);
+        let custom = command_task.is_none();
+        self.synthetic_start_task(agent, fw_id, &eid, &task_id, custom, credentials);
     }
 
     /// The executor's URIs are fetched: it starts, and with it the tasks that waited.
@@ -232,13 +255,13 @@ impl Cluster {
             return;
         }
         e.state = ExecState::Running;
-        let tasks: Vec<(String, Option<String>)> = e
+        let tasks: Vec<(String, Option<Credentials>)> = e
             .queued
             .drain(..)
-            .map(|t| (t.task_id.value.to_string(), secret_of(&t)))
+            .map(|t| (t.task_id.value.to_string(), credentials_of(&t)))
             .collect();
-        for (task_id, secret) in tasks {
-            self.synthetic_start_task(agent, &fw, &eid, &task_id, true, secret);
+        for (task_id, credentials) in tasks {
+            self.synthetic_start_task(agent, &fw, &eid, &task_id, true, credentials);
         }
     }
 
@@ -251,7 +274,7 @@ impl Cluster {
         eid: &str,
         task_id: &str,
         custom_executor: bool,
-        secret: Option<String>,
+        credentials: Option<Credentials>,
     ) {
         let a = &mut self.agents[agent];
         let Some(e) = a
@@ -273,7 +296,7 @@ impl Cluster {
             Some(fresh_uuid()),
         );
         let target = custom_executor
-            .then(|| PhaseReportTarget::new(&e.info, secret))
+            .then(|| PhaseReportTarget::new(&e.info, credentials))
             .flatten();
         // The agent plays a command task's executor: its updates are no executor's to
         // acknowledge, as in `process_event`.

@@ -10,10 +10,12 @@
 
 use super::synthetic::PhaseReportTarget;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use storage_framework::contract::api::{self, Action, PhaseReport};
 use storage_framework::contract::Phase;
+use storage_framework::tls::{self, Fingerprint, PinnedVerifier};
 
 /// The phases a pre-configured node reports, in order.
 const WALK: [Phase; 5] = [
@@ -47,14 +49,22 @@ impl PhaseReporter {
     }
 }
 
+/// An HTTPS client that accepts the scheduler's certificate of fingerprint `pin` only, as
+/// the storage executor's does; `None` for a malformed pin.
+fn pinned(pin: &str) -> Option<ureq::Agent> {
+    let pin = Fingerprint::parse(pin).ok()?;
+    let config = ureq::Agent::config_builder()
+        .proxy(None)
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build();
+    let verifier = Arc::new(PinnedVerifier::new(vec![pin]));
+    Some(tls::agent(config, tls::client_config(verifier)))
+}
+
 fn walk(new: &Receiver<PhaseReportTarget>, every: Duration) {
-    let http = ureq::Agent::new_with_config(
-        ureq::Agent::config_builder()
-            .proxy(None)
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(10)))
-            .build(),
-    );
+    // One client per scheduler certificate (a failed-over scheduler has a new one).
+    let mut clients: HashMap<String, Option<ureq::Agent>> = HashMap::new();
     let mut walking: VecDeque<(PhaseReportTarget, usize)> = VecDeque::new();
     let mut next = Instant::now();
     loop {
@@ -83,6 +93,13 @@ fn walk(new: &Receiver<PhaseReportTarget>, every: Duration) {
             api::path(&target.executor_id, Action::Phase)
         );
         let body = serde_json::to_string(&PhaseReport::entered(WALK[step])).unwrap_or_default();
+        let http = clients
+            .entry(target.pin.clone())
+            .or_insert_with(|| pinned(&target.pin));
+        let Some(http) = http else {
+            log::warn!("{}: malformed scheduler fingerprint", target.executor_id);
+            continue;
+        };
         let sent = http
             .post(&url)
             .header("Authorization", &format!("Bearer {}", target.secret))
