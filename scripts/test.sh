@@ -15,6 +15,7 @@ command -v curl >/dev/null || missing+=(curl)
 command -v go >/dev/null || missing+=(golang-go)             # mesos-go interop test (tests/interop.rs)
 command -v python3 >/dev/null || missing+=(python3)          # scripts/deploy.sh
 command -v chromium >/dev/null || missing+=(chromium)        # status page browser test
+command -v openssl >/dev/null || missing+=(openssl)          # the test proxy's certificate (tests/support/proxy.rs)
 # The ZooKeeper store's tests start a standalone server from this package (tests/support/zookeeper.rs).
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 python3 -c 'import jsonschema' 2>/dev/null || missing+=(python3-jsonschema) # tests/packaging.rs
