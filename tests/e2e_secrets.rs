@@ -629,6 +629,20 @@ fn an_executor_refuses_another_certificate_and_its_node_fails_naming_it() {
         let sent = String::from_utf8_lossy(&c.up[..c.up.len().min(200)]).into_owned();
         panic!("an executor accepted the proxy's certificate (connection {i}) and sent: {sent}");
     }
+    // Each refusal names the certificate the executor was given and the one it saw.
+    let real = cluster::logged_fingerprint(&rig.dir.join("scheduler.log"))
+        .expect("the scheduler logs its certificate's fingerprint");
+    let forged = storage_framework::tls::Fingerprint::of(
+        &std::fs::read(rig.dir.join("mitm").join("cert.der")).expect("the proxy's certificate"),
+    );
+    for (host, error) in &refused {
+        for f in [real, forged] {
+            assert!(
+                error.contains(&f.to_string()),
+                "{host}: {f} not in: {error}"
+            );
+        }
+    }
     let refusals = conns.iter().filter(|c| c.tls_refused.is_some()).count();
     assert!(
         refusals >= AGENTS,
