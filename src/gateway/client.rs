@@ -196,16 +196,6 @@ impl fmt::Debug for GatewayClient {
     }
 }
 
-/// TLS with ring as the crypto provider, named here because ureq is built without a
-/// default one (that default would also bundle the public root CAs, which this client never
-/// trusts).
-fn unverified_tls() -> ureq::tls::TlsConfig {
-    ureq::tls::TlsConfig::builder()
-        .unversioned_rustls_crypto_provider(crate::tls::provider())
-        .disable_verification(true)
-        .build()
-}
-
 impl GatewayClient {
     pub fn new(config: GatewayConfig) -> Result<GatewayClient, GatewayError> {
         let chained = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -222,10 +212,10 @@ impl GatewayClient {
             .timeout_resolve(Some(config.connect_timeout))
             .timeout_connect(Some(config.connect_timeout))
             .timeout_global(Some(config.request_timeout));
-        let agent = match tls {
-            Some(tls) => crate::tls::agent(http.build(), tls),
-            None => http.tls_config(unverified_tls()).build().into(),
-        };
+        let tls = tls.unwrap_or_else(|| {
+            crate::tls::client_config(Arc::new(crate::tls::Checked(crate::tls::AnyCertificate)))
+        });
+        let agent = crate::tls::agent(http.build(), tls);
         let backoff = Backoff::new(config.retry_base, config.retry_base * 16);
         Ok(GatewayClient {
             config,
@@ -452,7 +442,7 @@ impl GatewayClient {
     fn transport_error(&self, e: ureq::Error) -> GatewayError {
         let address = self.config.address.clone();
         let detail = e.to_string();
-        let tls = matches!(e, ureq::Error::Tls(_) | ureq::Error::Rustls(_))
+        let tls = matches!(e, ureq::Error::Tls(_))
             || ["certificate", "handshake", "tls", "CertificateUnknown"]
                 .iter()
                 .any(|w| {

@@ -13,10 +13,11 @@
 //! Every verifier still checks the handshake signatures, so only the key's holder passes.
 
 use crate::tls::{self, Fingerprint};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::danger::{ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
+use rustls::CertificateError;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -91,8 +92,8 @@ impl Trust {
         let verifier: Arc<dyn ServerCertVerifier> = match self {
             Trust::Insecure => return Ok(None),
             Trust::Pinned(pins) => Arc::new(tls::PinnedVerifier::new(pins.clone())),
-            Trust::Ca(path) => Arc::new(CaVerifier::from_file(path, chained)?),
-            Trust::FirstUse(first) => Arc::new(FirstUseVerifier(first.clone())),
+            Trust::Ca(path) => Arc::new(tls::Checked(CaVerifier::from_file(path, chained)?)),
+            Trust::FirstUse(first) => Arc::new(tls::Checked(FirstUseVerifier(first.clone()))),
         };
         Ok(Some(tls::client_config(verifier)))
     }
@@ -170,8 +171,8 @@ impl FirstUse {
 #[derive(Debug)]
 struct FirstUseVerifier(Arc<FirstUse>);
 
-impl ServerCertVerifier for FirstUseVerifier {
-    fn verify_server_cert(
+impl tls::LeafCheck for FirstUseVerifier {
+    fn check(
         &self,
         end_entity: &CertificateDer<'_>,
         _intermediates: &[CertificateDer<'_>],
@@ -183,28 +184,6 @@ impl ServerCertVerifier for FirstUseVerifier {
             .check(Fingerprint::of(end_entity.as_ref()))
             .map(|()| ServerCertVerified::assertion())
             .map_err(rustls::Error::General)
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        tls::verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        tls::verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        tls::supported_schemes()
     }
 }
 
@@ -249,12 +228,9 @@ fn read_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String
     let pem = std::fs::read(path)
         .map_err(|e| format!("{CA_FLAG}: cannot read {}: {e}", path.display()))?;
     let mut certs = Vec::new();
-    for item in ureq::tls::parse_pem(&pem) {
+    for item in CertificateDer::pem_slice_iter(&pem) {
         match item {
-            Ok(ureq::tls::PemItem::Certificate(c)) => {
-                certs.push(CertificateDer::from(c.der().to_vec()))
-            }
-            Ok(_) => {}
+            Ok(c) => certs.push(c),
             Err(e) => return Err(format!("{CA_FLAG}: {} is not PEM: {e}", path.display())),
         }
     }
@@ -267,8 +243,8 @@ fn read_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String
     Ok(certs)
 }
 
-impl ServerCertVerifier for CaVerifier {
-    fn verify_server_cert(
+impl tls::LeafCheck for CaVerifier {
+    fn check(
         &self,
         end_entity: &CertificateDer<'_>,
         intermediates: &[CertificateDer<'_>],
@@ -289,28 +265,6 @@ impl ServerCertVerifier for CaVerifier {
             })?;
         self.chained.store(true, Ordering::Relaxed);
         Ok(verified)
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        tls::verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        tls::verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        tls::supported_schemes()
     }
 }
 
@@ -408,10 +362,10 @@ mod tests {
     const BY_SITE_CA: &str = include_str!("testdata/gateway-by-site-ca.pem");
 
     fn der(pem: &str) -> CertificateDer<'static> {
-        match ureq::tls::parse_pem(pem.as_bytes()).next() {
-            Some(Ok(ureq::tls::PemItem::Certificate(c))) => CertificateDer::from(c.der().to_vec()),
-            _ => panic!("no certificate in the fixture"),
-        }
+        CertificateDer::pem_slice_iter(pem.as_bytes())
+            .next()
+            .and_then(Result::ok)
+            .expect("a certificate in the fixture")
     }
 
     fn chained() -> Arc<AtomicBool> {
@@ -430,11 +384,11 @@ mod tests {
         path
     }
 
-    fn verify(v: &dyn ServerCertVerifier, cert: &str, name: &str) -> Result<(), String> {
+    fn verify(v: &dyn tls::LeafCheck, cert: &str, name: &str) -> Result<(), String> {
         let name = ServerName::try_from(name.to_string()).expect("server name");
         // Inside every fixture's validity (2026 to 2126).
         let now = UnixTime::since_unix_epoch(std::time::Duration::from_secs(1_900_000_000));
-        v.verify_server_cert(&der(cert), &[], &name, &[], now)
+        v.check(&der(cert), &[], &name, &[], now)
             .map(|_| ())
             .map_err(|e| e.to_string())
     }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 pub use connector::agent;
 pub use fingerprint::{Fingerprint, FingerprintError};
-pub use pin::{supported_schemes, verify_tls12_signature, verify_tls13_signature, PinnedVerifier};
+pub use pin::{AnyCertificate, Checked, LeafCheck, PinnedVerifier, Pins};
 
 /// The one crypto provider of the crate: ring, named here because neither ureq nor rustls is
 /// built with a default one.

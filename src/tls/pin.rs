@@ -9,18 +9,19 @@ use rustls::{DigitallySignedStruct, SignatureScheme};
 
 use super::Fingerprint;
 
+/// The listed leaf certificates, the only ones [`PinnedVerifier`] accepts.
 #[derive(Debug)]
-pub struct PinnedVerifier {
-    pins: Vec<Fingerprint>,
-}
+pub struct Pins(Vec<Fingerprint>);
+
+pub type PinnedVerifier = Checked<Pins>;
 
 impl PinnedVerifier {
     pub fn new(pins: Vec<Fingerprint>) -> PinnedVerifier {
-        PinnedVerifier { pins }
+        Checked(Pins(pins))
     }
 
     pub fn pins(&self) -> &[Fingerprint] {
-        &self.pins
+        &self.0 .0
     }
 }
 
@@ -38,8 +39,43 @@ fn refused(seen: Fingerprint, pins: &[Fingerprint]) -> rustls::Error {
     ))
 }
 
-impl ServerCertVerifier for PinnedVerifier {
-    fn verify_server_cert(
+/// What a verifier of the crate decides about a peer's certificate. The handshake
+/// signatures are checked the same way for all of them, by [`Checked`].
+pub trait LeafCheck: std::fmt::Debug + Send + Sync {
+    fn check(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error>;
+}
+
+/// Every certificate: only for a peer the operator chose not to verify
+/// (`-storage.gateway.insecure=true`).
+#[derive(Debug)]
+pub struct AnyCertificate;
+
+impl LeafCheck for AnyCertificate {
+    fn check(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+}
+
+/// A [`LeafCheck`] as a rustls verifier, with ring's handshake signature checks.
+#[derive(Debug)]
+pub struct Checked<C>(pub C);
+
+impl LeafCheck for Pins {
+    fn check(
         &self,
         end_entity: &CertificateDer<'_>,
         _intermediates: &[CertificateDer<'_>],
@@ -48,11 +84,25 @@ impl ServerCertVerifier for PinnedVerifier {
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         let seen = Fingerprint::of(end_entity.as_ref());
-        if self.pins.contains(&seen) {
+        if self.0.contains(&seen) {
             Ok(ServerCertVerified::assertion())
         } else {
-            Err(refused(seen, &self.pins))
+            Err(refused(seen, &self.0))
         }
+    }
+}
+
+impl<C: LeafCheck> ServerCertVerifier for Checked<C> {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        self.0
+            .check(end_entity, intermediates, server_name, ocsp_response, now)
     }
 
     fn verify_tls12_signature(
@@ -78,8 +128,8 @@ impl ServerCertVerifier for PinnedVerifier {
     }
 }
 
-/// The handshake signature checks of ring's provider, for every verifier of the crate.
-pub fn verify_tls12_signature(
+/// The handshake signature checks of ring's provider.
+fn verify_tls12_signature(
     message: &[u8],
     cert: &CertificateDer<'_>,
     dss: &DigitallySignedStruct,
@@ -92,7 +142,7 @@ pub fn verify_tls12_signature(
     )
 }
 
-pub fn verify_tls13_signature(
+fn verify_tls13_signature(
     message: &[u8],
     cert: &CertificateDer<'_>,
     dss: &DigitallySignedStruct,
@@ -105,7 +155,7 @@ pub fn verify_tls13_signature(
     )
 }
 
-pub fn supported_schemes() -> Vec<SignatureScheme> {
+fn supported_schemes() -> Vec<SignatureScheme> {
     rustls::crypto::ring::default_provider()
         .signature_verification_algorithms
         .supported_schemes()
