@@ -5,7 +5,7 @@ use storage_framework::secret::mask_uri_credentials;
 use storage_framework::{logging, rest};
 
 fn main() {
-    let hardening = no_core_dumps();
+    let hardening = storage_framework::secret::no_core_dumps();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let env = |name: &str| std::env::var(name).ok();
     let config = match flags::parse(&args, &env) {
@@ -42,46 +42,4 @@ fn main() {
     let start_rest: scheduler::exchange::StartRest =
         Box::new(move |c| rest::start(c, listen).map(|h| Box::new(h) as Box<dyn std::any::Any>));
     std::process::exit(scheduler::run(*config, start_rest));
-}
-
-/// No core dump of this process, and no other process of its user may read its memory: a
-/// dump would hold the gateway and REX-Ray passwords and the secret of every launch in flight.
-fn no_core_dumps() -> Result<(), String> {
-    let zero = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: setrlimit and prctl on this process, with a valid rlimit and plain integers.
-    if unsafe { libc::setrlimit(libc::RLIMIT_CORE, &zero) } != 0 {
-        return Err(format!(
-            "setrlimit(RLIMIT_CORE, 0): {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    // SAFETY: as above.
-    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
-        return Err(format!(
-            "prctl(PR_SET_DUMPABLE, 0): {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    /// Run in the test process itself, which then cannot dump core either.
-    #[test]
-    fn no_core_file_and_not_dumpable() {
-        super::no_core_dumps().expect("hardening");
-        let mut limit = libc::rlimit {
-            rlim_cur: 1,
-            rlim_max: 1,
-        };
-        // SAFETY: getrlimit and prctl on this process, with a valid rlimit to fill.
-        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_CORE, &mut limit) }, 0);
-        assert_eq!((limit.rlim_cur, limit.rlim_max), (0, 0));
-        // SAFETY: as above.
-        assert_eq!(unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) }, 0);
-    }
 }

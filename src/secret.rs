@@ -241,9 +241,49 @@ pub fn mask_uri_credentials(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// No core dump of this process, and no other process of its user may read its memory: a
+/// dump would hold the passwords and executor secrets it works with (the scheduler's, or an
+/// executor's and its plan's). The limit is inherited by the commands an executor runs.
+pub fn no_core_dumps() -> Result<(), String> {
+    let zero = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: setrlimit and prctl on this process, with a valid rlimit and plain integers.
+    if unsafe { libc::setrlimit(libc::RLIMIT_CORE, &zero) } != 0 {
+        return Err(format!(
+            "setrlimit(RLIMIT_CORE, 0): {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: as above.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(format!(
+            "prctl(PR_SET_DUMPABLE, 0): {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Run in the test process itself, which then cannot dump core either.
+    #[test]
+    fn no_core_file_and_not_dumpable() {
+        no_core_dumps().expect("hardening");
+        let mut limit = libc::rlimit {
+            rlim_cur: 1,
+            rlim_max: 1,
+        };
+        // SAFETY: getrlimit and prctl on this process, with a valid rlimit to fill.
+        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_CORE, &mut limit) }, 0);
+        assert_eq!((limit.rlim_cur, limit.rlim_max), (0, 0));
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) }, 0);
+    }
 
     #[test]
     fn debug_and_display_are_redacted() {

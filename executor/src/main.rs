@@ -19,7 +19,7 @@ use storage_framework::sha256;
 const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
-    let hardening = no_core_dumps();
+    let hardening = storage_framework::secret::no_core_dumps();
     // Agents start the executor without arguments; `-version` is for operators checking a
     // release artifact.
     if std::env::args()
@@ -49,47 +49,4 @@ fn main() -> ExitCode {
     }
     let code = agent::run(config, client);
     ExitCode::from(u8::try_from(code).unwrap_or(1))
-}
-
-/// No core dump of this process, and no other process of its user may read its memory: a
-/// dump would hold the executor's secret and the passwords of its plan. The limit is
-/// inherited by the commands it runs.
-fn no_core_dumps() -> Result<(), String> {
-    let zero = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: setrlimit and prctl on this process, with a valid rlimit and plain integers.
-    if unsafe { libc::setrlimit(libc::RLIMIT_CORE, &zero) } != 0 {
-        return Err(format!(
-            "setrlimit(RLIMIT_CORE, 0): {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    // SAFETY: as above.
-    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
-        return Err(format!(
-            "prctl(PR_SET_DUMPABLE, 0): {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    /// Run in the test process itself, which then cannot dump core either.
-    #[test]
-    fn no_core_file_and_not_dumpable() {
-        super::no_core_dumps().expect("hardening");
-        let mut limit = libc::rlimit {
-            rlim_cur: 1,
-            rlim_max: 1,
-        };
-        // SAFETY: getrlimit and prctl on this process, with a valid rlimit to fill.
-        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_CORE, &mut limit) }, 0);
-        assert_eq!((limit.rlim_cur, limit.rlim_max), (0, 0));
-        // SAFETY: as above.
-        assert_eq!(unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) }, 0);
-    }
 }
