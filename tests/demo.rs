@@ -222,12 +222,22 @@ fn experimental_demo_exits_0_with_the_trio_built_and_every_node_running() {
 fn ctrl_c_stops_everything() {
     let work = work_dir("ctrl-c");
     let log = work.join("demo.log");
-    let mut child = demo(&work, &["--agents", "2"])
+    let mut command = demo(&work, &["--agents", "2"]);
+    command
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
-        .process_group(0)
-        .spawn()
-        .expect("run demo.sh");
+        .process_group(0);
+    // A shell cannot trap a signal that was ignored when it started, and a test run started
+    // in the background (`scripts/test.sh &`) passes SIGINT on ignored: give the demo what an
+    // operator's terminal gives it.
+    // SAFETY: between fork and exec only `signal` runs, which is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().expect("run demo.sh");
     wait_for(
         "the demo waiting for Ctrl-C with every node running",
         Duration::from_secs(120),
