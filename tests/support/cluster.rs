@@ -311,8 +311,10 @@ pub fn proc_status_field(pid: u32, name: &str) -> Option<u64> {
 /// (`path`) records; `None` before it logged one.
 pub fn logged_fingerprint(path: &Path) -> Option<storage_framework::tls::Fingerprint> {
     let log = std::fs::read_to_string(path).ok()?;
-    let at = log.rfind("certificate sha256:")? + "certificate ".len();
-    let token: String = log[at..]
+    // The REST server's start line: the log names other certificates too (the gateway's).
+    let line = log.lines().rev().find(|l| l.contains("REST server on"))?;
+    let at = line.rfind("certificate sha256:")? + "certificate ".len();
+    let token: String = line[at..]
         .chars()
         .take_while(|c| c.is_ascii_alphanumeric() || *c == ':')
         .collect();
