@@ -267,15 +267,7 @@ fn executors_outlive_an_absent_scheduler_and_follow_it_to_a_new_port() {
         .filter(|(_, t)| t.contains(&format!("the scheduler is at {new_url}, certificate {pin}")));
     assert_eq!(told.count(), AGENTS, "{logs:#?}");
     // No task ended, no executor ended, none started since the scheduler went away.
-    for kind in [
-        LaunchEvent::ExecutorStarted,
-        LaunchEvent::ExecutorTerminated,
-    ] {
-        let seen = events_after(&rig.m, mark, kind);
-        assert!(seen.is_empty(), "{seen:#?}");
-    }
-    let second_log = rig.log("second.log");
-    assert!(!second_log.contains("ended TASK_"), "{second_log}");
+    assert_no_task_or_executor_ended_since(&rig, mark);
     drop(second);
 }
 
@@ -328,16 +320,8 @@ fn a_scheduler_back_on_the_same_port_is_followed_to_its_new_certificate() {
         .iter()
         .filter(|(_, t)| t.contains(&format!("certificate {pin}")));
     assert_eq!(told.count(), AGENTS, "{logs:#?}");
-    // No node failed, no executor ended or started.
-    for kind in [
-        LaunchEvent::ExecutorStarted,
-        LaunchEvent::ExecutorTerminated,
-    ] {
-        let seen = events_after(&rig.m, mark, kind);
-        assert!(seen.is_empty(), "{seen:#?}");
-    }
-    let second_log = rig.log("second.log");
-    assert!(!second_log.contains("ended TASK_"), "{second_log}");
+    // No task ended, no executor ended, none started since the scheduler went away.
+    assert_no_task_or_executor_ended_since(&rig, mark);
     drop(second);
 }
 
@@ -457,4 +441,17 @@ fn a_host_back_under_a_new_agent_id_keeps_its_node_and_gets_one_executor() {
     let record = rig.m.launch_log().unwrap();
     let most = max_concurrent_executors(&record, "storage-executor.");
     assert!(most.values().all(|n| *n == 1), "{most:?}");
+}
+
+/// Since `mark`, no executor started or ended, and the second scheduler saw no task end.
+fn assert_no_task_or_executor_ended_since(rig: &Rig, mark: u64) {
+    for kind in [
+        LaunchEvent::ExecutorStarted,
+        LaunchEvent::ExecutorTerminated,
+    ] {
+        let seen = events_after(&rig.m, mark, kind);
+        assert!(seen.is_empty(), "{seen:#?}");
+    }
+    let second_log = rig.log("second.log");
+    assert!(!second_log.contains("ended TASK_"), "{second_log}");
 }
