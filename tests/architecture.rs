@@ -170,6 +170,8 @@ fn scheduler_allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("standin", &["exchange", "model"][..]),
         ("master", &["exchange", "flags", "metrics", "stop"][..]),
         ("gateway_work", &["model", "flags", "metrics"][..]),
+        // Pure: the health model reads the model and the gateway worker's poll report.
+        ("health", &["model", "gateway_work"][..]),
         (
             "dispatcher",
             &[
@@ -181,6 +183,7 @@ fn scheduler_allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "persist",
                 "placement",
                 "gateway_work",
+                "health",
                 "flags",
                 "executor_binary",
             ][..],
@@ -202,6 +205,7 @@ fn scheduler_allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "persist",
                 "placement",
                 "gateway_work",
+                "health",
                 "executor_binary",
             ][..],
         ),

@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod env;
+pub mod health;
 pub mod ids;
 pub mod persona;
 pub mod phase;

@@ -55,6 +55,7 @@ fn render(v: &View, window: &Window, previous: Option<&Render>) -> Result<Render
             launch_seq: m.launch_seq,
             heartbeat_secs: m.heartbeat_secs,
             pools: m.pools.clone(),
+            health: m.health.clone(),
         },
         generated_ms: v.generated_ms,
         generation: v.generation,

@@ -15,6 +15,7 @@ pub mod executor_binary;
 pub mod exit;
 pub mod flags;
 pub mod gateway_work;
+pub mod health;
 pub mod identity;
 pub mod master;
 pub mod metrics;

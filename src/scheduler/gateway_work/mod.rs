@@ -196,6 +196,8 @@ impl StorageSide {
             Report::Node(r) => self.on_node(model, r),
             // The dispatcher keeps it with the state it saves; the model has no place for it.
             Report::Certificate { .. } => false,
+            // The dispatcher hands these to the health model (`scheduler/health/`).
+            Report::Health(_) | Report::HealthFailed { .. } => false,
         }
     }
 

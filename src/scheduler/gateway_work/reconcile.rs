@@ -310,6 +310,7 @@ pub fn capacity_of(
         used_pct,
         over_threshold: used_pct > threshold_pct,
         read_ms,
+        ..PoolCapacity::default()
     }
 }
 

@@ -1,6 +1,7 @@
 //! What the gateway worker tells the dispatcher. A leaf: the worker hands these to a sink it
 //! is given, and the dispatcher's input type wraps them, so neither side imports the other.
 
+use crate::gateway::types::{Device, MdmCluster, Sdc, Sds};
 use crate::scheduler::model::PoolCapacity;
 use crate::tls::Fingerprint;
 
@@ -9,6 +10,13 @@ use crate::tls::Fingerprint;
 pub enum Report {
     Node(NodeReport),
     Capacity(Vec<PoolCapacity>),
+    /// One health poll's answers (`scheduler/health/` maps them onto the model).
+    Health(Box<HealthPoll>),
+    /// A health poll the gateway did not answer: why, and when (clock ms).
+    HealthFailed {
+        error: String,
+        at_ms: u64,
+    },
     /// The gateway's certificate was trusted on first use: to be kept in the state store
     /// (with the state, not in the model).
     Certificate {
@@ -27,4 +35,21 @@ pub struct NodeReport {
     pub sdc_connected: bool,
     /// Why the node is not ready yet (the gateway's reason), `None` when it is.
     pub error: Option<String>,
+}
+
+/// What one health poll read: every SDS, device and SDC the gateway lists, every pool the
+/// framework uses with its capacity and health figures (one `querySelectedStatistics`), and
+/// the MDM cluster. A fixed handful of requests, whatever the number of nodes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HealthPoll {
+    /// When the answers were read (clock ms).
+    pub read_ms: u64,
+    pub sdss: Vec<Sds>,
+    pub devices: Vec<Device>,
+    pub sdcs: Vec<Sdc>,
+    pub pools: Vec<PoolCapacity>,
+    /// `None`: the gateway listed no system.
+    pub mdm: Option<MdmCluster>,
+    /// Requests the poll took (the bench's `gateway_requests_per_health_poll_1000`).
+    pub requests: u32,
 }

@@ -434,6 +434,8 @@ fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<FromRecords, Store
             heartbeat_secs: root.heartbeat_secs,
             // Pool capacity is read from the gateway again at start; never stored.
             pools: Vec::new(),
+            // Likewise the cluster's health: polled again; until then `unknown`.
+            health: Default::default(),
         },
         gateway_certificate: None,
     };

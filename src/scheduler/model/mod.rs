@@ -13,6 +13,12 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+pub mod health;
+pub use health::{
+    ClusterHealth, DeviceStatus, Health, HealthState, HostHealth, MdmMemberStatus, MdmStatus,
+    NodeStorage, SdsStatus,
+};
+
 /// The version of the persisted state format this build writes and reads.
 pub const STATE_VERSION: u32 = 1;
 
@@ -252,6 +258,16 @@ pub struct Node {
     /// `phase`, a relaunch or a failure does not reset it: the next executor resumes here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<Phase>,
+    /// The node's storage health, derived from `storage`, `host` and the cluster's data
+    /// (`scheduler/health/`); `unknown` until both have been read.
+    #[serde(default)]
+    pub health: Health,
+    /// The executor's last host report (a running node's executor keeps checking its host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<Box<HostHealth>>,
+    /// What the gateway's last poll said of this node's SDS and devices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<Box<NodeStorage>>,
 }
 
 impl Node {
@@ -279,6 +295,9 @@ impl Node {
             gone_since_ms: None,
             updated_ms: now_ms,
             progress: None,
+            health: Health::default(),
+            host: None,
+            storage: None,
         }
     }
 
@@ -305,6 +324,9 @@ pub struct ClusterModel {
     /// Storage pools' capacity as last read from the gateway.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pools: Vec<PoolCapacity>,
+    /// The storage cluster's health (MDM cluster, pools, the gateway data's age).
+    #[serde(default)]
+    pub health: ClusterHealth,
 }
 
 /// The nodes by agent id, each shared (`Arc`) with the views and the store's last save until
@@ -476,6 +498,30 @@ pub struct PoolCapacity {
     /// Above `-storage.threshold`.
     pub over_threshold: bool,
     pub read_ms: u64,
+    /// Data with one copy missing, still readable (`degradedHealthyCapacityInKb`).
+    #[serde(default)]
+    pub degraded_healthy_bytes: u64,
+    /// Data with one copy missing, the other failed (`degradedFailedCapacityInKb`).
+    #[serde(default)]
+    pub degraded_failed_bytes: u64,
+    /// Data with no copy (`failedCapacityInKb`).
+    #[serde(default)]
+    pub failed_bytes: u64,
+    /// Data on SDSs in maintenance mode (`inMaintenanceCapacityInKb`).
+    #[serde(default)]
+    pub in_maintenance_bytes: u64,
+    /// Waiting to be rebuilt (`pendingFwdRebuildCapacityInKb` + `pendingBckRebuildCapacityInKb`).
+    #[serde(default)]
+    pub pending_rebuild_bytes: u64,
+    /// Waiting to be rebalanced (`pendingRebalanceCapacityInKb`).
+    #[serde(default)]
+    pub pending_rebalance_bytes: u64,
+    /// Being rebuilt or rebalanced now (`movingCapacityInKb`).
+    #[serde(default)]
+    pub moving_bytes: u64,
+    /// The pool's health (degraded or rebuilding data, over `-health.capacity.warn`).
+    #[serde(default)]
+    pub health: Health,
 }
 
 impl ClusterModel {
