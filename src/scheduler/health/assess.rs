@@ -1,31 +1,623 @@
 //! From facts to health: a gateway poll onto the model's nodes and pools, then every node's,
 //! pool's and the cluster's health again, with the changes for the log.
+//!
+//! The rules per node are in `node.rs`, per pool and for the cluster in `pool.rs`. A node is
+//! written to only when what it holds changes: at 10,000 nodes an unchanged poll or
+//! assessment copies none of them (they stay shared with the views and the store's save).
 
-use super::{Change, HealthSettings};
+use super::node::{contact_ms, node_health, Context};
+use super::pool::{cluster_health, pool_health, Tally};
+use super::{age_text, millis, Change, HealthSettings, CONTACT_STALE, GATEWAY_STALE};
+use crate::gateway::types::{Device, MdmCluster, MdmMember, Sds};
 use crate::scheduler::gateway_work::report::HealthPoll;
-use crate::scheduler::model::ClusterModel;
+use crate::scheduler::model::{
+    ClusterHealth, ClusterModel, DeviceStatus, Health, MdmMemberStatus, MdmStatus, Node,
+    NodeStorage, Phase, PoolCapacity, SdsStatus,
+};
+use std::collections::HashMap;
 
 /// Puts a poll's answers into the model: each node's `storage` (its SDS found by id, else by
 /// IP) and `sdc_connected`, the pools, the MDM cluster, `health.read_ms`. A node whose facts
 /// did not change is not written to (it stays shared, nothing is saved for it).
+///
+/// A node the gateway lists nothing for keeps `storage: None` (no box per node that has no
+/// SDS yet); `health.read_ms` says that the gateway was read. A node without a known IP keeps
+/// its `sdc_connected`.
 pub fn apply_poll(model: &mut ClusterModel, poll: &HealthPoll, settings: &HealthSettings) {
-    let _ = (model, poll, settings);
+    let index = PollIndex::of(poll);
+    for mut node in model.nodes.values_mut() {
+        let storage = index.storage_of(&node);
+        if node.storage != storage {
+            node.storage = storage;
+        }
+        let sdc = node.ip.as_deref().map(|ip| index.sdc_connected(ip));
+        if let Some(connected) = sdc.filter(|c| *c != node.sdc_connected) {
+            node.sdc_connected = connected;
+        }
+    }
+    apply_pools(model, &poll.pools, settings);
+    model.health.mdm = poll.mdm.as_ref().map(mdm_status);
+    model.health.read_ms = Some(poll.read_ms);
+    model.health.poll_error = None;
 }
 
 /// A failed poll: its error kept (the data ages into `unknown` by [`reassess`]).
 pub fn apply_failure(model: &mut ClusterModel, error: &str) {
-    let _ = (model, error);
+    if model.health.poll_error.as_deref() != Some(error) {
+        model.health.poll_error = Some(error.to_string());
+    }
 }
 
 /// Every node's, pool's and the cluster's health from the model's facts at `now_ms`; the
-/// changes, in a stable order. Only nodes whose health changes are written to.
+/// changes, in a stable order (nodes by agent id, the pools as listed, the cluster). Only
+/// nodes whose health changes are written to.
+///
+/// A running node's executor counts as heard from at its `last_contact_ms` or its last host
+/// report; [`reassess_heard`] takes what the caller heard besides.
 pub fn reassess(model: &mut ClusterModel, settings: &HealthSettings, now_ms: u64) -> Vec<Change> {
-    let _ = (model, settings, now_ms);
-    Vec::new()
+    reassess_heard(model, settings, now_ms, &|_| None)
 }
 
-/// When data in the model next turns stale (ms since the epoch), for the dispatcher's wait.
+/// [`reassess`], with `heard(agent)`: when the caller last heard from that node's executor
+/// (plan polls, which are not written to the nodes).
+pub fn reassess_heard(
+    model: &mut ClusterModel,
+    settings: &HealthSettings,
+    now_ms: u64,
+    heard: &dyn Fn(&str) -> Option<u64>,
+) -> Vec<Change> {
+    let gateway_stale = gateway_stale(&model.health, settings, now_ms);
+    let contact_stale = format!("{CONTACT_STALE} in the last {}", age_text(settings.stale));
+    let cx = Context {
+        gateway_stale: gateway_stale.as_deref(),
+        stale_ms: millis(settings.stale),
+        contact_stale: &contact_stale,
+        now_ms,
+    };
+    let mut changes = Vec::new();
+    let mut tally = Tally::default();
+    for mut node in model.nodes.values_mut() {
+        let health = node_health(&node, contact_ms(&node, heard(&node.agent_id)), &cx);
+        tally.count(&node.hostname, health.state);
+        if node.health != health {
+            let subject = format!("node {}", node.hostname);
+            changes.push(change(subject, &mut node.health, health));
+        }
+    }
+    for p in &mut model.pools {
+        p.over_threshold = p.used_pct > settings.capacity_warn_pct;
+        let health = pool_health(p, settings.capacity_warn_pct, cx.gateway_stale);
+        if p.health != health {
+            let subject = format!("pool {}/{}", p.protection_domain, p.pool);
+            changes.push(change(subject, &mut p.health, health));
+        }
+    }
+    let mdm = model.health.mdm.as_ref();
+    let cluster = cluster_health(mdm, &model.pools, &tally, cx.gateway_stale);
+    if model.health.health != cluster {
+        changes.push(change("cluster".into(), &mut model.health.health, cluster));
+    }
+    changes
+}
+
+fn change(subject: String, health: &mut Health, to: Health) -> Change {
+    let from = std::mem::replace(health, to.clone());
+    Change { subject, from, to }
+}
+
+/// When data in the model next turns stale (ms since the epoch), for the dispatcher's wait:
+/// the gateway's last read, a running node's executor last heard from, each plus
+/// `settings.stale`. What the model's health (after [`reassess`]) already shows as stale has
+/// no such time any more; `None`: nothing can turn stale.
 pub fn next_stale_ms(model: &ClusterModel, settings: &HealthSettings) -> Option<u64> {
-    let _ = (model, settings);
-    None
+    next_stale_heard(model, settings, &|_| None)
+}
+
+/// [`next_stale_ms`] with what the caller heard besides (as [`reassess_heard`]).
+pub fn next_stale_heard(
+    model: &ClusterModel,
+    settings: &HealthSettings,
+    heard: &dyn Fn(&str) -> Option<u64>,
+) -> Option<u64> {
+    let stale = millis(settings.stale);
+    let shows = |h: &Health, prefix: &str| h.reasons.iter().any(|r| r.starts_with(prefix));
+    let gateway = model
+        .health
+        .read_ms
+        .filter(|_| !shows(&model.health.health, GATEWAY_STALE));
+    let nodes = model
+        .nodes
+        .values()
+        .filter(|n| n.phase == Phase::Running && !shows(&n.health, CONTACT_STALE))
+        .filter_map(|n| contact_ms(n, heard(&n.agent_id)));
+    gateway
+        .into_iter()
+        .chain(nodes)
+        .map(|t| t.saturating_add(stale))
+        .min()
+}
+
+/// Why the gateway's data cannot be trusted at `now_ms` (never read, or read `stale` ago or
+/// longer), with the last poll's error; `None` while fresh.
+fn gateway_stale(h: &ClusterHealth, settings: &HealthSettings, now_ms: u64) -> Option<String> {
+    let failed = match &h.poll_error {
+        Some(e) => format!(" (last poll failed: {e})"),
+        None => String::new(),
+    };
+    match h.read_ms {
+        None => Some(format!("{GATEWAY_STALE} yet{failed}")),
+        Some(read) if now_ms.saturating_sub(read) >= millis(settings.stale) => Some(format!(
+            "{GATEWAY_STALE} in the last {}{failed}",
+            age_text(settings.stale)
+        )),
+        Some(_) => None,
+    }
+}
+
+/// The poll's answers by what nodes are matched with.
+struct PollIndex<'a> {
+    sds_by_id: HashMap<&'a str, &'a Sds>,
+    sds_by_ip: HashMap<&'a str, &'a Sds>,
+    devices: HashMap<&'a str, Vec<&'a Device>>,
+    /// By IP: whether any SDC listed at it is connected.
+    sdcs: HashMap<&'a str, bool>,
+}
+
+impl<'a> PollIndex<'a> {
+    fn of(poll: &'a HealthPoll) -> PollIndex<'a> {
+        let mut index = PollIndex {
+            sds_by_id: HashMap::with_capacity(poll.sdss.len()),
+            sds_by_ip: HashMap::with_capacity(poll.sdss.len()),
+            devices: HashMap::with_capacity(poll.sdss.len()),
+            sdcs: HashMap::with_capacity(poll.sdcs.len()),
+        };
+        for s in &poll.sdss {
+            index.sds_by_id.insert(&s.id, s);
+            for ip in s.ips() {
+                index.sds_by_ip.insert(ip, s);
+            }
+        }
+        for d in &poll.devices {
+            if let Some(sds) = &d.sds_id {
+                index.devices.entry(sds).or_default().push(d);
+            }
+        }
+        for c in &poll.sdcs {
+            *index.sdcs.entry(&c.sdc_ip).or_default() |= c.connected();
+        }
+        index
+    }
+
+    fn sdc_connected(&self, ip: &str) -> bool {
+        self.sdcs.get(ip).copied().unwrap_or(false)
+    }
+
+    fn storage_of(&self, node: &Node) -> Option<Box<NodeStorage>> {
+        let by_id = node.sds_id.as_deref().and_then(|id| self.sds_by_id.get(id));
+        let by_ip = || node.ip.as_deref().and_then(|ip| self.sds_by_ip.get(ip));
+        let sds = by_id.or_else(by_ip)?;
+        let mut devices: Vec<DeviceStatus> = self
+            .devices
+            .get(sds.id.as_str())
+            .map_or(&[][..], |d| &d[..])
+            .iter()
+            .map(|d| DeviceStatus {
+                path: d.device_current_path_name.clone(),
+                storage_pool_id: d.storage_pool_id.clone(),
+                state: d.device_state.clone(),
+                error: d.error_state.clone(),
+            })
+            .collect();
+        devices.sort_by(|a, b| a.path.cmp(&b.path));
+        Some(Box::new(NodeStorage {
+            sds: Some(SdsStatus {
+                id: sds.id.clone(),
+                protection_domain_id: sds.protection_domain_id.clone(),
+                mdm_connection: sds.mdm_connection_state.clone(),
+                membership: sds.membership_state.clone(),
+                state: sds.sds_state.clone(),
+                maintenance: sds.maintenance_state.clone(),
+            }),
+            devices,
+        }))
+    }
+}
+
+/// The poll's pools, over the operators' threshold or not; each keeps the health it had
+/// (by domain and name) until [`reassess`] looks again, so that a change is seen as one.
+fn apply_pools(model: &mut ClusterModel, pools: &[PoolCapacity], settings: &HealthSettings) {
+    let old = std::mem::take(&mut model.pools);
+    model.pools = pools
+        .iter()
+        .map(|p| {
+            let was = old
+                .iter()
+                .find(|o| o.protection_domain == p.protection_domain && o.pool == p.pool);
+            PoolCapacity {
+                over_threshold: p.used_pct > settings.capacity_warn_pct,
+                health: was.map(|o| o.health.clone()).unwrap_or_default(),
+                ..p.clone()
+            }
+        })
+        .collect();
+}
+
+fn mdm_status(c: &MdmCluster) -> MdmStatus {
+    let member = |role: &str, m: &MdmMember| MdmMemberStatus {
+        role: role.to_string(),
+        name: m.name.clone(),
+        ips: m.ips.clone(),
+        status: m.status.clone(),
+    };
+    let primary = c.masters.iter().map(|m| member("primary", m));
+    let secondary = c.slaves.iter().map(|m| member("secondary", m));
+    let tie_breaker = c.tie_breakers.iter().map(|m| member("tie-breaker", m));
+    MdmStatus {
+        cluster_state: c.cluster_state.clone(),
+        good_nodes: c.good_nodes_num,
+        good_replicas: c.good_replicas_num,
+        members: primary.chain(secondary).chain(tie_breaker).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::types::{Sdc, SdsIp};
+    use crate::scheduler::model::{HealthState, Persona};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    const T0: u64 = 10_000_000;
+    const STALE: u64 = 180_000;
+
+    fn settings() -> HealthSettings {
+        HealthSettings {
+            capacity_warn_pct: 80.0,
+            stale: Duration::from_millis(STALE),
+        }
+    }
+
+    fn sds(id: &str, ip: &str, conn: &str) -> Sds {
+        Sds {
+            id: id.into(),
+            name: Some(format!("name-{id}")),
+            protection_domain_id: Some("pdid1".into()),
+            ip_list: vec![SdsIp {
+                ip: ip.into(),
+                role: "all".into(),
+            }],
+            port: None,
+            sds_state: Some("Normal".into()),
+            membership_state: Some("Joined".into()),
+            mdm_connection_state: Some(conn.into()),
+            maintenance_state: None,
+        }
+    }
+
+    fn device(sds: &str, path: &str, state: &str) -> Device {
+        Device {
+            id: format!("{sds}{path}"),
+            name: None,
+            device_current_path_name: path.into(),
+            storage_pool_id: Some("p1".into()),
+            sds_id: Some(sds.into()),
+            device_state: Some(state.into()),
+            error_state: Some("None".into()),
+        }
+    }
+
+    fn sdc(ip: &str, connected: bool) -> Sdc {
+        Sdc {
+            id: format!("sdc-{ip}"),
+            name: None,
+            sdc_ip: ip.into(),
+            sdc_guid: None,
+            mdm_connection_state: Some(
+                if connected {
+                    "Connected"
+                } else {
+                    "Disconnected"
+                }
+                .into(),
+            ),
+            version_info: None,
+        }
+    }
+
+    fn pool(used_pct: f64) -> PoolCapacity {
+        PoolCapacity {
+            protection_domain: "pd1".into(),
+            pool: "sp1".into(),
+            id: "p1".into(),
+            used_pct,
+            ..PoolCapacity::default()
+        }
+    }
+
+    fn running(i: usize) -> Node {
+        Node {
+            phase: Phase::Running,
+            ip: Some(format!("10.0.0.{i}").into()),
+            sds_id: Some(format!("s{i}").into()),
+            attached: vec!["/dev/sdb".into()],
+            storage_ready: true,
+            last_contact_ms: Some(T0),
+            ..Node::new(&format!("a{i}"), &format!("h{i}"), Persona::Data, 0)
+        }
+    }
+
+    /// Three running nodes all well, and the poll that says so.
+    fn cluster() -> (ClusterModel, HealthPoll) {
+        let mut model = ClusterModel::default();
+        let mut poll = HealthPoll {
+            read_ms: T0,
+            pools: vec![pool(40.0)],
+            mdm: Some(MdmCluster {
+                id: None,
+                name: None,
+                cluster_mode: Some("ThreeNodes".into()),
+                cluster_state: Some("ClusteredNormal".into()),
+                good_nodes_num: Some(3),
+                good_replicas_num: Some(2),
+                masters: vec![MdmMember {
+                    name: Some("m1".into()),
+                    ips: vec!["10.0.0.1".into()],
+                    ..MdmMember::default()
+                }],
+                slaves: vec![MdmMember {
+                    name: Some("m2".into()),
+                    status: Some("Normal".into()),
+                    ..MdmMember::default()
+                }],
+                tie_breakers: vec![MdmMember {
+                    status: Some("Normal".into()),
+                    ..MdmMember::default()
+                }],
+            }),
+            requests: 6,
+            ..HealthPoll::default()
+        };
+        for i in 1..=3 {
+            model.nodes.insert(format!("a{i}"), running(i));
+            let ip = format!("10.0.0.{i}");
+            poll.sdss.push(sds(&format!("s{i}"), &ip, "Connected"));
+            poll.devices
+                .push(device(&format!("s{i}"), "/dev/sdb", "Normal"));
+            poll.sdcs.push(sdc(&ip, true));
+        }
+        (model, poll)
+    }
+
+    fn shared(model: &ClusterModel) -> Vec<Arc<Node>> {
+        model.nodes.values_shared().cloned().collect()
+    }
+
+    fn same(before: &[Arc<Node>], model: &ClusterModel) -> Vec<bool> {
+        before
+            .iter()
+            .map(|n| Arc::ptr_eq(n, model.nodes.get_shared(&n.agent_id).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn a_poll_lands_on_its_nodes_pools_and_mdm() {
+        let (mut model, mut poll) = cluster();
+        // Found by IP when the node has no SDS id yet; devices by SDS id, sorted by path.
+        model.nodes.get_mut("a2").unwrap().sds_id = None;
+        poll.devices.push(device("s2", "/dev/sda", "Error"));
+        poll.sdcs[2].mdm_connection_state = Some("Disconnected".into());
+        poll.pools[0].used_pct = 91.0;
+        apply_poll(&mut model, &poll, &settings());
+        let a2 = model.nodes["a2"].storage.as_deref().unwrap();
+        let s = a2.sds.as_ref().unwrap();
+        assert_eq!(
+            (
+                s.id.as_str(),
+                s.mdm_connection.as_deref(),
+                s.protection_domain_id.as_deref()
+            ),
+            ("s2", Some("Connected"), Some("pdid1"))
+        );
+        let paths: Vec<_> = a2.devices.iter().map(|d| d.path.as_str()).collect();
+        assert_eq!(paths, ["/dev/sda", "/dev/sdb"]);
+        assert_eq!(a2.devices[0].state.as_deref(), Some("Error"));
+        assert!(model.nodes["a1"].sdc_connected && model.nodes["a2"].sdc_connected);
+        assert!(!model.nodes["a3"].sdc_connected);
+        assert!(model.pools[0].over_threshold);
+        assert_eq!(model.health.read_ms, Some(T0));
+        let mdm = model.health.mdm.as_ref().unwrap();
+        assert_eq!(mdm.cluster_state.as_deref(), Some("ClusteredNormal"));
+        assert_eq!((mdm.good_nodes, mdm.good_replicas), (Some(3), Some(2)));
+        let roles: Vec<_> = mdm.members.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["primary", "secondary", "tie-breaker"]);
+        assert_eq!(mdm.members[0].ips, ["10.0.0.1"]);
+        assert_eq!(mdm.members[1].status.as_deref(), Some("Normal"));
+        // An SDS the gateway no longer lists: none; a node without an IP keeps its SDC flag.
+        poll.sdss.retain(|s| s.id != "s3");
+        model.nodes.get_mut("a1").unwrap().ip = None;
+        poll.sdcs.clear();
+        apply_poll(&mut model, &poll, &settings());
+        assert!(model.nodes["a3"].storage.is_none());
+        assert!(model.nodes["a1"].sdc_connected, "no IP: left as it was");
+        assert!(!model.nodes["a2"].sdc_connected, "no SDC listed at its IP");
+    }
+
+    #[test]
+    fn an_unchanged_poll_or_assessment_copies_no_node() {
+        let (mut model, mut poll) = cluster();
+        apply_poll(&mut model, &poll, &settings());
+        reassess(&mut model, &settings(), T0 + 1);
+        let before = shared(&model);
+        poll.read_ms = T0 + 30_000;
+        poll.pools[0].read_ms = T0 + 30_000;
+        apply_poll(&mut model, &poll, &settings());
+        assert_eq!(same(&before, &model), [true, true, true]);
+        assert!(reassess(&mut model, &settings(), T0 + 30_001).is_empty());
+        assert_eq!(same(&before, &model), [true, true, true]);
+        // One node's SDS disconnects: that node alone is copied, by the poll and the assessment.
+        poll.sdss[1].mdm_connection_state = Some("Disconnected".into());
+        apply_poll(&mut model, &poll, &settings());
+        assert_eq!(same(&before, &model), [true, false, true]);
+        let after_poll = shared(&model);
+        let changes = reassess(&mut model, &settings(), T0 + 30_002);
+        assert_eq!(same(&after_poll, &model), [true, false, true]);
+        let subjects: Vec<_> = changes.iter().map(|c| c.subject.as_str()).collect();
+        assert_eq!(subjects, ["node h2", "cluster"]);
+    }
+
+    #[test]
+    fn reassess_reports_each_change_once_in_a_stable_order() {
+        let (mut model, mut poll) = cluster();
+        apply_poll(&mut model, &poll, &settings());
+        let first = reassess(&mut model, &settings(), T0 + 1);
+        let subjects: Vec<_> = first.iter().map(|c| c.subject.as_str()).collect();
+        assert_eq!(
+            subjects,
+            ["node h1", "node h2", "node h3", "pool pd1/sp1", "cluster"]
+        );
+        assert!(first
+            .iter()
+            .all(|c| c.from.state == HealthState::Unknown && c.to.is_healthy()));
+        assert!(model.health.health.is_healthy());
+        poll.sdss[1].mdm_connection_state = Some("Disconnected".into());
+        poll.pools[0].used_pct = 91.0;
+        poll.pools[0].pending_rebuild_bytes = 12 << 30;
+        poll.pools[0].degraded_healthy_bytes = 12 << 30;
+        let mdm = poll.mdm.as_mut().unwrap();
+        mdm.cluster_state = Some("ClusteredDegraded".into());
+        mdm.good_nodes_num = Some(2);
+        apply_poll(&mut model, &poll, &settings());
+        assert!(model.pools[0].health.is_healthy(), "kept until reassessed");
+        let changes = reassess(&mut model, &settings(), T0 + 2);
+        let shown: Vec<_> = changes
+            .iter()
+            .map(|c| (c.subject.as_str(), c.to.state, c.to.reasons.clone()))
+            .collect();
+        let pool_reasons = vec![
+            "pool pd1/sp1: 12.0 GiB degraded, rebuilding".to_string(),
+            "pool pd1/sp1 is 91% used (warn at 80%)".to_string(),
+        ];
+        let mut cluster_reasons = vec!["MDM cluster ClusteredDegraded (2 of 3 members up)".into()];
+        cluster_reasons.extend(pool_reasons.clone());
+        cluster_reasons.push("1 node degraded: h2".into());
+        assert_eq!(
+            shown,
+            [
+                (
+                    "node h2",
+                    HealthState::Degraded,
+                    vec!["SDS h2 disconnected from the MDM".into()]
+                ),
+                ("pool pd1/sp1", HealthState::Degraded, pool_reasons),
+                ("cluster", HealthState::Degraded, cluster_reasons),
+            ]
+        );
+        assert!(reassess(&mut model, &settings(), T0 + 3).is_empty());
+    }
+
+    #[test]
+    fn gateway_data_turns_stale_at_the_boundary_and_a_failure_is_named() {
+        let (mut model, poll) = cluster();
+        // Never read: every running node and the cluster are unknown.
+        reassess(&mut model, &settings(), T0);
+        assert_eq!(model.health.health.state, HealthState::Unknown);
+        assert_eq!(
+            model.health.health.reasons,
+            ["no gateway data yet", "3 nodes unknown: h1, h2, h3"]
+        );
+        assert_eq!(model.nodes["a1"].health.reasons[0], "no gateway data yet");
+        apply_failure(&mut model, "connection refused");
+        reassess(&mut model, &settings(), T0);
+        assert_eq!(
+            model.health.health.reasons[0],
+            "no gateway data yet (last poll failed: connection refused)"
+        );
+        apply_poll(&mut model, &poll, &settings());
+        assert_eq!(model.health.poll_error, None);
+        for mut n in model.nodes.values_mut() {
+            n.last_contact_ms = Some(T0 + 10 * STALE);
+        }
+        reassess(&mut model, &settings(), T0 + STALE - 1);
+        assert!(
+            model.health.health.is_healthy(),
+            "fresh until `stale` has passed"
+        );
+        apply_failure(&mut model, "timed out");
+        assert_eq!(
+            model.health.read_ms,
+            Some(T0),
+            "a failure keeps the last read"
+        );
+        let changes = reassess(&mut model, &settings(), T0 + STALE);
+        let why = "no gateway data in the last 180s (last poll failed: timed out)";
+        assert_eq!(
+            model.health.health.reasons,
+            [why, "3 nodes unknown: h1, h2, h3"]
+        );
+        assert_eq!(model.pools[0].health, Health::unknown(why));
+        assert_eq!(model.nodes["a2"].health, Health::unknown(why));
+        assert_eq!(changes.len(), 5, "{changes:?}");
+        // The reason does not change as the data ages: no new change, no node written.
+        let before = shared(&model);
+        assert!(reassess(&mut model, &settings(), T0 + 10 * STALE).is_empty());
+        assert_eq!(same(&before, &model), [true, true, true]);
+    }
+
+    #[test]
+    fn next_stale_is_the_earliest_time_something_turns_stale() {
+        let (mut model, poll) = cluster();
+        assert_eq!(
+            next_stale_ms(&model, &settings()),
+            Some(T0 + STALE),
+            "contacts"
+        );
+        apply_poll(&mut model, &poll, &settings());
+        model.nodes.get_mut("a2").unwrap().last_contact_ms = Some(T0 - 5);
+        reassess(&mut model, &settings(), T0);
+        assert_eq!(next_stale_ms(&model, &settings()), Some(T0 - 5 + STALE));
+        // What the caller heard moves a node's time on.
+        let heard = |a: &str| (a == "a2").then_some(T0 + 7);
+        assert_eq!(
+            next_stale_heard(&model, &settings(), &heard),
+            Some(T0 + STALE)
+        );
+        reassess_heard(&mut model, &settings(), T0 - 5 + STALE, &heard);
+        assert!(model.nodes["a2"].health.is_healthy());
+        // Once shown stale, a thing has no time left: no wake-up in the past.
+        reassess(&mut model, &settings(), T0 + STALE);
+        assert_eq!(model.health.health.state, HealthState::Unknown);
+        assert_eq!(next_stale_ms(&model, &settings()), None);
+        // Nodes not running have none.
+        for mut n in model.nodes.values_mut() {
+            n.phase = Phase::Packages;
+        }
+        model.health = ClusterHealth::default();
+        assert_eq!(next_stale_ms(&model, &settings()), None);
+    }
+
+    #[test]
+    fn pools_keep_their_health_across_polls_and_read_the_operators_threshold() {
+        let (mut model, mut poll) = cluster();
+        apply_poll(&mut model, &poll, &settings());
+        reassess(&mut model, &settings(), T0);
+        poll.pools[0].used_pct = 85.0;
+        poll.pools[0].over_threshold = false;
+        let strict = HealthSettings {
+            capacity_warn_pct: 90.0,
+            ..settings()
+        };
+        apply_poll(&mut model, &poll, &strict);
+        assert!(!model.pools[0].over_threshold);
+        assert!(model.pools[0].health.is_healthy());
+        assert!(reassess(&mut model, &strict, T0).is_empty());
+        apply_poll(&mut model, &poll, &settings());
+        assert!(model.pools[0].over_threshold);
+        let changes = reassess(&mut model, &settings(), T0);
+        assert_eq!(changes[0].subject, "pool pd1/sp1");
+        assert_eq!(
+            changes[0].to.reasons,
+            ["pool pd1/sp1 is 85% used (warn at 80%)"]
+        );
+    }
 }
