@@ -467,6 +467,32 @@ mod tests {
     }
 
     #[test]
+    fn ten_thousand_unchanged_nodes_stay_shared() {
+        let mut model = ClusterModel::default();
+        let mut poll = HealthPoll {
+            read_ms: T0,
+            ..HealthPoll::default()
+        };
+        for i in 0..10_000 {
+            let ip = format!("10.{}.{}.{}", i / 65536, (i / 256) % 256, i % 256);
+            let mut n = running(i);
+            n.ip = Some(ip.as_str().into());
+            model.nodes.insert(format!("a{i}"), n);
+            let id = format!("s{i}");
+            poll.sdss.push(sds(&id, &ip, "Connected"));
+            poll.devices.push(device(&id, "/dev/sdb", "Normal"));
+            poll.sdcs.push(sdc(&ip, true));
+        }
+        apply_poll(&mut model, &poll, &settings());
+        assert_eq!(reassess(&mut model, &settings(), T0).len(), 10_001);
+        let before = shared(&model);
+        poll.read_ms = T0 + 1;
+        apply_poll(&mut model, &poll, &settings());
+        assert!(reassess(&mut model, &settings(), T0 + 1).is_empty());
+        assert!(same(&before, &model).into_iter().all(|s| s));
+    }
+
+    #[test]
     fn reassess_reports_each_change_once_in_a_stable_order() {
         let (mut model, mut poll) = cluster();
         apply_poll(&mut model, &poll, &settings());
