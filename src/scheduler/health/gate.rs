@@ -25,7 +25,7 @@ pub struct GateSettings {
 }
 
 /// Why a node may not be disrupted now: one line for `/api/state` and the page
-/// (`sds-2 of pd1 is rebuilding`).
+/// (`waiting: pool pd1/sp1 has 12.0 GiB to rebuild`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal(pub String);
 
