@@ -5,7 +5,8 @@
 //! |---|---|
 //! | `GET /`, `GET /ui` | HTML status page (refreshes itself) |
 //! | `GET /version` | `{"versionint": N, "versionstr": "x.y.z", "release": tag, "commit": sha}` |
-//! | `GET /health` | 200 when subscribed, else 503; JSON |
+//! | `GET /health` | 200 when subscribed, else 503; JSON. The scheduler process alone: a degraded storage cluster leaves it 200, so the launcher never restarts the scheduler for it |
+//! | `GET /api/health` | the storage cluster's health, its pools' and every node's that is not healthy, with reasons (`health.rs`) |
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /api/state?offset=N&limit=N` | the cluster model as JSON (no secrets: they live outside the model); whole up to 1,000 nodes, else in pages (see `state.rs`) |
 //! | `GET /api/nodes/<host>` | one node, as in `/api/state` (404 naming the host when unknown) |
@@ -31,12 +32,15 @@
 mod executor_api;
 mod fdlimit;
 mod gate;
+mod health;
 pub mod http;
 mod json_cache;
 mod page;
+mod page_health;
 mod paging;
 mod plain;
 mod prom;
+mod prom_health;
 mod state;
 mod state_render;
 mod waits;
@@ -340,6 +344,7 @@ impl Router {
             "/health" => (GET_HEAD, Router::health),
             "/metrics" => (GET_HEAD, Router::metrics),
             "/api/state" => (GET_HEAD, Router::state),
+            "/api/health" => (GET_HEAD, Router::storage_health),
             p if p.strip_prefix('/') == Some(env::EXECUTOR_BINARY) => {
                 (GET_HEAD, Router::executor_binary)
             }
@@ -437,6 +442,13 @@ impl Router {
                     .as_deref()
                     .unwrap_or("connecting to the master"),
             ),
+            Err(r) => r,
+        }
+    }
+
+    fn storage_health(&self, _req: &Request) -> Response {
+        match self.view() {
+            Ok(v) => json_value(200, health::render(&v)),
             Err(r) => r,
         }
     }

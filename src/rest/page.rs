@@ -239,7 +239,11 @@ fn document(content: &str, filter: Option<&Filter>) -> String {
         "<noscript><meta http-equiv=\"refresh\" content=\"{}\"></noscript>",
         REFRESH_MS / 1000 * 2
     );
-    let _ = write!(out, "<style>{STYLE}</style></head><body><main>");
+    let _ = write!(
+        out,
+        "<style>{STYLE}{}</style></head><body><main>",
+        super::page_health::STYLE
+    );
     out.push_str(
         "<div id=\"offline\">Cannot reach the scheduler; showing the last state received. Retrying…</div>",
     );
@@ -303,6 +307,7 @@ fn content(v: &View, q: &PageQuery, now_ms: u64, state_warning: Option<&str>) ->
         // The operator must know that a relaunch loses the state.
         let _ = write!(out, "<p class=\"conn bad\">Warning: {}</p>", esc(note));
     }
+    super::page_health::banner(&mut out, model);
     facts(&mut out, v);
     totals(
         &mut out,
@@ -320,7 +325,7 @@ fn content(v: &View, q: &PageQuery, now_ms: u64, state_warning: Option<&str>) ->
     } else {
         out.push_str(
             "<table><thead><tr><th>Node</th><th>Persona</th><th>Phase</th><th>Progress</th>\
-             <th>Devices</th><th>Last contact</th><th>Task</th><th>Error</th></tr></thead><tbody>",
+             <th>Health</th><th>Devices</th><th>Last contact</th><th>Task</th><th>Error</th></tr></thead><tbody>",
         );
         for node in &rows {
             row(&mut out, node, now_ms);
@@ -329,7 +334,7 @@ fn content(v: &View, q: &PageQuery, now_ms: u64, state_warning: Option<&str>) ->
     }
     pager(&mut out, q, rows.len(), matched, model.nodes.len());
     out.push_str(
-        "<footer><a href=\"/api/state\">/api/state</a><a href=\"/metrics\">/metrics</a>\
+        "<footer><a href=\"/api/state\">/api/state</a><a href=\"/api/health\">/api/health</a><a href=\"/metrics\">/metrics</a>\
          <a href=\"/health\">/health</a><a href=\"/version\">/version</a></footer>",
     );
     out
@@ -520,6 +525,7 @@ fn row(out: &mut String, n: &Node, now_ms: u64) {
         esc(n.persona.as_str())
     );
     phase_cells(out, n.phase);
+    super::page_health::cell(out, n);
     devices_cell(out, n);
     contact_cell(out, n.last_contact_ms, now_ms);
     task_cell(out, n, now_ms);

@@ -152,12 +152,13 @@ impl Filter {
     }
 }
 
-/// Failed nodes first, then nodes with an error or lost, then the rest.
+/// Failed nodes first, then nodes with an error, lost or degraded, then the rest.
 fn attention(n: &Node) -> u8 {
     match n.phase {
         Phase::Failed => 0,
         Phase::Lost => 1,
         _ if n.last_error.is_some() => 1,
+        _ if n.health.state == crate::scheduler::model::HealthState::Degraded => 1,
         _ => 2,
     }
 }
@@ -323,6 +324,24 @@ mod tests {
             let e = Window::parse(q(query), 1000).unwrap_err();
             assert!(e.contains(needle), "{query}: {e}");
         }
+    }
+
+    #[test]
+    fn degraded_nodes_come_with_the_ones_in_error_unknown_ones_with_the_rest() {
+        use crate::scheduler::model::Health;
+        let mut nodes: Vec<Node> = (1..=6)
+            .map(|i| node(&format!("agent-{i}"), Phase::Running))
+            .collect();
+        nodes[5].health = Health::degraded(vec!["SDS sds-6 disconnected from the MDM".into()]);
+        nodes[3].last_error = Some("disk".into());
+        nodes[0].health = Health::unknown("no gateway data for 200s");
+        nodes[1].health = Health::healthy();
+        let (page, _) = select(nodes.iter(), &Filter::default(), &Window::default(), 10);
+        let hosts: Vec<&str> = page.iter().map(|n| n.hostname.as_str()).collect();
+        assert_eq!(
+            hosts,
+            ["agent-4", "agent-6", "agent-1", "agent-2", "agent-3", "agent-5"]
+        );
     }
 
     #[test]

@@ -28,7 +28,7 @@ fn get(c: &AtomicU64) -> u64 {
 }
 
 /// Label values may hold any text; these three characters must be escaped.
-fn label(v: &str) -> String {
+pub(super) fn label(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
@@ -283,6 +283,7 @@ pub fn render(s: &Sources) -> String {
     write_families(&mut out, s, SCHEDULER_FAMILIES);
     if let Some(v) = s.view {
         pools(&mut out, v);
+        super::prom_health::write(&mut out, v, s.now_ms);
     }
     write_families(&mut out, s, REST_FAMILIES);
     out
@@ -309,7 +310,7 @@ fn pools(out: &mut String, v: &View) {
         ),
         (
             "over_threshold",
-            "1 while the pool's use is above -storage.threshold percent, else 0.",
+            "1 while the pool's use is above -health.capacity.warn percent, else 0.",
             |p| u8::from(p.over_threshold).to_string(),
         ),
     ];

@@ -237,6 +237,40 @@ mod tests {
         assert_eq!(*empty.body, whole(name, &none));
     }
 
+    /// A node's health, host report and gateway facts are encoded as serde encodes them.
+    #[test]
+    fn nodes_with_their_health_equal_serde() {
+        use crate::contract::health::{HostCheck, HostProblem};
+        use crate::scheduler::model::{DeviceStatus, Health, HostHealth, NodeStorage, SdsStatus};
+        let name = "n";
+        let mut m = nodes(3);
+        let n = m.get_mut("agent-001\"esc\\").unwrap();
+        n.health = Health::degraded(vec!["SDS s\"1 disconnected from the MDM".into()]);
+        n.host = Some(Box::new(HostHealth {
+            problems: vec![HostProblem::new(HostCheck::Module, "scini", "not loaded")],
+            reported_ms: 5,
+        }));
+        n.storage = Some(Box::new(NodeStorage {
+            sds: Some(SdsStatus {
+                id: "s1".into(),
+                mdm_connection: Some("Disconnected".into()),
+                ..Default::default()
+            }),
+            devices: vec![DeviceStatus {
+                path: "/dev/sdb".into(),
+                state: Some("Error".into()),
+                ..Default::default()
+            }],
+        }));
+        m.get_mut("agent-002\"esc\\").unwrap().health = Health::healthy();
+        let (first, _) = render(&shell::<Node>(name), m.iter(), None).unwrap();
+        assert_eq!(*first.body, whole(name, &m));
+        m.get_mut("agent-001\"esc\\").unwrap().health = Health::healthy();
+        let (second, r) = render(&shell::<Node>(name), m.iter(), Some(&first)).unwrap();
+        assert_eq!(*second.body, whole(name, &m));
+        assert_eq!(r.encoded, 1);
+    }
+
     #[test]
     fn shared_nodes_are_unchanged_while_they_are_the_same_allocation() {
         let node = Arc::new(nodes(1).into_values().next().unwrap());

@@ -140,6 +140,10 @@ pub fn dispatcher(
     let mut install = InstallSettings::from_config(config);
     install.plan.volume_driver.verify_gateway = tls.gateway_verified_by_chain;
     dispatcher.set_install_settings(install);
+    dispatcher.set_health_settings(crate::scheduler::health::HealthSettings {
+        capacity_warn_pct: config.health.capacity_warn_pct,
+        stale: config.health.stale,
+    });
     if config.experimental {
         dispatcher.set_mdm_gateway_password(Some(config.storage.password.clone()));
     }
@@ -156,8 +160,8 @@ pub fn start_gateway_worker(
     let gateway_on_primary = client.address().is_empty();
     let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded();
     let mut settings = gateway_work::worker::WorkerSettings::new(
-        config.storage.capacity_interval,
-        config.storage.threshold_pct,
+        config.health.interval,
+        config.health.capacity_warn_pct,
     );
     if !config.experimental {
         settings.known_pools = vec![(

@@ -35,6 +35,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod announce;
+mod health;
 mod hosts;
 mod offer_backlog;
 mod offer_mode;
@@ -102,6 +103,9 @@ pub struct Dispatcher {
     reannounce: announce::Reannounce,
     /// The binary the REST server serves: each launch names its current digest.
     executor_binary: Option<Arc<crate::scheduler::executor_binary::ExecutorBinary>>,
+    /// The `-health.*` thresholds, and when health was last reassessed (see `health.rs`).
+    health: crate::scheduler::health::HealthSettings,
+    health_checked_ms: u64,
 }
 
 impl Dispatcher {
@@ -139,6 +143,8 @@ impl Dispatcher {
             accepts_in_flight: 0,
             executor_binary: None,
             reannounce: Default::default(),
+            health: Default::default(),
+            health_checked_ms: 0,
         }
     }
 
@@ -169,7 +175,7 @@ impl Dispatcher {
     }
 
     /// Runs until shutdown or framework removal. Waits on its inputs, or until the next
-    /// relaunch deadline: no fixed-period polling.
+    /// deadline (a relaunch, data turning stale): no fixed-period polling.
     pub fn run(mut self, inputs: Receiver<Input>) -> Exit {
         loop {
             let timeout = self
@@ -214,12 +220,13 @@ impl Dispatcher {
     }
 
     /// What is due after a batch of inputs (or a deadline): reconciliation, stuck launches,
-    /// the offer mode, storage work for the gateway worker.
+    /// the offer mode, health whose data turned stale, storage work for the gateway worker.
     fn after_inputs(&mut self) {
         self.work_offer_backlog();
         self.reconcile_due();
         self.reannounce_to_quiet();
         self.reconsider_offers();
+        self.reassess_health_when_stale();
         if self.storage.plan(&mut self.state.model) {
             self.dirty = true;
             self.touch_view();
@@ -332,6 +339,8 @@ impl Dispatcher {
                 self.state.gateway_certificate = Some(fingerprint);
                 self.dirty = true;
             }
+            Input::Storage(Report::Health(poll)) => self.on_health_poll(&poll),
+            Input::Storage(Report::HealthFailed { error, .. }) => self.on_health_failure(&error),
             Input::Storage(report) => {
                 if self.storage.on_report(&mut self.state.model, report) {
                     self.dirty = true;
@@ -1738,5 +1747,48 @@ mod tests {
         assert!(messages(&mut r).is_empty());
         r.advance(announce::STALE_MS / 2);
         assert_eq!(messages(&mut r), vec!["a2".to_string()]);
+    }
+
+    /// Health is shown, never acted upon: a poll or a failed poll, with the node degraded
+    /// and its data gone stale, sends no call, relaunches nothing and changes no phase.
+    #[test]
+    fn a_health_report_never_relaunches_or_changes_a_phase() {
+        use crate::scheduler::gateway_work::report::HealthPoll;
+        use crate::scheduler::model::Health;
+        let mut r = rig();
+        let task = running_on_a1(&mut r);
+        r.d.state.model.nodes.get_mut("a1").unwrap().health =
+            Health::degraded(vec!["SDS sds-1 disconnected from the MDM".into()]);
+        r.d.set_health_settings(crate::scheduler::health::HealthSettings {
+            capacity_warn_pct: 50.0,
+            stale: Duration::from_secs(1),
+        });
+        let before = r.d.model().nodes["a1"].clone();
+        let launches = r.d.model().launch_seq;
+        let generation = r.d.view().generation;
+        let poll = HealthPoll {
+            read_ms: r.clock.now_ms(),
+            requests: 5,
+            ..Default::default()
+        };
+        r.input(Input::Storage(Report::Health(Box::new(poll))));
+        r.advance(10_000);
+        r.input(Input::Storage(Report::HealthFailed {
+            error: "gateway 10.0.0.11: connection refused".into(),
+            at_ms: r.clock.now_ms(),
+        }));
+        r.advance(200_000);
+        assert!(r.calls().is_empty(), "a health report sent calls");
+        let after = &r.d.model().nodes["a1"];
+        assert_eq!(after.phase, Phase::Running);
+        assert_eq!(
+            after.task.as_ref().map(|t| t.task_id.to_string()),
+            Some(task)
+        );
+        assert_eq!(after.failures, before.failures);
+        assert_eq!(after.retry_after_ms, None);
+        assert_eq!(r.d.model().launch_seq, launches);
+        // The view shows the new data.
+        assert!(r.d.view().generation > generation);
     }
 }

@@ -93,7 +93,8 @@ impl Dispatcher {
             })
     }
 
-    /// The earliest deadline still ahead: a relaunch, the offer mode, reconciliation.
+    /// The earliest deadline still ahead: a relaunch, the offer mode, reconciliation, data
+    /// turning stale.
     pub(super) fn next_deadline(&self) -> Option<u64> {
         let now = self.clock.now_ms();
         let relaunch = self
@@ -110,6 +111,7 @@ impl Dispatcher {
             self.offer_mode.deadline(),
             self.reconcile_deadline(),
             self.reannounce_deadline(),
+            self.health_deadline(),
         ]
         .into_iter()
         .flatten()

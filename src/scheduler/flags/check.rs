@@ -241,6 +241,7 @@ impl Check<'_> {
         };
 
         let storage = self.storage(experimental);
+        let health = self.health();
         let rexray = self.volume_driver();
         let unverified_packages = self.unverified_packages();
         let store = self.store();
@@ -259,6 +260,7 @@ impl Check<'_> {
             teardown,
             executor,
             storage,
+            health,
             rexray,
             unverified_packages,
             store,

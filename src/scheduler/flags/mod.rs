@@ -51,6 +51,7 @@ pub struct Config {
     pub teardown: bool,
     pub executor: ExecutorResources,
     pub storage: StorageSettings,
+    pub health: HealthWatch,
     pub rexray: RexRay,
     /// The package URL flags (as written) given without their SHA-256 under
     /// `-storage.packages.unverified=true`: installed unchecked, one start-up warning each.
@@ -110,12 +111,20 @@ pub struct StorageSettings {
     pub packages: Packages,
     /// Port given with `-storage.preconfig.gateway=ip:port` (default 443).
     pub gateway_port: Option<u16>,
-    /// Gateway TLS, start-up wait, capacity polling.
+    /// Gateway TLS, start-up wait.
     pub gateway_trust: crate::gateway::trust::TrustMode,
     pub wait: bool,
-    pub capacity_interval: Duration,
-    /// Percent of a pool's capacity in use above which it is flagged.
-    pub threshold_pct: f64,
+}
+
+/// The storage cluster's health watch (`-health.*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthWatch {
+    /// How often the gateway is polled for health and capacity.
+    pub interval: Duration,
+    /// A pool with more than this percent of its capacity in use is degraded.
+    pub capacity_warn_pct: f64,
+    /// Data older than this is `unknown`.
+    pub stale: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -221,6 +230,7 @@ impl Config {
         format!(
             "masters={} encoding={} framework={:?} user={} role={} failover={}s rest={}:{} listen={} \
              {mdms} gateway={gateway} cluster={} pd={:?} pool={:?} api={} \
+             health(interval={}s warn={}% stale={}s) \
              executor(cpu mdm/non={}/{} mem mdm/non={}/{} factors={}/{}) store={store} \
              loglevel={} debug={} experimental={} teardown={}",
             self.masters.join(","),
@@ -240,6 +250,9 @@ impl Config {
             self.storage.protection_domain,
             self.storage.storage_pool,
             self.storage.api_version,
+            self.health.interval.as_secs_f64(),
+            self.health.capacity_warn_pct,
+            self.health.stale.as_secs_f64(),
             self.executor.cpu_mdm,
             self.executor.cpu_non,
             self.executor.mem_mdm,
@@ -256,6 +269,7 @@ impl Config {
 
 mod check;
 mod framework;
+mod health;
 mod parse;
 mod secrets;
 mod storage;
@@ -920,13 +934,12 @@ mod tests {
             TrustMode::Ca("/etc/gw-ca.pem".into())
         );
         assert!(c.storage.wait);
-        assert_eq!(c.storage.capacity_interval, Duration::from_secs(300));
-        assert_eq!(c.storage.threshold_pct, 90.0);
+        // The earlier names of the health flags.
+        assert_eq!(c.health.interval, Duration::from_secs(300));
+        assert_eq!(c.health.capacity_warn_pct, 90.0);
         let c = run(&base());
         assert_eq!(c.storage.gateway_trust, TrustMode::FirstUse);
         assert!(!c.storage.wait);
-        assert_eq!(c.storage.capacity_interval, Duration::from_secs(60));
-        assert_eq!(c.storage.threshold_pct, 80.0);
         for (flag, problem) in [
             ("-storage.capacity.interval=0", "at least 1 second"),
             ("-storage.threshold=150", "not a percentage"),
@@ -938,6 +951,84 @@ mod tests {
             let name = flag.trim_start_matches('-').split('=').next().unwrap_or("");
             let e = one_error(&with(&[name], &[flag]));
             assert_mentions(&e, &[problem]);
+        }
+    }
+
+    #[test]
+    fn health_flags_have_defaults_earlier_names_and_checks() {
+        let c = run(&base());
+        assert_eq!(
+            c.health,
+            HealthWatch {
+                interval: Duration::from_secs(30),
+                capacity_warn_pct: 80.0,
+                stale: Duration::from_secs(180),
+            }
+        );
+        let c = run(&with(
+            &[],
+            &[
+                "-health.interval=1m",
+                "-health.capacity.warn=85.5",
+                "-health.stale=10m",
+            ],
+        ));
+        assert_eq!(c.health.interval, Duration::from_secs(60));
+        assert_eq!(c.health.capacity_warn_pct, 85.5);
+        assert_eq!(c.health.stale, Duration::from_secs(600));
+        assert!(c
+            .summary()
+            .contains("health(interval=60s warn=85.5% stale=600s)"));
+        // Each earlier name, also in its -scaleio.* spelling, is the same flag.
+        let c = run(&with(
+            &[],
+            &["-scaleio.capacity.interval=45", "-scaleio.threshold=70"],
+        ));
+        assert_eq!(c.health.interval, Duration::from_secs(45));
+        assert_eq!(c.health.capacity_warn_pct, 70.0);
+        // Polls further apart than the default age: stale after three of them.
+        let c = run(&with(&[], &["-storage.capacity.interval=5m"]));
+        assert_eq!(c.health.stale, Duration::from_secs(900));
+        // Both names with different values: named as written.
+        let e = one_error(&with(
+            &[],
+            &["-health.capacity.warn=90", "-storage.threshold=70"],
+        ));
+        assert_mentions(
+            &e,
+            &[
+                "-storage.threshold",
+                "-health.capacity.warn",
+                "more than once",
+            ],
+        );
+        for (flags, problem) in [
+            (
+                &["-health.interval=0.5"][..],
+                "-health.interval: \"0.5\" is not a duration of at least 1 second",
+            ),
+            (
+                &["-storage.capacity.interval=x"][..],
+                "-storage.capacity.interval: \"x\" is not a duration",
+            ),
+            (
+                &["-health.capacity.warn=0"][..],
+                "-health.capacity.warn: 0 is not a percentage",
+            ),
+            (
+                &["-storage.threshold=101"][..],
+                "-storage.threshold: 101 is not a percentage",
+            ),
+            (
+                &["-health.stale=soon"][..],
+                "-health.stale: \"soon\" is not a duration",
+            ),
+            (
+                &["-health.interval=60", "-health.stale=60"][..],
+                "-health.stale: \"60\" is not longer than -health.interval (60 s)",
+            ),
+        ] {
+            assert_mentions(&one_error(&with(&[], flags)), &[problem]);
         }
     }
 

@@ -1,9 +1,8 @@
-//! Validation of the storage cluster flags: gateway, its password, the existing MDMs, the
-//! API version and the capacity watch.
+//! Validation of the storage cluster flags: gateway, its password, the existing MDMs and the
+//! API version.
 
 use super::check::Check;
 use super::secrets::SecretFlag;
-use super::values::parse_duration;
 use super::*;
 use crate::gateway::trust::{self, TrustMode};
 use crate::tls::Fingerprint;
@@ -47,8 +46,6 @@ impl Check<'_> {
             gateway_port,
             gateway_trust: self.gateway_trust(),
             wait: self.boolean("storage.wait"),
-            capacity_interval: self.capacity_interval(),
-            threshold_pct: self.threshold(),
         }
     }
 
@@ -91,36 +88,6 @@ impl Check<'_> {
             self.fail(PINS, e);
             TrustMode::FirstUse
         })
-    }
-
-    fn capacity_interval(&mut self) -> Duration {
-        const NAME: &str = "storage.capacity.interval";
-        const DEFAULT: Duration = Duration::from_secs(60);
-        let Some(v) = self.raw(NAME) else {
-            return DEFAULT;
-        };
-        match parse_duration(&v) {
-            Some(d) if d >= Duration::from_secs(1) => d,
-            _ => {
-                self.fail(
-                    NAME,
-                    format!("{v:?} is not a duration of at least 1 second (e.g. 60 or 5m)"),
-                );
-                DEFAULT
-            }
-        }
-    }
-
-    fn threshold(&mut self) -> f64 {
-        const NAME: &str = "storage.threshold";
-        match self.number(NAME, 80.0) {
-            Some(n) if n > 0.0 && n <= 100.0 => n,
-            Some(n) => {
-                self.fail(NAME, format!("{n} is not a percentage in (0, 100]"));
-                80.0
-            }
-            None => 80.0,
-        }
     }
 
     /// The gateway password from `-storage.password`, else `-storage.password.file`, else

@@ -50,6 +50,7 @@ const G_GENERAL: &str = "General";
 const G_MESOS: &str = "Mesos";
 const G_REST: &str = "REST interface";
 const G_STORAGE: &str = "Storage cluster";
+const G_HEALTH: &str = "Storage health";
 const G_PACKAGES: &str =
     "Storage packages (URLs the executors download, each with its SHA-256; no default)";
 const G_EXECUTOR: &str = "Executor resources";
@@ -124,10 +125,12 @@ static HEAD: &[FlagDef] = &[
         "Do not verify the gateway's TLS certificate at all"),
     flag!(G_STORAGE, "storage.wait", bool, "false",
         "When the gateway or a storage prerequisite is not ready at start, wait and retry instead of exiting with code 3"),
-    flag!(G_STORAGE, "storage.capacity.interval", "duration", "60",
-        "How often pool capacity is read from the gateway: seconds, or a number with unit s, m, h or d"),
-    flag!(G_STORAGE, "storage.threshold", "percent", "80",
-        "A storage pool with more than this percent of its capacity in use is flagged"),
+    flag!(G_HEALTH, "health.interval", "duration", "30",
+        "How often the storage cluster's health and pool capacity are read from the gateway: seconds, or a number with unit s, m, h or d (-storage.capacity.interval is the same flag)"),
+    flag!(G_HEALTH, "health.capacity.warn", "percent", "80",
+        "A storage pool with more than this percent of its capacity in use is degraded (-storage.threshold is the same flag)"),
+    flag!(G_HEALTH, "health.stale", "duration", "180",
+        "Health data older than this (the gateway's last answered poll, a running executor's last contact) makes the cluster or the node unknown; must be longer than -health.interval. Not given: 180, or three -health.interval when that is longer"),
 ];
 
 /// The rows between the storage packages' and the volume driver's packages'.
@@ -274,6 +277,12 @@ fn driver_package_flags(p: Platform, first: bool) -> Vec<FlagDef> {
 /// today: the package flags and `-debug` are wired since the node work landed.
 pub(super) const NOT_USED_YET: &[&str] = &[];
 
+/// Earlier names of flags, still accepted: (as written, the flag's name).
+pub(super) const RENAMED: &[(&str, &str)] = &[
+    ("storage.capacity.interval", "health.interval"),
+    ("storage.threshold", "health.capacity.warn"),
+];
+
 /// Canonical definition for a name as written (without dashes), resolving the aliases.
 pub(super) fn lookup(name: &str) -> Option<&'static FlagDef> {
     let name = match name.strip_prefix("scaleio.") {
@@ -281,6 +290,10 @@ pub(super) fn lookup(name: &str) -> Option<&'static FlagDef> {
         None => name.to_owned(),
     };
     let name = unalias_platform(name);
+    let name = match RENAMED.iter().find(|(old, _)| *old == name) {
+        Some((_, new)) => (*new).to_owned(),
+        None => name,
+    };
     FLAGS.iter().find(|f| f.name == name)
 }
 

@@ -1,0 +1,164 @@
+//! The health model's inputs reach it here: a gateway poll or its failure, and the moment data
+//! turns stale. The rules are the health module's (`scheduler/health/`); this file only calls
+//! them and writes one log line per change. A change of health never touches a phase, a task
+//! or a relaunch: an unhealthy node is shown, not acted upon.
+
+use super::Dispatcher;
+use crate::scheduler::gateway_work::report::HealthPoll;
+use crate::scheduler::health::{assess, Change, HealthSettings};
+use crate::scheduler::model::HealthState;
+use log::{debug, log, Level};
+
+impl Dispatcher {
+    /// The `-health.*` thresholds.
+    pub fn set_health_settings(&mut self, settings: HealthSettings) {
+        self.health = settings;
+    }
+
+    pub(super) fn on_health_poll(&mut self, poll: &HealthPoll) {
+        assess::apply_poll(&mut self.state.model, poll, &self.health);
+        self.reassess_health();
+    }
+
+    pub(super) fn on_health_failure(&mut self, error: &str) {
+        // The worker logs the failure; the health it leads to is logged as a change.
+        debug!("storage health poll failed: {error}");
+        assess::apply_failure(&mut self.state.model, error);
+        self.reassess_health();
+    }
+
+    /// Every node's, pool's and the cluster's health again; one log line per change.
+    pub(super) fn reassess_health(&mut self) {
+        let now = self.clock.now_ms();
+        self.health_checked_ms = now;
+        for change in assess::reassess(&mut self.state.model, &self.health, now) {
+            let (level, line) = change_line(&change);
+            log!(level, "{line}");
+        }
+        // Only the nodes whose facts or health changed were written to: the save writes
+        // those, and the view shows the poll's time.
+        self.dirty = true;
+        self.touch_view();
+    }
+
+    /// When data next turns stale: the dispatcher wakes then and reassesses.
+    pub(super) fn health_deadline(&self) -> Option<u64> {
+        let next = assess::next_stale_ms(&self.state.model, &self.health);
+        due_after(next, self.health_checked_ms)
+    }
+
+    pub(super) fn reassess_health_when_stale(&mut self) {
+        if self
+            .health_deadline()
+            .is_some_and(|t| t <= self.clock.now_ms())
+        {
+            self.reassess_health();
+        }
+    }
+}
+
+/// A deadline only when it lies after the last reassessment: one that did not move when it
+/// was reached would wake the dispatcher again and again at once.
+fn due_after(next: Option<u64>, checked_ms: u64) -> Option<u64> {
+    next.filter(|t| *t > checked_ms)
+}
+
+/// The log line of a change: a warning when something becomes degraded or unknown (or its
+/// reasons change), information when it is healthy again.
+fn change_line(c: &Change) -> (Level, String) {
+    let reasons = |h: &crate::scheduler::model::Health| {
+        if h.reasons.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", h.reasons.join("; "))
+        }
+    };
+    if c.to.state == HealthState::Healthy {
+        let was = format!("{}{}", c.from.state, reasons(&c.from));
+        return (
+            Level::Info,
+            format!("{}: healthy again (was {was})", c.subject),
+        );
+    }
+    let was = if c.from.state == c.to.state {
+        String::new()
+    } else {
+        format!(" (was {})", c.from.state)
+    };
+    (
+        Level::Warn,
+        format!("{}: {}{}{was}", c.subject, c.to.state, reasons(&c.to)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::model::Health;
+
+    fn change(subject: &str, from: Health, to: Health) -> Change {
+        Change {
+            subject: subject.into(),
+            from,
+            to,
+        }
+    }
+
+    #[test]
+    fn a_change_is_one_line_naming_the_subject_and_the_reasons() {
+        let sds = "SDS sds-2 disconnected from the MDM".to_string();
+        let disk = "device /dev/sdb in error (DeviceFailed)".to_string();
+        let cases = [
+            (
+                change(
+                    "node h2",
+                    Health::healthy(),
+                    Health::degraded(vec![sds.clone(), disk.clone()]),
+                ),
+                Level::Warn,
+                "node h2: degraded: SDS sds-2 disconnected from the MDM; device /dev/sdb in \
+                 error (DeviceFailed) (was healthy)",
+            ),
+            (
+                change(
+                    "node h2",
+                    Health::degraded(vec![sds.clone()]),
+                    Health::degraded(vec![disk.clone()]),
+                ),
+                Level::Warn,
+                "node h2: degraded: device /dev/sdb in error (DeviceFailed)",
+            ),
+            (
+                change(
+                    "cluster",
+                    Health::healthy(),
+                    Health::unknown("no gateway data for 200s (last poll failed: timeout)"),
+                ),
+                Level::Warn,
+                "cluster: unknown: no gateway data for 200s (last poll failed: timeout) (was healthy)",
+            ),
+            (
+                change("pool pd1/sp1", Health::degraded(vec![disk]), Health::healthy()),
+                Level::Info,
+                "pool pd1/sp1: healthy again (was degraded: device /dev/sdb in error (DeviceFailed))",
+            ),
+            (
+                change("node h1", Health::default(), Health::healthy()),
+                Level::Info,
+                "node h1: healthy again (was unknown)",
+            ),
+        ];
+        for (c, level, line) in cases {
+            assert_eq!(change_line(&c), (level, line.to_string()));
+        }
+    }
+
+    #[test]
+    fn a_stale_deadline_already_reached_does_not_wake_the_dispatcher_again() {
+        assert_eq!(due_after(None, 0), None);
+        assert_eq!(due_after(Some(5_000), 1_000), Some(5_000));
+        // Reassessed at 5,000 and the model still says 5,000: no wake-up loop.
+        assert_eq!(due_after(Some(5_000), 5_000), None);
+        assert_eq!(due_after(Some(4_000), 5_000), None);
+    }
+}
