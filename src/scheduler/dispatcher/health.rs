@@ -31,7 +31,11 @@ impl Dispatcher {
     pub(super) fn reassess_health(&mut self) {
         let now = self.clock.now_ms();
         self.health_checked_ms = now;
-        for change in assess::reassess(&mut self.state.model, &self.health, now) {
+        // A running executor's sign of life is its plan poll, which the executor API side
+        // notes (not the model's `last_contact_ms`, which a poll does not write).
+        let executors = &self.executors;
+        let heard = |agent: &str| executors.heard_from(agent);
+        for change in assess::reassess_heard(&mut self.state.model, &self.health, now, &heard) {
             let (level, line) = change_line(&change);
             log!(level, "{line}");
         }
@@ -43,7 +47,8 @@ impl Dispatcher {
 
     /// When data next turns stale: the dispatcher wakes then and reassesses.
     pub(super) fn health_deadline(&self) -> Option<u64> {
-        let next = assess::next_stale_ms(&self.state.model, &self.health);
+        let heard = |agent: &str| self.executors.heard_from(agent);
+        let next = assess::next_stale_heard(&self.state.model, &self.health, &heard);
         due_after(next, self.health_checked_ms)
     }
 

@@ -259,7 +259,7 @@ pub struct Node {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<Phase>,
     /// The node's storage health, derived from `storage`, `host` and the cluster's data
-    /// (`scheduler/health/`); `unknown` until both have been read.
+    /// (`scheduler/health/`; which facts count in which phase is explained in `node.rs`).
     #[serde(default)]
     pub health: Health,
     /// The executor's last host report (a running node's executor keeps checking its host).
@@ -495,7 +495,7 @@ pub struct PoolCapacity {
     pub spare_bytes: u64,
     /// Used over (capacity - spare), percent.
     pub used_pct: f64,
-    /// Above `-storage.threshold`.
+    /// Above `-health.capacity.warn`.
     pub over_threshold: bool,
     pub read_ms: u64,
     /// Data with one copy missing, still readable (`degradedHealthyCapacityInKb`).
