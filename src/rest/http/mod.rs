@@ -10,6 +10,8 @@
 //! Model: an acceptor thread puts connections in a bounded queue (full: 503 at once); a
 //! fixed pool of workers each serves one connection at a time, keep-alive included. A
 //! connection idle between requests gives its worker up as soon as other connections wait.
+//! An answer that comes later (a long poll, [`Later`]) is sent by whoever holds it; a
+//! keep-alive connection that took it whole goes back in the queue for its next request.
 //! One source address gets a share of the workers only (`slots.rs`); answers a client is
 //! slow to take and the lingering close after an error are finished by one thread
 //! (`closer.rs`), not by a worker. TLS and plain HTTP share the port: a worker tells them
