@@ -99,6 +99,11 @@ part memory 3 cargo bench --quiet --bench memory
 # node's full install on a RHEL 7 host stand-in whose commands take no time.
 part node 3 cargo bench --quiet --bench node
 
+# executor_health_bytes_per_hour: one idle running node's executor and the scheduler, both
+# directions through a counting proxy, TLS included, per plan poll times the polls of an hour
+# (tests/bench/host_health.rs).
+part host_health 1 cargo bench --quiet --bench host_health
+
 # converge_seconds_100: deploy.sh -> launcher -> every node running
 # on 100 agents with real executor processes; the release binaries, served as a custom build,
 # with the package flags and gateway demo.sh passes (tests/devcluster/packages.txt).

@@ -1016,6 +1016,51 @@ fn plan_is_returned_and_long_polls_until_it_changes() {
     }
 }
 
+/// An executor's next plan poll follows its last at once: the connection a long poll was
+/// answered on stays open for it (no new connection, nor TLS handshake, per poll); a client
+/// that asks for `Connection: close` gets its connection closed.
+#[test]
+fn a_long_poll_keeps_its_connection_for_the_next_poll() {
+    let s = start();
+    let version = call(s.addr, "GET", H2, "plan", b"").json()["version"]
+        .as_u64()
+        .unwrap();
+    let connections = || {
+        let text = get(s.addr, "/metrics").text();
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix("storage_scheduler_http_connections_total "))
+            .map(str::to_string);
+        line.and_then(|n| n.trim().parse::<u64>().ok()).unwrap()
+    };
+    let poll = |close: bool| {
+        format!(
+            "GET /api/v1/executors/{}/plan?version={version}&wait=1 HTTP/1.1\r\nHost: t\r\n\
+             Authorization: Bearer {}\r\n{}\r\n",
+            fake::executor_id(H2),
+            secret_of(H2),
+            if close { "Connection: close\r\n" } else { "" }
+        )
+    };
+    let before = connections();
+    let mut conn = fake::connect(s.addr);
+    let mut buf = Vec::new();
+    for i in 0..3 {
+        conn.write_all(poll(false).as_bytes()).unwrap();
+        let r = read_response(&mut conn, &mut buf, false).unwrap();
+        assert_eq!(r.status, 304, "poll {i}: {}", r.text());
+        assert_eq!(r.header("connection"), Some("keep-alive"), "poll {i}");
+    }
+    conn.write_all(poll(true).as_bytes()).unwrap();
+    let r = read_response(&mut conn, &mut buf, false).unwrap();
+    assert_eq!(r.header("connection"), Some("close"));
+    let mut rest = Vec::new();
+    let n = std::io::Read::read_to_end(&mut conn, &mut rest).unwrap();
+    assert_eq!(n, 0, "closed after the answer");
+    // The metrics requests' own connections and the one of the polls.
+    assert_eq!(connections() - before, 2);
+}
+
 /// Waiting plan requests hold no worker. With two workers, five executors wait at
 /// once and `/health` still answers at once; a change answers every wait.
 #[test]
@@ -1221,7 +1266,7 @@ fn unknown_paths_and_wrong_methods() {
         &r,
         404,
         "not found",
-        "expected plan, phase, devices or heartbeat",
+        "expected plan, phase, devices, heartbeat or health",
     );
     let r = get(s.addr, "/api/v1/executors/just-an-id");
     assert_json_error(&r, 404, "not found", "/api/v1/executors/just-an-id");

@@ -19,6 +19,11 @@ pub const RECOVERY_TIMEOUT: &str = "MESOS_RECOVERY_TIMEOUT";
 pub const SUBSCRIPTION_BACKOFF_MAX: &str = "MESOS_SUBSCRIPTION_BACKOFF_MAX";
 pub const SHUTDOWN_GRACE_PERIOD: &str = "MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD";
 pub const LOG_LEVEL: &str = storage_framework::contract::env::LOG_LEVEL;
+/// The longest wait of one plan long poll, whole seconds (default 50, at most the scheduler's 60):
+/// a running node checks its host once per poll. Tests shorten it.
+pub const PLAN_WAIT: &str = "STORAGE_EXECUTOR_PLAN_WAIT";
+/// The plan wait unless [`PLAN_WAIT`] says otherwise.
+pub const DEFAULT_PLAN_WAIT: Duration = Duration::from_secs(50);
 
 /// Retry limits that only exist when the framework checkpoints: the agent sets
 /// `MESOS_RECOVERY_TIMEOUT` and `MESOS_SUBSCRIPTION_BACKOFF_MAX` only then.
@@ -47,6 +52,8 @@ pub struct Config {
     pub shutdown_grace_period: Duration,
     /// An `env_logger` filter spec.
     pub log_filter: String,
+    /// The longest wait of one plan long poll: a running node's host check cycle.
+    pub plan_wait: Duration,
 }
 
 /// One environment variable that is missing or unusable.
@@ -140,7 +147,12 @@ impl Config {
             None => "info".to_string(),
             Some(raw) => parse_log_filter(&raw).map_err(|why| error(LOG_LEVEL, why))?,
         };
+        let plan_wait = match text(PLAN_WAIT)? {
+            None => DEFAULT_PLAN_WAIT,
+            Some(raw) => parse_plan_wait(&raw).map_err(|why| error(PLAN_WAIT, why))?,
+        };
         Ok(Config {
+            plan_wait,
             framework_id,
             executor_id,
             agent_endpoint,
@@ -150,6 +162,18 @@ impl Config {
             shutdown_grace_period,
             log_filter,
         })
+    }
+}
+
+/// Whole seconds from 1 to the scheduler's longest wait (the poll's `wait` parameter counts
+/// seconds).
+fn parse_plan_wait(raw: &str) -> Result<Duration, String> {
+    let max = storage_framework::contract::api::MAX_PLAN_WAIT.as_secs();
+    match raw.trim().parse::<u64>() {
+        Ok(secs) if (1..=max).contains(&secs) => Ok(Duration::from_secs(secs)),
+        _ => Err(format!(
+            "{raw:?} is not a plan wait: whole seconds from 1 to {max}"
+        )),
     }
 }
 
@@ -319,6 +343,20 @@ mod tests {
         );
         assert_eq!(c.shutdown_grace_period, Duration::from_secs(5));
         assert_eq!(c.log_filter, "info");
+        assert_eq!(c.plan_wait, DEFAULT_PLAN_WAIT);
+    }
+
+    #[test]
+    fn the_plan_wait_is_whole_seconds_up_to_the_scheduler_s_longest() {
+        let mut vars = base();
+        vars.insert(PLAN_WAIT, "2");
+        assert_eq!(parse(&vars).unwrap().plan_wait, Duration::from_secs(2));
+        for bad in ["0", "61", "1.5", "2secs", "soon"] {
+            vars.insert(PLAN_WAIT, bad);
+            let e = parse(&vars).unwrap_err();
+            assert_eq!(e.variable, PLAN_WAIT, "{bad}");
+            assert!(e.problem.contains(bad), "{e}");
+        }
     }
 
     #[test]

@@ -44,6 +44,9 @@ pub enum Action {
     Devices,
     /// A sign of life; no body needed.
     Heartbeat,
+    /// A [`super::health::HostReport`]: what a running executor finds wrong on its host,
+    /// sent when that changes.
+    Health,
 }
 
 /// An action, the last segment of its path, and its method.
@@ -55,7 +58,7 @@ pub struct Route {
 }
 
 /// Every action of the executor API, in the order error messages list them.
-pub const ROUTES: [Route; 4] = [
+pub const ROUTES: [Route; 5] = [
     Route {
         action: Action::Plan,
         segment: "plan",
@@ -76,6 +79,11 @@ pub const ROUTES: [Route; 4] = [
         segment: "heartbeat",
         method: Method::Post,
     },
+    Route {
+        action: Action::Health,
+        segment: "health",
+        method: Method::Post,
+    },
 ];
 
 impl Action {
@@ -85,6 +93,7 @@ impl Action {
             Action::Phase => 1,
             Action::Devices => 2,
             Action::Heartbeat => 3,
+            Action::Health => 4,
         };
         &ROUTES[i]
     }
@@ -114,7 +123,7 @@ impl Action {
     }
 }
 
-/// `plan, phase, devices or heartbeat`: the segments, for error messages.
+/// `plan, phase, devices, heartbeat or health`: the segments, for error messages.
 pub fn segments_listed() -> String {
     let names: Vec<&str> = ROUTES.iter().map(|r| r.segment).collect();
     match names.split_last() {
@@ -190,7 +199,10 @@ mod tests {
             assert_eq!(r.action.allowed_methods(), [r.method.as_str()]);
         }
         assert_eq!(Action::from_segment("dance"), None);
-        assert_eq!(segments_listed(), "plan, phase, devices or heartbeat");
+        assert_eq!(
+            segments_listed(),
+            "plan, phase, devices, heartbeat or health"
+        );
         assert_eq!(split_path("/api/state"), None);
     }
 

@@ -45,6 +45,7 @@ impl Router {
             Action::Phase => report(ExecutorCall::phase_from_json(&req.body)),
             Action::Devices => report(ExecutorCall::devices_from_json(&req.body)),
             Action::Heartbeat => report(ExecutorCall::heartbeat_from_json(&req.body)),
+            Action::Health => report(ExecutorCall::health_from_json(&req.body)),
         };
         let (call, wait) = match parsed {
             Ok(p) => p,

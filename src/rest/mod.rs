@@ -15,6 +15,7 @@
 //! | `POST /api/v1/executors/<id>/phase` | `{"phase": "packages", "message": "...", "error": "..."}` |
 //! | `POST /api/v1/executors/<id>/devices` | `{"devices": ["/dev/sdb"]}` |
 //! | `POST /api/v1/executors/<id>/heartbeat` | no body needed |
+//! | `POST /api/v1/executors/<id>/health` | `{"problems": [{"check": "service", "subject": "sds", "detail": "not running"}]}` (a running executor, when its host's findings change) |
 //!
 //! With a certificate ([`RestConfig::tls`]) the same port serves TLS too, and the executor
 //! API and every write are TLS only: over plain HTTP they get 403 before their body is read

@@ -3,6 +3,7 @@
 //! replies and errors. Both sides import this module; neither imports the other's internals.
 
 use crate::contract::api::DevicesReport;
+use crate::contract::health::{HostProblem, HostReport};
 use crate::mesos::scheduler::Event;
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::model::{ClusterModel, Phase};
@@ -17,6 +18,12 @@ pub const MAX_DEVICES: usize = 256;
 pub const MAX_DEVICE_PATH: usize = 255;
 /// Phase messages and errors are cut to this many characters before they enter the model.
 pub const MAX_TEXT: usize = 4096;
+/// At most this many problems in one host report (services, a module and every device).
+pub const MAX_HOST_PROBLEMS: usize = MAX_DEVICES + 16;
+/// A host problem's subject (a service, module or device) is at most this long.
+const MAX_SUBJECT: usize = MAX_DEVICE_PATH;
+/// A host problem's detail is cut to this many characters: one line of a reason.
+const MAX_DETAIL: usize = 300;
 /// One call of an executor, as the REST server hands it to the dispatcher.
 #[derive(Debug)]
 pub struct ExecutorRequest {
@@ -67,6 +74,8 @@ pub enum ExecutorCall {
     /// Usable devices the executor found (validated: see [`ExecutorCall::devices_from_json`]).
     Devices(Vec<String>),
     Heartbeat,
+    /// What a running executor found wrong on its host, sorted, without repeats.
+    Health(Vec<HostProblem>),
 }
 
 pub use crate::contract::api::PhaseReport;
@@ -205,6 +214,47 @@ impl ExecutorCall {
             serde_json::from_slice::<serde_json::Value>(body).map_err(malformed)?;
         }
         Ok(ExecutorCall::Heartbeat)
+    }
+
+    /// `{"problems": [{"check": "service", "subject": "sds", "detail": "not running"}]}`:
+    /// at most [`MAX_HOST_PROBLEMS`], each naming its subject; details are cut to one line.
+    pub fn health_from_json(body: &[u8]) -> Result<ExecutorCall, ApiError> {
+        let invalid = |detail: String| ApiError::new(400, "invalid host report", detail);
+        let value: serde_json::Value = serde_json::from_slice(body).map_err(malformed)?;
+        let r: HostReport = serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
+        if r.problems.len() > MAX_HOST_PROBLEMS {
+            return Err(invalid(format!(
+                "{} problems reported; at most {MAX_HOST_PROBLEMS} are accepted",
+                r.problems.len()
+            )));
+        }
+        let mut problems = Vec::with_capacity(r.problems.len());
+        for p in r.problems {
+            let subject = p.subject.trim();
+            let shown: String = subject.chars().take(80).collect();
+            if subject.is_empty() || subject.len() > MAX_SUBJECT {
+                return Err(invalid(format!(
+                    "a {:?} problem's subject {shown:?} is empty or longer than {MAX_SUBJECT} \
+                     bytes",
+                    p.check
+                )));
+            }
+            if subject.chars().any(char::is_control) {
+                return Err(invalid(format!(
+                    "subject {shown:?} contains a control character"
+                )));
+            }
+            let line: String = p.detail.split_whitespace().collect::<Vec<_>>().join(" ");
+            let detail = match clean_text(Some(line)) {
+                Some(d) if d.chars().count() > MAX_DETAIL => d.chars().take(MAX_DETAIL).collect(),
+                Some(d) => d,
+                None => "failed".to_string(),
+            };
+            problems.push(HostProblem::new(p.check, subject, &detail));
+        }
+        problems.sort();
+        problems.dedup();
+        Ok(ExecutorCall::Health(problems))
     }
 }
 
@@ -413,6 +463,62 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn host_reports_are_sorted_cut_and_checked() {
+        let body = br#"{"problems":[
+            {"check":"volume-driver","subject":"rexray","detail":"not running\n(status 3)"},
+            {"check":"service","subject":" sds ","detail":""},
+            {"check":"service","subject":"sds","detail":"failed"}]}"#;
+        let ExecutorCall::Health(p) = ExecutorCall::health_from_json(body).unwrap() else {
+            panic!("a host report");
+        };
+        let reasons: Vec<String> = p.iter().map(HostProblem::reason).collect();
+        assert_eq!(
+            reasons,
+            [
+                "service sds: failed",
+                "volume driver rexray: not running (status 3)"
+            ]
+        );
+        let long = format!(
+            r#"{{"problems":[{{"check":"module","subject":"scini","detail":"{}"}}]}}"#,
+            "x".repeat(1000)
+        );
+        let ExecutorCall::Health(p) = ExecutorCall::health_from_json(long.as_bytes()).unwrap()
+        else {
+            panic!("a host report");
+        };
+        assert_eq!(p[0].detail.len(), MAX_DETAIL);
+        assert_eq!(
+            ExecutorCall::health_from_json(b"{}").unwrap(),
+            ExecutorCall::Health(Vec::new())
+        );
+        for (body, needle) in [
+            (
+                r#"{"problems":[{"check":"kernel","subject":"x","detail":"y"}]}"#,
+                "kernel",
+            ),
+            (
+                r#"{"problems":[{"check":"device","subject":" ","detail":"y"}]}"#,
+                "empty",
+            ),
+            (
+                r#"{"problems":[{"check":"device","subject":"a\u0007","detail":"y"}]}"#,
+                "control",
+            ),
+            (r#"{"problems":"sds"}"#, "invalid type"),
+        ] {
+            let e = ExecutorCall::health_from_json(body.as_bytes()).unwrap_err();
+            assert!(e.detail.contains(needle), "{body}: {e}");
+        }
+        let many: Vec<_> = (0..=MAX_HOST_PROBLEMS)
+            .map(|i| serde_json::json!({"check": "device", "subject": format!("/dev/d{i}"), "detail": "missing"}))
+            .collect();
+        let body = serde_json::json!({ "problems": many }).to_string();
+        let e = ExecutorCall::health_from_json(body.as_bytes()).unwrap_err();
+        assert!(e.detail.contains("at most"), "{e}");
     }
 
     #[test]

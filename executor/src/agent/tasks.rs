@@ -119,12 +119,18 @@ impl Executor {
         };
         let (moves, moved) = mpsc::channel();
         self.moves = Some(moves);
-        let api = SchedulerApi::new(endpoint, &self.config.executor_id, &secret, moved);
-        let worker = node::Node::new(api, Facts::from_env(), self.config.sandbox.clone());
+        let api = SchedulerApi::new(endpoint, &self.config.executor_id, &secret, moved)
+            .with_plan_wait(self.config.plan_wait);
+        let mut worker = node::Node::new(api, Facts::from_env(), self.config.sandbox.clone());
         let id = task_id.to_string();
         let spawned = thread::Builder::new().name("node".into()).spawn(move || {
             let outcome = worker.run();
+            let running = outcome == Outcome::Running;
             let _ = tx.send(Incoming::Node(id, outcome));
+            // The task stays running whatever the host checks find.
+            if running {
+                worker.watch();
+            }
         });
         match spawned {
             Ok(_) => self.node_started = true,

@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 use storage_framework::backoff::Backoff;
 use storage_framework::contract::api::{self, Action};
 
-/// Longest wait of one plan long poll (the scheduler caps it at 60 s).
-pub const PLAN_WAIT: Duration = Duration::from_secs(50);
+/// The client's own bound on a call: the longest plan wait the scheduler grants, and a margin.
+const CALL_TIMEOUT: Duration = Duration::from_secs(70);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_BODY: u64 = 1 << 20;
 const RETRY_START: Duration = Duration::from_millis(200);
@@ -113,6 +113,8 @@ pub struct SchedulerApi {
     pin_worked: bool,
     /// Since when calls have met another certificate.
     mismatch_since: Option<Instant>,
+    /// The longest wait of one plan long poll.
+    plan_wait: Duration,
 }
 
 fn agent(endpoint: &Endpoint) -> ureq::Agent {
@@ -121,7 +123,7 @@ fn agent(endpoint: &Endpoint) -> ureq::Agent {
         .max_redirects(0)
         .proxy(None)
         .timeout_connect(Some(CONNECT_TIMEOUT))
-        .timeout_global(Some(PLAN_WAIT + Duration::from_secs(10)))
+        .timeout_global(Some(CALL_TIMEOUT))
         .build();
     endpoint.agent(config)
 }
@@ -144,7 +146,18 @@ impl SchedulerApi {
             link: Link::Up,
             pin_worked: false,
             mismatch_since: None,
+            plan_wait: crate::env::DEFAULT_PLAN_WAIT,
         }
+    }
+
+    /// Long polls wait at most `wait` (a running node checks its host once per poll).
+    pub fn with_plan_wait(mut self, wait: Duration) -> SchedulerApi {
+        self.plan_wait = wait;
+        self
+    }
+
+    pub fn plan_wait(&self) -> Duration {
+        self.plan_wait
     }
 
     fn url(&self, action: Action) -> String {

@@ -1,22 +1,25 @@
 //! The node half of the storage job: a worker thread that walks the node through its
 //! phases ([`machine`]) on its host ([`crate::host`]), reporting each phase to the scheduler
 //! ([`api`]) and handing the end (running, failed, replaced) to the executor's main loop.
+//! Once running, the worker keeps checking its host on its plan cycle ([`watch`]).
 
 pub mod api;
 pub mod cluster;
 pub mod download;
 pub mod endpoint;
+pub mod health;
 pub mod install;
 pub mod machine;
 pub mod plan;
 pub mod volume;
 pub mod volume_driver;
+pub mod watch;
 
 use crate::host::commands::{Cmd, HostRunner, Runner};
 use crate::host::devices;
 use crate::host::facts::Facts;
 use crate::host::packages;
-use api::{ApiError, SchedulerApi, PLAN_WAIT};
+use api::{ApiError, SchedulerApi};
 use machine::{Earlier, Findings, Phase, Reboot};
 use plan::Plan;
 use std::path::PathBuf;
@@ -76,7 +79,7 @@ impl Node {
     }
 
     /// Walks the node to `running` or to its failure.
-    pub fn run(mut self) -> Outcome {
+    pub fn run(&mut self) -> Outcome {
         match self.fetch_plan(None) {
             Ok(()) => {}
             Err(e) => return Outcome::Refused(e.to_string()),
@@ -150,7 +153,7 @@ impl Node {
     /// plan other than that one.
     fn fetch_plan(&mut self, version: Option<u64>) -> Result<(), ApiError> {
         let wait = if version.is_some() {
-            PLAN_WAIT
+            self.api.plan_wait()
         } else {
             Duration::ZERO
         };

@@ -5,7 +5,7 @@ use super::message::{Later, Request, Response};
 use super::parse::{head_end, parse_head, refuse, Refusal};
 use super::tls;
 use super::write::write_response;
-use super::{lock, Queued, Shared, MAX_BODY, MAX_HEAD};
+use super::{lock, Opened, Queued, Shared, MAX_BODY, MAX_HEAD};
 use crossbeam_channel::Receiver;
 use log::debug;
 use rustls::ServerConnection;
@@ -13,6 +13,7 @@ use std::io::{self, Read, Write};
 use std::net::{IpAddr, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How often an idle keep-alive connection checks whether others wait for a worker.
@@ -80,11 +81,30 @@ impl Conn {
     }
 }
 
-pub(super) fn serve(stream: TcpStream, source: IpAddr, shared: &Shared, queue: &Receiver<Queued>) {
-    let Some(mut conn) = open(stream, source, shared) else {
-        return;
+pub(super) fn serve(
+    stream: Opened,
+    source: IpAddr,
+    shared: &Arc<Shared>,
+    queue: &Receiver<Queued>,
+) {
+    let (mut conn, mut first) = match stream {
+        Opened::New(stream) => match open(stream, source, shared) {
+            Some(conn) => (conn, true),
+            None => return,
+        },
+        Opened::Kept(stream, tls) => {
+            let buf = Vec::with_capacity(4096);
+            (
+                Conn {
+                    stream,
+                    tls,
+                    source,
+                    buf,
+                },
+                false,
+            )
+        }
     };
-    let mut first = true;
     loop {
         let req = match read_request(&mut conn, shared, queue, first) {
             Ok(Some(r)) => r,
@@ -107,6 +127,8 @@ pub(super) fn serve(stream: TcpStream, source: IpAddr, shared: &Shared, queue: &
         };
         if let Some(hand_over) = resp.later.take() {
             // The answer comes later, from elsewhere: this worker is free for others.
+            // Bytes past this request (a pipelined one) would be lost with the worker's buffer.
+            let keep = req.keep_alive && conn.buf.is_empty();
             hand_over(Later {
                 stream: conn.stream,
                 tls: conn.tls,
@@ -114,6 +136,7 @@ pub(super) fn serve(stream: TcpStream, source: IpAddr, shared: &Shared, queue: &
                 stats: shared.stats.clone(),
                 write_timeout: shared.limits.write_timeout,
                 closer: shared.closer.clone(),
+                keep: keep.then(|| super::resume(shared, source)),
             });
             return;
         }

@@ -155,6 +155,10 @@ pub struct Later {
     pub(super) stats: Arc<HttpStats>,
     pub(super) write_timeout: Duration,
     pub(super) closer: super::closer::Closer,
+    /// Takes the connection back for the client's next request once the answer is sent
+    /// whole (an executor's next plan poll follows at once: no new TLS handshake each time);
+    /// `None`: closed after the answer.
+    pub(super) keep: Option<super::Resume>,
 }
 
 impl Response {

@@ -10,6 +10,8 @@
 //! Model: an acceptor thread puts connections in a bounded queue (full: 503 at once); a
 //! fixed pool of workers each serves one connection at a time, keep-alive included. A
 //! connection idle between requests gives its worker up as soon as other connections wait.
+//! An answer that comes later (a long poll, [`Later`]) is sent by whoever holds it; a
+//! keep-alive connection that took it whole goes back in the queue for its next request.
 //! One source address gets a share of the workers only (`slots.rs`); answers a client is
 //! slow to take and the lingering close after an error are finished by one thread
 //! (`closer.rs`), not by a worker. TLS and plain HTTP share the port: a worker tells them
@@ -105,14 +107,52 @@ struct Shared {
     closed: Condvar,
     next_id: AtomicU64,
     /// Places per source address; connections waiting for one are held here.
-    slots: Mutex<Slots<TcpStream>>,
+    slots: Mutex<Slots<Opened>>,
     closer: Closer,
     /// Set when connections that open with a TLS handshake are served over TLS.
     tls: Option<Arc<rustls::ServerConfig>>,
+    /// The workers' queue, for connections answered later that stay open; taken at stop
+    /// (while it is here, the queue never closes and the workers never end).
+    requeue: Mutex<Option<Sender<Queued>>>,
+}
+
+/// A connection for a worker: a new one, or one answered later that stays open (its TLS
+/// session goes with it).
+pub(super) enum Opened {
+    New(TcpStream),
+    Kept(TcpStream, Option<Box<rustls::ServerConnection>>),
+}
+
+impl Opened {
+    fn stream(&self) -> &TcpStream {
+        match self {
+            Opened::New(s) | Opened::Kept(s, _) => s,
+        }
+    }
 }
 
 /// A connection for a worker, with the source address it counts under.
-type Queued = (TcpStream, IpAddr);
+type Queued = (Opened, IpAddr);
+
+/// Hands a connection answered later back to the workers, under its address's places as a
+/// new one would be; when there is no room it is closed (the client opens another).
+pub(super) type Resume = Box<dyn FnOnce(TcpStream, Option<Box<rustls::ServerConnection>>) + Send>;
+
+fn resume(shared: &Arc<Shared>, source: IpAddr) -> Resume {
+    let shared = shared.clone();
+    Box::new(move |stream, tls| {
+        let Some(tx) = lock(&shared.requeue).clone() else {
+            return;
+        };
+        let admitted = lock(&shared.slots).admit(source, Opened::Kept(stream, tls));
+        if let Admit::Serve(conn) = admitted {
+            if tx.try_send((conn, source)).is_err() {
+                // It had a free place: nobody of its address waits for it.
+                let _ = lock(&shared.slots).release(source);
+            }
+        }
+    })
+}
 
 pub struct Server {
     addr: SocketAddr,
@@ -154,8 +194,10 @@ impl Server {
             slots: Mutex::new(Slots::new(limits.per_address, limits.per_address_waiting)),
             closer: Closer::start(limits.closing)?,
             tls,
+            requeue: Mutex::new(None),
         });
         let (tx, rx) = crossbeam_channel::bounded::<Queued>(limits.queue.max(1));
+        *lock(&shared.requeue) = Some(tx.clone());
         let mut server = Server {
             addr,
             shared: shared.clone(),
@@ -172,6 +214,7 @@ impl Server {
                 Err(e) => {
                     // Closing the queue first lets `server`'s drop join the workers.
                     drop(tx);
+                    lock(&server.shared.requeue).take();
                     return Err(e);
                 }
             }
@@ -193,6 +236,7 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.shared.stopping.store(true, Relaxed);
+        lock(&self.shared.requeue).take();
         if let Some(acceptor) = self.acceptor.take() {
             // accept() has no timeout: a connection of our own wakes it to see the flag.
             let mut wake = self.addr;
@@ -250,11 +294,11 @@ fn accept(listener: TcpListener, tx: Sender<Queued>, shared: Arc<Shared>) {
         };
         let source = slots::source(peer.ip());
         // Not in the match: the lock would be held through it.
-        let admitted = lock(&shared.slots).admit(source, stream);
+        let admitted = lock(&shared.slots).admit(source, Opened::New(stream));
         match admitted {
             Admit::Serve(stream) => match tx.try_send((stream, source)) {
                 Ok(()) => {}
-                Err(TrySendError::Full((s, source))) => {
+                Err(TrySendError::Full((Opened::New(s) | Opened::Kept(s, _), source))) => {
                     busy(
                         &shared,
                         s,
@@ -266,7 +310,9 @@ fn accept(listener: TcpListener, tx: Sender<Queued>, shared: Arc<Shared>) {
                 Err(TrySendError::Disconnected(_)) => break,
             },
             Admit::Waits => {}
-            Admit::Refuse(s) => busy(&shared, s, "too many connections from your address"),
+            Admit::Refuse(Opened::New(s) | Opened::Kept(s, _)) => {
+                busy(&shared, s, "too many connections from your address")
+            }
         }
     }
 }
@@ -307,9 +353,9 @@ fn worker(rx: Receiver<Queued>, shared: Arc<Shared>) {
     }
 }
 
-fn serve_one(stream: TcpStream, source: IpAddr, shared: &Shared, rx: &Receiver<Queued>) {
+fn serve_one(stream: Opened, source: IpAddr, shared: &Arc<Shared>, rx: &Receiver<Queued>) {
     let id = shared.next_id.fetch_add(1, Relaxed);
-    match (stream.try_clone(), shared.open.lock()) {
+    match (stream.stream().try_clone(), shared.open.lock()) {
         (Ok(clone), Ok(mut open)) => {
             open.insert(id, clone);
         }

@@ -76,15 +76,17 @@ fn write_by(stream: &mut TcpStream, bufs: &mut [io::IoSlice], deadline: Instant)
 }
 
 impl Later {
-    /// Sends `resp` and closes the connection without waiting for the client to read it:
-    /// what it does not take at once the closer thread sends (one deadline for the whole
-    /// response), so one slow reader does not hold up the answers to others.
-    pub fn answer(self, resp: &Response) {
+    /// Sends `resp` without waiting for the client to read it: what it does not take at once
+    /// the closer thread sends (one deadline for the whole response) and closes, so one slow
+    /// reader does not hold up the answers to others. An answer taken whole keeps a
+    /// keep-alive connection open for the client's next request.
+    pub fn answer(mut self, resp: &Response) {
         let class = usize::from(resp.status / 100).min(5);
         self.stats.responses[class].fetch_add(1, Relaxed);
-        let (head, body) = encode(resp, self.head_only, false);
-        let bytes = match self.tls {
-            Some(mut tls) => match super::tls::seal(&mut tls, &[head.as_bytes(), body], true) {
+        let keep = self.keep.take();
+        let (head, body) = encode(resp, self.head_only, keep.is_some());
+        let mut bytes = match &mut self.tls {
+            Some(tls) => match super::tls::seal(tls, &[head.as_bytes(), body], keep.is_none()) {
                 Ok(sealed) => sealed,
                 Err(_) => return,
             },
@@ -95,7 +97,36 @@ impl Later {
                 bytes
             }
         };
+        if let Some(resume) = keep {
+            match write_now(&mut self.stream, &bytes) {
+                Ok(n) if n == bytes.len() => return resume(self.stream, self.tls),
+                Ok(n) => drop(bytes.drain(..n)),
+                Err(_) => return,
+            }
+        }
         let deadline = Instant::now() + self.write_timeout;
         self.closer.send_and_close(self.stream, bytes, deadline);
     }
+}
+
+/// Writes what the socket takes without blocking; how much that was.
+fn write_now(stream: &mut TcpStream, bytes: &[u8]) -> io::Result<usize> {
+    stream.set_nonblocking(true)?;
+    let mut sent = 0;
+    let result = loop {
+        match stream.write(&bytes[sent..]) {
+            Ok(0) => break Ok(sent),
+            Ok(n) => {
+                sent += n;
+                if sent == bytes.len() {
+                    break Ok(sent);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break Ok(sent),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => break Err(e),
+        }
+    };
+    stream.set_nonblocking(false)?;
+    result
 }

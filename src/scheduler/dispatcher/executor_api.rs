@@ -16,12 +16,14 @@
 //! again (see [`must_render`]): 10,000 parked executors cost one node's plan per report,
 //! not 10,000.
 
+use crate::contract::health::HostProblem;
 use crate::contract::plan::{NodePlan, PlanBody, PlanSecrets};
 use crate::hash::content_hash;
 use crate::scheduler::exchange::{
     ApiError, ExecutorCall, ExecutorReply, ExecutorRequest, PhaseReport, PlanReply, ReplyTo,
 };
-use crate::scheduler::model::{Node, Persisted, Phase};
+use crate::scheduler::health::{assess, HealthSettings};
+use crate::scheduler::model::{ClusterModel, HostHealth, Node, Persisted, Phase};
 use crate::scheduler::node_plan::mdm_cluster;
 use crate::scheduler::node_plan::{self, InstallSettings};
 use crate::secret::Secret;
@@ -189,6 +191,11 @@ impl ExecutorApi {
                 node.last_contact_ms = Some(now_ms);
                 self.acks.push(reply);
                 false
+            }
+            ExecutorCall::Health(problems) => {
+                let changed = record_host(&mut state.model, &agent, problems, now_ms);
+                self.acks.push(reply);
+                changed
             }
         }
     }
@@ -505,6 +512,40 @@ fn record_phase(node: &mut Node, report: PhaseReport, now_ms: u64) {
     node.updated_ms = now_ms;
 }
 
+/// A host report into its node, only when its problems differ from the last report's (an
+/// unchanged one writes and saves nothing); then every health is assessed again.
+fn record_host(
+    model: &mut ClusterModel,
+    agent: &str,
+    problems: Vec<HostProblem>,
+    now_ms: u64,
+) -> bool {
+    let unchanged = |n: &Node| n.host.as_ref().map(|h| &h.problems) == Some(&problems);
+    if model.nodes.get(agent).is_none_or(unchanged) {
+        return false;
+    }
+    let Some(node) = model.nodes.get_mut(agent) else {
+        return false;
+    };
+    let before = node.host.as_ref().map_or(0, |h| h.problems.len());
+    if !problems.is_empty() {
+        let reasons: Vec<String> = problems.iter().map(HostProblem::reason).collect();
+        warn!("{}: host: {}", node.hostname, reasons.join("; "));
+    } else if before > 0 {
+        info!("{}: host: every problem cleared", node.hostname);
+    }
+    node.host = Some(Box::new(HostHealth {
+        problems,
+        reported_ms: now_ms,
+    }));
+    node.last_contact_ms = Some(now_ms);
+    let settings = HealthSettings::default();
+    for c in assess::reassess(model, &settings, now_ms) {
+        info!("{}: health {} -> {}", c.subject, c.from.state, c.to.state);
+    }
+    true
+}
+
 /// A device report into its node.
 fn record_devices(node: &mut Node, devices: Vec<String>, now_ms: u64) {
     if node.devices != devices {
@@ -527,6 +568,7 @@ fn record_devices(node: &mut Node, devices: Vec<String>, now_ms: u64) {
 mod tests {
     use super::*;
     use crate::clock::{Clock, SystemClock};
+    use crate::contract::health::HostCheck;
     use crate::scheduler::model::{Node, Persona, TaskRecord};
     use crossbeam_channel::Receiver;
 
@@ -1011,6 +1053,48 @@ mod tests {
         match rx.try_recv() {
             Ok(ExecutorReply::Failed(e)) => assert_eq!(e.status, 401),
             other => panic!("{other:?}"),
+        }
+        // Nor is its host report taken.
+        let sds = HostProblem::new(HostCheck::Service, "sds", "not running");
+        let (r, rx) = req(ExecutorCall::Health(vec![sds]), SECRET);
+        assert!(!api.handle(&mut s, r, 3));
+        match rx.try_recv() {
+            Ok(ExecutorReply::Failed(e)) => assert_eq!(e.status, 401),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(s.model.nodes["a1"].host, None);
+    }
+
+    #[test]
+    fn a_host_report_is_kept_and_saved_only_when_it_changes() {
+        let mut api = ExecutorApi::new();
+        let mut s = state();
+        let sds = HostProblem::new(HostCheck::Service, "sds", "not running");
+        let mut report = |s: &mut Persisted, problems: Vec<HostProblem>, at: u64| {
+            let (r, rx) = req(ExecutorCall::Health(problems), SECRET);
+            let saved = api.handle(s, r, at);
+            api.after_batch(s, at);
+            assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Recorded)));
+            saved
+        };
+        // (problems, saved, kept problems, reported at)
+        let table = [
+            (vec![], true, vec![], 10),
+            (vec![], false, vec![], 10),
+            (vec![sds.clone()], true, vec![sds.clone()], 30),
+            (vec![sds.clone()], false, vec![sds.clone()], 30),
+            (vec![], true, vec![], 50),
+        ];
+        for (i, (problems, saved, kept, at)) in table.into_iter().enumerate() {
+            let before = s.model.nodes.get_shared("a1").unwrap().clone();
+            assert_eq!(report(&mut s, problems, 10 * i as u64 + 10), saved, "{i}");
+            let host = s.model.nodes["a1"].host.clone().unwrap();
+            assert_eq!((host.problems, host.reported_ms), (kept, at), "{i}");
+            let same = Arc::ptr_eq(&before, s.model.nodes.get_shared("a1").unwrap());
+            assert_eq!(
+                same, !saved,
+                "{i}: an unchanged report leaves the node shared"
+            );
         }
     }
 }

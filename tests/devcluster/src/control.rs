@@ -24,6 +24,7 @@
 //! | `GET /control/hosts/<ip>` | the host stand-in state of the agent with that address (404 when none): how a stand-in `scli` finds the MDM it adds |
 //! | `POST /control/agents/<n>/new-id[?outage_ms=N]` | the same as `reboot` |
 //! | `GET /control/agents/<n>/host` | agent `n`'s host stand-in state (packages, services, kernel, MDM cluster, command history) |
+//! | `POST /control/agents/<n>/service?name=<sds\|lia\|mdm\|rexray\|scini>&running=false\|true` | agent `n`'s installed service stopped or started as by hand; `scini` is the SDC's kernel module unloaded or loaded (`proc/modules`). 409 when the service is not installed |
 //!
 //! The host stand-ins (`crate::host`) use the gateway and reboot endpoints; they find this API
 //! in `STORAGE_DEVCLUSTER_CONTROL`, so [`bind`] comes first when the agents need the URL.
@@ -165,6 +166,39 @@ fn agent_index(n: &str) -> Result<usize, (u16, String)> {
         - 1)
 }
 
+/// Agent `index`'s service `?name=` stopped or started (`?running=false|true`), as a person
+/// at the host would; `scini` is the SDC's kernel module.
+fn set_service(t: &Targets, index: usize, url: &str) -> Result<Value, (u16, String)> {
+    let names = host::CONTROLLED_SERVICES.join("|");
+    let usage = || {
+        (
+            400,
+            format!("service needs ?name=<{names}>&running=<true|false>"),
+        )
+    };
+    let name = query(url, "name").ok_or_else(usage)?;
+    if !host::CONTROLLED_SERVICES.contains(&name) {
+        return Err((400, format!("service name {name:?} is not one of {names}")));
+    }
+    let running = match query(url, "running").ok_or_else(usage)? {
+        "true" => true,
+        "false" => false,
+        other => return Err((400, format!("running={other:?} is not true or false"))),
+    };
+    let agent = index + 1;
+    let root = agent_host(t, index).ok_or((404, format!("agent {agent} has no host stand-ins")))?;
+    let installed = root
+        .update(|s| s.set_running(name, running))
+        .map_err(|e| (500, e))?;
+    if !installed {
+        return Err((
+            409,
+            format!("agent {agent}: service {name} is not installed"),
+        ));
+    }
+    Ok(json!({"agent": agent, "service": name, "running": running}))
+}
+
 /// The fake root of agent `index`, when the cluster runs host stand-ins.
 fn agent_host(t: &Targets, index: usize) -> Option<FakeRoot> {
     let dir = t.master.work_dir().join(format!("agent-{}", index + 1));
@@ -265,6 +299,7 @@ fn act(t: &Targets, method: &Method, url: &str) -> Result<Value, (u16, String)> 
         (Method::Post, ["control", "agents", n, "reboot" | "new-id"]) => {
             reboot_host(t, agent_index(n)?, url)
         }
+        (Method::Post, ["control", "agents", n, "service"]) => set_service(t, agent_index(n)?, url),
         (Method::Post, ["control", "agents", n, action]) => {
             let index = agent_index(n)?;
             let reply = json!({"agent": index + 1, "done": action});

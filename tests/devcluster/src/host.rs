@@ -52,6 +52,8 @@
 //!   first bytes, because sysfs does not show them: a blkid-free check reads the head of
 //!   `<root>/dev/<name>` (ext2/3/4 magic at 1080, XFS `XFSB` at 0, swap `SWAPSPACE2` at 4086, LVM
 //!   `LABELONE` at 512, GPT `EFI PART` at 512, MBR `55 aa` at 510).
+//! - `proc/modules` and `sys/module/scini`: the SDC's `scini` module is loaded exactly while
+//!   its `scini` service runs (written with every change of the state).
 //! - `var/lib/storage-host-standin/state.json` ([`HostState`]): installed packages, services,
 //!   running and pending kernel, MDM cluster, and the history of every stand-in invocation
 //!   (argv and exit status, so tests can check order and that no secret went on a command line).
@@ -725,7 +727,41 @@ impl HostState {
     pub fn service_running(&self, name: &str) -> bool {
         self.services.get(name).is_some_and(|s| s.running)
     }
+
+    /// Stops or starts installed service `name` as a person at the host would (the SDC's
+    /// `scini`: its kernel module unloaded or loaded); false when it is not installed.
+    pub fn set_running(&mut self, name: &str, running: bool) -> bool {
+        let pid = self.take_pid();
+        let Some(s) = self.services.get_mut(name) else {
+            return false;
+        };
+        if s.running != running {
+            s.running = running;
+            s.pid = running.then_some(pid);
+        }
+        true
+    }
+
+    /// `/proc/modules` of this host: a few modules every such host has, and the SDC's
+    /// `scini` while its service has it loaded.
+    pub fn proc_modules(&self) -> String {
+        let mut text = String::new();
+        if self.service_running(SDC_MODULE) {
+            text.push_str("scini 794624 0 - Live 0xffffffffc0690000 (OE)\n");
+        }
+        text.push_str(
+            "xfs 1212416 1 - Live 0xffffffffc0520000\n\
+             libcrc32c 16384 1 xfs, Live 0xffffffffc0319000\n\
+             dm_mod 126976 2 - Live 0xffffffffc02f2000\n",
+        );
+        text
+    }
 }
+
+/// The SDC's kernel module; its service of the same name loads and unloads it.
+pub const SDC_MODULE: &str = "scini";
+/// The services the control API stops and starts (`scini`: the SDC's module).
+pub const CONTROLLED_SERVICES: [&str; 5] = ["sds", "lia", "mdm", "rexray", SDC_MODULE];
 
 /// Salted FNV-1a, so that the state file can check a password without holding it.
 pub fn password_hash(salt: &str, password: &str) -> String {
@@ -877,7 +913,32 @@ impl FakeRoot {
             f.sync_all()?;
             fs::rename(&tmp, &path)
         };
-        write().map_err(|e| format!("cannot write {}: {e}", path.display()))
+        write().map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        self.write_modules(state)
+    }
+
+    /// `proc/modules` and `sys/module/scini` as the state has the modules loaded, after
+    /// every change of the state, so that they never disagree with the services. The file is
+    /// replaced whole: a reader never sees it half written.
+    fn write_modules(&self, state: &HostState) -> Result<(), String> {
+        let path = self.join("proc/modules");
+        let text = state.proc_modules();
+        if !fs::read_to_string(&path).is_ok_and(|t| t == text) {
+            let tmp = self.join("proc/modules.tmp");
+            self.write("proc/modules.tmp", &text)?;
+            fs::rename(&tmp, &path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+        let sysfs = format!("sys/module/{SDC_MODULE}");
+        if state.service_running(SDC_MODULE) {
+            self.mkdir(&sysfs)
+        } else {
+            match fs::remove_dir_all(self.join(&sysfs)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    Err(format!("cannot remove {sysfs}: {e}"))
+                }
+                _ => Ok(()),
+            }
+        }
     }
 
     /// Boots the host again: the pending kernel (if any) becomes the running one, logins end,
@@ -1252,6 +1313,9 @@ pub struct HostStandins {
     /// `reboot` and gateway effects fail with a clear message.
     pub control_url: Option<String>,
     pub disks: Vec<Disk>,
+    /// More variables for every executor (`STORAGE_EXECUTOR_PLAN_WAIT` to shorten a test's
+    /// host check cycle).
+    pub extra_env: Vec<(String, String)>,
 }
 
 impl HostStandins {
@@ -1263,6 +1327,7 @@ impl HostStandins {
             standin_bin,
             control_url,
             disks: default_disks(),
+            extra_env: Vec::new(),
         }
     }
 
@@ -1364,6 +1429,7 @@ pub fn executor_env(cfg: &HostStandins, agent_work_dir: &Path) -> Vec<(String, S
     if let Some(url) = &cfg.control_url {
         env.push((CONTROL_ENV.to_string(), url.clone()));
     }
+    env.extend(cfg.extra_env.iter().cloned());
     env
 }
 

@@ -1447,3 +1447,95 @@ fn an_installed_sdc_connects_to_the_gateway_and_a_reboot_disconnects_it() {
         serde_json::json!(false)
     );
 }
+
+/// The control API stops and starts a host's services as a person at the host would: the
+/// service's own status query says so, and `scini` unloaded is gone from `/proc/modules`.
+#[test]
+fn the_control_api_stops_and_starts_services_and_unloads_the_sdc_module() {
+    let dir = temp_dir("service-control");
+    let c = cluster_with_hosts(&dir);
+    let agent_dir = dir.join("work").join("agent-1");
+    let h = Host {
+        root: host::agent_root(&agent_dir),
+        bin: host::agent_bin(&agent_dir),
+        dir,
+        control: Some(c.control.url()),
+    };
+    assert!(!read(&h.root, "proc/modules").contains("scini"));
+    h.ok(&[
+        "apt-get",
+        "-y",
+        "install",
+        "linux-image-4.4.0-38-generic",
+        "libaio1",
+    ]);
+    h.fake().boot().unwrap();
+    h.ok(&["dpkg", "-i", &h.package(SDS_DEB)]);
+    h.ok_env(
+        &["dpkg", "-i", &h.package(SDC_DEB)],
+        &[("MDM_IP", "10.0.0.1")],
+    );
+    let modules = read(&h.root, "proc/modules");
+    assert!(modules.starts_with("scini "), "{modules}");
+    assert!(h.root.join("sys/module/scini").is_dir());
+
+    let post = |query: &str| {
+        let path = format!("/control/agents/1/service?{query}");
+        request(c.control.addr(), "POST", &path, &[], b"")
+    };
+    let r = post("name=scini&running=false");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"agent": 1, "service": "scini", "running": false})
+    );
+    assert!(!read(&h.root, "proc/modules").contains("scini"));
+    assert!(!h.root.join("sys/module/scini").exists());
+    let status = h.run(&["service", "scini", "status"]);
+    assert_eq!(
+        (status.status, status.out.as_str()),
+        (3, " * scini is not running\n")
+    );
+
+    assert_eq!(post("name=sds&running=false").status, 200);
+    assert_eq!(
+        h.ok(&["service", "sds", "status"]).out,
+        "sds stop/waiting\n"
+    );
+    assert_eq!(post("name=sds&running=true").status, 200);
+    assert!(h
+        .ok(&["service", "sds", "status"])
+        .out
+        .starts_with("sds start/running, process "));
+    assert_eq!(post("name=scini&running=true").status, 200);
+    assert!(read(&h.root, "proc/modules").starts_with("scini "));
+
+    // Bad requests name what was wrong.
+    for (query, status, needle) in [
+        (
+            "name=mdm&running=false",
+            409,
+            "service mdm is not installed",
+        ),
+        (
+            "name=ssh&running=false",
+            400,
+            "ssh\\\" is not one of sds|lia|mdm|rexray|scini",
+        ),
+        ("name=sds&running=no", 400, "no\\\" is not true or false"),
+        ("name=sds", 400, "service needs ?name="),
+    ] {
+        let r = post(query);
+        assert_eq!(r.status, status, "{query}: {}", r.text());
+        assert!(r.text().contains(needle), "{query}: {}", r.text());
+    }
+    let r = request(
+        c.control.addr(),
+        "POST",
+        "/control/agents/7/service?name=sds&running=false",
+        &[],
+        b"",
+    );
+    assert_eq!(r.status, 404, "{}", r.text());
+    drop(c.gateway);
+}

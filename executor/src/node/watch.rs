@@ -1,0 +1,82 @@
+//! A running node keeps an eye on its host: once per plan long poll it looks at what its
+//! install left there (`health.rs` decides what counts and whether to tell) and reports a
+//! change with `POST health`. An unchanged host costs no call beyond the poll. Nothing here
+//! fails the task, relaunches anything or walks a phase again.
+
+use super::health::{self, Expected, Look};
+use super::Node;
+use crate::host::services::Service;
+use storage_framework::contract::api::Action;
+use storage_framework::contract::health::{HostProblem, HostReport};
+
+impl Node {
+    /// Looks, tells the scheduler of a change, waits for the next plan; until the scheduler
+    /// refuses this executor (it was replaced), which ends the watch and nothing else.
+    pub fn watch(&mut self) {
+        let mut told: Option<HostReport> = None;
+        loop {
+            let found = self.look();
+            if health::worth_sending(told.as_ref(), &found) {
+                self.log_findings(told.as_ref(), &found);
+                if let Err(e) = self.api.report(Action::Health, &found) {
+                    log::warn!(
+                        "node {}: host checks end, the scheduler refused the report: {e}",
+                        self.plan.hostname
+                    );
+                    return;
+                }
+                told = Some(found);
+            }
+            let version = self.plan.version;
+            if let Err(e) = self.fetch_plan(Some(version)) {
+                log::warn!(
+                    "node {}: host checks end, the scheduler refused the plan: {e}",
+                    self.plan.hostname
+                );
+                return;
+            }
+        }
+    }
+
+    /// One look at the host: a state query per service, one read of `/proc/modules`, a
+    /// stat per device.
+    fn look(&mut self) -> HostReport {
+        let platform = self.platform();
+        let Expected {
+            services,
+            devices,
+            volume_driver,
+        } = health::expected(&self.plan, platform.as_ref().ok().copied());
+        let mut query = |name: &'static str| {
+            let seen = match &platform {
+                Ok(p) => Service::new(*p, name)
+                    .state(self.runner.as_mut())
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.clone()),
+            };
+            (name, seen)
+        };
+        let look = Look {
+            services: services.into_iter().map(&mut query).collect(),
+            volume_driver: volume_driver.map(&mut query),
+            modules: self.facts.read("/proc/modules"),
+            missing_devices: devices
+                .into_iter()
+                .filter(|d| !self.facts.path(d).exists())
+                .collect(),
+        };
+        health::findings(&look)
+    }
+
+    fn log_findings(&self, told: Option<&HostReport>, found: &HostReport) {
+        let host = &self.plan.hostname;
+        if !found.problems.is_empty() {
+            let reasons: Vec<String> = found.problems.iter().map(HostProblem::reason).collect();
+            log::warn!("node {host}: host: {}", reasons.join("; "));
+        } else if told.is_some() {
+            log::info!("node {host}: host: every problem cleared");
+        } else {
+            log::info!("node {host}: host checks find nothing wrong");
+        }
+    }
+}
