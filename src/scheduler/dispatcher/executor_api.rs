@@ -22,7 +22,6 @@ use crate::hash::content_hash;
 use crate::scheduler::exchange::{
     ApiError, ExecutorCall, ExecutorReply, ExecutorRequest, PhaseReport, PlanReply, ReplyTo,
 };
-use crate::scheduler::health::{assess, HealthSettings};
 use crate::scheduler::model::{ClusterModel, HostHealth, Node, Persisted, Phase};
 use crate::scheduler::node_plan::mdm_cluster;
 use crate::scheduler::node_plan::{self, InstallSettings};
@@ -513,7 +512,7 @@ fn record_phase(node: &mut Node, report: PhaseReport, now_ms: u64) {
 }
 
 /// A host report into its node, only when its problems differ from the last report's (an
-/// unchanged one writes and saves nothing); then every health is assessed again.
+/// unchanged one writes and saves nothing).
 fn record_host(
     model: &mut ClusterModel,
     agent: &str,
@@ -539,10 +538,7 @@ fn record_host(
         reported_ms: now_ms,
     }));
     node.last_contact_ms = Some(now_ms);
-    let settings = HealthSettings::default();
-    for c in assess::reassess(model, &settings, now_ms) {
-        info!("{}: health {} -> {}", c.subject, c.from.state, c.to.state);
-    }
+    // The dispatcher assesses every health again (with the operator's thresholds).
     true
 }
 

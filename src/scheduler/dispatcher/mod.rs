@@ -19,7 +19,7 @@ use crate::mesos::types::{
     offer, AgentID, Filters, FrameworkID, OfferID, TaskID, TaskState, TaskStatus,
 };
 use crate::scheduler::dispatcher::executor_api::ExecutorApi;
-use crate::scheduler::exchange::{CallOutcome, Input, KnownAgent, View};
+use crate::scheduler::exchange::{CallOutcome, ExecutorCall, Input, KnownAgent, View};
 use crate::scheduler::gateway_work::report::Report;
 use crate::scheduler::master::sender::Outgoing;
 use crate::scheduler::metrics::Metrics;
@@ -315,11 +315,15 @@ impl Dispatcher {
                 let _ = reply.send(self.view());
             }
             Input::Executor(req) => {
+                let host_report = matches!(req.call, ExecutorCall::Health(_));
                 if self
                     .executors
                     .handle(&mut self.state, req, self.clock.now_ms())
                 {
                     self.dirty = true;
+                    if host_report {
+                        self.reassess_health();
+                    }
                 }
                 // Even a heartbeat changes what the view shows (last contact).
                 self.touch_view();
