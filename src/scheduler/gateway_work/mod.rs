@@ -181,7 +181,8 @@ impl StorageSide {
     /// Takes a worker report into the model; true when it changed.
     pub fn on_report(&mut self, model: &mut ClusterModel, report: Report) -> bool {
         match report {
-            Report::Capacity(pools) => {
+            Report::Health(poll) => {
+                let pools = &poll.pools;
                 for p in pools.iter().filter(|p| p.over_threshold) {
                     log::warn!(
                         "storage pool {}/{} is {:.0}% used",
@@ -190,14 +191,14 @@ impl StorageSide {
                         p.used_pct
                     );
                 }
-                model.pools = pools;
+                model.pools = poll.pools.clone();
                 true
             }
             Report::Node(r) => self.on_node(model, r),
             // The dispatcher keeps it with the state it saves; the model has no place for it.
             Report::Certificate { .. } => false,
             // The dispatcher hands these to the health model (`scheduler/health/`).
-            Report::Health(_) | Report::HealthFailed { .. } => false,
+            Report::HealthFailed { .. } => false,
         }
     }
 
