@@ -110,7 +110,8 @@ part host_health 1 cargo bench --quiet --bench host_health
 part converge 3 env STORAGE_BENCH_BIN_DIR="$release_dir" cargo bench --quiet --bench converge
 
 # gateway_attach_seconds_100, gateway_requests_per_device (in-process, built for musl): the
-# gateway worker attaching 100 nodes x 4 devices on the dev gateway.
+# gateway worker attaching 100 nodes x 4 devices on the dev gateway;
+# gateway_requests_per_health_poll_1000: one health poll over 1,000 nodes in 4 pools.
 part gateway 3 cargo bench --quiet "${musl[@]}" --bench gateway
 
 # store_bytes_written_per_update_10k: see tests/bench/store.rs, when present.

@@ -415,3 +415,115 @@ fn the_dev_gateway_answers_every_typed_call_as_the_fixtures_do() {
     let taken = api::create_device(&mut c, &device).expect_err("the device is there");
     assert_eq!(taken.error_code(), Some(code::DEVICE_ALREADY_EXISTS));
 }
+
+/// Every number the fixture has above zero is above zero in the dev gateway's answer too
+/// (the figures differ; what is degraded must show as degraded).
+fn nonzero_where_the_fixture_is(call: &str, fixture: &Value, sim: &Value) {
+    let (Value::Object(f), Value::Object(s)) = (fixture, sim) else {
+        panic!("{call}: not objects");
+    };
+    for (key, value) in f {
+        let theirs = s.get(key).and_then(Value::as_u64).unwrap_or(0);
+        if value.as_u64().unwrap_or(0) > 0 {
+            assert!(theirs > 0, "{call}: {key} is 0 in {sim}");
+        }
+    }
+}
+
+#[test]
+fn the_dev_gateways_injected_faults_read_as_the_degraded_fixtures() {
+    use devcluster::gateway::HealthFault;
+    let gw = start();
+    let mut c = client(&gw);
+    let ip = "10.1.0.7";
+    gw.sdc_installed(ip, "10.0.0.11").expect("SDC");
+    let pool = api::storage_pool_id(&mut c, "default", "default")
+        .expect("query")
+        .expect("the pre-configured pool");
+    let pd = api::protection_domain_id(&mut c, "default")
+        .expect("query")
+        .expect("the pre-configured domain");
+    let mut new_sds = NewSds::at("h1", &pd, ip);
+    new_sds.device_info_list.push(DeviceInfo {
+        device_path: "/dev/sdb".into(),
+        storage_pool_id: pool.clone(),
+    });
+    api::create_sds(&mut c, &new_sds).expect("create sds");
+    for fault in [
+        HealthFault::SdsConnected {
+            ip: ip.into(),
+            connected: false,
+        },
+        HealthFault::SdcConnected {
+            ip: ip.into(),
+            connected: false,
+        },
+        HealthFault::DeviceFailed {
+            ip: ip.into(),
+            path: "/dev/sdb".into(),
+            failed: true,
+        },
+        HealthFault::MdmDegraded(true),
+        HealthFault::Rebuild(Duration::from_secs(3600)),
+        HealthFault::Fill(12),
+    ] {
+        gw.inject(fault).expect("fault");
+    }
+
+    let sds = &api::sdss(&mut c).expect("sdss")[0];
+    let want = &decode_fixture::<Vec<Sds>>("degraded/sdss.json")[0];
+    assert_eq!(
+        (
+            &sds.mdm_connection_state,
+            &sds.membership_state,
+            &sds.sds_state
+        ),
+        (
+            &want.mdm_connection_state,
+            &want.membership_state,
+            &want.sds_state
+        )
+    );
+    let device = &api::devices(&mut c).expect("devices")[0];
+    let want = &decode_fixture::<Vec<Device>>("degraded/devices.json")[0];
+    assert_eq!(
+        (&device.device_state, &device.error_state),
+        (&want.device_state, &want.error_state)
+    );
+    let sdc = &api::sdcs(&mut c).expect("sdcs")[0];
+    let want = &decode_fixture::<Vec<Sdc>>("degraded/sdcs.json")[0];
+    assert_eq!(sdc.mdm_connection_state, want.mdm_connection_state);
+    assert!(!sdc.connected());
+    let cluster = &api::systems(&mut c).expect("systems")[0].mdm_cluster;
+    let want = &decode_fixture::<Vec<System>>("degraded/systems.json")[0].mdm_cluster;
+    assert_eq!(
+        (
+            &cluster.cluster_state,
+            cluster.good_nodes_num,
+            cluster.good_replicas_num
+        ),
+        (
+            &want.cluster_state,
+            want.good_nodes_num,
+            want.good_replicas_num
+        )
+    );
+    let status = |m: &storage_framework::gateway::types::MdmCluster| {
+        m.slaves
+            .iter()
+            .map(|s| s.status.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(status(cluster), status(want));
+
+    let stats = api::pool_statistics(&mut c, std::slice::from_ref(&pool)).expect("stats");
+    let recorded = fixture("degraded/pool_statistics.json");
+    nonzero_where_the_fixture_is(
+        "query pool statistics",
+        recorded
+            .as_object()
+            .and_then(|o| o.values().next())
+            .expect("one pool"),
+        &serde_json::to_value(stats[&pool]).expect("stats"),
+    );
+}

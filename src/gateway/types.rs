@@ -324,15 +324,35 @@ pub struct PoolStatistics {
     pub capacity_in_use_in_kb: u64,
     pub spare_capacity_in_kb: u64,
     pub capacity_available_for_volume_allocation_in_kb: u64,
+    /// Data with one copy missing, the other readable.
+    pub degraded_healthy_capacity_in_kb: u64,
+    /// Data with one copy missing and the other on a failed device.
+    pub degraded_failed_capacity_in_kb: u64,
+    /// Data with no readable copy.
+    pub failed_capacity_in_kb: u64,
+    pub in_maintenance_capacity_in_kb: u64,
+    pub pending_fwd_rebuild_capacity_in_kb: u64,
+    pub pending_bck_rebuild_capacity_in_kb: u64,
+    pub pending_rebalance_capacity_in_kb: u64,
+    /// Being rebuilt or rebalanced now.
+    pub moving_capacity_in_kb: u64,
 }
 
 impl PoolStatistics {
     /// The properties to ask `querySelectedStatistics` for: the fields above.
-    pub const PROPERTIES: [&'static str; 4] = [
+    pub const PROPERTIES: [&'static str; 12] = [
         "maxCapacityInKb",
         "capacityInUseInKb",
         "spareCapacityInKb",
         "capacityAvailableForVolumeAllocationInKb",
+        "degradedHealthyCapacityInKb",
+        "degradedFailedCapacityInKb",
+        "failedCapacityInKb",
+        "inMaintenanceCapacityInKb",
+        "pendingFwdRebuildCapacityInKb",
+        "pendingBckRebuildCapacityInKb",
+        "pendingRebalanceCapacityInKb",
+        "movingCapacityInKb",
     ];
 }
 

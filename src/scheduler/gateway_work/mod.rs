@@ -181,22 +181,11 @@ impl StorageSide {
     /// Takes a worker report into the model; true when it changed.
     pub fn on_report(&mut self, model: &mut ClusterModel, report: Report) -> bool {
         match report {
-            Report::Capacity(pools) => {
-                for p in pools.iter().filter(|p| p.over_threshold) {
-                    log::warn!(
-                        "storage pool {}/{} is {:.0}% used",
-                        p.protection_domain,
-                        p.pool,
-                        p.used_pct
-                    );
-                }
-                model.pools = pools;
-                true
-            }
             Report::Node(r) => self.on_node(model, r),
             // The dispatcher keeps it with the state it saves; the model has no place for it.
             Report::Certificate { .. } => false,
-            // The dispatcher hands these to the health model (`scheduler/health/`).
+            // The dispatcher hands these to the health model (`scheduler/health/`), which
+            // keeps the pools and logs their changes.
             Report::Health(_) | Report::HealthFailed { .. } => false,
         }
     }

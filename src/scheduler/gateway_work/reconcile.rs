@@ -1,9 +1,10 @@
 //! Carries a node's storage out against the gateway for the worker thread: finds or creates
 //! the protection domains and pools it needs (and remembers their ids), reads what the
 //! gateway holds of the node's SDS, runs the steps [`attach_plan::plan_node`] decides; and reads
-//! pool capacity. Every call goes through the typed [`api`].
+//! the gateway's health view in one poll. Every call goes through the typed [`api`].
 
 use super::attach_plan::{self, NodeWant, SdsFacts, Step};
+use super::report::HealthPoll;
 use crate::clock::Clock;
 use crate::gateway::api;
 use crate::gateway::client::{code, GatewayClient, GatewayError};
@@ -11,13 +12,16 @@ use crate::gateway::types::{
     DeviceInfo, NewDevice, NewProtectionDomain, NewSds, NewStoragePool, PoolStatistics,
 };
 use crate::scheduler::model::PoolCapacity;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub struct Reconciler {
     client: GatewayClient,
     /// Domain name -> id and (domain, pool) -> id, found or created.
     pd_ids: BTreeMap<String, String>,
     pool_ids: BTreeMap<(String, String), String>,
+    /// Ids of the pools the framework uses (its devices' pools and the flags' pool): polled
+    /// even while they hold no device.
+    wanted_pools: BTreeSet<String>,
 }
 
 impl Reconciler {
@@ -26,6 +30,7 @@ impl Reconciler {
             client,
             pd_ids: BTreeMap::new(),
             pool_ids: BTreeMap::new(),
+            wanted_pools: BTreeSet::new(),
         }
     }
 
@@ -62,6 +67,7 @@ impl Reconciler {
     fn pool_id(&mut self, pd: &str, pool: &str) -> Result<String, GatewayError> {
         let key = (pd.to_string(), pool.to_string());
         if let Some(id) = self.pool_ids.get(&key) {
+            self.wanted_pools.insert(id.clone());
             return Ok(id.clone());
         }
         let pd_id = self.pd_id(pd)?;
@@ -83,6 +89,7 @@ impl Reconciler {
             }
         };
         self.pool_ids.insert(key, id.clone());
+        self.wanted_pools.insert(id.clone());
         Ok(id)
     }
 
@@ -241,40 +248,77 @@ impl Reconciler {
         }
     }
 
-    /// Capacity of every pool the framework uses: `known_pools` and those found so far.
-    pub fn capacity(
+    /// One health poll: every SDS, device and SDC, the systems (for the MDM cluster), and
+    /// the statistics of every pool in one `querySelectedStatistics` call. The pools read are
+    /// `known_pools`, those found so far and those holding any listed device; a pool id not
+    /// named yet costs one listing of domains and pools (then cached), so a steady poll is
+    /// five requests whatever the number of nodes.
+    pub fn health(
         &mut self,
         known_pools: &[(String, String)],
         threshold_pct: f64,
         clock: &dyn Clock,
-    ) -> Result<Vec<PoolCapacity>, GatewayError> {
+    ) -> Result<HealthPoll, GatewayError> {
+        let before = self.client.requests();
         for (pd, pool) in known_pools {
             self.pool_id(pd, pool)?;
         }
-        let pools: Vec<((String, String), String)> = self
+        let systems = api::systems(&mut self.client)?;
+        let sdss = api::sdss(&mut self.client)?;
+        let devices = api::devices(&mut self.client)?;
+        let sdcs = api::sdcs(&mut self.client)?;
+        let on_devices: BTreeSet<&String> = devices
+            .iter()
+            .filter_map(|d| d.storage_pool_id.as_ref())
+            .collect();
+        let named: BTreeSet<&String> = self.pool_ids.values().collect();
+        if on_devices.iter().any(|id| !named.contains(id)) {
+            self.name_every_pool()?;
+        }
+        let mut pools: BTreeMap<String, (String, String)> = self
             .pool_ids
             .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .map(|(k, id)| (id.clone(), k.clone()))
             .collect();
-        if pools.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ids: Vec<String> = pools.iter().map(|(_, id)| id.clone()).collect();
+        pools.retain(|id, _| on_devices.contains(id) || self.wanted_pools.contains(id));
+        let ids: Vec<String> = pools.keys().cloned().collect();
         let stats = api::pool_statistics(&mut self.client, &ids)?;
         let read_ms = clock.now_ms();
-        Ok(pools
+        let pools = pools
             .into_iter()
-            .map(|((pd, pool), id)| {
-                capacity_of(
-                    &stats.get(&id).copied().unwrap_or_default(),
-                    pd,
-                    pool,
-                    id,
-                    threshold_pct,
-                    read_ms,
-                )
+            .map(|(id, (pd, pool))| {
+                let figures = stats.get(&id).copied().unwrap_or_default();
+                capacity_of(&figures, pd, pool, id, threshold_pct, read_ms)
             })
-            .collect())
+            .collect();
+        let requests = self.client.requests().saturating_sub(before);
+        Ok(HealthPoll {
+            read_ms,
+            sdss,
+            devices,
+            sdcs,
+            pools,
+            mdm: systems.into_iter().next().map(|s| s.mdm_cluster),
+            requests: u32::try_from(requests).unwrap_or(u32::MAX),
+        })
+    }
+
+    /// Lists every protection domain and pool once, naming each pool's id.
+    fn name_every_pool(&mut self) -> Result<(), GatewayError> {
+        let domains: BTreeMap<String, String> = api::protection_domains(&mut self.client)?
+            .into_iter()
+            .filter_map(|pd| Some((pd.id, pd.name?)))
+            .collect();
+        for pool in api::storage_pools(&mut self.client)? {
+            let (Some(name), Some(pd)) = (pool.name, domains.get(&pool.protection_domain_id))
+            else {
+                continue;
+            };
+            self.pd_ids
+                .insert(pd.clone(), pool.protection_domain_id.clone());
+            self.pool_ids.insert((pd.clone(), name), pool.id);
+        }
+        Ok(())
     }
 }
 
@@ -310,6 +354,15 @@ pub fn capacity_of(
         used_pct,
         over_threshold: used_pct > threshold_pct,
         read_ms,
+        degraded_healthy_bytes: stats.degraded_healthy_capacity_in_kb * 1024,
+        degraded_failed_bytes: stats.degraded_failed_capacity_in_kb * 1024,
+        failed_bytes: stats.failed_capacity_in_kb * 1024,
+        in_maintenance_bytes: stats.in_maintenance_capacity_in_kb * 1024,
+        pending_rebuild_bytes: (stats.pending_fwd_rebuild_capacity_in_kb
+            + stats.pending_bck_rebuild_capacity_in_kb)
+            * 1024,
+        pending_rebalance_bytes: stats.pending_rebalance_capacity_in_kb * 1024,
+        moving_bytes: stats.moving_capacity_in_kb * 1024,
         ..PoolCapacity::default()
     }
 }
@@ -341,5 +394,33 @@ mod tests {
             1,
         );
         assert_eq!(empty.used_pct, 0.0);
+    }
+
+    #[test]
+    fn health_figures_are_in_bytes_and_pending_rebuild_is_both_directions() {
+        let stats = PoolStatistics {
+            degraded_healthy_capacity_in_kb: 1,
+            degraded_failed_capacity_in_kb: 2,
+            failed_capacity_in_kb: 3,
+            in_maintenance_capacity_in_kb: 4,
+            pending_fwd_rebuild_capacity_in_kb: 5,
+            pending_bck_rebuild_capacity_in_kb: 6,
+            pending_rebalance_capacity_in_kb: 7,
+            moving_capacity_in_kb: 8,
+            ..PoolStatistics::default()
+        };
+        let c = capacity_of(&stats, "pd".into(), "sp".into(), "id".into(), 80.0, 1);
+        assert_eq!(
+            [
+                c.degraded_healthy_bytes,
+                c.degraded_failed_bytes,
+                c.failed_bytes,
+                c.in_maintenance_bytes,
+                c.pending_rebuild_bytes,
+                c.pending_rebalance_bytes,
+                c.moving_bytes,
+            ],
+            [1024, 2048, 3072, 4096, 11 * 1024, 7 * 1024, 8 * 1024]
+        );
     }
 }

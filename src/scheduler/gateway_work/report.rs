@@ -9,7 +9,6 @@ use crate::tls::Fingerprint;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Report {
     Node(NodeReport),
-    Capacity(Vec<PoolCapacity>),
     /// One health poll's answers (`scheduler/health/` maps them onto the model).
     Health(Box<HealthPoll>),
     /// A health poll the gateway did not answer: why, and when (clock ms).

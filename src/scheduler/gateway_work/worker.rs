@@ -3,18 +3,21 @@
 //! waits for it; it answers with [`Report`]s through the sink it runs with.
 //!
 //! It owns its own retry schedule: a node whose work failed, or whose SDC is not connected
-//! yet, is tried again with jittered backoff without the dispatcher asking again. Pool
-//! capacity is read every `capacity_interval` and soon after each attachment. Its time is
-//! the injected [`Clock`]'s, in milliseconds.
+//! yet, is tried again with jittered backoff without the dispatcher asking again. The
+//! gateway's health view (SDSs, devices, SDCs, the MDM cluster, every pool's figures) is
+//! read in one poll of a fixed handful of requests every `poll_interval` and soon after each
+//! attachment; the watch on ready nodes' SDCs reads that poll's SDC list. Its time is the
+//! injected [`Clock`]'s, in milliseconds.
 
 use super::attach_plan::NodeWant;
 use super::outage::{Gate, Outage};
 use super::reconcile::Reconciler;
-pub use super::report::{NodeReport, Report};
+pub use super::report::{HealthPoll, NodeReport, Report};
 use crate::backoff::Backoff;
 use crate::clock::{self, Clock};
 use crate::gateway::api;
 use crate::gateway::client::{GatewayClient, GatewayError};
+use crate::gateway::types::Sdc;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -25,35 +28,36 @@ use std::time::Duration;
 pub enum Job {
     /// Make the cluster hold this node's SDS and devices, then check its SDC.
     Attach(NodeWant),
-    /// Read pool capacity now.
-    Capacity,
+    /// Poll the gateway's health view now.
+    Poll,
     /// The gateway's `host:port`, for a worker started without one (experimental mode).
     Gateway(String),
 }
 
 #[derive(Debug, Clone)]
 pub struct WorkerSettings {
-    pub capacity_interval: Duration,
+    /// Between two health polls (`-health.interval`).
+    pub poll_interval: Duration,
     pub threshold_pct: f64,
     /// First retry of a node that is not ready; doubles up to `retry_cap`.
     pub retry_base: Duration,
     pub retry_cap: Duration,
-    /// After an attachment, capacity is read once this quiet period passes (so that a wave
-    /// of attachments costs one read, not one per node).
-    pub capacity_settle: Duration,
+    /// After an attachment, the health poll runs once this quiet period passes (so that a
+    /// wave of attachments costs one poll, not one per node).
+    pub poll_settle: Duration,
     /// Pools read from the start (pre-configured mode: the flags' pool, which the start-up
     /// checks found), before any attachment has resolved them.
     pub known_pools: Vec<(String, String)>,
 }
 
 impl WorkerSettings {
-    pub fn new(capacity_interval: Duration, threshold_pct: f64) -> WorkerSettings {
+    pub fn new(poll_interval: Duration, threshold_pct: f64) -> WorkerSettings {
         WorkerSettings {
-            capacity_interval,
+            poll_interval,
             threshold_pct,
             retry_base: Duration::from_secs(1),
             retry_cap: Duration::from_secs(60),
-            capacity_settle: Duration::from_millis(500),
+            poll_settle: Duration::from_millis(500),
             known_pools: Vec::new(),
         }
     }
@@ -77,13 +81,13 @@ pub struct Worker {
     gateway: Reconciler,
     settings: WorkerSettings,
     pending: BTreeMap<String, Pending>,
-    /// Ready nodes whose SDC is checked again with every capacity read (a host reboot
+    /// Ready nodes whose SDC is checked again with every health poll (a host reboot
     /// disconnects it); one that lost its MDM connection goes back to `pending`.
     watched: BTreeMap<String, Pending>,
     /// The agent id each host's work is under: a host back under a new agent id (a reboot)
     /// replaces its old agent's work instead of being worked twice.
     hosts: HashMap<String, String>,
-    capacity_due: u64,
+    poll_due: u64,
     /// The gateway as a whole: while it is unreachable only probes go out.
     outage: Outage,
     clock: Arc<dyn Clock>,
@@ -98,7 +102,7 @@ impl Worker {
             pending: BTreeMap::new(),
             watched: BTreeMap::new(),
             hosts: HashMap::new(),
-            capacity_due: 0,
+            poll_due: 0,
             clock: clock::system(),
         }
     }
@@ -141,7 +145,7 @@ impl Worker {
     }
 
     /// The earliest deadline: the next probe while the gateway is down (due nodes wait for
-    /// it), else the earliest node or capacity read.
+    /// it), else the earliest node or health poll.
     fn next_wake(&self) -> u64 {
         if let Some(probe) = self.outage.next_probe() {
             return probe;
@@ -149,9 +153,9 @@ impl Worker {
         self.pending
             .values()
             .map(|p| p.due)
-            .chain(std::iter::once(self.capacity_due))
+            .chain(std::iter::once(self.poll_due))
             .min()
-            .unwrap_or(self.capacity_due)
+            .unwrap_or(self.poll_due)
     }
 
     /// Whether the gateway may be used now: open, or down and this probe is answered.
@@ -231,7 +235,7 @@ impl Worker {
                     },
                 );
             }
-            Job::Capacity => self.capacity_due = self.clock.now_ms(),
+            Job::Poll => self.poll_due = self.clock.now_ms(),
             Job::Gateway(address) => {
                 log::info!("storage gateway at {address}");
                 self.gateway.client().set_address(&address);
@@ -251,43 +255,76 @@ impl Worker {
             for p in self.pending.values_mut() {
                 p.due = now + ms(self.settings.retry_base);
             }
-            self.capacity_due = now + ms(self.settings.capacity_interval);
+            self.poll_due = now + ms(self.settings.poll_interval);
             return Vec::new();
         }
         if !self.gateway_answers() {
-            return Vec::new();
+            return self.poll_missed(now).into_iter().collect();
         }
         let mut reports = Vec::new();
         let Some((attached_any, awaiting_sdc)) = self.attach_due(now, &mut reports) else {
+            reports.extend(self.poll_missed(now));
             return reports;
         };
         if !awaiting_sdc.is_empty() {
             reports.extend(self.check_sdcs(&awaiting_sdc));
         }
         if self.outage.next_probe().is_some() {
+            reports.extend(self.poll_missed(now));
             return reports;
         }
         if attached_any {
-            let soon = self.clock.now_ms() + ms(self.settings.capacity_settle);
-            self.capacity_due = self.capacity_due.min(soon);
+            let soon = self.clock.now_ms() + ms(self.settings.poll_settle);
+            self.poll_due = self.poll_due.min(soon);
         }
-        if self.capacity_due <= self.clock.now_ms() {
-            self.capacity_due = self.clock.now_ms() + ms(self.settings.capacity_interval);
-            reports.extend(self.recheck_watched());
-            if self.outage.next_probe().is_some() {
-                return reports;
-            }
-            match self.gateway.capacity(
-                &self.settings.known_pools,
-                self.settings.threshold_pct,
-                &*self.clock,
-            ) {
-                Ok(pools) => reports.push(Report::Capacity(pools)),
-                Err(e) if self.gateway_gone() => log::debug!("storage pool capacity: {e}"),
-                Err(e) => log::warn!("storage pool capacity: {e}"),
-            }
+        if self.poll_due <= self.clock.now_ms() {
+            self.poll(&mut reports);
         }
         reports
+    }
+
+    /// One health poll: its report, and the watched nodes whose SDC it found disconnected.
+    fn poll(&mut self, reports: &mut Vec<Report>) {
+        self.poll_due = self.clock.now_ms() + ms(self.settings.poll_interval);
+        let polled = self.gateway.health(
+            &self.settings.known_pools,
+            self.settings.threshold_pct,
+            &*self.clock,
+        );
+        match polled {
+            Ok(poll) => {
+                reports.extend(self.recheck_watched(&poll.sdcs));
+                reports.push(Report::Health(Box::new(poll)));
+            }
+            Err(e) => {
+                if self.gateway_gone() {
+                    log::debug!("storage health poll: {e}");
+                } else {
+                    log::warn!("storage health poll: {e}");
+                }
+                reports.push(Report::HealthFailed {
+                    error: e.to_string(),
+                    at_ms: self.clock.now_ms(),
+                });
+            }
+        }
+    }
+
+    /// A poll that came due while the gateway is down: reported failed (the health model
+    /// counts the data's age from the last poll that was answered), and due again after one
+    /// interval.
+    fn poll_missed(&mut self, now: u64) -> Option<Report> {
+        if self.poll_due > now {
+            return None;
+        }
+        self.poll_due = now + ms(self.settings.poll_interval);
+        Some(Report::HealthFailed {
+            error: format!(
+                "the storage gateway at {} does not answer",
+                self.gateway.client().address()
+            ),
+            at_ms: now,
+        })
     }
 
     /// Attaches every node due at `now`: (added any device, the nodes awaiting their SDC),
@@ -397,16 +434,9 @@ impl Worker {
         reports
     }
 
-    /// Ready nodes whose SDC has lost its MDM connection: reported, and retried until it
-    /// is back. One Sdc list for all of them.
-    fn recheck_watched(&mut self) -> Vec<Report> {
-        if self.watched.is_empty() {
-            return Vec::new();
-        }
-        let Ok(sdcs) = api::sdcs(self.gateway.client()) else {
-            self.gateway_gone();
-            return Vec::new();
-        };
+    /// Ready nodes whose SDC has lost its MDM connection in the poll's SDC list: reported,
+    /// and retried until it is back.
+    fn recheck_watched(&mut self, sdcs: &[Sdc]) -> Vec<Report> {
         let lost: Vec<String> = self
             .watched
             .iter()
@@ -466,10 +496,10 @@ mod tests {
         // No gateway address yet: the work waits one retry period of the clock's time.
         assert!(w.work_due().is_empty());
         assert_eq!(w.pending["a1"].due, 2_000);
-        assert_eq!(w.capacity_due, 61_000);
+        assert_eq!(w.poll_due, 61_000);
         clock.advance(5_000);
-        w.take(Job::Capacity);
-        assert_eq!(w.capacity_due, 6_000);
+        w.take(Job::Poll);
+        assert_eq!(w.poll_due, 6_000);
     }
 
     #[test]
@@ -532,13 +562,27 @@ mod tests {
             1,
             "the pass stops at the first refused connection"
         );
-        assert_eq!(reports.len(), 1, "{reports:?}");
+        // The node's failure, and the poll that was due.
+        assert!(
+            matches!(
+                reports.as_slice(),
+                [Report::Node(_), Report::HealthFailed { .. }]
+            ),
+            "{reports:?}"
+        );
         // Nothing goes out before the probe is due, however often the worker wakes.
         let probe = w.next_wake();
         assert!((1_500..=2_000).contains(&probe), "{probe}");
-        w.take(Job::Capacity);
         w.take(Job::Attach(want(6)));
         assert!(w.work_due().is_empty());
+        // A poll asked for meanwhile is reported failed at once, without a request.
+        w.take(Job::Poll);
+        let reports = w.work_due();
+        assert!(
+            matches!(reports.as_slice(), [Report::HealthFailed { .. }]),
+            "{reports:?}"
+        );
+        assert!(w.work_due().is_empty(), "once per poll that came due");
         assert_eq!(sent(&mut w), 1);
         // Each due probe is one request, and the steps grow.
         let mut last = probe;
@@ -555,5 +599,146 @@ mod tests {
         // A gateway at another address is not known to be down.
         w.take(Job::Gateway(format!("127.0.0.2:{port}")));
         assert!(w.next_wake() <= clock.now_ms());
+    }
+
+    const PASSWORD: &str = "Worker-Pa55";
+
+    /// The dev cluster's gateway, answering without its usual latency (these tests count
+    /// requests, not time).
+    fn dev_gateway() -> devcluster::gateway::GatewayHandle {
+        use devcluster::gateway::{start, GatewayConfig as SimConfig, MdmIps};
+        let mut config = SimConfig::new(
+            PASSWORD,
+            MdmIps {
+                primary: "10.0.0.11".into(),
+                secondary: "10.0.0.12".into(),
+                tiebreaker: "10.0.0.13".into(),
+            },
+        );
+        config.latency = Duration::ZERO;
+        start(config).unwrap_or_else(|e| panic!("gateway: {e}"))
+    }
+
+    fn worker_on(addr: &str, clock: Arc<dyn Clock>) -> Worker {
+        let mut config = GatewayConfig::new(addr, Secret::new(PASSWORD), "2.0");
+        config.retries = 0;
+        let client = GatewayClient::new(config).unwrap();
+        let mut settings = WorkerSettings::new(Duration::from_secs(60), 80.0);
+        settings.known_pools = vec![("default".into(), "default".into())];
+        Worker::new(client, settings).with_clock(clock)
+    }
+
+    fn with_device(i: usize) -> NodeWant {
+        NodeWant {
+            ip: format!("10.1.{}.{}", i / 200, i % 200 + 1),
+            devices: vec![super::super::attach_plan::DeviceWant {
+                path: "/dev/sdb".into(),
+                protection_domain: "default".into(),
+                pool: "default".into(),
+            }],
+            protection_domain: "default".into(),
+            ..want(i)
+        }
+    }
+
+    /// `nodes` attached and watched; then the requests of one poll, as the poll counted them
+    /// and as the gateway served them.
+    fn requests_of_one_poll(nodes: usize) -> (u32, u64) {
+        let gw = dev_gateway();
+        let clock = ManualClock::at(1_000);
+        let mut w = worker_on(&gw.addr().to_string(), clock.clone());
+        for i in 0..nodes {
+            let want = with_device(i);
+            gw.sdc_installed(&want.ip, "10.0.0.11").unwrap();
+            w.take(Job::Attach(want));
+        }
+        w.work_due();
+        assert_eq!(w.watched.len(), nodes, "every node attached and watched");
+        w.take(Job::Poll);
+        let served = gw.snapshot()["requests"].as_u64().unwrap();
+        let reports = w.work_due();
+        let served = gw.snapshot()["requests"].as_u64().unwrap() - served;
+        let [Report::Health(poll)] = reports.as_slice() else {
+            panic!("one health report, got {reports:?}");
+        };
+        assert_eq!(poll.sdss.len(), nodes);
+        assert_eq!(poll.devices.len(), nodes);
+        assert_eq!(poll.sdcs.len(), nodes);
+        assert_eq!(poll.pools.len(), 1);
+        assert_eq!(
+            poll.pools[0].capacity_bytes,
+            nodes as u64 * 100 * 1024 * 1024 * 1024
+        );
+        assert_eq!(
+            poll.mdm.as_ref().and_then(|m| m.cluster_state.as_deref()),
+            Some("ClusteredNormal")
+        );
+        (poll.requests, served)
+    }
+
+    #[test]
+    fn one_poll_is_a_fixed_number_of_requests_for_1_and_for_100_nodes() {
+        let one = requests_of_one_poll(1);
+        let hundred = requests_of_one_poll(100);
+        // Systems, SDSs, devices, SDCs and one querySelectedStatistics.
+        assert_eq!(one, (5, 5));
+        assert_eq!(hundred, one);
+    }
+
+    #[test]
+    fn a_pool_not_named_yet_is_named_by_one_listing_then_cached() {
+        let gw = dev_gateway();
+        let clock = ManualClock::at(1_000);
+        let mut attaching = worker_on(&gw.addr().to_string(), clock.clone());
+        let want = with_device(1);
+        gw.sdc_installed(&want.ip, "10.0.0.11").unwrap();
+        attaching.take(Job::Attach(want));
+        attaching.work_due();
+        // A scheduler started afresh, without the flags' pool: it learns the pool's name.
+        let mut w = worker_on(&gw.addr().to_string(), clock.clone());
+        w.settings.known_pools.clear();
+        let polls: Vec<u32> = (0..2)
+            .map(|_| {
+                w.take(Job::Poll);
+                match w.work_due().as_slice() {
+                    [Report::Health(poll)] => {
+                        assert_eq!(poll.pools.len(), 1);
+                        assert_eq!(poll.pools[0].pool, "default");
+                        poll.requests
+                    }
+                    other => panic!("{other:?}"),
+                }
+            })
+            .collect();
+        // The first: a login, and the domains and pools listed once.
+        assert_eq!(polls, [8, 5]);
+    }
+
+    #[test]
+    fn a_failed_poll_reports_health_failed_and_does_not_block() {
+        let gw = dev_gateway();
+        gw.fail_until_cleared();
+        let w = worker_on(&gw.addr().to_string(), ManualClock::at(1_000));
+        let (jobs, rx) = crossbeam_channel::unbounded();
+        let (reports, got) = crossbeam_channel::unbounded();
+        let worker = std::thread::spawn(move || w.run(rx, |r| reports.send(r).is_ok()));
+        let health = || loop {
+            let report = got.recv_timeout(Duration::from_secs(10)).expect("a report");
+            if !matches!(report, Report::Certificate { .. }) {
+                return report;
+            }
+        };
+        let report = health();
+        assert!(
+            matches!(&report, Report::HealthFailed { error, at_ms: 1_000 } if error.contains("500")),
+            "{report:?}"
+        );
+        // The gateway answers again: the next poll asked for succeeds.
+        gw.clear_faults();
+        jobs.send(Job::Poll).unwrap();
+        let report = health();
+        assert!(matches!(report, Report::Health(_)), "{report:?}");
+        drop(jobs);
+        worker.join().unwrap();
     }
 }

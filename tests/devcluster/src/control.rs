@@ -15,10 +15,16 @@
 //! | `POST /control/agents/<n>/partition`, `/heal[?tasks=lost]` | agent `n` is cut off from the master (unreachable after the ping timeout), then re-registers with its tasks (or without them) |
 //! | `POST /control/agents/<n>/rescind-before-accept` | the next ACCEPT of an offer of agent `n` finds it rescinded (TASK_DROPPED, REASON_INVALID_OFFERS) |
 //! | `POST /control/gateway/fail?count=N` (no count: until cleared) | gateway answers 500 |
-//! | `POST /control/gateway/clear` | end injected gateway faults and delays |
+//! | `POST /control/gateway/clear` | end injected gateway faults, delays and health faults |
 //! | `POST /control/gateway/delay?ms=N` | slow gateway replies |
 //! | `POST /control/gateway/expire-tokens` | every gateway token becomes invalid |
 //! | `POST /control/gateway/sdc?agent=N&mdm=<MDM_IP>` | agent N's SDC package was installed with that `MDM_IP`: its SDC registers with the gateway when the list names this cluster's MDMs (a reboot of the agent disconnects it until the next registration) |
+//! | `POST /control/gateway/sds?agent=N&connected=false\|true` | agent N's SDS loses (or regains) its MDM connection (`mdmConnectionState`) |
+//! | `POST /control/gateway/sdc-connection?agent=N&connected=false\|true` | agent N's SDC loses (or regains) its MDM connection; `true` ends only this injection, not a reboot's disconnection |
+//! | `POST /control/gateway/device?agent=N&path=/dev/sdb&failed=true\|false` | that device of agent N's SDS is in error (`deviceState` `Error`, `errorState` `DeviceFailed`), or back |
+//! | `POST /control/gateway/mdm?degraded=true\|false` | the MDM cluster is `ClusteredDegraded`, its secondary manager `Disconnected` (2 of 3 members up), or back |
+//! | `POST /control/gateway/rebuild?seconds=N` | every pool holds degraded data (a tenth of it) pending rebuild, draining to zero over N seconds of the gateway's clock; `seconds=0` ends it |
+//! | `POST /control/gateway/fill?pct=P` | every pool's capacity in use is P percent of what it can hold; `pct=0` is back to normal |
 //! | `POST /control/gateway/create-system?name=<name>[&primary=IP&secondary=IP&tiebreaker=IP]` | the empty gateway (experimental mode) gets its system, reporting that MDM trio when given (SDCs installed earlier with its `MDM_IP` connect); the same name again is a no-op, another name a 409 |
 //! | `POST /control/agents/<n>/reboot[?outage_ms=N]` | agent `n`'s host reboots as in Mesos 1.4: down now, its executors dead; it boots its pending kernel (host stand-ins) and after the outage (default: the master's `reboot_outage`, longer than its agent ping timeout) its agent registers under a new id. Outlasting the ping timeout, the old agent is unreachable first (TASK_UNREACHABLE, FAILURE) and stays so; a shorter outage removes it (TASK_GONE, FAILURE). The reply names the new id |
 //! | `GET /control/hosts/<ip>` | the host stand-in state of the agent with that address (404 when none): how a stand-in `scli` finds the MDM it adds |
@@ -31,7 +37,7 @@
 //! Serving also shows the gateway the agents' hosts, so that it refuses an SDS or a device
 //! where the MDM would ([`crate::gateway::GatewayHandle::watch_hosts`]).
 
-use crate::gateway::{GatewayHandle, HostDirectory, HostFacts};
+use crate::gateway::{GatewayHandle, HealthFault, HostDirectory, HostFacts};
 use crate::host::{self, FakeRoot};
 use crate::master::MasterHandle;
 use serde_json::{json, Value};
@@ -372,6 +378,16 @@ fn act(t: &Targets, method: &Method, url: &str) -> Result<Value, (u16, String)> 
             let id = gateway()?.sdc_installed(&ip, &mdm).map_err(|e| (409, e))?;
             Ok(json!({"sdc": id, "ip": ip}))
         }
+        (
+            Method::Post,
+            ["control", "gateway", what @ ("sds" | "sdc-connection" | "device" | "mdm" | "rebuild" | "fill")],
+        ) => {
+            let fault = health_fault(t, what, url)?;
+            fault.check().map_err(|e| (400, e))?;
+            let reply = json!({"gateway": what, "fault": format!("{fault:?}")});
+            gateway()?.inject(fault).map_err(|e| (404, e))?;
+            Ok(reply)
+        }
         (Method::Post, ["control", "gateway", "create-system"]) => {
             let raw = query(url, "name")
                 .ok_or((400, "create-system needs ?name=<system name>".to_string()))?;
@@ -403,6 +419,53 @@ fn act(t: &Targets, method: &Method, url: &str) -> Result<Value, (u16, String)> 
         (Method::Get | Method::Post, _) => Err((404, format!("no control endpoint {path}"))),
         _ => Err((405, format!("{method} not allowed on {path}"))),
     }
+}
+
+/// The health fault a `/control/gateway/<what>` request asks for.
+fn health_fault(t: &Targets, what: &str, url: &str) -> Result<HealthFault, (u16, String)> {
+    let param = |key: &str| {
+        query(url, key)
+            .and_then(percent_decode)
+            .ok_or((400, format!("{what} needs ?{key}=")))
+    };
+    let flag = |key: &str| -> Result<bool, (u16, String)> {
+        match param(key)?.as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            other => Err((400, format!("{key} is true or false, not {other:?}"))),
+        }
+    };
+    let number = |key: &str| -> Result<u64, (u16, String)> {
+        let v = param(key)?;
+        v.parse()
+            .map_err(|_| (400, format!("{key}={v:?} is not a whole number")))
+    };
+    let ip = || -> Result<String, (u16, String)> {
+        let index = agent_index(&param("agent")?)?;
+        let agents = t.master.agents().map_err(|e| (500, e))?;
+        let agent = agents
+            .get(index)
+            .ok_or((404, format!("no agent {}", index + 1)))?;
+        Ok(agent.ip.to_string())
+    };
+    Ok(match what {
+        "sds" => HealthFault::SdsConnected {
+            ip: ip()?,
+            connected: flag("connected")?,
+        },
+        "sdc-connection" => HealthFault::SdcConnected {
+            ip: ip()?,
+            connected: flag("connected")?,
+        },
+        "device" => HealthFault::DeviceFailed {
+            ip: ip()?,
+            path: param("path")?,
+            failed: flag("failed")?,
+        },
+        "mdm" => HealthFault::MdmDegraded(flag("degraded")?),
+        "rebuild" => HealthFault::Rebuild(Duration::from_secs(number("seconds")?)),
+        _ => HealthFault::Fill(number("pct")?),
+    })
 }
 
 /// A bound control API that does not serve yet: its URL can be handed out (to the agents'

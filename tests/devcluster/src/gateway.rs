@@ -43,7 +43,10 @@ use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use serde_json::{json, Map, Value};
 
 mod cert;
+mod health;
 mod hosts;
+
+pub use health::HealthFault;
 pub use hosts::{HostDirectory, HostFacts};
 
 /// Request heads above this are refused with 431: the real clients send a few hundred bytes.
@@ -319,7 +322,17 @@ impl GatewayHandle {
         self.send(Command::FailAlways);
     }
 
-    /// Ends injected failures and delays.
+    /// Injects or ends a health fault (`health.rs`); an error names a host, SDS, SDC or
+    /// device the gateway does not have, or a figure out of range.
+    pub fn inject(&self, fault: HealthFault) -> Result<(), String> {
+        let (reply, answer) = bounded(1);
+        self.send(Command::Health(fault, reply));
+        answer
+            .recv_timeout(MODEL_REPLY_LIMIT)
+            .map_err(|_| "gateway: the model thread is not running".to_string())?
+    }
+
+    /// Ends injected failures, delays and health faults.
     pub fn clear_faults(&self) {
         self.send(Command::ClearFaults);
     }
@@ -488,6 +501,7 @@ enum Command {
     CreateSystem(String, Option<MdmIps>, Sender<Result<String, String>>),
     SdcInstalled(String, String, Sender<Result<String, String>>),
     SdcConnected(String, bool),
+    Health(HealthFault, Sender<Result<(), String>>),
     Snapshot(Sender<Value>),
     Stop,
 }
@@ -635,7 +649,10 @@ fn run_model(mut model: Model, inbox: Receiver<Command>) {
             }
             Command::FailNext(n) => model.faults.fail_next = n,
             Command::FailAlways => model.faults.fail_always = true,
-            Command::ClearFaults => model.faults = Faults::default(),
+            Command::ClearFaults => {
+                model.faults = Faults::default();
+                model.health = health::Faults::default();
+            }
             Command::SetDelay(delay) => model.faults.delay = delay,
             Command::WatchHosts(hosts) => model.hosts = Some(hosts),
             Command::ExpireTokens => model.tokens.clear(),
@@ -653,6 +670,9 @@ fn run_model(mut model: Model, inbox: Receiver<Command>) {
                 let _ = reply.send(model.sdc_installed(&ip, &mdm_ip));
             }
             Command::SdcConnected(ip, connected) => model.set_sdc_connected(&ip, connected),
+            Command::Health(fault, reply) => {
+                let _ = reply.send(model.inject(fault));
+            }
             Command::Snapshot(reply) => {
                 let _ = reply.send(model.snapshot());
             }
@@ -1160,6 +1180,8 @@ struct Capacity {
     spare_kb: u64,
     allocatable_kb: u64,
     devices: usize,
+    /// Injected health (`health.rs`); zero on devices.
+    health: health::PoolFigures,
 }
 
 impl Capacity {
@@ -1168,6 +1190,10 @@ impl Capacity {
         self.spare_kb += other.spare_kb;
         self.allocatable_kb += other.allocatable_kb;
         self.devices += other.devices;
+        self.health.in_use_kb += other.health.in_use_kb;
+        self.health.degraded_kb += other.health.degraded_kb;
+        self.health.pending_rebuild_kb += other.health.pending_rebuild_kb;
+        self.health.moving_kb += other.health.moving_kb;
     }
 }
 
@@ -1192,6 +1218,7 @@ struct Model {
     waiting_sdcs: Vec<(String, String)>,
     tokens: HashMap<String, Token>,
     faults: Faults,
+    health: health::Faults,
     ids_issued: u32,
     random: RandomState,
     nonce: u64,
@@ -1220,6 +1247,7 @@ impl Model {
             waiting_sdcs: Vec::new(),
             tokens: HashMap::new(),
             faults: Faults::default(),
+            health: health::Faults::default(),
             ids_issued: 0,
             random: RandomState::new(),
             nonce: 0,
@@ -1603,7 +1631,11 @@ impl Model {
             "sdcIp": sdc.ip,
             "sdcGuid": sdc.guid,
             "sdcApproved": true,
-            "mdmConnectionState": if sdc.connected { "Connected" } else { "Disconnected" },
+            "mdmConnectionState": if self.health.sdc_connected(&sdc.ip, sdc.connected) {
+                "Connected"
+            } else {
+                "Disconnected"
+            },
             "onVmWare": false,
             "systemId": system_id,
             "versionInfo": member_version(&self.version_info),
@@ -1673,8 +1705,8 @@ impl Model {
             Kind::System => self.system.iter().map(|s| self.system_json(s)).collect(),
             Kind::Pd => self.pds.iter().map(|pd| self.pd_json(pd)).collect(),
             Kind::Pool => self.pools.iter().map(pool_json).collect(),
-            Kind::Sds => self.sdss.iter().map(sds_json).collect(),
-            Kind::Device => self.devices.iter().map(device_json).collect(),
+            Kind::Sds => self.sdss.iter().map(|s| self.sds_view(s)).collect(),
+            Kind::Device => self.devices.iter().map(|d| self.device_view(d)).collect(),
             Kind::Sdc => self.sdcs.iter().map(|s| self.sdc_json(s)).collect(),
         };
         Value::Array(items)
@@ -1689,8 +1721,12 @@ impl Model {
                 .map(|s| self.system_json(s)),
             Kind::Pd => self.pd(id).map(|pd| self.pd_json(pd)),
             Kind::Pool => self.pool(id).map(pool_json),
-            Kind::Sds => self.sds(id).map(sds_json),
-            Kind::Device => self.devices.iter().find(|d| d.id == id).map(device_json),
+            Kind::Sds => self.sds(id).map(|s| self.sds_view(s)),
+            Kind::Device => self
+                .devices
+                .iter()
+                .find(|d| d.id == id)
+                .map(|d| self.device_view(d)),
             Kind::Sdc => self
                 .sdcs
                 .iter()
@@ -1721,24 +1757,79 @@ impl Model {
                 .sdss
                 .iter()
                 .filter(|s| s.pd_id == id)
-                .map(sds_json)
+                .map(|s| self.sds_view(s))
                 .collect(),
             (Kind::Pool, "Device") => self
                 .devices
                 .iter()
                 .filter(|d| d.pool_id == id)
-                .map(device_json)
+                .map(|d| self.device_view(d))
                 .collect(),
             (Kind::Sds, "Device") => self
                 .devices
                 .iter()
                 .filter(|d| d.sds_id == id)
-                .map(device_json)
+                .map(|d| self.device_view(d))
                 .collect(),
             // Volumes are outside what the simulator models: a pool has none.
             _ => Vec::new(),
         };
         Reply::ok(&Value::Array(items))
+    }
+
+    fn sds_view(&self, sds: &Sds) -> Value {
+        let mut value = sds_json(sds);
+        let ips: Vec<&str> = sds.ips.iter().map(|(ip, _)| ip.as_str()).collect();
+        self.health.sds(&mut value, &ips);
+        value
+    }
+
+    fn device_view(&self, device: &Device) -> Value {
+        let mut value = device_json(device);
+        let ips: Vec<&str> = self
+            .sds(&device.sds_id)
+            .map(|s| s.ips.iter().map(|(ip, _)| ip.as_str()).collect())
+            .unwrap_or_default();
+        self.health.device(&mut value, &ips, &device.path);
+        value
+    }
+
+    /// A health fault on, or off; the hosts it names must have what it names.
+    fn inject(&mut self, fault: HealthFault) -> Result<(), String> {
+        fault.check()?;
+        let sds_at = |ip: &str| {
+            self.sdss
+                .iter()
+                .find(|s| s.ips.iter().any(|(i, _)| i == ip))
+        };
+        match &fault {
+            HealthFault::SdsConnected { ip, .. } => {
+                sds_at(ip).ok_or_else(|| format!("no SDS at {ip}"))?;
+            }
+            HealthFault::SdcConnected { ip, .. } => {
+                if !self.sdcs.iter().any(|s| s.ip == *ip) {
+                    return Err(format!("no SDC at {ip}"));
+                }
+            }
+            HealthFault::DeviceFailed { ip, path, .. } => {
+                let sds = sds_at(ip).ok_or_else(|| format!("no SDS at {ip}"))?;
+                if !self
+                    .devices
+                    .iter()
+                    .any(|d| d.sds_id == sds.id && d.path == *path)
+                {
+                    return Err(format!("the SDS at {ip} has no device {path}"));
+                }
+            }
+            HealthFault::MdmDegraded(_) | HealthFault::Rebuild(_) | HealthFault::Fill(_) => {
+                if self.system.is_none() {
+                    return Err("no MDM cluster yet".to_string());
+                }
+            }
+        }
+        log::info!("gateway: health fault {fault:?}");
+        self.health.apply(fault);
+        Ok(())
     }
 
     fn pd(&self, id: &str) -> Option<&Pd> {
@@ -1778,7 +1869,7 @@ impl Model {
             }
             value
         };
-        json!({
+        let mut value = json!({
             "id": system.id,
             "name": system.name,
             "systemVersionName": format!("EMC ScaleIO Version: {}", self.version_info),
@@ -1810,7 +1901,9 @@ impl Model {
             "defaultIsVolumeObfuscated": false,
             "restrictedSdcModeEnabled": false,
             "links": links(Kind::System, &system.id, None),
-        })
+        });
+        self.health.mdm_cluster(&mut value["mdmCluster"]);
+        value
     }
 
     fn pd_json(&self, pd: &Pd) -> Value {
@@ -1867,21 +1960,27 @@ impl Model {
             }
             Kind::Sdc => {}
         }
+        let h = capacity.health;
         let mut stats = json!({
             "maxCapacityInKb": capacity.max_kb,
             "capacityLimitInKb": capacity.max_kb,
             "spareCapacityInKb": capacity.spare_kb,
-            "capacityInUseInKb": 0,
-            "unusedCapacityInKb": capacity.max_kb - capacity.spare_kb,
+            "capacityInUseInKb": h.in_use_kb,
+            "unusedCapacityInKb": capacity.max_kb - capacity.spare_kb - h.in_use_kb,
             "capacityAvailableForVolumeAllocationInKb": capacity.allocatable_kb,
             "thinCapacityInUseInKb": 0,
             "thickCapacityInUseInKb": 0,
             "snapCapacityInUseInKb": 0,
             "snapCapacityInUseOccupiedInKb": 0,
-            "protectedCapacityInKb": 0,
-            "degradedHealthyCapacityInKb": 0,
+            "protectedCapacityInKb": h.in_use_kb - h.degraded_kb,
+            "degradedHealthyCapacityInKb": h.degraded_kb,
             "degradedFailedCapacityInKb": 0,
             "failedCapacityInKb": 0,
+            "inMaintenanceCapacityInKb": 0,
+            "pendingFwdRebuildCapacityInKb": h.pending_rebuild_kb,
+            "pendingBckRebuildCapacityInKb": 0,
+            "pendingRebalanceCapacityInKb": 0,
+            "movingCapacityInKb": h.moving_kb,
             "numOfDevices": capacity.devices,
             "numOfVolumes": 0,
             "numOfSnapshots": 0,
@@ -1910,6 +2009,7 @@ impl Model {
             spare_kb,
             allocatable_kb: allocatable,
             devices,
+            health: health::PoolFigures::default(),
         }
     }
 
@@ -1920,7 +2020,13 @@ impl Model {
             .filter(|d| d.pool_id == pool.id)
             .collect();
         let max_kb: u64 = devices.iter().map(|d| d.capacity_kb).sum();
-        Model::capacity_from(max_kb, max_kb * pool.spare_percentage / 100, devices.len())
+        let spare_kb = max_kb * pool.spare_percentage / 100;
+        let mut capacity = Model::capacity_from(max_kb, spare_kb, devices.len());
+        capacity.health = self.health.pool(max_kb - spare_kb, Instant::now());
+        // Data in use is held twice: half of what is left can take new volumes.
+        let free = max_kb - spare_kb - capacity.health.in_use_kb;
+        capacity.allocatable_kb = free / 2 / ALLOCATION_UNIT_KB * ALLOCATION_UNIT_KB;
+        capacity
     }
 
     fn device_capacity(&self, device: &Device) -> Capacity {

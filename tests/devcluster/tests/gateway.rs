@@ -1243,7 +1243,7 @@ struct HostedGateway {
     gateway: std::sync::Arc<GatewayHandle>,
     root: devcluster::host::FakeRoot,
     agent_ip: String,
-    _control: devcluster::control::ControlHandle,
+    control: devcluster::control::ControlHandle,
     _master: std::sync::Arc<devcluster::master::MasterHandle>,
     dir: std::path::PathBuf,
 }
@@ -1287,7 +1287,7 @@ fn hosted_gateway(name: &str) -> HostedGateway {
         gateway,
         root,
         agent_ip: agent.ip.to_string(),
-        _control: control,
+        control,
         _master: master,
         dir,
     }
@@ -1393,4 +1393,146 @@ fn replies_take_a_few_milliseconds_by_default_and_the_configured_latency_otherwi
     let slow = start(config);
     let taken = fastest(&Client::logged_in(&slow));
     assert!(taken >= Duration::from_millis(40), "{taken:?}");
+}
+
+impl HostedGateway {
+    /// A control API request: its status and JSON answer.
+    fn control(&self, path: &str) -> (u16, Value) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut reply = agent
+            .post(format!("{}{path}", self.control.url()))
+            .send_empty()
+            .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+        let body = reply.body_mut().read_to_string().unwrap_or_default();
+        let status = reply.status().as_u16();
+        (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+    }
+}
+
+#[test]
+fn health_faults_are_injected_through_the_control_api_and_cleared() {
+    let h = hosted_gateway("health");
+    let client = Client::logged_in(&h.gateway);
+    let (pd, pool) = default_pd_and_pool(&client);
+    h.start_sds();
+    let sds = client.create("Sds", &sds_at(&h.agent_ip, &pd, None));
+    let device =
+        |path: &str| json!({"deviceCurrentPathname": path, "sdsId": sds, "storagePoolId": pool});
+    client.create("Device", &device("/dev/xvdb"));
+    h.gateway
+        .sdc_installed(&h.agent_ip, "10.0.0.11")
+        .expect("SDC");
+    let ok = |path: &str| {
+        let (status, body) = h.control(path);
+        assert_eq!(status, 200, "{path}: {body}");
+    };
+    let sds_state = || client.list("/api/types/Sds/instances")[0]["mdmConnectionState"].clone();
+    let sdc_state = || client.list("/api/types/Sdc/instances")[0]["mdmConnectionState"].clone();
+    let device_states = || {
+        let d = client.list("/api/types/Device/instances").remove(0);
+        (d["deviceState"].clone(), d["errorState"].clone())
+    };
+    let cluster = || client.system()["mdmCluster"].clone();
+    let stats = || {
+        client
+            .get(&format!(
+                "/api/instances/StoragePool::{pool}/relationships/Statistics"
+            ))
+            .body
+    };
+    let normal = || {
+        assert_eq!(sds_state(), json!("Connected"));
+        assert_eq!(sdc_state(), json!("Connected"));
+        assert_eq!(device_states(), (json!("Normal"), json!("None")));
+        assert_eq!(cluster()["clusterState"], json!("ClusteredNormal"));
+        let s = stats();
+        for field in [
+            "capacityInUseInKb",
+            "degradedHealthyCapacityInKb",
+            "pendingFwdRebuildCapacityInKb",
+            "movingCapacityInKb",
+        ] {
+            assert_eq!(s[field], json!(0), "{field}");
+        }
+    };
+    normal();
+
+    ok("/control/gateway/sds?agent=1&connected=false");
+    assert_eq!(sds_state(), json!("Disconnected"));
+    ok("/control/gateway/sds?agent=1&connected=true");
+    assert_eq!(sds_state(), json!("Connected"));
+    ok("/control/gateway/sds?agent=1&connected=false");
+    ok("/control/gateway/sdc-connection?agent=1&connected=false");
+    assert_eq!(sdc_state(), json!("Disconnected"));
+    ok("/control/gateway/device?agent=1&path=/dev/xvdb&failed=true");
+    assert_eq!(device_states(), (json!("Error"), json!("DeviceFailed")));
+    ok("/control/gateway/mdm?degraded=true");
+    let c = cluster();
+    assert_eq!(c["clusterState"], json!("ClusteredDegraded"));
+    assert_eq!(
+        (c["goodNodesNum"].clone(), c["goodReplicasNum"].clone()),
+        (json!(2), json!(1))
+    );
+    assert_eq!(c["slaves"][0]["status"], json!("Disconnected"));
+
+    ok("/control/gateway/fill?pct=91");
+    let s = stats();
+    let usable = s["maxCapacityInKb"].as_u64().unwrap() - s["spareCapacityInKb"].as_u64().unwrap();
+    assert_eq!(s["capacityInUseInKb"], json!(usable * 91 / 100));
+
+    // A rebuild drains to zero by the gateway's clock.
+    ok("/control/gateway/rebuild?seconds=2");
+    let first = stats();
+    let degraded = first["degradedHealthyCapacityInKb"].as_u64().unwrap();
+    assert!(degraded > 0 && degraded <= usable / 10, "{first}");
+    assert!(first["pendingFwdRebuildCapacityInKb"].as_u64().unwrap() > 0);
+    assert!(first["movingCapacityInKb"].as_u64().unwrap() > 0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut last = degraded;
+    loop {
+        let now = stats()["degradedHealthyCapacityInKb"].as_u64().unwrap();
+        assert!(now <= last, "{now} after {last}");
+        last = now;
+        if now == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still {now} KiB degraded");
+        std::thread::yield_now();
+    }
+    assert_eq!(stats()["pendingFwdRebuildCapacityInKb"], json!(0));
+
+    // Bad requests are named; nothing changes.
+    for (path, status, says) in [
+        (
+            "/control/gateway/sds?agent=2&connected=false",
+            404,
+            "no agent 2",
+        ),
+        (
+            "/control/gateway/sds?agent=1&connected=maybe",
+            400,
+            "true or false",
+        ),
+        (
+            "/control/gateway/device?agent=1&path=/dev/nope&failed=true",
+            404,
+            "/dev/nope",
+        ),
+        ("/control/gateway/fill?pct=101", 400, "101"),
+        ("/control/gateway/rebuild", 400, "seconds"),
+        ("/control/gateway/mdm?degraded=1", 400, "true or false"),
+    ] {
+        let (got, body) = h.control(path);
+        assert_eq!(got, status, "{path}: {body}");
+        assert!(
+            body["error"].as_str().unwrap_or("").contains(says),
+            "{path}: {body}"
+        );
+    }
+
+    ok("/control/gateway/clear");
+    normal();
 }
