@@ -1786,17 +1786,28 @@ mod tests {
         }
     }
 
-    /// What is not a planned reboot still counts: a launch ending in another phase, and one
-    /// in a reboot phase when `-debug` forbids reboots.
+    /// What is not a planned reboot still counts: a launch ending in another phase, one in a
+    /// reboot phase when `-debug` forbids reboots, and one whose executor said in its reboot
+    /// phase why it does not reboot.
     #[test]
     fn a_launch_ending_outside_a_planned_reboot_is_a_failed_launch() {
-        for (phase, debug) in [(Phase::Packages, false), (Phase::RebootPrerequisites, true)] {
+        for (phase, debug, error) in [
+            (Phase::Packages, false, None),
+            (Phase::RebootPrerequisites, true, None),
+            (
+                Phase::RebootPrerequisites,
+                false,
+                Some("rebooted once in vain"),
+            ),
+        ] {
             let mut r = rig();
             let mut install = crate::scheduler::node_plan::InstallSettings::default();
             install.plan.debug = debug;
             r.d.set_install_settings(install);
             let task = running_on_a1(&mut r);
-            r.d.state.model.nodes.get_mut("a1").unwrap().phase = phase;
+            let n = r.d.state.model.nodes.get_mut("a1").unwrap();
+            n.phase = phase;
+            n.last_error = error.map(Into::into);
             r.event(update_for(
                 &task,
                 "a1",

@@ -101,14 +101,16 @@ pub fn reboot_wait<'a>(
 }
 
 /// Whether the host of `node` is down for the reboot its executor asked for: the node is in a
-/// reboot phase, reboots are allowed (`-debug` forbids them) and it is not waiting its turn.
-/// Its launch ending then, and its host coming back under a new agent id, is that reboot.
+/// reboot phase without an error (an executor that refuses to reboot again says why), reboots
+/// are allowed (`-debug` forbids them) and it is not waiting its turn. Its launch ending then,
+/// and its host coming back under a new agent id, is that reboot.
 pub fn reboot_asked<'a>(
     node: &Node,
     install: &InstallSettings,
     all: impl Iterator<Item = &'a Node>,
 ) -> bool {
     matches!(node.phase, Phase::RebootPrerequisites | Phase::RebootFinal)
+        && node.last_error.is_none()
         && !install.plan.debug
         && !reboot_wait(node, install.runs_scheduler(node), all)
 }
@@ -149,6 +151,10 @@ mod tests {
         }
         me.phase = Phase::Packages;
         assert!(!asked(&me, &other, &install));
+        me.phase = Phase::RebootPrerequisites;
+        me.last_error = Some("the host rebooted once for this phase and ...".into());
+        assert!(!asked(&me, &other, &install));
+        me.last_error = None;
         me.phase = Phase::RebootFinal;
         // The scheduler's node waits while another is on its way.
         other.phase = Phase::Devices;
