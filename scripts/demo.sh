@@ -163,9 +163,20 @@ while read -r flag file; do
 done < "$here/tests/devcluster/packages.txt"
 
 # ---- deploy, as an operator would ---------------------------------------------------------
+# What a careful operator gives beside the required flags: a store that outlives the
+# scheduler's sandbox (a relaunch starts in a new one; here a journal in the work dir, on a
+# cluster a durable path or ZooKeeper), and the scoped gateway user REX-Ray logs in as. Every
+# password stays out of process listings: the admin's in the app's environment
+# (--password-in-env), REX-Ray's in a file only its owner reads.
+mkdir -p "$work/state"
+(umask 077 && python3 -c 'import secrets; print(secrets.token_urlsafe(18))' > "$work/state/rexray.password")
 deploy_args=(--custom "$custom_url" --launcher "$launcher" --master "$master"
-             --pd default --pool default --gateway 127.0.0.1
-             --flag "-storage.lbgateway=$gateway" "${package_flags[@]}")
+             --pd default --pool default --gateway 127.0.0.1 --password-in-env
+             --flag "-storage.lbgateway=$gateway"
+             --flag "-store.uri=$work/state/storage-scheduler.journal"
+             --flag "-rexray.username=rexray-volumes"
+             --flag "-rexray.password.file=$work/state/rexray.password"
+             "${package_flags[@]}")
 if [ "$experimental" = 1 ]; then
   deploy_args+=(--experimental)
 else

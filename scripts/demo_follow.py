@@ -8,8 +8,11 @@
         `timeout <reason>`. TIMEOUT 0 follows until every node runs and never reports a failed
         node as the end (the demo then stays up for inspection). TTY 1 redraws one line.
     demo_follow.py summary SCHEDULER_URL
-        One line per node: hostname, persona, phase, devices attached; pool capacity when the
-        scheduler reports it.
+        One line per node: hostname, persona, phase, devices attached, and under it what its
+        row on the status page flags (error, warning, failed launches); the scheduler's
+        warning about its state store, if any; one per pool
+        (`pd/pool: used X of Y (Z%)`); the storage health (`health: <state>` and its reasons)
+        when the scheduler serves /api/health.
     demo_follow.py ready-file DEVCLUSTER_JSON SCHEDULER_URL PATH
         Writes PATH (atomically): the scheduler URL and the dev cluster's own ready file.
 """
@@ -18,6 +21,7 @@ import os
 import signal
 import sys
 import time
+import urllib.error
 import urllib.request
 
 PHASES = ["launching", "environment", "reboot-prerequisites", "packages", "devices",
@@ -49,9 +53,9 @@ def verdict(nodes, agents, stop_on_failure):
     counts = phase_counts(nodes)
     if len(nodes) >= agents and counts.get("running", 0) == len(nodes):
         return "ready"
-    # The scheduler relaunches a failed node after a backoff, and one executor exit is what a
-    # host reboot (Ubuntu's kernel for the SDC) looks like: a node has failed for good only
-    # once it failed again after its relaunch.
+    # The scheduler relaunches a failed node after a backoff, and a first failure may pass
+    # (the dev cluster's fetcher can race another launch): a node has failed for good only
+    # once it failed again after its relaunch. A host's planned reboot is no failure.
     failed = [n for n in nodes.values() if n.get("phase") == "failed" and n.get("failures", 0) >= 2]
     if failed and stop_on_failure:
         reasons = "; ".join(f"{n.get('hostname', '?')}: {n.get('last_error') or 'no reason given'}"
@@ -131,10 +135,51 @@ def summary(scheduler):
         attached, devices = n.get("attached", []), n.get("devices", [])
         print(f"{n.get('hostname', '?'):<14} {n.get('persona', '?'):<11} {n.get('phase', '?'):<9} "
               f"{len(attached)}/{len(devices)} {' '.join(attached)}".rstrip())
-    # Pool capacity, where the scheduler reports it (the gateway side adds it).
-    for key in ("pools", "capacity", "storage"):
-        if key in model or key in state:
-            print(f"{key}: {json.dumps(model.get(key, state.get(key)))}")
+        # What the status page flags on the node's row, under it.
+        if n.get("last_error"):
+            print(f"  error: {n['last_error']}")
+        if n.get("warning"):
+            print(f"  warning: {n['warning']}")
+        failures = n.get("failures", 0)
+        if failures:
+            print(f"  {failures} failed launch{'' if failures == 1 else 'es'}")
+    try:
+        note = get(f"{scheduler}/health").get("state_warning")
+    except (OSError, ValueError) as err:
+        note = f"/health not read ({err})"
+    if note:
+        print(f"warning: {note}")
+    for p in model.get("pools", []):
+        print(pool_line(p))
+    for line in health_lines(scheduler):
+        print(line)
+
+
+def pool_line(p):
+    """`pd/pool: used X of Y (Z%)` in GiB as the status page shows them: Y the pool's capacity,
+    Z the share of it the scheduler's threshold and health reasons read (used over capacity
+    less the spare kept for rebuilds)."""
+    gib = lambda key: p.get(key, 0) / (1 << 30)
+    return (f"{p.get('protection_domain', '?')}/{p.get('pool', '?')}: used "
+            f"{gib('used_bytes'):.1f} GiB of {gib('capacity_bytes'):.1f} GiB "
+            f"({p.get('used_pct', 0):.1f}%)")
+
+
+def health_lines(scheduler):
+    """`health: <state>` and its reasons, one a line, from /api/health; nothing from a
+    scheduler that has no such endpoint (404)."""
+    try:
+        doc = get(f"{scheduler}/api/health")
+    except urllib.error.HTTPError as err:
+        return [] if err.code == 404 else [f"health: not read (/api/health answered {err.code})"]
+    except (OSError, ValueError) as err:
+        return [f"health: not read ({err})"]
+    lines = [f"health: {doc.get('state', '?')}"]
+    lines += [f"  {r}" for r in doc.get("reasons", [])]
+    for n in doc.get("nodes", []):
+        reasons = "; ".join(n.get("reasons", [])) or "no reason given"
+        lines.append(f"  {n.get('hostname', n.get('agent_id', '?'))}: {n.get('state', '?')}: {reasons}")
+    return lines
 
 
 def ready_file(devcluster_json, scheduler, path):

@@ -112,6 +112,45 @@ fn exit_when_ready(mode: &str, extra: &[&str]) -> Outcome {
     o
 }
 
+/// The summary of a demo as a careful operator configures it: no node flagged (no error, no
+/// warning, no failed launch: each Ubuntu host's kernel reboot is planned), no warning about
+/// the state store, one readable line per pool, and a healthy cluster where the scheduler
+/// tells its health.
+fn assert_clean_summary(stdout: &str) {
+    for flagged in ["  error: ", "  warning: ", "failed launch", "\nwarning: "] {
+        assert!(
+            !stdout.contains(flagged),
+            "{flagged:?} in the summary:\n{stdout}"
+        );
+    }
+    let pools: Vec<&str> = stdout.lines().filter(|l| l.contains(": used ")).collect();
+    assert_eq!(pools.len(), 1, "one pool line:\n{stdout}");
+    assert_pool_line(pools[0], "default/default");
+    if let Some(health) = stdout.lines().find(|l| l.starts_with("health:")) {
+        assert_eq!(health, "health: healthy", "{stdout}");
+    }
+}
+
+/// `<pd/pool>: used <GiB> GiB of <GiB> GiB (<percent>%)`, one decimal each.
+fn assert_pool_line(line: &str, pool: &str) {
+    let number = |s: &str| {
+        let decimals = s.split_once('.').map(|(_, d)| d.len());
+        assert!(
+            s.parse::<f64>().is_ok() && decimals == Some(1),
+            "{s:?}: {line}"
+        );
+        s.parse::<f64>().unwrap()
+    };
+    let rest = line
+        .strip_prefix(&format!("{pool}: used "))
+        .unwrap_or_else(|| panic!("not {pool:?}'s pool line: {line}"));
+    let (used, rest) = rest.split_once(" GiB of ").expect(line);
+    let (total, pct) = rest.split_once(" GiB (").expect(line);
+    let pct = pct.strip_suffix("%)").expect(line);
+    assert!(number(used) <= number(total), "{line}");
+    assert!((0.0..=100.0).contains(&number(pct)), "{line}");
+}
+
 /// Pre-configured mode: every node runs with the real scheduler, executors, host stand-ins
 /// and gateway; the Ubuntu hosts installed the SDC's kernel and rebooted once (no `-debug`).
 #[test]
@@ -136,6 +175,7 @@ fn preconfigured_demo_exits_0_with_every_node_running() {
         assert!(row.contains(" running ") && row.contains(" 2/2 "), "{row}");
     }
     assert!(o.stdout.contains("node ") && o.stdout.contains("persona"));
+    assert_clean_summary(&o.stdout);
     // The package URLs went through deploy.sh's --flag.
     for flag in [
         "-storage.ubuntu14.sdc=http://",
@@ -195,6 +235,7 @@ fn experimental_demo_exits_0_with_the_trio_built_and_every_node_running() {
             .count();
         assert_eq!(n, 1, "one {persona}: {}", o.stdout);
     }
+    assert_clean_summary(&o.stdout);
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&o.ready).expect("ready file")).unwrap();
     let agents = doc["agents"].as_array().expect("agents");
@@ -222,7 +263,11 @@ fn experimental_demo_exits_0_with_the_trio_built_and_every_node_running() {
 fn ctrl_c_stops_everything() {
     let work = work_dir("ctrl-c");
     let log = work.join("demo.log");
-    let mut command = demo(&work, &["--agents", "2"]);
+    let ready = work.join("ready.json");
+    let mut command = demo(
+        &work,
+        &["--agents", "2", "--ready-file", ready.to_str().unwrap()],
+    );
     command
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
@@ -247,6 +292,7 @@ fn ctrl_c_stops_everything() {
                 .then_some(())
         },
     );
+    assert_clean_page(&ready);
     let procs = processes_under(&work);
     assert!(
         procs.iter().any(|p| p.contains("./storage-scheduler"))
@@ -273,11 +319,58 @@ fn ctrl_c_stops_everything() {
     let _ = std::fs::remove_dir_all(&work);
 }
 
+/// The status page and `/api/state` of a running demo flag nothing: no node has an error, a
+/// warning or a failed launch (agent-1's kernel reboot is planned), and no banner says the
+/// state dies with the sandbox.
+fn assert_clean_page(ready: &Path) {
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ready).expect("ready file")).unwrap();
+    let scheduler = doc["scheduler"].as_str().expect("scheduler url");
+    let get = |path: &str| {
+        ureq::get(&format!("{scheduler}{path}"))
+            .call()
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+            .into_body()
+            .read_to_string()
+            .unwrap()
+    };
+    let page = get("/");
+    for flagged in [
+        "class=\"warning\"",
+        "class=\"error\"",
+        "failed launch",
+        "sandbox",
+    ] {
+        assert!(!page.contains(flagged), "{flagged} on the page:\n{page}");
+    }
+    let state: serde_json::Value = serde_json::from_str(&get("/api/state")).unwrap();
+    let nodes = state["model"]["nodes"].as_object().expect("nodes");
+    assert_eq!(nodes.len(), 2, "{state}");
+    for n in nodes.values() {
+        assert_eq!(n["phase"], "running", "{n}");
+        assert!(n["last_error"].is_null() && n["warning"].is_null(), "{n}");
+        assert_eq!(n["failures"], 0, "{n}");
+    }
+    let health: serde_json::Value = serde_json::from_str(&get("/health")).unwrap();
+    assert!(health["state_warning"].is_null(), "{health}");
+}
+
 // ---- the follower's decisions (scripts/demo_follow.py) against a fake launcher and scheduler
 
-/// Serves the launcher's app (its task on this server's own port) and `/api/state` = `state`.
+/// Serves the launcher's app (its task on this server's own port) and `/api/state` = `state`,
+/// `/health` saying the state is durable, and no `/api/health`.
 fn fake_launcher_and_scheduler(
     state: serde_json::Value,
+) -> (String, std::sync::Arc<tiny_http::Server>) {
+    let health = serde_json::json!({"status": "subscribed", "state_warning": null});
+    fake_scheduler_with(state, health, None)
+}
+
+/// The same with `/health` = `health` and `/api/health` = `storage_health` when given.
+fn fake_scheduler_with(
+    state: serde_json::Value,
+    health: serde_json::Value,
+    storage_health: Option<serde_json::Value>,
 ) -> (String, std::sync::Arc<tiny_http::Server>) {
     let server = std::sync::Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
     let addr = server.server_addr().to_ip().unwrap();
@@ -290,6 +383,8 @@ fn fake_launcher_and_scheduler(
                     "tasks": [{"state": "TASK_RUNNING", "host": "127.0.0.1", "ports": [addr.port()]}]}})
                 }
                 "/api/state" => state.clone(),
+                "/health" => health.clone(),
+                "/api/health" if storage_health.is_some() => storage_health.clone().unwrap(),
                 _ => {
                     let _ = req.respond(tiny_http::Response::empty(404));
                     continue;
@@ -368,6 +463,62 @@ fn follower_reports_ready_with_a_summary_and_ready_file() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// What the status page would flag shows in the summary too: a node's error, warning and
+/// failed launches under its row, the state store's warning; pools one readable line each;
+/// the storage health and its reasons once the scheduler serves `/api/health`.
+#[test]
+fn summary_shows_what_the_page_flags_pools_and_health() {
+    const GIB: u64 = 1 << 30;
+    let mut a2 = failures(node("agent-2", "running", &["/dev/sdb"], None), 1);
+    a2["warning"] = "REX-Ray has no gateway credentials".into();
+    let state = serde_json::json!({"subscribed": true, "model": {
+        "nodes": {
+            "a1": node("agent-1", "running", &["/dev/sdb", "/dev/sdc"], None),
+            "a2": a2,
+            "a3": node("agent-3", "failed", &[], Some("packages: download failed (404)")),
+        },
+        "pools": [{"protection_domain": "pd1", "pool": "sp1", "capacity_bytes": 100 * GIB,
+            "spare_bytes": 10 * GIB, "used_bytes": 9 * GIB, "available_bytes": 81 * GIB,
+            "used_pct": 10.0}],
+    }});
+    let health = serde_json::json!({"status": "subscribed",
+        "state_warning": "state is kept in ./state.journal only"});
+    let storage = serde_json::json!({"state": "degraded",
+        "reasons": ["pool pd1/sp1 is 91% used (warn at 80%)"],
+        "nodes": [{"agent_id": "a2", "hostname": "agent-2", "phase": "running",
+            "state": "degraded", "reasons": ["service sds: not running"]}]});
+    let (launcher, _s) = fake_scheduler_with(state.clone(), health, Some(storage));
+    let (summary, _) = follower(&["summary", &format!("http://{launcher}")]);
+    let lines: Vec<&str> = summary.lines().collect();
+    assert_eq!(
+        lines[1..],
+        [
+            "agent-1        data        running   2/2 /dev/sdb /dev/sdc",
+            "agent-2        data        running   1/2 /dev/sdb",
+            "  warning: REX-Ray has no gateway credentials",
+            "  1 failed launch",
+            "agent-3        data        failed    0/2",
+            "  error: packages: download failed (404)",
+            "warning: state is kept in ./state.journal only",
+            "pd1/sp1: used 9.0 GiB of 100.0 GiB (10.0%)",
+            "health: degraded",
+            "  pool pd1/sp1 is 91% used (warn at 80%)",
+            "  agent-2: degraded: service sds: not running",
+        ],
+        "{summary}"
+    );
+    assert_pool_line(lines[8], "pd1/sp1");
+
+    // A scheduler without /api/health (404): no health line.
+    let (launcher, _s) = fake_launcher_and_scheduler(state);
+    let (summary, _) = follower(&["summary", &format!("http://{launcher}")]);
+    assert!(
+        summary.ends_with("pd1/sp1: used 9.0 GiB of 100.0 GiB (10.0%)\n"),
+        "{summary}"
+    );
+    assert!(!summary.contains("health"), "{summary}");
+}
+
 #[test]
 fn follower_names_failed_nodes_and_stuck_phases() {
     let state = serde_json::json!({"subscribed": true, "model": {"nodes": {
@@ -382,7 +533,7 @@ fn follower_names_failed_nodes_and_stuck_phases() {
         "failed 1 node(s) failed: agent-2: packages: EMC-ScaleIO-sds: download failed (404)"
     );
 
-    // One failure is what a reboot looks like (the scheduler relaunches the node): not the end.
+    // One failure may pass (the scheduler relaunches the node): not the end.
     let state = serde_json::json!({"subscribed": true, "model": {"nodes": {
         "a1": node("agent-1", "running", &[], None),
         "a2": failures(node("agent-2", "failed", &[], Some("TASK_FAILED: Executor terminated")), 1),

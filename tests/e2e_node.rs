@@ -665,6 +665,9 @@ fn a_reboot_during_first_install_brings_the_node_back_under_a_new_agent_id() {
     assert_eq!(node["agent_id"], agent.id.as_str(), "{node}");
     assert_ne!(node["task"]["task_id"], first.as_str(), "{node}");
     assert_eq!(rig.host(1).boots, 1);
+    // The reboot was the executor's own doing: no failed launch, no error left.
+    assert_eq!(node["failures"], 0, "{node}");
+    assert!(node["last_error"].is_null(), "{node}");
 
     // The master's view: the first task unreachable on the old agent, the new one running.
     let state: Value =

@@ -22,8 +22,9 @@ pub use storage_framework::contract::platform::DriverPackage;
 use storage_framework::contract::platform::{profile, Platform, RexrayOrder};
 
 /// Shown with the node (its phase reports' `warning`) when REX-Ray gets no credentials.
-pub const NO_CREDENTIALS: &str = "REX-Ray is configured without gateway credentials: give \
-     the scheduler -rexray.username and -rexray.password (or -rexray.password.file)";
+pub const NO_CREDENTIALS: &str = "REX-Ray has no gateway credentials, so its volume operations \
+     fail: start the scheduler with -rexray.username=<a user with volume rights only> and its \
+     password in -rexray.password.file=<file> (or REXRAY_PASSWORD)";
 
 /// The phase report: from `volume-driver` on, it carries [`NO_CREDENTIALS`] when the plan
 /// gives REX-Ray no user (derived from the plan, so a resumed executor reports it too).

@@ -116,6 +116,11 @@ impl ExecutorApi {
         self.install_generation += 1;
     }
 
+    /// The install settings every plan carries.
+    pub fn install(&self) -> &InstallSettings {
+        &self.install
+    }
+
     /// The inputs every plan shares, as one number.
     fn shared_inputs(&self, state: &Persisted) -> u64 {
         let framework = state.model.framework_id.as_deref().unwrap_or("");

@@ -63,12 +63,14 @@ impl Dispatcher {
     }
 
     fn move_node(&mut self, old: &str, new: &str, now: u64) {
+        let rebooted = self.reboot_asked(old);
         let Some(mut node) = self.state.model.nodes.remove(old) else {
             return;
         };
         info!(
-            "{}: its agent came back as {new} (was {old}); the node moves with its persona {}, {} devices, {} attached",
+            "{}: its agent came back as {new} (was {old}{}); the node moves with its persona {}, {} devices, {} attached",
             node.hostname,
+            if rebooted { ", rebooted as its executor asked" } else { "" },
             node.persona,
             node.devices.len(),
             node.attached.len()
@@ -81,9 +83,12 @@ impl Dispatcher {
             }
         }
         node.agent_id = new.into();
-        node.phase = Phase::Lost;
-        node.last_error =
-            Some(format!("agent {old} was replaced by {new} (host restarted)").into());
+        if !rebooted {
+            // A reboot asked for keeps its phase: the next launch resumes after it.
+            node.phase = Phase::Lost;
+            node.last_error =
+                Some(format!("agent {old} was replaced by {new} (host restarted)").into());
+        }
         node.retry_after_ms = None;
         node.gone_since_ms = None;
         node.updated_ms = now;

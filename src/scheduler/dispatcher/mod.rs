@@ -1795,4 +1795,85 @@ mod tests {
         // The view shows the new data.
         assert!(r.d.view().generation > generation);
     }
+
+    /// The host of a node in a reboot phase (its executor asked for the reboot) goes down
+    /// with its launch, however Mesos says so: TASK_UNREACHABLE and no more (the master
+    /// marked the agent unreachable before the new one registered), TASK_GONE (the new agent
+    /// registered at its address first), TASK_LOST when reconciled, or TASK_FAILED from the
+    /// agent as the host shuts down; then the host is back under a new agent id. A planned
+    /// reboot is no failed launch: nothing counted, no backoff, no error, and the node stays
+    /// in its phase (the scheduler's own node still waits for it) until its relaunch, at the
+    /// host's first offer.
+    #[test]
+    fn a_planned_reboot_is_not_a_failed_launch() {
+        use task_status::Reason;
+        let endings: [&[(TaskState, Option<Reason>)]; 4] = [
+            &[(TaskState::Gone, Some(Reason::AgentRemoved))],
+            &[(TaskState::Unreachable, Some(Reason::AgentRemoved))],
+            &[
+                (TaskState::Unreachable, None),
+                (TaskState::Lost, Some(Reason::Reconciliation)),
+            ],
+            &[(TaskState::Failed, Some(Reason::ExecutorTerminated))],
+        ];
+        for phase in [Phase::RebootPrerequisites, Phase::RebootFinal] {
+            for ending in endings {
+                let case = format!("{phase}, {ending:?}");
+                let mut r = rig();
+                let task = running_on_a1(&mut r);
+                r.d.state.model.nodes.get_mut("a1").unwrap().phase = phase;
+                for (state, reason) in ending {
+                    r.event(update_for(&task, "a1", *state, *reason));
+                }
+                r.input(Input::Agents(vec![KnownAgent {
+                    id: "a1b".into(),
+                    hostname: "host-a1".into(),
+                }]));
+                let n = &r.d.model().nodes["a1b"];
+                assert_eq!(n.failures, 0, "{case}");
+                assert_eq!(n.retry_after_ms, None, "{case}");
+                assert_eq!(n.last_error, None, "{case}");
+                assert_eq!(n.phase, phase, "{case}");
+                let mut ev = offers(&["a1b"]);
+                ev.offers.as_mut().unwrap().offers[0].hostname = "host-a1".into();
+                r.event(ev);
+                assert_eq!(launched_task(&r.calls()).len(), 1, "relaunched: {case}");
+            }
+        }
+    }
+
+    /// What is not a planned reboot still counts: a launch ending in another phase, one in a
+    /// reboot phase when `-debug` forbids reboots, and one whose executor said in its reboot
+    /// phase why it does not reboot.
+    #[test]
+    fn a_launch_ending_outside_a_planned_reboot_is_a_failed_launch() {
+        for (phase, debug, error) in [
+            (Phase::Packages, false, None),
+            (Phase::RebootPrerequisites, true, None),
+            (
+                Phase::RebootPrerequisites,
+                false,
+                Some("rebooted once in vain"),
+            ),
+        ] {
+            let mut r = rig();
+            let mut install = crate::scheduler::node_plan::InstallSettings::default();
+            install.plan.debug = debug;
+            r.d.set_install_settings(install);
+            let task = running_on_a1(&mut r);
+            let n = r.d.state.model.nodes.get_mut("a1").unwrap();
+            n.phase = phase;
+            n.last_error = error.map(Into::into);
+            r.event(update_for(
+                &task,
+                "a1",
+                TaskState::Gone,
+                Some(task_status::Reason::AgentRemoved),
+            ));
+            let n = &r.d.model().nodes["a1"];
+            assert_eq!(n.failures, 1, "{phase}, debug {debug}");
+            assert!(n.retry_after_ms.is_some(), "{phase}, debug {debug}");
+            assert_eq!(n.phase, Phase::Lost, "{phase}, debug {debug}");
+        }
+    }
 }

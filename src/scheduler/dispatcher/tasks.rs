@@ -6,11 +6,14 @@
 //! TASK_UNKNOWN, TASK_LOST; an agent back without it answers reconciliation with TASK_GONE)
 //! or that it runs (the agent came back with it: the node resumes where it was). A launch
 //! that never started (TASK_DROPPED, or an ACCEPT whose offer the master had rescinded) is
-//! no failure of the node: it is relaunched at once.
+//! no failure of the node: it is relaunched at once. Nor is the end of a launch whose host goes
+//! down for the reboot its executor asked for (`node_plan::reboot_asked`): the node keeps its
+//! phase and is relaunched as soon as the host is back.
 
 use super::*;
 use crate::contract::ids;
 use crate::mesos::types::task_status::Reason;
+use crate::scheduler::node_plan;
 
 /// What a status update of a node's current launch means for the node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,10 +69,19 @@ impl Dispatcher {
         self.touch_view();
     }
 
+    /// Whether `agent`'s node's host is down for the reboot its executor asked for.
+    pub(super) fn reboot_asked(&self, agent: &str) -> bool {
+        let nodes = &self.state.model.nodes;
+        nodes
+            .get(agent)
+            .is_some_and(|n| node_plan::reboot_asked(n, self.executors.install(), nodes.values()))
+    }
+
     /// An update of `agent`'s node's current launch.
     fn on_current_update(&mut self, agent: &str, status: &TaskStatus, now: u64) {
         let state = status.state;
         let why = describe(status);
+        let rebooting = self.reboot_asked(agent);
         let Some(node) = self.state.model.nodes.get_mut(agent) else {
             return;
         };
@@ -81,23 +93,28 @@ impl Dispatcher {
         let was_active = task.is_active();
         let verdict = verdict(task.state, status);
         task.state = state;
+        let running_since = task.running_since_ms;
         node.last_contact_ms = Some(now);
         node.updated_ms = now;
         self.dirty = true;
         match verdict {
             Verdict::Running { resumed } => {
-                task.running_since_ms.get_or_insert(now);
+                if let Some(task) = node.task.as_mut() {
+                    task.running_since_ms.get_or_insert(now);
+                }
                 if resumed {
                     info!("agent {host}: task {task_id} running again ({why}); the node resumes, nothing relaunched");
-                    if node
-                        .last_error
-                        .as_deref()
-                        .is_some_and(|e| e.starts_with("TASK_UNREACHABLE"))
-                    {
-                        node.last_error = None;
-                    }
+                    clear_unreachable(node);
                 } else {
                     info!("agent {host}: task {task_id} running");
+                }
+            }
+            Verdict::Unreachable | Verdict::Ended { .. } if rebooting => {
+                // The phase stays: the next launch, on the host back, resumes after the reboot.
+                info!("agent {host}: task {task_id} {state} ({why}) as its host reboots ({}); the node waits for it", node.phase);
+                if was_active && !node.covered() {
+                    node.retry_after_ms = None;
+                    self.offer_mode.uncovered(agent, now);
                 }
             }
             Verdict::Unreachable => {
@@ -119,12 +136,7 @@ impl Dispatcher {
             }
             Verdict::Ended { lost } => {
                 if was_active {
-                    let stable = task
-                        .running_since_ms
-                        .is_some_and(|since| now.saturating_sub(since) >= STABLE_RUN_MS);
-                    node.failures = if stable { 1 } else { node.failures + 1 };
-                    let due = now + relaunch_delay(node.failures).as_millis() as u64;
-                    node.retry_after_ms = Some(due);
+                    let due = count_failure(node, running_since, now);
                     self.offer_mode.uncovered(agent, due);
                     warn!(
                         "agent {host}: task {task_id} ended {state} ({why}); relaunch in {} s (failure {})",
@@ -176,13 +188,15 @@ impl Dispatcher {
             }
             (None, Some(agent)) => {
                 warn!("agent {agent} lost");
-                // A task still covering the node (unreachable) says itself what became of it.
+                // A task still covering the node (unreachable) says itself what became of it;
+                // a host down for the reboot its executor asked for is expected to be lost.
+                let rebooting = self.reboot_asked(&agent);
                 if let Some(node) = self
                     .state
                     .model
                     .nodes
                     .get_mut(&agent)
-                    .filter(|n| !n.covered())
+                    .filter(|n| !n.covered() && !rebooting)
                 {
                     node.phase = Phase::Lost;
                     node.last_error = Some("agent lost".into());
@@ -194,6 +208,27 @@ impl Dispatcher {
         }
         self.touch_view();
     }
+}
+
+/// A node whose task runs again: the error saying it was unreachable is over.
+fn clear_unreachable(node: &mut Node) {
+    if node
+        .last_error
+        .as_deref()
+        .is_some_and(|e| e.starts_with("TASK_UNREACHABLE"))
+    {
+        node.last_error = None;
+    }
+}
+
+/// A failed launch of `node` counted (a stable run, since `running_since`, starts the count
+/// again); when its relaunch is due.
+fn count_failure(node: &mut Node, running_since: Option<u64>, now: u64) -> u64 {
+    let stable = running_since.is_some_and(|s| now.saturating_sub(s) >= STABLE_RUN_MS);
+    node.failures = if stable { 1 } else { node.failures + 1 };
+    let due = now + relaunch_delay(node.failures).as_millis() as u64;
+    node.retry_after_ms = Some(due);
+    due
 }
 
 /// One line about a status: message, reason and source when Mesos gave them.

@@ -100,6 +100,21 @@ pub fn reboot_wait<'a>(
             .any(|n| !matches!(n.phase, Phase::Running | Phase::Failed | Phase::Lost))
 }
 
+/// Whether the host of `node` is down for the reboot its executor asked for: the node is in a
+/// reboot phase without an error (an executor that refuses to reboot again says why), reboots
+/// are allowed (`-debug` forbids them) and it is not waiting its turn. Its launch ending then,
+/// and its host coming back under a new agent id, is that reboot.
+pub fn reboot_asked<'a>(
+    node: &Node,
+    install: &InstallSettings,
+    all: impl Iterator<Item = &'a Node>,
+) -> bool {
+    matches!(node.phase, Phase::RebootPrerequisites | Phase::RebootFinal)
+        && node.last_error.is_none()
+        && !install.plan.debug
+        && !reboot_wait(node, install.runs_scheduler(node), all)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +131,37 @@ mod tests {
         assert!(!reboot_wait(&me, true, [&me, &other].into_iter()));
         other.phase = Phase::Failed;
         assert!(!reboot_wait(&me, true, [&me, &other].into_iter()));
+    }
+
+    #[test]
+    fn a_reboot_is_asked_for_in_a_reboot_phase_unless_forbidden_or_waiting() {
+        let mut install = InstallSettings {
+            scheduler_host: "h1".into(),
+            ..Default::default()
+        };
+        let mut me = Node::new("a1", "h1", Persona::Data, 0);
+        let mut other = Node::new("a2", "h2", Persona::Data, 0);
+        other.phase = Phase::Running;
+        let asked = |me: &Node, other: &Node, install: &InstallSettings| {
+            reboot_asked(me, install, [me, other].into_iter())
+        };
+        for phase in [Phase::RebootPrerequisites, Phase::RebootFinal] {
+            me.phase = phase;
+            assert!(asked(&me, &other, &install), "{phase}");
+        }
+        me.phase = Phase::Packages;
+        assert!(!asked(&me, &other, &install));
+        me.phase = Phase::RebootPrerequisites;
+        me.last_error = Some("the host rebooted once for this phase and ...".into());
+        assert!(!asked(&me, &other, &install));
+        me.last_error = None;
+        me.phase = Phase::RebootFinal;
+        // The scheduler's node waits while another is on its way.
+        other.phase = Phase::Devices;
+        assert!(!asked(&me, &other, &install));
+        other.phase = Phase::Running;
+        install.plan.debug = true;
+        assert!(!asked(&me, &other, &install));
     }
 
     #[test]

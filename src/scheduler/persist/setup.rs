@@ -143,8 +143,9 @@ pub fn resolve(config: &Config, client: &ClientConfig) -> (StoreSettings, Option
         Err(e) => log::warn!("cannot read the master's flags ({e}); keeping the file store"),
     }
     let note = format!(
-        "state is kept in {} only: it dies with the sandbox when the scheduler is relaunched \
-         (give -store.uri on durable storage, or run the master with --zk)",
+        "state is kept in {} only: it dies with the sandbox when the scheduler is relaunched; \
+         give -store.uri=<a path on durable storage>, or -store.type=zk \
+         -store.uri=zk://<host:port,...>/<path>, or run the Mesos master with --zk",
         settings.uri
     );
     log::warn!("{note}");
