@@ -13,9 +13,9 @@
 //! name; `more` counts the unhealthy nodes left out.
 
 use super::paging::natural_cmp;
-use crate::contract::health::HostCheck;
 use crate::scheduler::exchange::View;
-use crate::scheduler::model::{HealthState, HostHealth, Node};
+use crate::scheduler::health::reason_code;
+use crate::scheduler::model::{HealthState, Node};
 use serde_json::{json, Value};
 
 /// The most nodes one answer lists: the answer stays small when a whole cluster is unknown.
@@ -80,87 +80,46 @@ fn order(a: &Node, b: &Node) -> std::cmp::Ordering {
         .then_with(|| a.agent_id.cmp(&b.agent_id))
 }
 
-/// What a reason is about: its short name in `/metrics` and the operator's next step.
+/// What a reason is about: its short name in `/metrics` (the health model's
+/// [`reason_code`], the one place reasons are classified) and the operator's next step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
-    SdsDisconnected,
-    SdcDisconnected,
-    DeviceError,
-    HostService,
-    HostDevice,
-    VolumeDriver,
-    Stale,
-    PoolFull,
-    PoolData,
-    Mdm,
-    Other,
-}
+pub(super) struct Kind(&'static str);
 
 impl Kind {
-    /// A reason of a node, or of the cluster (`host: None`). A host report's problem is known
-    /// by its own reason text; the gateway's reasons by how they begin.
-    pub(super) fn of(reason: &str, host: Option<&HostHealth>) -> Kind {
-        let problem = host.and_then(|h| h.problems.iter().find(|p| p.reason() == reason));
-        if let Some(p) = problem {
-            return match p.check {
-                HostCheck::Service | HostCheck::Module => Kind::HostService,
-                HostCheck::Device => Kind::HostDevice,
-                HostCheck::VolumeDriver => Kind::VolumeDriver,
-            };
-        }
-        let starts = |p: &str| reason.starts_with(p);
-        match () {
-            _ if starts("service ") || starts("module ") => Kind::HostService,
-            _ if starts("volume driver ") => Kind::VolumeDriver,
-            _ if starts("SDS ") => Kind::SdsDisconnected,
-            _ if starts("SDC ") => Kind::SdcDisconnected,
-            _ if starts("device ") && reason.contains(" in error") => Kind::DeviceError,
-            _ if starts("device ") => Kind::HostDevice,
-            _ if starts("no ") || reason.contains("stale") => Kind::Stale,
-            _ if starts("pool ") && reason.contains("% used") => Kind::PoolFull,
-            _ if starts("pool ") => Kind::PoolData,
-            _ if starts("MDM ") => Kind::Mdm,
-            _ => Kind::Other,
-        }
+    pub(super) const STALE: Kind = Kind("stale");
+    pub(super) const OTHER: Kind = Kind("other");
+
+    pub(super) fn of(reason: &str) -> Kind {
+        Kind(reason_code(reason))
     }
 
     /// The `reason` label of `storage_node_unhealthy`.
     pub(super) fn code(self) -> &'static str {
-        match self {
-            Kind::SdsDisconnected => "sds_disconnected",
-            Kind::SdcDisconnected => "sdc_disconnected",
-            Kind::DeviceError => "device_error",
-            Kind::HostService => "host_service",
-            Kind::HostDevice => "host_device",
-            Kind::VolumeDriver => "volume_driver",
-            Kind::Stale => "stale",
-            Kind::PoolFull => "pool_full",
-            Kind::PoolData => "pool_degraded",
-            Kind::Mdm => "mdm",
-            Kind::Other => "other",
-        }
+        self.0
     }
 
     /// What an operator does about it, in a few words.
     pub(super) fn advice(self) -> Option<&'static str> {
-        Some(match self {
-            Kind::SdsDisconnected => "check the SDS's host and its network to the MDMs",
-            Kind::SdcDisconnected => {
+        Some(match self.0 {
+            "sds_disconnected" => "check the SDS's host and its network to the MDMs",
+            "sds_state" => "see the SDS's state at the gateway: it is not serving its data",
+            "sdc_disconnected" => {
                 "check the host's SDC (the scini module loaded) and its network to the MDMs"
             }
-            Kind::DeviceError => "check or replace the disk; its data is rebuilt from the other copies meanwhile",
-            Kind::HostService => "start the service on the host and read its log",
-            Kind::HostDevice => "the disk is gone from the host: check its cabling or replace it",
-            Kind::VolumeDriver => "restart REX-Ray on the host and read its log",
-            Kind::Stale => {
+            "device_error" => "check or replace the disk; its data is rebuilt from the other copies meanwhile",
+            "host_service" => "start the service on the host and read its log",
+            "host_device" => "the disk is gone from the host: check its cabling or replace it",
+            "host_reboot" => "check the host's console: it did not come back from its reboot",
+            "volume_driver" => "restart REX-Ray on the host and read its log",
+            "stale" => {
                 "check that the gateway is up and reachable from the scheduler (and, for a node, that its executor runs)"
             }
-            Kind::PoolFull => "add devices or nodes to the pool, or free space in its volumes",
-            Kind::PoolData => {
+            "pool_full" => "add devices or nodes to the pool, or free space in its volumes",
+            "pool_degraded" => {
                 "wait for the rebuild to finish; take no other node of the protection domain down meanwhile"
             }
-            Kind::Mdm => "bring the missing MDM member back (its host, its network, its service)",
-            Kind::Other => return None,
+            "mdm" => "bring the missing MDM member back (its host, its network, its service)",
+            _ => return None,
         })
     }
 }
@@ -168,18 +127,18 @@ impl Kind {
 /// The short names of a node's reasons, each once: `stale` alone when the node is unknown.
 pub(super) fn node_codes(n: &Node) -> Vec<&'static str> {
     if n.health.state == HealthState::Unknown {
-        return vec![Kind::Stale.code()];
+        return vec![Kind::STALE.code()];
     }
     let mut codes: Vec<&'static str> = n
         .health
         .reasons
         .iter()
-        .map(|r| Kind::of(r, n.host.as_deref()).code())
+        .map(|r| Kind::of(r).code())
         .collect();
     codes.sort_unstable();
     codes.dedup();
     if codes.is_empty() {
-        codes.push(Kind::Other.code());
+        codes.push(Kind::OTHER.code());
     }
     codes
 }
@@ -187,8 +146,8 @@ pub(super) fn node_codes(n: &Node) -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::health::HostProblem;
-    use crate::scheduler::model::{ClusterModel, Health, Persona, PoolCapacity};
+    use crate::contract::health::{HostCheck, HostProblem};
+    use crate::scheduler::model::{ClusterModel, Health, HostHealth, Persona, PoolCapacity};
 
     fn node(i: usize, health: Health) -> Node {
         let mut n = Node::new(&format!("a{i}"), &format!("h{i}"), Persona::Data, 0);
@@ -321,9 +280,14 @@ mod tests {
                 "pool_degraded",
             ),
             ("MDM cluster ClusteredDegraded (2 of 3 members up)", "mdm"),
+            ("SDS h2 is RemovePending", "sds_state"),
+            (
+                "host h2 not back from its reboot (reboot-final) in 15 min",
+                "host_reboot",
+            ),
             ("something new", "other"),
         ] {
-            let kind = Kind::of(reason, Some(&host));
+            let kind = Kind::of(reason);
             assert_eq!(kind.code(), code, "{reason}");
             assert_eq!(kind.advice().is_some(), code != "other", "{reason}");
         }

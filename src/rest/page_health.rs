@@ -43,7 +43,7 @@ pub(super) fn banner(out: &mut String, model: &ClusterModel) {
     }
     for reason in &health.reasons {
         let _ = write!(out, "<li><span class=\"reason\">{}</span>", esc(reason));
-        if let Some(advice) = Kind::of(reason, None).advice() {
+        if let Some(advice) = Kind::of(reason).advice() {
             let _ = write!(out, " <span class=\"advice\">— {}</span>", esc(advice));
         }
         out.push_str("</li>");

@@ -49,7 +49,8 @@ pub const CONTACT_STALE: &str = "no word from the executor";
 /// The short code of a node's reason, for the `storage_node_unhealthy{reason}` gauge:
 /// `sds_disconnected`, `sds_state` (not joined, not `Normal`, in maintenance, not listed),
 /// `sdc_disconnected`, `device_error`, `host_service` (a service or the `scini` module),
-/// `host_device`, `volume_driver`, `stale`; `other` for a text of none of these shapes.
+/// `host_device`, `host_reboot`, `volume_driver`, `stale`; the cluster's `pool_full`,
+/// `pool_degraded`, `mdm`; `other` for a text of none of these shapes.
 pub fn reason_code(reason: &str) -> &'static str {
     let mut words = reason.split_whitespace();
     let first = words.next().unwrap_or("");
@@ -58,6 +59,7 @@ pub fn reason_code(reason: &str) -> &'static str {
         "SDS" if reason.contains(" disconnected from the MDM") => "sds_disconnected",
         "SDS" => "sds_state",
         "SDC" => "sdc_disconnected",
+        "host" if reason.contains(" not back from its reboot") => "host_reboot",
         "service" | "module" => "host_service",
         // The host's findings read `device /dev/sdb: missing`, the gateway's
         // `device /dev/sdb in error (...)`.
@@ -65,6 +67,9 @@ pub fn reason_code(reason: &str) -> &'static str {
         "device" => "device_error",
         "volume" if second == "driver" => "volume_driver",
         _ if reason.starts_with(GATEWAY_STALE) || reason.starts_with(CONTACT_STALE) => "stale",
+        "pool" if reason.contains("% used") => "pool_full",
+        "pool" => "pool_degraded",
+        "MDM" => "mdm",
         _ => "other",
     }
 }
@@ -135,6 +140,12 @@ mod tests {
             ("no gateway data in the last 180s", "stale"),
             ("no gateway data yet (last poll failed: refused)", "stale"),
             ("no word from the executor in the last 180s", "stale"),
+            ("pool pd1/sp1 is 91% used (warn at 80%)", "pool_full"),
+            (
+                "pool pd1/sp1: 12.0 GiB degraded, rebuilding",
+                "pool_degraded",
+            ),
+            ("MDM cluster ClusteredDegraded (2 of 3 members up)", "mdm"),
             ("something else", "other"),
             ("", "other"),
         ] {

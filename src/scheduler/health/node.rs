@@ -11,10 +11,15 @@
 //!   whatever the phase); the SDC counts once the handshake was reached.
 //! - in a reboot phase the SDS and SDC being off the MDM is the plan, not a problem of the
 //!   node (what it means for the data shows in the pools, and the gate counts the node as
-//!   disrupted).
+//!   disrupted). A host that is not back within [`REBOOT_GRACE_MS`] is a problem: a planned
+//!   reboot counts no failed launch, so nothing else would flag a host that never returns.
 
 use super::combine;
 use crate::scheduler::model::{DeviceStatus, Health, Node, Phase, SdsStatus};
+
+/// How long a host may take to come back from a reboot its executor asked for: the
+/// executor's own deadline for `shutdown -r` (10 minutes) and a boot.
+pub const REBOOT_GRACE_MS: u64 = 15 * 60 * 1000;
 
 /// What is common to every node's assessment at one time.
 pub(super) struct Context<'a> {
@@ -43,6 +48,18 @@ pub(super) fn node_health(node: &Node, contact_ms: Option<u64>, cx: &Context) ->
             problems.extend(host.iter().map(|p| p.reason()));
         } else {
             unknown.push(cx.contact_stale.to_string());
+        }
+    }
+    if rebooting(node.phase) {
+        let since = contact_ms.unwrap_or(0).max(node.updated_ms);
+        if cx.now_ms.saturating_sub(since) >= REBOOT_GRACE_MS {
+            // A fixed text: one change, one log line, however long the host stays away.
+            problems.push(format!(
+                "host {} not back from its reboot ({}) in {} min",
+                node.hostname,
+                node.phase,
+                REBOOT_GRACE_MS / 60_000
+            ));
         }
     }
     combine(problems, unknown)
@@ -203,6 +220,43 @@ mod tests {
     }
 
     fn phase(mut n: Node, p: Phase) -> Node {
+        n.phase = p;
+        n
+    }
+
+    #[test]
+    fn a_host_not_back_from_its_reboot_in_time_is_degraded() {
+        for (phase, away, expected) in [
+            (Phase::RebootFinal, REBOOT_GRACE_MS - 1, None),
+            (
+                Phase::RebootFinal,
+                REBOOT_GRACE_MS,
+                Some("host h2 not back from its reboot (reboot-final) in 15 min"),
+            ),
+            (
+                Phase::RebootPrerequisites,
+                REBOOT_GRACE_MS * 10,
+                Some("host h2 not back from its reboot (reboot-prerequisites) in 15 min"),
+            ),
+            // Not a reboot phase: the grace does not apply.
+            (Phase::Packages, REBOOT_GRACE_MS * 10, None),
+        ] {
+            let mut n = phase_at(running(), phase);
+            n.last_contact_ms = Some(NOW - away);
+            n.updated_ms = NOW - away;
+            let (state, reasons) = health(&n, None);
+            match expected {
+                None => assert_eq!(state, HealthState::Healthy, "{phase} {away}: {reasons:?}"),
+                Some(text) => {
+                    assert_eq!(state, HealthState::Degraded, "{phase} {away}");
+                    assert_eq!(reasons, [text], "{phase} {away}");
+                    assert_eq!(crate::scheduler::health::reason_code(text), "host_reboot");
+                }
+            }
+        }
+    }
+
+    fn phase_at(mut n: Node, p: Phase) -> Node {
         n.phase = p;
         n
     }
@@ -413,7 +467,7 @@ mod tests {
 
     #[test]
     fn a_node_on_its_way_raises_no_alarm_for_what_it_does_not_have_yet() {
-        let bare = Node::new("a3", "h3", Persona::Primary, 0);
+        let bare = Node::new("a3", "h3", Persona::Primary, NOW);
         for p in Phase::INSTALL.iter().filter(|p| **p != Phase::Running) {
             assert_eq!(
                 health(&phase(bare.clone(), *p), None),
