@@ -1753,6 +1753,62 @@ mod tests {
         assert_eq!(messages(&mut r), vec!["a2".to_string()]);
     }
 
+    /// A host report is assessed with the operator's `-health.*` settings, as a gateway poll
+    /// is: a pool at 85% with the warning at 90% stays healthy when a host report comes, and
+    /// the node's change names its reason.
+    #[test]
+    fn a_host_report_is_assessed_with_the_operators_settings() {
+        use crate::contract::health::{HostCheck, HostProblem};
+        use crate::scheduler::exchange::{ExecutorCall, ExecutorRequest};
+        use crate::scheduler::model::{HealthState, PoolCapacity};
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        r.event(offers(&["a1"]));
+        let secret = launched_secrets(&r.calls())
+            .remove("a1")
+            .expect("a1's secret");
+        let node = &r.d.model().nodes["a1"];
+        let executor_id = node.task.as_ref().unwrap().executor_id().into_owned();
+        r.d.set_health_settings(crate::scheduler::health::HealthSettings {
+            capacity_warn_pct: 90.0,
+            stale: Duration::from_secs(180),
+        });
+        let model = &mut r.d.state.model;
+        model.nodes.get_mut("a1").unwrap().phase = Phase::Running;
+        model.health.read_ms = Some(r.clock.now_ms());
+        model.pools.push(PoolCapacity {
+            protection_domain: "pd".into(),
+            pool: "sp".into(),
+            used_pct: 85.0,
+            ..Default::default()
+        });
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let sds = HostProblem::new(HostCheck::Service, "sds", "not running");
+        r.input(Input::Executor(ExecutorRequest {
+            executor_id,
+            secret,
+            call: ExecutorCall::Health(vec![sds]),
+            reply: tx.into(),
+        }));
+        assert!(rx.try_recv().is_ok(), "answered");
+        let m = r.d.model();
+        assert_eq!(
+            m.pools[0].health.state,
+            HealthState::Healthy,
+            "{:?}",
+            m.pools[0].health
+        );
+        let health = &m.nodes["a1"].health;
+        assert_eq!(health.state, HealthState::Degraded);
+        assert!(
+            health
+                .reasons
+                .iter()
+                .any(|r| r == "service sds: not running"),
+            "{health:?}"
+        );
+    }
+
     /// Health is shown, never acted upon: a poll or a failed poll, with the node degraded
     /// and its data gone stale, sends no call, relaunches nothing and changes no phase.
     #[test]
