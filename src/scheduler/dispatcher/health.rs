@@ -5,7 +5,7 @@
 
 use super::Dispatcher;
 use crate::scheduler::gateway_work::report::HealthPoll;
-use crate::scheduler::health::{assess, Change, HealthSettings};
+use crate::scheduler::health::{assess, reason_code, Change, HealthSettings};
 use crate::scheduler::model::HealthState;
 use log::{debug, log, Level};
 
@@ -68,8 +68,10 @@ fn due_after(next: Option<u64>, checked_ms: u64) -> Option<u64> {
     next.filter(|t| *t > checked_ms)
 }
 
-/// The log line of a change: a warning when something becomes degraded or unknown (or its
-/// reasons change), information when it is healthy again.
+/// The log line of a change: a warning when something becomes degraded or unknown (or the
+/// kinds of its reasons change), information when it is healthy again. Only a figure moving
+/// (a rebuild's GiB left, a pool's percent used) is a debug line: a rebuild would otherwise
+/// log a warning at every poll.
 fn change_line(c: &Change) -> (Level, String) {
     let reasons = |h: &crate::scheduler::model::Health| {
         if h.reasons.is_empty() {
@@ -90,8 +92,16 @@ fn change_line(c: &Change) -> (Level, String) {
     } else {
         format!(" (was {})", c.from.state)
     };
+    let kinds = |h: &crate::scheduler::model::Health| -> Vec<&'static str> {
+        h.reasons.iter().map(|r| reason_code(r)).collect()
+    };
+    let level = if c.from.state == c.to.state && kinds(&c.from) == kinds(&c.to) {
+        Level::Debug
+    } else {
+        Level::Warn
+    };
     (
-        Level::Warn,
+        level,
         format!("{}: {}{}{was}", c.subject, c.to.state, reasons(&c.to)),
     )
 }
@@ -107,6 +117,26 @@ mod tests {
             from,
             to,
         }
+    }
+
+    #[test]
+    fn a_figure_moving_is_a_debug_line_a_new_kind_of_reason_a_warning() {
+        let left = |gib: &str| {
+            Health::degraded(vec![format!("pool pd/sp: {gib} GiB degraded, rebuilding")])
+        };
+        let (level, line) = change_line(&change("pool pd/sp", left("12.0"), left("9.5")));
+        assert_eq!(level, Level::Debug, "{line}");
+        assert_eq!(
+            line,
+            "pool pd/sp: degraded: pool pd/sp: 9.5 GiB degraded, rebuilding"
+        );
+        let mut more = left("9.5");
+        more.reasons
+            .push("pool pd/sp is 91% used (warn at 80%)".into());
+        assert_eq!(
+            change_line(&change("pool pd/sp", left("9.5"), more)).0,
+            Level::Warn
+        );
     }
 
     #[test]
