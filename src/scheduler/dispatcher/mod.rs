@@ -760,6 +760,18 @@ mod tests {
 
     /// The executor secret each launch of `calls` carries in its `TaskInfo.data`, by
     /// agent: the only copy of it that leaves the dispatcher (it keeps digests).
+    /// Subscribed, one offer of a1 accepted: its launch's executor id and secret.
+    fn launched_on_a1(r: &mut Rig) -> (String, crate::secret::Secret) {
+        r.event(subscribed("fw-1"));
+        r.event(offers(&["a1"]));
+        let secret = launched_secrets(&r.calls())
+            .remove("a1")
+            .expect("a1's secret");
+        let node = &r.d.model().nodes["a1"];
+        let executor_id = node.task.as_ref().unwrap().executor_id().into_owned();
+        (executor_id, secret)
+    }
+
     fn launched_secrets(
         calls: &[Call],
     ) -> std::collections::HashMap<String, crate::secret::Secret> {
@@ -1300,14 +1312,7 @@ mod tests {
     fn executor_report_is_not_recorded_when_the_save_fails() {
         use crate::scheduler::exchange::{ExecutorCall, ExecutorReply, ExecutorRequest};
         let mut r = rig();
-        r.event(subscribed("fw-1"));
-        r.event(offers(&["a1"]));
-        let secret = launched_secrets(&r.calls())
-            .remove("a1")
-            .expect("a1's secret");
-        let saved = r.saved_state();
-        let node = &saved.model.nodes["a1"];
-        let executor_id = node.task.as_ref().unwrap().executor_id().into_owned();
+        let (executor_id, secret) = launched_on_a1(&mut r);
         let report = |r: &mut Rig| {
             let (tx, rx) = crossbeam_channel::unbounded();
             r.input(Input::Executor(ExecutorRequest {
@@ -1762,13 +1767,7 @@ mod tests {
         use crate::scheduler::exchange::{ExecutorCall, ExecutorRequest};
         use crate::scheduler::model::{HealthState, PoolCapacity};
         let mut r = rig();
-        r.event(subscribed("fw-1"));
-        r.event(offers(&["a1"]));
-        let secret = launched_secrets(&r.calls())
-            .remove("a1")
-            .expect("a1's secret");
-        let node = &r.d.model().nodes["a1"];
-        let executor_id = node.task.as_ref().unwrap().executor_id().into_owned();
+        let (executor_id, secret) = launched_on_a1(&mut r);
         r.d.set_health_settings(crate::scheduler::health::HealthSettings {
             capacity_warn_pct: 90.0,
             stale: Duration::from_secs(180),
