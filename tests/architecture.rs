@@ -172,6 +172,8 @@ fn scheduler_allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("gateway_work", &["model", "flags", "metrics"][..]),
         // Pure: the health model reads the model and the gateway worker's poll report.
         ("health", &["model", "gateway_work"][..]),
+        // Pure: the lifecycle's decisions, on the model and the health gate.
+        ("rollout", &["model", "health"][..]),
         (
             "dispatcher",
             &[
@@ -184,6 +186,7 @@ fn scheduler_allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "placement",
                 "gateway_work",
                 "health",
+                "rollout",
                 "flags",
                 "executor_binary",
             ][..],
@@ -206,6 +209,7 @@ fn scheduler_allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "placement",
                 "gateway_work",
                 "health",
+                "rollout",
                 "executor_binary",
             ][..],
         ),

@@ -47,6 +47,8 @@ pub enum Action {
     /// A [`super::health::HostReport`]: what a running executor finds wrong on its host,
     /// sent when that changes.
     Health,
+    /// A [`super::rollout::RolloutReport`]: one event of a running node's day-two walk.
+    Rollout,
 }
 
 /// An action, the last segment of its path, and its method.
@@ -58,7 +60,7 @@ pub struct Route {
 }
 
 /// Every action of the executor API, in the order error messages list them.
-pub const ROUTES: [Route; 5] = [
+pub const ROUTES: [Route; 6] = [
     Route {
         action: Action::Plan,
         segment: "plan",
@@ -84,6 +86,11 @@ pub const ROUTES: [Route; 5] = [
         segment: "health",
         method: Method::Post,
     },
+    Route {
+        action: Action::Rollout,
+        segment: "rollout",
+        method: Method::Post,
+    },
 ];
 
 impl Action {
@@ -94,6 +101,7 @@ impl Action {
             Action::Devices => 2,
             Action::Heartbeat => 3,
             Action::Health => 4,
+            Action::Rollout => 5,
         };
         &ROUTES[i]
     }
@@ -201,7 +209,7 @@ mod tests {
         assert_eq!(Action::from_segment("dance"), None);
         assert_eq!(
             segments_listed(),
-            "plan, phase, devices, heartbeat or health"
+            "plan, phase, devices, heartbeat, health or rollout"
         );
         assert_eq!(split_path("/api/state"), None);
     }

@@ -16,6 +16,7 @@ pub mod persona;
 pub mod phase;
 pub mod plan;
 pub mod platform;
+pub mod rollout;
 
 pub use persona::Persona;
 pub use phase::Phase;

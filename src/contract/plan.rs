@@ -118,6 +118,20 @@ pub struct PlanBody<'a> {
     /// Experimental mode, MDM nodes: their part of the MDM cluster build.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_init: Option<ClusterInit>,
+    /// The generation of the scheduler's declared target (packages, devices, volume driver,
+    /// executor binary) this node should reach.
+    #[serde(default)]
+    pub target_generation: u64,
+    /// The generation this node last reached; below `target_generation` a running executor
+    /// walks the day-two steps (`contract::rollout`).
+    #[serde(default)]
+    pub generation: u64,
+    /// The day-two step this node may start now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<super::rollout::Step>,
+    /// Why the step this node asked for waits (`waiting: sds-2 of pd1 is rebuilding`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
 }
 
 impl PlanBody<'_> {

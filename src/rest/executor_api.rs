@@ -46,6 +46,7 @@ impl Router {
             Action::Devices => report(ExecutorCall::devices_from_json(&req.body)),
             Action::Heartbeat => report(ExecutorCall::heartbeat_from_json(&req.body)),
             Action::Health => report(ExecutorCall::health_from_json(&req.body)),
+            Action::Rollout => report(ExecutorCall::rollout_from_json(&req.body)),
         };
         let (call, wait) = match parsed {
             Ok(p) => p,

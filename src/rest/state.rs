@@ -56,6 +56,7 @@ fn render(v: &View, window: &Window, previous: Option<&Render>) -> Result<Render
             heartbeat_secs: m.heartbeat_secs,
             pools: m.pools.clone(),
             health: m.health.clone(),
+            target: m.target.clone(),
         },
         generated_ms: v.generated_ms,
         generation: v.generation,

@@ -54,6 +54,12 @@ impl ReplyTo {
             ReplyTo::Tagged { id, to } => to.send((*id, reply)).is_ok(),
         }
     }
+
+    /// Answers with `e`; false, so that a handler can end with it ("nothing changed").
+    pub fn refuse(&self, e: ApiError) -> bool {
+        self.send(ExecutorReply::Failed(e));
+        false
+    }
 }
 
 impl From<Sender<ExecutorReply>> for ReplyTo {
@@ -76,9 +82,12 @@ pub enum ExecutorCall {
     Heartbeat,
     /// What a running executor found wrong on its host, sorted, without repeats.
     Health(Vec<HostProblem>),
+    /// One event of a running node's day-two walk.
+    Rollout(RolloutReport),
 }
 
 pub use crate::contract::api::PhaseReport;
+pub use crate::contract::rollout::{RolloutEvent, RolloutReport};
 
 /// The answer to one request.
 pub enum ExecutorReply {
@@ -255,6 +264,34 @@ impl ExecutorCall {
         problems.sort();
         problems.dedup();
         Ok(ExecutorCall::Health(problems))
+    }
+
+    /// `{"generation": 3, "event": "ask", "step": "upgrade-sds"}`; a failure's reason is cut
+    /// to one line.
+    pub fn rollout_from_json(body: &[u8]) -> Result<ExecutorCall, ApiError> {
+        let invalid = |detail: String| ApiError::new(400, "invalid rollout report", detail);
+        let value: serde_json::Value = serde_json::from_slice(body).map_err(malformed)?;
+        let mut r: RolloutReport =
+            serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
+        match &mut r.event {
+            RolloutEvent::Planned { steps } => {
+                let mut seen = steps.clone();
+                seen.sort();
+                seen.dedup();
+                if seen.len() != steps.len() {
+                    return Err(invalid("a step is planned twice".into()));
+                }
+            }
+            RolloutEvent::Failed { reason, .. } => {
+                let line: String = reason.split_whitespace().collect::<Vec<_>>().join(" ");
+                *reason = match clean_text(Some(line)) {
+                    Some(d) => d.chars().take(MAX_DETAIL).collect(),
+                    None => "failed".to_string(),
+                };
+            }
+            _ => {}
+        }
+        Ok(ExecutorCall::Rollout(r))
     }
 }
 

@@ -23,6 +23,7 @@ pub mod model;
 pub mod node_plan;
 pub mod persist;
 pub mod placement;
+pub mod rollout;
 mod signals;
 mod standin;
 pub mod stop;

@@ -17,7 +17,7 @@
 //! not 10,000.
 
 use crate::contract::health::HostProblem;
-use crate::contract::plan::{NodePlan, PlanBody, PlanSecrets};
+use crate::contract::plan::{ClusterInit, NodePlan, PlanBody, PlanSecrets};
 use crate::hash::content_hash;
 use crate::scheduler::exchange::{
     ApiError, ExecutorCall, ExecutorReply, ExecutorRequest, PhaseReport, PlanReply, ReplyTo,
@@ -25,6 +25,7 @@ use crate::scheduler::exchange::{
 use crate::scheduler::model::{ClusterModel, HostHealth, Node, Persisted, Phase};
 use crate::scheduler::node_plan::mdm_cluster;
 use crate::scheduler::node_plan::{self, InstallSettings};
+use crate::scheduler::rollout;
 use crate::secret::Secret;
 use log::{debug, info, warn};
 use std::borrow::Cow;
@@ -124,7 +125,11 @@ impl ExecutorApi {
     /// The inputs every plan shares, as one number.
     fn shared_inputs(&self, state: &Persisted) -> u64 {
         let framework = state.model.framework_id.as_deref().unwrap_or("");
-        let generations = [self.secrets_generation, self.install_generation];
+        let generations = [
+            self.secrets_generation,
+            self.install_generation,
+            state.model.target.generation,
+        ];
         content_hash(
             &[
                 framework.as_bytes(),
@@ -200,6 +205,15 @@ impl ExecutorApi {
                 let changed = record_host(&mut state.model, &agent, problems, now_ms);
                 self.acks.push(reply);
                 changed
+            }
+            ExecutorCall::Rollout(report) => {
+                match rollout::record::record(&mut state.model, &agent, report, now_ms) {
+                    Ok(changed) => {
+                        self.acks.push(reply);
+                        changed
+                    }
+                    Err(e) => reply.refuse(ApiError::new(409, "rollout report refused", e)),
+                }
             }
         }
     }
@@ -375,6 +389,35 @@ impl ExecutorApi {
             .then(|| mdm_cluster::Trio::of(state.model.nodes.values()))
     }
 
+    /// Experimental mode: the install settings with the trio's addresses, and an MDM node's
+    /// part of the cluster build.
+    fn with_trio<'a>(
+        &'a self,
+        state: &Persisted,
+        node: &Node,
+        trio: Option<&mdm_cluster::Trio>,
+    ) -> (Cow<'a, crate::contract::plan::Install>, Option<ClusterInit>) {
+        let mut install = Cow::Borrowed(&self.install.plan);
+        let Some(trio) = trio.filter(|_| self.install.experimental) else {
+            return (install, None);
+        };
+        if install.mdm_ips.is_empty() {
+            install.to_mut().mdm_ips = trio.managers();
+        }
+        let cluster_init = node
+            .persona
+            .is_mdm()
+            .then(|| {
+                mdm_cluster::plan(
+                    node,
+                    state.model.nodes.values(),
+                    &self.install.plan.system_name,
+                )
+            })
+            .flatten();
+        (install, cluster_init)
+    }
+
     fn plan(
         &self,
         state: &Persisted,
@@ -388,24 +431,7 @@ impl ExecutorApi {
             .get(agent)
             .ok_or_else(|| gone_executor(executor_id))?;
         let experimental = self.install.experimental;
-        let with_trio;
-        let mut install = &self.install.plan;
-        let mut cluster_init = None;
-        if let Some(trio) = trio.filter(|_| experimental) {
-            if install.mdm_ips.is_empty() {
-                let mut i = self.install.plan.clone();
-                i.mdm_ips = trio.managers();
-                with_trio = i;
-                install = &with_trio;
-            }
-            if node.persona.is_mdm() {
-                cluster_init = mdm_cluster::plan(
-                    node,
-                    state.model.nodes.values(),
-                    &self.install.plan.system_name,
-                );
-            }
-        }
+        let (install, cluster_init) = self.with_trio(state, node, trio);
         let runs_scheduler = self.install.runs_scheduler(node);
         let body = PlanBody {
             executor_id: Cow::Borrowed(executor_id),
@@ -418,12 +444,16 @@ impl ExecutorApi {
             attached: Cow::Borrowed(&node.attached),
             storage_ready: node.storage_ready,
             framework_id: state.model.framework_id.as_deref().map(Cow::Borrowed),
-            install: Cow::Borrowed(install),
+            install,
             resume: node.progress,
             runs_scheduler,
             reboot_wait: node_plan::reboot_wait(node, runs_scheduler, state.model.nodes.values()),
             experimental,
             cluster_init,
+            target_generation: state.model.target.generation,
+            generation: node.generation,
+            grant: node.rollout.as_ref().and_then(|r| r.granted),
+            waiting: rollout::view::waiting_reason(node),
         };
         let encode_error =
             |e: serde_json::Error| ApiError::new(500, "cannot encode plan", e.to_string());

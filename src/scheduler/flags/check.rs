@@ -242,6 +242,7 @@ impl Check<'_> {
 
         let storage = self.storage(experimental);
         let health = self.health();
+        let max_disrupted_per_domain = self.max_disrupted();
         let rexray = self.volume_driver();
         let unverified_packages = self.unverified_packages();
         let store = self.store();
@@ -261,6 +262,7 @@ impl Check<'_> {
             executor,
             storage,
             health,
+            max_disrupted_per_domain,
             rexray,
             unverified_packages,
             store,

@@ -21,6 +21,21 @@ impl Check<'_> {
         }
     }
 
+    /// At least 1: with 0 no disruptive step could ever run.
+    pub(super) fn max_disrupted(&mut self) -> usize {
+        const NAME: &str = "rollout.max-disrupted-per-domain";
+        let Some(v) = self.raw(NAME) else {
+            return 1;
+        };
+        match v.parse::<usize>() {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                self.fail(NAME, format!("{v:?} is not a whole number of at least 1"));
+                1
+            }
+        }
+    }
+
     fn health_interval(&mut self) -> Duration {
         const NAME: &str = "health.interval";
         let Some(v) = self.raw(NAME) else {

@@ -52,6 +52,9 @@ pub struct Config {
     pub executor: ExecutorResources,
     pub storage: StorageSettings,
     pub health: HealthWatch,
+    /// Nodes of one protection domain that may be disrupted at once
+    /// (`-rollout.max-disrupted-per-domain`).
+    pub max_disrupted_per_domain: usize,
     pub rexray: RexRay,
     /// The package URL flags (as written) given without their SHA-256 under
     /// `-storage.packages.unverified=true`: installed unchecked, one start-up warning each.
@@ -230,7 +233,7 @@ impl Config {
         format!(
             "masters={} encoding={} framework={:?} user={} role={} failover={}s rest={}:{} listen={} \
              {mdms} gateway={gateway} cluster={} pd={:?} pool={:?} api={} \
-             health(interval={}s warn={}% stale={}s) \
+             health(interval={}s warn={}% stale={}s) max-disrupted-per-domain={} \
              executor(cpu mdm/non={}/{} mem mdm/non={}/{} factors={}/{}) store={store} \
              loglevel={} debug={} experimental={} teardown={}",
             self.masters.join(","),
@@ -253,6 +256,7 @@ impl Config {
             self.health.interval.as_secs_f64(),
             self.health.capacity_warn_pct,
             self.health.stale.as_secs_f64(),
+            self.max_disrupted_per_domain,
             self.executor.cpu_mdm,
             self.executor.cpu_non,
             self.executor.mem_mdm,

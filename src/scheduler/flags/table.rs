@@ -51,6 +51,7 @@ const G_MESOS: &str = "Mesos";
 const G_REST: &str = "REST interface";
 const G_STORAGE: &str = "Storage cluster";
 const G_HEALTH: &str = "Storage health";
+const G_ROLLOUT: &str = "Rollouts and upgrades";
 const G_PACKAGES: &str =
     "Storage packages (URLs the executors download, each with its SHA-256; no default)";
 const G_EXECUTOR: &str = "Executor resources";
@@ -131,6 +132,8 @@ static HEAD: &[FlagDef] = &[
         "A storage pool with more than this percent of its capacity in use is degraded (-storage.threshold is the same flag)"),
     flag!(G_HEALTH, "health.stale", "duration", "180",
         "Health data older than this (the gateway's last answered poll, a running executor's last contact) makes the cluster or the node unknown; must be longer than -health.interval. Not given: 180, or three -health.interval when that is longer"),
+    flag!(G_ROLLOUT, "rollout.max-disrupted-per-domain", "count", "1",
+        "Nodes of one protection domain that may be disrupted (a storage service stopped, a reboot) or not yet back at once; a disruptive step waits while the domain's data is degraded or rebuilding"),
 ];
 
 /// The rows between the storage packages' and the volume driver's packages'.

@@ -14,10 +14,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub mod health;
+pub mod rollout;
 pub use health::{
     ClusterHealth, DeviceStatus, Health, HealthState, HostHealth, MdmMemberStatus, MdmStatus,
     NodeStorage, SdsStatus,
 };
+pub use rollout::{NodeRollout, PlanKind, Step, StepState, StepStatus, Target};
 
 /// The version of the persisted state format this build writes and reads.
 pub const STATE_VERSION: u32 = 1;
@@ -268,6 +270,12 @@ pub struct Node {
     /// What the gateway's last poll said of this node's SDS and devices.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<Box<NodeStorage>>,
+    /// The target generation this node last reached (its executor said `reached`).
+    #[serde(default)]
+    pub generation: u64,
+    /// Its walk toward the target, once its executor planned one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Box<NodeRollout>>,
 }
 
 impl Node {
@@ -298,6 +306,8 @@ impl Node {
             health: Health::default(),
             host: None,
             storage: None,
+            generation: 0,
+            rollout: None,
         }
     }
 
@@ -327,6 +337,9 @@ pub struct ClusterModel {
     /// The storage cluster's health (MDM cluster, pools, the gateway data's age).
     #[serde(default)]
     pub health: ClusterHealth,
+    /// The declared target every node walks toward (stored in the root record).
+    #[serde(default)]
+    pub target: Target,
 }
 
 /// The nodes by agent id, each shared (`Arc`) with the views and the store's last save until

@@ -10,7 +10,7 @@
 pub mod setup;
 
 use crate::hash::content_hash;
-use crate::scheduler::model::{ClusterModel, Node, Persisted, STATE_VERSION};
+use crate::scheduler::model::{ClusterModel, Node, Persisted, Target, STATE_VERSION};
 use crate::secret::{Secret, Token};
 use crate::store::{
     decode_versioned, node_key, Loaded, RecordStore, StoreError, FORMAT, GATEWAY_KEY, ROOT_KEY,
@@ -33,6 +33,8 @@ struct Root {
     launch_seq: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     heartbeat_secs: Option<f64>,
+    #[serde(default)]
+    target: Target,
     // Earlier builds also kept `other_secrets` here: secrets of executors that were no node's
     // current launch, which could not authenticate anyway. They are ignored when read.
 }
@@ -342,6 +344,7 @@ fn root_record(state: &Persisted) -> Root {
         framework_id: model.framework_id.clone(),
         launch_seq: model.launch_seq,
         heartbeat_secs: model.heartbeat_secs,
+        target: model.target.clone(),
     }
 }
 
@@ -436,6 +439,7 @@ fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<FromRecords, Store
             pools: Vec::new(),
             // Likewise the cluster's health: polled again; until then `unknown`.
             health: Default::default(),
+            target: root.target,
         },
         gateway_certificate: None,
     };
