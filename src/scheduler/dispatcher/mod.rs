@@ -42,6 +42,7 @@ mod offer_mode;
 mod offers;
 mod pending;
 mod reconcile;
+mod rollout;
 mod secrets;
 mod tasks;
 
@@ -106,6 +107,8 @@ pub struct Dispatcher {
     /// The `-health.*` thresholds, and when health was last reassessed (see `health.rs`).
     health: crate::scheduler::health::HealthSettings,
     health_checked_ms: u64,
+    /// The disruption budget's settings (see `rollout.rs`).
+    gate: crate::scheduler::health::gate::GateSettings,
 }
 
 impl Dispatcher {
@@ -145,6 +148,11 @@ impl Dispatcher {
             reannounce: Default::default(),
             health: Default::default(),
             health_checked_ms: 0,
+            gate: crate::scheduler::health::gate::GateSettings {
+                max_disrupted_per_domain: 1,
+                default_protection_domain: String::new(),
+                default_pool: String::new(),
+            },
         }
     }
 
@@ -227,6 +235,7 @@ impl Dispatcher {
         self.reannounce_to_quiet();
         self.reconsider_offers();
         self.reassess_health_when_stale();
+        self.regrant();
         if self.storage.plan(&mut self.state.model) {
             self.dirty = true;
             self.touch_view();
@@ -316,6 +325,7 @@ impl Dispatcher {
             }
             Input::Executor(req) => {
                 let host_report = matches!(req.call, ExecutorCall::Health(_));
+                let disrupted = req.call.ends_a_disruptive_step();
                 if self
                     .executors
                     .handle(&mut self.state, req, self.clock.now_ms())
@@ -323,6 +333,10 @@ impl Dispatcher {
                     self.dirty = true;
                     if host_report {
                         self.reassess_health();
+                    }
+                    if disrupted {
+                        // The budget counts the node as not back until a poll sees it.
+                        self.storage.poll_soon();
                     }
                 }
                 // Even a heartbeat changes what the view shows (last contact).
@@ -1930,5 +1944,50 @@ mod tests {
             assert!(n.retry_after_ms.is_some(), "{phase}, debug {debug}");
             assert_eq!(n.phase, Phase::Lost, "{phase}, debug {debug}");
         }
+    }
+
+    /// A running node's walk: it asks, the dispatcher's pass grants (nothing else is under
+    /// way), the plan carries the grant; a report of another generation is refused 409.
+    #[test]
+    fn a_running_nodes_ask_is_granted_in_its_plan() {
+        use crate::contract::rollout::{RolloutEvent, RolloutReport, Step};
+        use crate::scheduler::exchange::{ExecutorCall, ExecutorReply, ExecutorRequest};
+        let mut r = rig();
+        let (executor_id, secret) = launched_on_a1(&mut r);
+        r.d.state.model.nodes.get_mut("a1").unwrap().phase = Phase::Running;
+        r.d.state.model.target.generation = 2;
+        let mut report = |r: &mut Rig, generation: u64, event: RolloutEvent| {
+            let (tx, rx) = crossbeam_channel::unbounded();
+            r.input(Input::Executor(ExecutorRequest {
+                executor_id: executor_id.clone(),
+                secret: secret.clone(),
+                call: ExecutorCall::Rollout(RolloutReport { generation, event }),
+                reply: tx.into(),
+            }));
+            rx.try_recv().unwrap()
+        };
+        let steps = vec![Step::UpgradeSdc];
+        let planned = report(&mut r, 2, RolloutEvent::Planned { steps });
+        assert!(matches!(planned, ExecutorReply::Recorded), "{planned:?}");
+        let ask = RolloutEvent::Ask {
+            step: Step::UpgradeSdc,
+        };
+        assert!(matches!(report(&mut r, 2, ask), ExecutorReply::Recorded));
+        let walk = r.d.model().nodes["a1"].rollout.clone().unwrap();
+        assert_eq!(walk.granted, Some(Step::UpgradeSdc));
+        match report(&mut r, 1, RolloutEvent::Reached) {
+            ExecutorReply::Failed(e) => assert_eq!(e.status, 409, "{e}"),
+            other => panic!("{other:?}"),
+        }
+        let done = RolloutEvent::Done {
+            step: Step::UpgradeSdc,
+        };
+        assert!(matches!(report(&mut r, 2, done), ExecutorReply::Recorded));
+        assert!(matches!(
+            report(&mut r, 2, RolloutEvent::Reached),
+            ExecutorReply::Recorded
+        ));
+        assert_eq!(r.d.model().nodes["a1"].generation, 2);
+        assert_eq!(r.saved_state().model.nodes["a1"].generation, 2, "saved");
     }
 }

@@ -164,6 +164,13 @@ impl StorageSide {
         changed
     }
 
+    /// A health poll as soon as the worker is free (a disruptive step just ended).
+    pub fn poll_soon(&mut self) {
+        if self.jobs.is_some() {
+            self.queued.push(Job::Poll);
+        }
+    }
+
     /// Hands the batch's jobs to the worker; call once their intents are saved.
     pub fn release(&mut self) {
         let Some(jobs) = &self.jobs else {
