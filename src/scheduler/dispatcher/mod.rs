@@ -1956,7 +1956,7 @@ mod tests {
         let (executor_id, secret) = launched_on_a1(&mut r);
         r.d.state.model.nodes.get_mut("a1").unwrap().phase = Phase::Running;
         r.d.state.model.target.generation = 2;
-        let mut report = |r: &mut Rig, generation: u64, event: RolloutEvent| {
+        let report = |r: &mut Rig, generation: u64, event: RolloutEvent| {
             let (tx, rx) = crossbeam_channel::unbounded();
             r.input(Input::Executor(ExecutorRequest {
                 executor_id: executor_id.clone(),
