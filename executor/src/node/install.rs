@@ -3,7 +3,8 @@
 //! shows the package at the version its file's name carries; otherwise the file is downloaded
 //! (checked against its SHA-256 when one is given), installed with the platform's tool, and
 //! the database asked again, so that a tool that exits 0 without installing fails the step.
-//! Repository packages are judged the same way, by the database and not the tool's output.
+//! Repository packages are judged the same way, by the database and not the tool's output,
+//! and so is a package given no URL, which must be found installed ([`without_url`]).
 
 use super::download;
 use crate::host::commands::{Cmd, Runner};
