@@ -29,6 +29,13 @@
 #   --experimental       no pre-configured MDMs: drop the -storage.preconfig.* MDM flags and add
 #                        -experimental=true (the framework builds the storage cluster)
 #   --flag -NAME=VALUE   append a scheduler flag to cmd (repeatable)
+#   --packages-url BASE  fill every storage package flag (-storage.<ubuntu14|rhel7>.<mdm|sds|
+#                        sdc|lia|gw>) with BASE/<the vendor's file name> of --packages-version
+#   --packages-version V the storage packages' version as the vendor's file names carry it
+#                        (default 2.0-10000.2072, release 2.0.1-2072); also passed as
+#                        -storage.version when given
+#   --packages-sums FILE sha256sum output for those files (the .sha256 flags); a file not in
+#                        it is refused unless --flag -storage.packages.unverified=true
 #   --out FILE           write the filled definition to FILE (mode 600) and keep it
 #   --dry-run            print the definition (password masked) and the curl command line; send nothing
 #   -h, --help           this text
@@ -48,6 +55,7 @@ pd="${STORAGE_PROTECTION_DOMAIN:-}" pool="${STORAGE_POOL:-}"
 primary="${STORAGE_PRIMARY_MDM:-}" secondary="${STORAGE_SECONDARY_MDM:-}"
 tiebreaker="${STORAGE_TIEBREAKER_MDM:-}" gateway="${STORAGE_GATEWAY:-}"
 password_in_env=0 experimental=0 dry_run=0 out="" extra_flags=()
+packages_url="" packages_version="" packages_sums=""
 need() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value (see --help)"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -65,6 +73,9 @@ while [ $# -gt 0 ]; do
     --tiebreaker) need "$@"; tiebreaker="$2"; shift 2 ;;
     --gateway) need "$@"; gateway="$2"; shift 2 ;;
     --flag) need "$@"; extra_flags+=("$2"); shift 2 ;;
+    --packages-url) need "$@"; packages_url="$2"; shift 2 ;;
+    --packages-version) need "$@"; packages_version="$2"; shift 2 ;;
+    --packages-sums) need "$@"; packages_sums="$2"; shift 2 ;;
     --out) need "$@"; out="$2"; shift 2 ;;
     --password-in-env) password_in_env=1; shift ;;
     --experimental) experimental=1; shift ;;
@@ -74,6 +85,10 @@ while [ $# -gt 0 ]; do
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
+if [ -z "$packages_url" ] && { [ -n "$packages_version" ] || [ -n "$packages_sums" ]; }; then
+  die "--packages-version and --packages-sums go with --packages-url"
+fi
+[ -z "$packages_sums" ] || [ -r "$packages_sums" ] || die "--packages-sums $packages_sums: cannot read it"
 case "$kind" in
   latest) template="$here/packaging/storage-scheduler-latest.json" ;;
   release)
@@ -107,7 +122,8 @@ chmod 600 "$body" "$answer"
 # the written file carries the masked password, so nothing secret is left behind.
 export KIND="$kind" TAG="$tag" CUSTOM="$custom" RELEASE_URL="$release_url" MASTER="$master" \
   PD="$pd" POOL="$pool" PRI="$primary" SEC="$secondary" TB="$tiebreaker" GW="$gateway" \
-  PW_IN_ENV="$password_in_env" EXPERIMENTAL="$experimental" DRY="$dry_run" MASK="$([ "$dry_run" = 1 ] && [ -z "$out" ] && echo 1 || echo 0)"
+  PW_IN_ENV="$password_in_env" EXPERIMENTAL="$experimental" DRY="$dry_run" \
+  PACKAGES_URL="$packages_url" PACKAGES_VERSION="$packages_version" PACKAGES_SUMS="$packages_sums" MASK="$([ "$dry_run" = 1 ] && [ -z "$out" ] && echo 1 || echo 0)"
 python3 - "$template" "$body" "${extra_flags[@]}" <<'PY' || exit $?
 import json, os, re, shlex, sys
 
@@ -143,6 +159,52 @@ fills = {
     "<GATEWAY_IP>": (e["GW"], "--gateway IP or STORAGE_GATEWAY"),
 }
 hints = {k: how for k, (_, how) in fills.items()}
+
+def package_files(version):
+    """The vendor's file names (host-steps.md section 3) by flag, for both platforms."""
+    out = {}
+    for c in ("mdm", "sds", "sdc", "lia"):
+        out[f"storage.ubuntu14.{c}"] = f"EMC-ScaleIO-{c}-{version}.Ubuntu.14.04.x86_64.deb"
+    out["storage.ubuntu14.gw"] = f"emc-scaleio-gateway_{version}_amd64.deb"
+    for c in ("mdm", "sds", "sdc", "lia"):
+        out[f"storage.rhel7.{c}"] = f"EMC-ScaleIO-{c}-{version}.el7.x86_64.rpm"
+    out["storage.rhel7.gw"] = f"EMC-ScaleIO-gateway-{version}.x86_64.rpm"
+    return out
+
+def package_flags(e, extra):
+    """--packages-url: every storage package flag, with its digest from --packages-sums."""
+    base = e["PACKAGES_URL"].rstrip("/")
+    if not base:
+        return []
+    if not re.fullmatch(r"https?://[^\s'\"]+", base):
+        print(f"deploy.sh: --packages-url {base!r}: not an http:// or https:// URL", file=sys.stderr)
+        sys.exit(2)
+    version = e["PACKAGES_VERSION"] or "2.0-10000.2072"
+    if not re.fullmatch(r"[0-9][0-9A-Za-z.]*-[0-9][0-9A-Za-z.]*", version):
+        print(f"deploy.sh: --packages-version {version!r}: not a package version like 2.0-10000.2072", file=sys.stderr)
+        sys.exit(2)
+    sums = {}
+    if e["PACKAGES_SUMS"]:
+        for line in open(e["PACKAGES_SUMS"], encoding="utf-8"):
+            parts = line.split()
+            if len(parts) == 2 and re.fullmatch(r"[0-9a-fA-F]{64}", parts[0]):
+                sums[parts[1].lstrip("*").rsplit("/", 1)[-1]] = parts[0].lower()
+    unverified = any(re.fullmatch(r"--?(storage|scaleio)\.packages\.unverified(=true)?", f) for f in extra)
+    flags, missing = [], []
+    for flag, name in package_files(version).items():
+        flags.append(f"-{flag}={shlex.quote(f'{base}/{name}')}")
+        if name in sums:
+            flags.append(f"-{flag}.sha256={sums[name]}")
+        else:
+            missing.append(name)
+    if missing and not unverified:
+        print("deploy.sh: --packages-url: no SHA-256 for " + ", ".join(missing) + " (give them in "
+              "--packages-sums FILE, as sha256sum prints them, or install unchecked with "
+              "--flag -storage.packages.unverified=true)", file=sys.stderr)
+        sys.exit(2)
+    if e["PACKAGES_VERSION"]:
+        flags.append(f"-storage.version={version}")
+    return flags
 hints["<mesos_master_host>"] = hints["<mesos_master_host>:5050"]
 
 def fill(text, in_cmd):
@@ -166,6 +228,8 @@ if isinstance(cmd, str):
             app.setdefault("env", {})["STORAGE_PASSWORD"] = password
         else:
             app.setdefault("env", {})["STORAGE_PASSWORD"] = "<GATEWAY_PASSWORD>"
+    for flag in package_flags(e, extra):
+        cmd += " " + flag
     for flag in extra:
         if not re.fullmatch(r"--?[A-Za-z0-9_.]+(=.*)?", flag, re.S):
             print(f"deploy.sh: --flag {flag!r}: not a -name=value flag", file=sys.stderr)

@@ -27,6 +27,7 @@
 //! | `POST /control/gateway/fill?pct=P` | every pool's capacity in use is P percent of what it can hold; `pct=0` is back to normal |
 //! | `POST /control/gateway/create-system?name=<name>[&primary=IP&secondary=IP&tiebreaker=IP]` | the empty gateway (experimental mode) gets its system, reporting that MDM trio when given (SDCs installed earlier with its `MDM_IP` connect); the same name again is a no-op, another name a 409 |
 //! | `POST /control/agents/<n>/reboot[?outage_ms=N]` | agent `n`'s host reboots as in Mesos 1.4: down now, its executors dead; it boots its pending kernel (host stand-ins) and after the outage (default: the master's `reboot_outage`, longer than its agent ping timeout) its agent registers under a new id. Outlasting the ping timeout, the old agent is unreachable first (TASK_UNREACHABLE, FAILURE) and stays so; a shorter outage removes it (TASK_GONE, FAILURE). The reply names the new id |
+//! | `POST /control/hosts/preinstall?version=V&mdm=<MDM_IP>[&rexray=V]` | every agent's host (host stand-ins) has the storage data-node packages (SDS, SDC) installed at version V (`2.0-10000.2072`) and running, as the spec's prerequisites allow, its SDC installed with that `MDM_IP` (and registered with the gateway); with `rexray`, REX-Ray too. Before the scheduler starts |
 //! | `GET /control/hosts/<ip>` | the host stand-in state of the agent with that address (404 when none): how a stand-in `scli` finds the MDM it adds |
 //! | `POST /control/agents/<n>/new-id[?outage_ms=N]` | the same as `reboot` |
 //! | `GET /control/agents/<n>/host` | agent `n`'s host stand-in state (packages, services, kernel, MDM cluster, command history) |
@@ -416,9 +417,35 @@ fn act(t: &Targets, method: &Method, url: &str) -> Result<Value, (u16, String)> 
             };
             create_system(gateway()?, &name, mdm)
         }
+        (Method::Post, ["control", "hosts", "preinstall"]) => preinstall_hosts(t, url),
         (Method::Get | Method::Post, _) => Err((404, format!("no control endpoint {path}"))),
         _ => Err((405, format!("{method} not allowed on {path}"))),
     }
+}
+
+/// `/control/hosts/preinstall`: every agent host gets the packages, and its SDC registers
+/// with the gateway (when there is one) as an SDC installed with that `MDM_IP` does.
+fn preinstall_hosts(t: &Targets, url: &str) -> Result<Value, (u16, String)> {
+    let param = |key: &str| query(url, key).and_then(percent_decode);
+    let what = host::Preinstalled {
+        version: param("version").ok_or((400, "preinstall needs ?version=V&mdm=<ips>".into()))?,
+        mdm_ips: param("mdm").ok_or((400, "preinstall needs ?version=V&mdm=<ips>".into()))?,
+        rexray: param("rexray"),
+    };
+    let agents = t.master.agents().map_err(|e| (500, e))?;
+    let mut done = Vec::new();
+    for a in &agents {
+        let Some(root) = agent_host(t, a.index) else {
+            continue;
+        };
+        host::preinstall(&root, &what).map_err(|e| (400, e))?;
+        if let Some(g) = &t.gateway {
+            g.sdc_installed(&a.ip.to_string(), &what.mdm_ips)
+                .map_err(|e| (409, e))?;
+        }
+        done.push(a.index + 1);
+    }
+    Ok(json!({"preinstalled": done, "version": what.version}))
 }
 
 /// The health fault a `/control/gateway/<what>` request asks for.

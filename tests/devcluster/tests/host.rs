@@ -1539,3 +1539,118 @@ fn the_control_api_stops_and_starts_services_and_unloads_the_sdc_module() {
     assert_eq!(r.status, 404, "{}", r.text());
     drop(c.gateway);
 }
+
+/// A host whose packages were there before the framework answers every query the executor
+/// makes as a host that installed them with the stand-in's `dpkg`/`rpm` does.
+#[test]
+fn a_preinstalled_host_answers_as_one_that_installed_the_packages() {
+    let what = host::Preinstalled {
+        version: "2.0-10000.2072".into(),
+        mdm_ips: "10.0.0.1,10.0.0.2".into(),
+        rexray: Some("0.11.4-1".into()),
+    };
+    let env = [("MDM_IP", "10.0.0.1,10.0.0.2")];
+    for profile in [HostProfile::Ubuntu1404, HostProfile::Rhel7] {
+        let deb = profile == HostProfile::Ubuntu1404;
+        let installed = Host::new(&format!("installed-{}", profile.name()), profile);
+        let (files, tool, flag) = if deb {
+            installed.ok(&["apt-get", "-y", "install", "libaio1", "zip"]);
+            installed.ok(&["apt-get", "-y", "install", "linux-image-4.4.0-38-generic"]);
+            installed.fake().boot().unwrap();
+            (
+                [SDS_DEB, SDC_DEB, "rexray_0.11.4-1_amd64.deb"],
+                "dpkg",
+                "-i",
+            )
+        } else {
+            installed.ok(&["yum", "-y", "install", "libaio", "zip", "unzip"]);
+            (
+                [SDS_RPM, SDC_RPM, "rexray-0.11.4-1.x86_64.rpm"],
+                "rpm",
+                "-Uvh",
+            )
+        };
+        for f in files {
+            let file = installed.package(f);
+            installed.ok_env(&[tool, flag, &file], &env);
+        }
+        let found = Host::new(&format!("preinstalled-{}", profile.name()), profile);
+        host::preinstall(&found.fake(), &what).unwrap();
+
+        let names: [&str; 6] = if deb {
+            [
+                "emc-scaleio-sds",
+                "emc-scaleio-sdc",
+                "rexray",
+                "libaio1",
+                "zip",
+                "linux-image-4.4.0-38-generic",
+            ]
+        } else {
+            [
+                "EMC-ScaleIO-sds",
+                "EMC-ScaleIO-sdc",
+                "rexray",
+                "libaio",
+                "zip",
+                "unzip",
+            ]
+        };
+        let mut queries: Vec<Vec<&str>> = names
+            .iter()
+            .map(|n| {
+                if deb {
+                    vec!["dpkg-query", "-W", "--showformat=${Status}\\t${Version}", n]
+                } else {
+                    vec!["rpm", "-q", "--qf", "%{VERSION}-%{RELEASE}", n]
+                }
+            })
+            .collect();
+        queries.push(vec!["uname", "-r"]);
+        for s in ["sds", "scini", "rexray"] {
+            queries.push(if deb {
+                vec!["service", s, "status"]
+            } else {
+                vec!["systemctl", "is-active", s]
+            });
+        }
+        // Process ids differ from host to host, as they would.
+        let pid_free = |s: &str| -> String {
+            s.split("process ")
+                .enumerate()
+                .map(|(i, part)| match i {
+                    0 => part.to_string(),
+                    _ => format!(
+                        "process <pid>{}",
+                        part.trim_start_matches(|c: char| c.is_ascii_digit())
+                    ),
+                })
+                .collect()
+        };
+        for q in &queries {
+            let (a, b) = (installed.run(q), found.run(q));
+            assert_eq!(
+                (a.status, pid_free(&a.out)),
+                (b.status, pid_free(&b.out)),
+                "{q:?}: {a:?} {b:?}"
+            );
+        }
+        for file in ["proc/modules", "bin/emc/scaleio/drv_cfg.txt"] {
+            assert_eq!(
+                read(&installed.root, file),
+                read(&found.root, file),
+                "{file}"
+            );
+        }
+        let sdc = if deb {
+            "emc-scaleio-sdc"
+        } else {
+            "EMC-ScaleIO-sdc"
+        };
+        assert_eq!(
+            installed.state().installed(sdc),
+            found.state().installed(sdc),
+            "{profile:?}"
+        );
+    }
+}
