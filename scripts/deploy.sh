@@ -41,6 +41,11 @@
 #   -h, --help           this text
 #
 # A definition that still holds a placeholder (<...>, [...] or {...}) is refused, naming each.
+# An app of that id already deployed (the launcher answers POST with 409) is updated: the same
+# definition goes again with PUT /v2/apps/<id>, as Marathon updates an app, and a line says so
+# with the update's deploymentId (the launcher restarts the scheduler with it; the new scheduler
+# takes over the stored state and replaces older executors one at a time).
+#
 # Exit status: 0 when the launcher answers 2xx; 1 when it answers otherwise or cannot be
 # reached (its message is printed); 2 for a usage error or an unfilled placeholder.
 set -euo pipefail
@@ -286,11 +291,9 @@ if [ "$dry_run" = 1 ]; then
   exit 0
 fi
 
-echo "deploy.sh: POST $url" >&2
-status=$(curl -k -XPOST -d @"$body" -H "Content-Type: application/json" "$url" \
-  -sS -o "$answer" -w '%{http_code}') || { echo "deploy.sh: cannot reach the launcher at $launcher" >&2; exit 1; }
 # The launcher's answer, password masked wherever it is echoed back.
-summary="$(PW="${STORAGE_GATEWAY_PASSWORD:-}" python3 - "$answer" <<'PY'
+summarize() {
+  PW="${STORAGE_GATEWAY_PASSWORD:-}" python3 - "$answer" <<'PY'
 import json, os, sys
 raw = open(sys.argv[1], encoding="utf-8", errors="replace").read()
 pw = os.environ["PW"]
@@ -300,9 +303,12 @@ try:
     doc = json.loads(raw)
 except ValueError:
     print(raw.strip()[:2000] or "(empty answer)"); sys.exit(0)
-if isinstance(doc, dict) and "deployments" in doc:
+if isinstance(doc, dict) and "deployments" in doc and "id" in doc:
     ids = ", ".join(str(d.get("id", "?")) for d in doc.get("deployments", []) if isinstance(d, dict))
     print(f"app {doc.get('id')} version {doc.get('version', '?')} deployments [{ids}]")
+elif isinstance(doc, dict) and "deploymentId" in doc:
+    # Marathon's answer to a change of an app: the deployment started and the new version.
+    print(f"deployment {doc.get('deploymentId')} version {doc.get('version', '?')}")
 elif isinstance(doc, dict) and "message" in doc:
     # Marathon's error document: a message, and details per JSON path.
     parts = [str(doc["message"])]
@@ -317,7 +323,33 @@ elif isinstance(doc, dict) and "message" in doc:
 else:
     print(json.dumps(doc)[:4000])
 PY
-)"
+}
+# One request with the definition; prints the HTTP status.
+send() {
+  curl -k -X"$1" -d @"$body" -H "Content-Type: application/json" "$2" \
+    -sS -o "$answer" -w '%{http_code}' || { echo "deploy.sh: cannot reach the launcher at $launcher" >&2; exit 1; }
+}
+
+echo "deploy.sh: POST $url" >&2
+status=$(send POST "$url")
+if [ "$status" = 409 ]; then
+  # The app exists: update it in place with the same definition (Marathon's PUT).
+  app_id="$(python3 -c 'import json,sys; print(str(json.load(open(sys.argv[1])).get("id","")).strip("/"))' "$body")"
+  [ -n "$app_id" ] || { echo "deploy.sh: the launcher answered 409 and the definition has no id to update" >&2; exit 1; }
+  echo "deploy.sh: the launcher answered 409: $(summarize); updating it: PUT $url/$app_id" >&2
+  status=$(send PUT "$url/$app_id")
+  summary="$(summarize)"
+  case "$status" in
+    2??)
+      deployment="$(python3 -c 'import json,sys
+try: print(json.load(open(sys.argv[1])).get("deploymentId") or "?")
+except Exception: print("?")' "$answer")"
+      echo "deploy.sh: updated the existing app /$app_id (deploymentId $deployment): the launcher answered $status: $summary"
+      exit 0 ;;
+    *) echo "deploy.sh: updating /$app_id: the launcher answered $status: $summary" >&2; exit 1 ;;
+  esac
+fi
+summary="$(summarize)"
 case "$status" in
   2??) echo "deploy.sh: the launcher answered $status: $summary"; exit 0 ;;
   *) echo "deploy.sh: the launcher answered $status: $summary" >&2; exit 1 ;;

@@ -253,14 +253,19 @@ fn deploy_script_brings_up_scheduler_and_executors() {
         s["mem_max_rss_bytes"], s["cpus_nr_throttled"], s["cpus_nr_periods"]
     );
 
-    // Posting the same app again is refused, as Marathon does: non-zero, the launcher's words.
+    // Posting the same app again: the launcher refuses it (409, as Marathon does), and
+    // deploy.sh updates the app instead (PUT), saying so with the deployment's id.
     let again = deploy(&args);
-    let (_, stderr) = text(&again);
-    assert_eq!(again.status.code(), Some(1), "{stderr}");
+    let (stdout, stderr) = text(&again);
+    assert_eq!(again.status.code(), Some(0), "{stdout}{stderr}");
     assert!(
         stderr.contains("409")
             && stderr.contains("An app with id [/storage-scheduler] already exists"),
         "{stderr}"
+    );
+    assert!(
+        stdout.contains("updated the existing app /storage-scheduler (deploymentId "),
+        "{stdout}"
     );
 }
 

@@ -42,6 +42,7 @@ mod offer_mode;
 mod offers;
 mod pending;
 mod reconcile;
+mod replace;
 mod rollout;
 mod secrets;
 mod tasks;
@@ -236,6 +237,7 @@ impl Dispatcher {
         self.reconsider_offers();
         self.reassess_health_when_stale();
         self.regrant();
+        self.replace_executors();
         if self.storage.plan(&mut self.state.model) {
             self.dirty = true;
             self.touch_view();
@@ -1989,5 +1991,120 @@ mod tests {
         ));
         assert_eq!(r.d.model().nodes["a1"].generation, 2);
         assert_eq!(r.saved_state().model.nodes["a1"].generation, 2, "saved");
+    }
+
+    fn kills(calls: &[Call]) -> Vec<String> {
+        calls
+            .iter()
+            .filter_map(|c| c.kill.as_ref())
+            .map(|k| k.task_id.value.to_string())
+            .collect()
+    }
+
+    /// a1 and a2 launched and at `running` on the binary served now; their task ids.
+    fn two_running(r: &mut Rig) -> BTreeMap<String, String> {
+        r.event(subscribed("fw-1"));
+        r.event(offers(&["a1", "a2"]));
+        let tasks: BTreeMap<String, String> = launched_task(&r.calls())
+            .into_iter()
+            .map(|(t, a)| (a, t))
+            .collect();
+        for (agent, task) in &tasks {
+            r.event(update(task, agent, TaskState::Running, true));
+            reach_running(r, agent);
+        }
+        r.calls();
+        tasks
+    }
+
+    /// What the executor's `running` report does to its node.
+    fn reach_running(r: &mut Rig, agent: &str) {
+        let n = r.d.state.model.nodes.get_mut(agent).unwrap();
+        n.phase = Phase::Running;
+        n.progress = Some(Phase::Running);
+        r.advance(1);
+    }
+
+    #[test]
+    fn executors_of_an_older_binary_are_replaced_one_node_at_a_time() {
+        let mut r = rig();
+        let tasks = two_running(&mut r);
+        let old = "0".repeat(64);
+        assert_eq!(
+            r.d.model().nodes["a1"].executor_sha256.as_deref(),
+            Some(&*old)
+        );
+        r.advance(1);
+        assert!(kills(&r.calls()).is_empty(), "nothing to replace");
+
+        // A new build serves another binary: one node's task is killed, the choice saved first.
+        let new = "1".repeat(64);
+        r.d.ctx.executor_sha256 = Some(new.clone());
+        r.advance(1);
+        assert_eq!(kills(&r.calls()), [tasks["a1"].clone()]);
+        let saved = r.saved_state().model.nodes["a1"].replacing.clone().unwrap();
+        assert_eq!((&*saved.to_sha256, saved.failed), (&*new, None));
+        r.advance(1);
+        assert!(kills(&r.calls()).is_empty(), "one in flight at most");
+
+        // Its end is no failure: the phase stays, the relaunch goes at once with the new digest.
+        r.event(update(&tasks["a1"], "a1", TaskState::Killed, true));
+        let n = &r.d.model().nodes["a1"];
+        assert_eq!(
+            (n.phase, n.failures, n.retry_after_ms),
+            (Phase::Running, 0, None)
+        );
+        r.calls();
+        r.event(offers(&["a1"]));
+        let relaunch = launched_task(&r.calls());
+        assert_eq!(relaunch.len(), 1);
+        assert_ne!(relaunch[0].0, tasks["a1"]);
+        let n = &r.d.model().nodes["a1"];
+        assert_eq!(n.executor_sha256.as_deref(), Some(&*new));
+        assert_eq!(n.progress, Some(Phase::Running), "it resumes at running");
+        r.event(update(&relaunch[0].0, "a1", TaskState::Running, true));
+        r.advance(1);
+        assert!(kills(&r.calls()).is_empty(), "a1 is not at running yet");
+
+        // a1 back at running on the new binary: the next node goes.
+        reach_running(&mut r, "a1");
+        assert!(r.d.model().nodes["a1"].replacing.is_none());
+        r.advance(1);
+        assert_eq!(kills(&r.calls()), [tasks["a2"].clone()]);
+    }
+
+    #[test]
+    fn a_failed_replacement_stops_the_sequence_with_the_reason_on_its_node() {
+        let mut r = rig();
+        let tasks = two_running(&mut r);
+        r.d.ctx.executor_sha256 = Some("1".repeat(64));
+        r.advance(1);
+        assert_eq!(kills(&r.calls()), [tasks["a1"].clone()]);
+        r.event(update(&tasks["a1"], "a1", TaskState::Killed, true));
+        r.event(offers(&["a1"]));
+        let relaunch = launched_task(&r.calls());
+        r.event(update(&relaunch[0].0, "a1", TaskState::Failed, true));
+        r.advance(1);
+        let n = &r.d.model().nodes["a1"];
+        let failed = n
+            .replacing
+            .as_ref()
+            .and_then(|x| x.failed.as_deref())
+            .unwrap();
+        assert!(
+            failed.starts_with("executor replacement failed: TASK_FAILED"),
+            "{failed}"
+        );
+        assert!(r.saved_state().model.nodes["a1"]
+            .replacing
+            .as_ref()
+            .unwrap()
+            .failed
+            .is_some());
+        for _ in 0..3 {
+            r.advance(1);
+            assert!(kills(&r.calls()).is_empty(), "the sequence stopped");
+        }
+        assert!(r.d.model().nodes["a2"].replacing.is_none());
     }
 }
