@@ -856,7 +856,8 @@ impl FakeRoot {
         self.root.join(relative.trim_start_matches('/'))
     }
 
-    fn state_path(&self) -> PathBuf {
+    /// The state file (replaced whole by every change).
+    pub fn state_path(&self) -> PathBuf {
         self.root.join(STATE_DIR).join(STATE_FILE)
     }
 
