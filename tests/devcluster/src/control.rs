@@ -468,7 +468,7 @@ fn act(t: &Targets, method: &Method, url: &str) -> Result<Value, (u16, String)> 
         (Method::Post, ["control", "gateway", "rebuild-time"]) => {
             let v =
                 query(url, "seconds").ok_or((400, "rebuild-time needs ?seconds=S".to_string()))?;
-            let lasts = rebuild_seconds(v).map_err(|e| (400, e))?;
+            let lasts = rebuild_seconds(v).map_err(|e| (400, format!("rebuild-time: {e}")))?;
             gateway()?.set_rebuild_time(lasts).map_err(|e| (400, e))?;
             Ok(json!({"gateway_rebuild_seconds": lasts.as_secs_f64()}))
         }
@@ -511,7 +511,7 @@ pub fn rebuild_seconds(v: &str) -> Result<Duration, String> {
         .ok()
         .filter(|s| s.is_finite() && (0.0..=86_400.0).contains(s))
         .map(Duration::from_secs_f64)
-        .ok_or_else(|| format!("seconds={v:?} is not a number of seconds from 0 to 86400"))
+        .ok_or_else(|| format!("{v:?} is not a number of seconds from 0 to 86400"))
 }
 
 /// The health fault a `/control/gateway/<what>` request asks for.

@@ -1291,6 +1291,8 @@ struct Model {
     observed: Option<Instant>,
     /// Addresses the host directory cannot see into (synthetic agents): not asked again.
     blind: std::collections::HashSet<String>,
+    /// SDSs there were at the last look.
+    observed_sdss: usize,
     ids_issued: u32,
     random: RandomState,
     nonce: u64,
@@ -1323,6 +1325,7 @@ impl Model {
             data: data::DataModel::new(config.rebuild_time),
             observed: None,
             blind: std::collections::HashSet::new(),
+            observed_sdss: usize::MAX,
             ids_issued: 0,
             random: RandomState::new(),
             nonce: 0,
@@ -1919,13 +1922,6 @@ impl Model {
         Ok(())
     }
 
-    /// A domain's name as events and logs call it (its id when it has none).
-    fn pd_name(&self, id: &str) -> String {
-        self.pd(id)
-            .and_then(|pd| pd.name.clone())
-            .unwrap_or_else(|| id.to_string())
-    }
-
     fn observe_if_due(&mut self) {
         let now = Instant::now();
         if self
@@ -1937,7 +1933,8 @@ impl Model {
     }
 
     /// Looks at the hosts of every SDS and MDM member and tells the data model what they
-    /// show. Addresses the directory cannot see into are not asked again.
+    /// show. Addresses the directory cannot see into (synthetic agents) are not asked again,
+    /// so that a cluster of them costs nothing once each was asked.
     fn observe(&mut self, now: Instant) {
         self.observed = Some(now);
         let sds_ips: Vec<Option<&str>> = self
@@ -1950,38 +1947,29 @@ impl Model {
             })
             .collect();
         let mdm = [&self.mdm.primary, &self.mdm.secondary, &self.mdm.tiebreaker];
-        let mdm_ips: Vec<Option<&str>> = mdm
-            .iter()
-            .map(|ip| {
-                (self.system.is_some() && !self.blind.contains(ip.as_str())).then_some(ip.as_str())
-            })
-            .collect();
+        let mdm_ips = mdm.map(|ip| {
+            (self.system.is_some() && !self.blind.contains(ip.as_str())).then_some(ip.as_str())
+        });
         let asked: Vec<&str> = sds_ips.iter().chain(&mdm_ips).flatten().copied().collect();
+        // Nothing to look at, and no SDS added or removed: nothing can have changed.
+        if asked.is_empty() && self.sdss.len() == self.observed_sdss {
+            return;
+        }
+        self.observed_sdss = self.sdss.len();
         let facts = match (&self.hosts, asked.is_empty()) {
             (Some(hosts), false) => hosts.look_up_all(&asked),
             _ => vec![None; asked.len()],
         };
         let answers: HashMap<&str, Option<HostFacts>> = asked.iter().copied().zip(facts).collect();
         let answer = |ip: Option<&str>| ip.and_then(|ip| answers.get(ip).cloned().flatten());
-        let names: Vec<(String, String)> = self
-            .sdss
-            .iter()
-            .map(|s| {
-                (
-                    s.name.clone().unwrap_or_else(|| s.id.clone()),
-                    self.pd_name(&s.pd_id),
-                )
-            })
-            .collect();
         let seen: Vec<data::SdsSeen> = self
             .sdss
             .iter()
             .zip(&sds_ips)
-            .zip(&names)
-            .map(|((sds, ip), (name, pd))| data::SdsSeen {
+            .map(|(sds, ip)| data::SdsSeen {
                 id: &sds.id,
-                name,
-                pd,
+                name: sds.name.as_deref().unwrap_or(&sds.id),
+                pd: pd_name_in(&self.pds, &sds.pd_id),
                 process: match answer(*ip) {
                     Some(f) => f
                         .sds_process
@@ -1992,14 +1980,13 @@ impl Model {
             .collect();
         let degraded = self.health.rebuilding(now);
         self.data.observe_sdss(&seen, degraded, now);
-        let members = [0, 1, 2].map(|m| answer(mdm_ips[m]).and_then(|f| f.mdm_running));
-        self.data.observe_mdm(members);
-        let newly_blind: Vec<String> = asked
-            .iter()
-            .filter(|ip| answers.get(**ip).is_some_and(Option::is_none) && self.hosts.is_some())
-            .map(|ip| ip.to_string())
-            .collect();
-        self.blind.extend(newly_blind);
+        self.data
+            .observe_mdm(mdm_ips.map(|ip| answer(ip).and_then(|f| f.mdm_running)));
+        if self.hosts.is_some() {
+            let blind = answers.iter().filter(|(_, f)| f.is_none());
+            let newly: Vec<String> = blind.map(|(ip, _)| ip.to_string()).collect();
+            self.blind.extend(newly);
+        }
     }
 
     fn pd(&self, id: &str) -> Option<&Pd> {
@@ -2193,9 +2180,9 @@ impl Model {
         let spare_kb = max_kb * pool.spare_percentage / 100;
         let mut capacity = Model::capacity_from(max_kb, spare_kb, devices.len());
         let now = Instant::now();
-        let pd = self.pd_name(&pool.pd_id);
+        let pd = pd_name_in(&self.pds, &pool.pd_id);
         capacity.health = self.health.pool(max_kb - spare_kb, now).with(
-            self.data.pool(&pd, max_kb - spare_kb, now),
+            self.data.pool(pd, max_kb - spare_kb, now),
             max_kb - spare_kb,
         );
         // Data in use is held twice: half of what is left can take new volumes.
@@ -2530,6 +2517,14 @@ impl Model {
         });
         id
     }
+}
+
+/// A domain's name as events and logs call it (its id when it has none).
+fn pd_name_in<'a>(pds: &'a [Pd], id: &'a str) -> &'a str {
+    pds.iter()
+        .find(|pd| pd.id == id)
+        .and_then(|pd| pd.name.as_deref())
+        .unwrap_or(id)
 }
 
 /// The addresses an SDS serves data on (all but `sdcOnly` ones).

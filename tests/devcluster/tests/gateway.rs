@@ -1483,6 +1483,26 @@ fn an_sds_whose_service_stops_or_restarts_disconnects_and_its_pool_rebuilds() {
     let log = e["log"].to_string();
     assert_eq!(log.matches("disconnected").count(), 2, "{log}");
 
+    // The host reboots: down while it is away, back (a new process) once its agent is.
+    let before = events(&h)["log"].as_array().map_or(0, Vec::len);
+    ok("/control/agents/1/reboot?outage_ms=1500");
+    within("Disconnected while the host reboots", &|| {
+        sds_state() == json!("Disconnected")
+    });
+    within("Connected after the reboot", &|| {
+        sds_state() == json!("Connected")
+    });
+    let log = events(&h)["log"].clone();
+    let lines: Vec<String> = log.as_array().unwrap()[before..]
+        .iter()
+        .map(|l| l.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        lines[0].contains("disconnected: its host or sds process is down")
+            && lines[1].contains("reconnected"),
+        "{lines:?}"
+    );
+
     // A short rebuild time ends the rebuild of the next outage by itself.
     ok("/control/gateway/rebuild-time?seconds=0.2");
     ok("/control/agents/1/service?name=sds&running=false");
