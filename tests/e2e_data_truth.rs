@@ -294,6 +294,23 @@ fn host_events_disconnect_sdss_degrade_pools_and_count_data_and_quorum_events() 
     });
     rig.control("POST", "/control/gateway/events/reset");
     let e = rig.events();
+    let mut keys: Vec<&str> = e
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "data_unavailable",
+            "log",
+            "max_sds_down_per_domain",
+            "quorum_loss",
+            "sds_down_now"
+        ]
+    );
     assert_eq!(
         (count(&e, "data_unavailable"), count(&e, "quorum_loss")),
         (0, 0),

@@ -352,7 +352,7 @@ impl GatewayHandle {
 
     /// The data events since the start or the last reset: `{"data_unavailable": N,
     /// "quorum_loss": N, "max_sds_down_per_domain": {"<pd>": N}, "sds_down_now": {"<pd>": N},
-    /// "mdm_down_now": N, "log": [...]}`.
+    /// "log": [...]}`.
     pub fn events(&self) -> Result<Value, String> {
         let (reply, answer) = bounded(1);
         self.send(Command::Events(reply));

@@ -400,7 +400,6 @@ impl DataModel {
             "quorum_loss": self.events.quorum_loss,
             "max_sds_down_per_domain": max,
             "sds_down_now": self.sds_down_now(),
-            "mdm_down_now": self.mdm_down().iter().filter(|d| **d).count(),
             "log": self.events.log,
         })
     }
@@ -616,7 +615,10 @@ mod tests {
         m.observe_mdm([Some(true), None, Some(false)]);
         m.mdm_cut_off(true);
         assert_eq!(count(&m, "quorum_loss"), 2);
-        assert_eq!(m.events()["mdm_down_now"], 2);
+        let mut both = cluster.clone();
+        m.mdm_cluster(&mut both);
+        assert_eq!(both["goodNodesNum"], 1);
+        assert_eq!(both["slaves"][0]["status"], "Disconnected");
     }
 
     #[test]
