@@ -887,6 +887,79 @@ fn a_tie_breaker_mdm_cannot_create_the_cluster() {
     );
 }
 
+/// The argv of every command the host ran, in order.
+fn history(h: &Host) -> Vec<Vec<String>> {
+    h.state().history.into_iter().map(|i| i.argv).collect()
+}
+
+fn argv(words: &[&str]) -> Vec<String> {
+    words.iter().map(|w| w.to_string()).collect()
+}
+
+#[test]
+fn a_newer_package_over_an_installed_one_stops_and_starts_its_service_as_its_scripts_do() {
+    // RHEL: `rpm -Uvh` of a newer build.
+    let h = Host::new("upgrade-rpm", HostProfile::Rhel7);
+    h.ok(&["yum", "-y", "install", "libaio"]);
+    let old = h.package(SDS_RPM);
+    h.ok(&["rpm", "-Uvh", &old]);
+    // A first install starts the service and stops nothing.
+    let first = history(&h);
+    assert!(
+        !first.iter().any(|a| a.contains(&"stop".to_string())),
+        "{first:?}"
+    );
+    let pid = h.state().services["sds"].pid;
+    let new = h.package("EMC-ScaleIO-sds-2.0-12000.122.el7.x86_64.rpm");
+    h.ok(&["rpm", "-Uvh", &new]);
+    assert_eq!(
+        h.ok(&["rpm", "-q", "EMC-ScaleIO-sds"]).out,
+        "EMC-ScaleIO-sds-2.0-12000.122.el7.x86_64\n"
+    );
+    let all = history(&h);
+    assert_eq!(
+        all[first.len()..],
+        [
+            argv(&["systemctl", "stop", "sds"]),
+            argv(&["systemctl", "start", "sds"]),
+            argv(&["rpm", "-Uvh", &new]),
+            argv(&["rpm", "-q", "EMC-ScaleIO-sds"]),
+        ]
+    );
+    let sds = &h.state().services["sds"];
+    assert!(
+        sds.running && sds.pid.is_some() && sds.pid != pid,
+        "{sds:?}"
+    );
+
+    // Ubuntu: `dpkg -i` of a newer build, the Upstart job stopped and started.
+    let h = Host::new("upgrade-deb", HostProfile::Ubuntu1404);
+    h.ok(&["apt-get", "-y", "install", "libaio1"]);
+    h.ok(&["dpkg", "-i", &h.package(SDS_DEB)]);
+    let before = history(&h).len();
+    let new = h.package("EMC-ScaleIO-sds-2.0-12000.122.Ubuntu.14.04.x86_64.deb");
+    let r = h.ok(&["dpkg", "-i", &new]);
+    assert!(
+        r.out
+            .contains("Unpacking emc-scaleio-sds (2.0-12000.122) over (2.0-10000.2072) ..."),
+        "{r:?}"
+    );
+    assert!(r.out.contains("sds stop/waiting\n"), "{r:?}");
+    assert_eq!(
+        history(&h)[before..],
+        [
+            argv(&["service", "sds", "stop"]),
+            argv(&["service", "sds", "start"]),
+            argv(&["dpkg", "-i", &new]),
+        ]
+    );
+    assert_eq!(
+        h.ok(&["dpkg-query", "-W", "emc-scaleio-sds"]).out,
+        "emc-scaleio-sds\t2.0-12000.122\n"
+    );
+    assert!(h.state().services["sds"].running);
+}
+
 #[test]
 fn the_rpm_path_on_rhel_installs_with_yum_and_rpm_and_queries_like_rpm() {
     let h = Host::new("rpm", HostProfile::Rhel7);
