@@ -268,6 +268,13 @@ pub struct Node {
     /// What the gateway's last poll said of this node's SDS and devices.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<Box<NodeStorage>>,
+    /// The node's devices its running executor no longer finds on the host (derived from
+    /// `host`; shown, never removed: removal is an operator's act).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices_missing: Vec<String>,
+    /// The node's devices the gateway lists in error (derived from `storage`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_errors: Vec<String>,
 }
 
 impl Node {
@@ -298,6 +305,8 @@ impl Node {
             health: Health::default(),
             host: None,
             storage: None,
+            devices_missing: Vec::new(),
+            device_errors: Vec::new(),
         }
     }
 

@@ -108,6 +108,9 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use storage_framework::contract::Platform;
 
+mod hotplug;
+pub use hotplug::disk_name;
+
 /// The executor reads host facts under this root (default `/`).
 pub const ROOT_ENV: &str = "STORAGE_HOST_ROOT";
 /// The devcluster control API (`http://127.0.0.1:<port>`), for the stand-ins.
