@@ -694,6 +694,26 @@ mod tests {
         );
     }
 
+    /// A device missing from the host or in error at the gateway is flagged in its row, by
+    /// path; the others keep their marks.
+    #[test]
+    fn missing_and_failed_devices_are_flagged_in_the_row() {
+        let mut n = Node::new("a1", "h1", crate::scheduler::model::Persona::Data, 0);
+        n.devices = vec!["/dev/sdb".into(), "/dev/sdc".into(), "/dev/sdd".into()];
+        n.attached = n.devices.clone();
+        n.devices_missing = vec!["/dev/sdd".into()];
+        n.device_errors = vec!["/dev/sdc".into(), "/dev/sdd".into()];
+        let mut html = String::new();
+        devices_cell(&mut html, &n);
+        for want in [
+            "<code class=\"att\" title=\"attached to the storage cluster\">/dev/sdb ✓</code>",
+            "<code class=\"dev-bad\" title=\"in error at the gateway\">/dev/sdc in error</code>",
+            "<code class=\"dev-bad\" title=\"missing from the host\">/dev/sdd missing</code>",
+        ] {
+            assert!(html.contains(want), "{want} not in {html}");
+        }
+    }
+
     #[test]
     fn the_page_of_ten_thousand_nodes_is_bounded() {
         let mut model = crate::scheduler::model::ClusterModel::default();
