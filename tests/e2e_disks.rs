@@ -1,9 +1,9 @@
 //! End to end, day two of a node's disks on the dev cluster: the real scheduler and executors
 //! (host stand-ins, the dev gateway, pre-configured mode) walk the nodes to `running`; then a
 //! disk plugged into one agent's host joins that node's SDS within one plan cycle, and a disk
-//! pulled out shows on its node by path (`/api/state`, the status page), in error at the
-//! gateway too. The node stays `running` throughout: no executor ends or starts, and its host
-//! runs no install and no reboot.
+//! pulled out shows on its node by path (`/api/state`, the status page) as missing, and in
+//! error at the gateway; plugged back, it is missing no more. The node stays `running`
+//! throughout: no executor ends or starts, and its host runs no install and no reboot.
 //!
 //! "Within one plan cycle": a running executor reads its devices once per plan long poll, so
 //! a disk plugged in is found at most one plan wait later; its report changes the node, the
@@ -367,6 +367,18 @@ fn a_plugged_disk_joins_within_one_plan_cycle_and_a_pulled_one_shows_on_its_node
         "{n}"
     );
     assert!(rig.gateway_devices(HOST).contains(&NEW_DISK.to_string()));
+    // Plugged back: no longer missing; the gateway's error stays until it clears it.
+    rig.control(
+        true,
+        &format!("/control/agents/{AGENT}/disk?path={NEW_DISK}&present=true"),
+    );
+    until("the disk back on its node", ONE_CYCLE, || {
+        let n = node(&base, HOST)?;
+        let ok = n.get("devices_missing").is_none()
+            && strings(&n["device_errors"]) == [NEW_DISK]
+            && n["phase"] == "running";
+        ok.then_some(()).ok_or_else(|| format!("{n}"))
+    });
 
     // Running throughout: no executor ended or started, no task launched, nothing installed
     // or rebooted on the host.
