@@ -11,6 +11,7 @@ pub mod health;
 pub mod install;
 pub mod machine;
 pub mod plan;
+pub mod rescan;
 pub mod volume;
 pub mod volume_driver;
 pub mod watch;

@@ -285,6 +285,13 @@ pub struct Node {
     /// `dispatcher/replace.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replacing: Option<Replacement>,
+    /// The node's devices its running executor no longer finds on the host (derived from
+    /// `host`; shown, never removed: removal is an operator's act).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices_missing: Vec<String>,
+    /// The node's devices the gateway lists in error (derived from `storage`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_errors: Vec<String>,
 }
 
 /// A node's executor replaced by a newer binary: killed, then relaunched on the next offer.
@@ -329,6 +336,8 @@ impl Node {
             rollout: None,
             executor_sha256: None,
             replacing: None,
+            devices_missing: Vec::new(),
+            device_errors: Vec::new(),
         }
     }
 

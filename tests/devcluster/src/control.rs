@@ -35,6 +35,7 @@
 //! | `POST /control/agents/<n>/new-id[?outage_ms=N]` | the same as `reboot` |
 //! | `GET /control/agents/<n>/host` | agent `n`'s host stand-in state (packages, services, kernel, MDM cluster, command history) |
 //! | `POST /control/agents/<n>/service?name=<sds\|lia\|mdm\|rexray\|scini>&running=false\|true` | agent `n`'s installed service stopped or started as by hand; `scini` is the SDC's kernel module unloaded or loaded (`proc/modules`). 409 when the service is not installed |
+//! | `POST /control/agents/<n>/disk?path=/dev/<name>&present=true\|false[&gib=N]` | a free disk plugged into agent `n`'s running host (sysfs, device node, `proc/partitions`), or pulled out (a whole disk only; one its SDS serves goes into error at the gateway) |
 //!
 //! The host stand-ins (`crate::host`) use the gateway and reboot endpoints; they find this API
 //! in `STORAGE_DEVCLUSTER_CONTROL`, so [`bind`] comes first when the agents need the URL.
@@ -278,6 +279,62 @@ fn set_service(t: &Targets, index: usize, url: &str) -> Result<Value, (u16, Stri
     Ok(json!({"agent": agent, "service": name, "running": running}))
 }
 
+/// A disk `?path=/dev/<name>` plugged into (`present=true`, a free disk of `gib` GiB, 100 by
+/// default) or pulled from (`present=false`) agent `index`'s running host. A pulled disk that
+/// the agent's SDS serves is in error at the gateway from then on, as the SDS loses it; that
+/// error stays until `/control/gateway/device?...&failed=false` or `/control/gateway/clear`.
+fn set_disk(t: &Targets, index: usize, url: &str) -> Result<Value, (u16, String)> {
+    let usage = || {
+        (
+            400,
+            "disk needs ?path=/dev/<name>&present=<true|false>[&gib=N]".to_string(),
+        )
+    };
+    let path = query(url, "path")
+        .and_then(percent_decode)
+        .ok_or_else(usage)?;
+    let name = host::disk_name(&path).map_err(|e| (400, e))?;
+    let present = match query(url, "present").ok_or_else(usage)? {
+        "true" => true,
+        "false" => false,
+        other => return Err((400, format!("present={other:?} is not true or false"))),
+    };
+    let gib = match query(url, "gib") {
+        None => 100,
+        Some(v) => v
+            .parse::<u64>()
+            .ok()
+            .filter(|g| (1..=1 << 20).contains(g))
+            .ok_or((400, format!("gib={v:?} is not a size from 1 to 1048576")))?,
+    };
+    let agent = index + 1;
+    let root = agent_host(t, index).ok_or((404, format!("agent {agent} has no host stand-ins")))?;
+    let changed = if present {
+        root.plug_disk(name, gib)
+    } else {
+        root.unplug_disk(name)
+    }
+    .map_err(|e| (409, format!("agent {agent}: {e}")))?;
+    let mut reply = json!({"agent": agent, "path": path, "present": present, "changed": changed});
+    if !present && changed {
+        // The gateway refuses a fault on a device its SDS does not serve: then there is
+        // nothing the SDS lost.
+        let failed = match (&t.gateway, t.master.agents()) {
+            (Some(g), Ok(agents)) => agents.get(index).is_some_and(|a| {
+                g.inject(HealthFault::DeviceFailed {
+                    ip: a.ip.to_string(),
+                    path: path.clone(),
+                    failed: true,
+                })
+                .is_ok()
+            }),
+            _ => false,
+        };
+        reply["gateway_device_failed"] = json!(failed);
+    }
+    Ok(reply)
+}
+
 /// The fake root of agent `index`, when the cluster runs host stand-ins.
 fn agent_host(t: &Targets, index: usize) -> Option<FakeRoot> {
     let dir = t.master.work_dir().join(format!("agent-{}", index + 1));
@@ -379,6 +436,7 @@ fn act(t: &Targets, method: &Method, url: &str) -> Result<Value, (u16, String)> 
             reboot_host(t, agent_index(n)?, url)
         }
         (Method::Post, ["control", "agents", n, "service"]) => set_service(t, agent_index(n)?, url),
+        (Method::Post, ["control", "agents", n, "disk"]) => set_disk(t, agent_index(n)?, url),
         (Method::Post, ["control", "agents", n, action]) => {
             let index = agent_index(n)?;
             let reply = json!({"agent": index + 1, "done": action});

@@ -113,6 +113,8 @@ use storage_framework::contract::Platform;
 
 mod preinstall;
 pub use preinstall::{preinstall, Preinstalled};
+mod hotplug;
+pub use hotplug::disk_name;
 
 /// The executor reads host facts under this root (default `/`).
 pub const ROOT_ENV: &str = "STORAGE_HOST_ROOT";
