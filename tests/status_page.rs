@@ -449,6 +449,16 @@ fn status_page_shows_the_plan_and_why_a_node_waits_in_chromium() {
         "{}",
         &text[at..(at + 400).min(text.len())]
     );
+    let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("status-page-plan.png");
+    run_chromium(
+        &profile_dir("plan-shot"),
+        &[
+            format!("--screenshot={}", shot.display()),
+            "--window-size=1280,1400".into(),
+        ],
+        &url,
+    );
+    eprintln!("status page with a plan: {}", shot.display());
     drop(rest);
 }
 

@@ -14,7 +14,7 @@ const ROWS_MAX: usize = 50;
 pub(super) const STYLE: &str = r#"
 #plan{margin:14px 0 0;padding:10px 14px;background:var(--card);border:1px solid var(--line);border-radius:10px}
 #plan h2{font-size:15px;margin:0 0 8px;font-weight:600}#plan h2 .sub{margin-left:8px}
-#plan .totals{margin-bottom:8px}#plan table{border-radius:6px}
+#plan .totals{margin-bottom:8px}#plan table{border-radius:6px}#plan code{white-space:nowrap}
 .plan-note{font-size:12px;margin-top:4px;overflow-wrap:anywhere;max-width:320px}
 .plan-note.waiting,.plan-reason.waiting{color:var(--warn)}.plan-note.failed,.plan-reason.failed{color:var(--bad)}
 "#;
