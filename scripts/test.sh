@@ -19,7 +19,7 @@ command -v openssl >/dev/null || missing+=(openssl)          # the test proxy's 
 # The ZooKeeper store's tests start a standalone server from this package (tests/support/zookeeper.rs).
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 python3 -c 'import jsonschema' 2>/dev/null || missing+=(python3-jsonschema) # tests/packaging.rs
-# A real Prometheus parser reads /metrics (tests/rest_health.rs tries python3, then /usr/bin/python3).
+# A real Prometheus parser reads /metrics (tests/support/prometheus.rs tries python3, then /usr/bin/python3).
 python3 -c 'import prometheus_client' 2>/dev/null || /usr/bin/python3 -c 'import prometheus_client' 2>/dev/null \
   || missing+=(python3-prometheus-client)
 if [ ${#missing[@]} -gt 0 ]; then

@@ -394,6 +394,74 @@ fn status_page_pages_filters_and_orders_naturally_in_chromium() {
     drop(rest);
 }
 
+/// An upgrade under way: the page's plan section (below the nodes) names it and shows the
+/// node whose step waits, with why, as a browser renders it; that node's own row says so too.
+#[test]
+fn status_page_shows_the_plan_and_why_a_node_waits_in_chromium() {
+    let fake = Fake::start(
+        fake::upgrading(),
+        Connection {
+            subscribed: true,
+            master: Some("10.0.0.5:5050".into()),
+            reason: None,
+        },
+    );
+    let rest = fake::serve(fake.inputs.clone());
+    let url = format!("http://{}/ui", rest.local_addr());
+    let dom = run_chromium(&profile_dir("plan"), &["--dump-dom".into()], &url);
+    let start = dom
+        .find("<section id=\"plan\">")
+        .unwrap_or_else(|| panic!("no plan section: {dom}"));
+    let end = start + dom[start..].find("</section>").expect("section ends");
+    let plan = visible_text(&format!("<body>{}", &dom[start..end]));
+    assert!(plan.contains("Plan: upgrade"), "{plan}");
+    assert!(
+        plan.contains("target generation 2, 5 nodes below it"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("waiting 1") && plan.contains("failed 2"),
+        "{plan}"
+    );
+    let at = plan
+        .find("storage-02.dc1.example")
+        .unwrap_or_else(|| panic!("the waiting node is not in the plan: {plan}"));
+    let row = &plan[at..];
+    assert!(
+        row.contains(&format!("1 → 2 upgrade-sds waiting {}", fake::WAITING)),
+        "{row}"
+    );
+    assert!(
+        plan.contains("rpm -Uvh <EMC-ScaleIO-mdm-2.5>.rpm exited with status 1"),
+        "the failed reason, escaped and read back as text: {plan}"
+    );
+    assert!(
+        !dom.contains("<emc-scaleio"),
+        "unescaped markup reached the DOM"
+    );
+    // The node's own row in the table above.
+    let text = visible_text(&dom[..start]);
+    let at = text
+        .find("storage-02.dc1.example")
+        .expect("storage-02's row");
+    assert!(
+        text[at..].contains(&format!("upgrade-sds {}", fake::WAITING)),
+        "{}",
+        &text[at..(at + 400).min(text.len())]
+    );
+    let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("status-page-plan.png");
+    run_chromium(
+        &profile_dir("plan-shot"),
+        &[
+            format!("--screenshot={}", shot.display()),
+            "--window-size=1280,1400".into(),
+        ],
+        &url,
+    );
+    eprintln!("status page with a plan: {}", shot.display());
+    drop(rest);
+}
+
 /// The page of a real scheduler on the dev cluster: every node shows, and no secret (the
 /// gateway password, any executor's secret from the state file) shows anywhere an operator
 /// or a tool can look: the page, `/api/state`, `/metrics`, the log at debug.

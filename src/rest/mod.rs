@@ -7,6 +7,7 @@
 //! | `GET /version` | `{"versionint": N, "versionstr": "x.y.z", "release": tag, "commit": sha}` |
 //! | `GET /health` | 200 when subscribed, else 503; JSON. The scheduler process alone: a degraded storage cluster leaves it 200, so the launcher never restarts the scheduler for it |
 //! | `GET /api/health` | the storage cluster's health, its pools' and every node's that is not healthy, with reasons (`health.rs`) |
+//! | `GET /api/plan` | the plan: what it does (first rollout, upgrade, target change, idle), its target generation, the steps of every node with something left to do and why one waits or failed, counts by state (`scheduler::rollout::view`) |
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /api/state?offset=N&limit=N` | the cluster model as JSON (no secrets: they live outside the model); whole up to 1,000 nodes, else in pages (see `state.rs`) |
 //! | `GET /api/nodes/<host>` | one node, as in `/api/state` (404 naming the host when unknown) |
@@ -38,10 +39,12 @@ pub mod http;
 mod json_cache;
 mod page;
 mod page_health;
+mod page_plan;
 mod paging;
 mod plain;
 mod prom;
 mod prom_health;
+mod prom_plan;
 mod state;
 mod state_render;
 mod waits;
@@ -346,6 +349,7 @@ impl Router {
             "/metrics" => (GET_HEAD, Router::metrics),
             "/api/state" => (GET_HEAD, Router::state),
             "/api/health" => (GET_HEAD, Router::storage_health),
+            "/api/plan" => (GET_HEAD, Router::plan),
             p if p.strip_prefix('/') == Some(env::EXECUTOR_BINARY) => {
                 (GET_HEAD, Router::executor_binary)
             }
@@ -451,6 +455,17 @@ impl Router {
         match self.view() {
             Ok(v) => json_value(200, health::render(&v)),
             Err(r) => r,
+        }
+    }
+
+    fn plan(&self, _req: &Request) -> Response {
+        let v = match self.view() {
+            Ok(v) => v,
+            Err(r) => return r,
+        };
+        match serde_json::to_vec(&crate::scheduler::rollout::view::plan_view(&v.model)) {
+            Ok(body) => Response::json(200, body),
+            Err(e) => Response::error(500, "cannot encode the plan", &e.to_string()),
         }
     }
 

@@ -241,8 +241,9 @@ fn document(content: &str, filter: Option<&Filter>) -> String {
     );
     let _ = write!(
         out,
-        "<style>{STYLE}{}</style></head><body><main>",
-        super::page_health::STYLE
+        "<style>{STYLE}{}{}</style></head><body><main>",
+        super::page_health::STYLE,
+        super::page_plan::STYLE
     );
     out.push_str(
         "<div id=\"offline\">Cannot reach the scheduler; showing the last state received. Retrying…</div>",
@@ -328,13 +329,14 @@ fn content(v: &View, q: &PageQuery, now_ms: u64, state_warning: Option<&str>) ->
              <th>Health</th><th>Devices</th><th>Last contact</th><th>Task</th><th>Error</th></tr></thead><tbody>",
         );
         for node in &rows {
-            row(&mut out, node, now_ms);
+            row(&mut out, node, model.target.generation, now_ms);
         }
         out.push_str("</tbody></table>");
     }
     pager(&mut out, q, rows.len(), matched, model.nodes.len());
+    super::page_plan::section(&mut out, model);
     out.push_str(
-        "<footer><a href=\"/api/state\">/api/state</a><a href=\"/api/health\">/api/health</a><a href=\"/metrics\">/metrics</a>\
+        "<footer><a href=\"/api/state\">/api/state</a><a href=\"/api/plan\">/api/plan</a><a href=\"/api/health\">/api/health</a><a href=\"/metrics\">/metrics</a>\
          <a href=\"/health\">/health</a><a href=\"/version\">/version</a></footer>",
     );
     out
@@ -506,7 +508,7 @@ fn pools(out: &mut String, model: &crate::scheduler::model::ClusterModel) {
     out.push_str("</div>");
 }
 
-fn row(out: &mut String, n: &Node, now_ms: u64) {
+fn row(out: &mut String, n: &Node, target: u64, now_ms: u64) {
     let _ = write!(
         out,
         "<tr{}><td><div class=\"host\">{}</div><div class=\"sub agent\">{}</div></td>",
@@ -524,7 +526,7 @@ fn row(out: &mut String, n: &Node, now_ms: u64) {
         if n.persona.is_mdm() { " mdm" } else { "" },
         esc(n.persona.as_str())
     );
-    phase_cells(out, n.phase);
+    phase_cells(out, n.phase, &super::page_plan::row_note(n, target));
     super::page_health::cell(out, n);
     devices_cell(out, n);
     contact_cell(out, n.last_contact_ms, now_ms);
@@ -541,8 +543,8 @@ fn row(out: &mut String, n: &Node, now_ms: u64) {
     out.push_str("</tr>");
 }
 
-/// The phase badge and the progress along the install path.
-fn phase_cells(out: &mut String, phase: Phase) {
+/// The phase badge and the progress along the install path, with `note` (HTML) under it.
+fn phase_cells(out: &mut String, phase: Phase, note: &str) {
     let class = phase_class(phase);
     let _ = write!(
         out,
@@ -559,7 +561,7 @@ fn phase_cells(out: &mut String, phase: Phase) {
     };
     let _ = write!(
         out,
-        "<td class=\"{class}\"><div class=\"step\">{}</div><div class=\"bar\"><i style=\"width:{pct}%\"></i></div></td>",
+        "<td class=\"{class}\"><div class=\"step\">{}</div><div class=\"bar\"><i style=\"width:{pct}%\"></i></div>{note}</td>",
         esc(&label)
     );
 }
@@ -680,14 +682,14 @@ mod tests {
         let mut n = Node::new("a1", "h1", crate::scheduler::model::Persona::Data, 0);
         n.warning = Some("REX-Ray <no> credentials".into());
         let mut html = String::new();
-        row(&mut html, &n, 0);
+        row(&mut html, &n, 0, 0);
         assert!(
             html.contains("<div class=\"warning\">REX-Ray &lt;no&gt; credentials</div>"),
             "{html}"
         );
         n.last_error = Some("boom".into());
         let mut html = String::new();
-        row(&mut html, &n, 0);
+        row(&mut html, &n, 0, 0);
         assert!(
             html.contains("boom") && !html.contains("credentials"),
             "{html}"
@@ -712,6 +714,29 @@ mod tests {
         ] {
             assert!(html.contains(want), "{want} not in {html}");
         }
+    }
+
+    /// A node whose day-two step waits says why in its own row, escaped.
+    #[test]
+    fn a_waiting_step_shows_in_the_row() {
+        use crate::scheduler::model::{NodeRollout, Step, StepState, StepStatus};
+        let mut n = Node::new("a1", "h1", crate::scheduler::model::Persona::Data, 0);
+        n.phase = Phase::Running;
+        n.rollout = Some(Box::new(NodeRollout {
+            generation: 2,
+            steps: vec![StepStatus {
+                state: StepState::Waiting,
+                reason: Some("waiting: sds-2 of <pd1> is rebuilding".into()),
+                ..StepStatus::pending(Step::UpgradeSds)
+            }],
+            granted: None,
+        }));
+        let mut html = String::new();
+        row(&mut html, &n, 2, 0);
+        assert!(
+            html.contains("upgrade-sds waiting: sds-2 of &lt;pd1&gt; is rebuilding</div></td>"),
+            "{html}"
+        );
     }
 
     #[test]
@@ -744,12 +769,18 @@ mod tests {
         };
         let html = render(&v, &PageQuery::default(), 0, None, false);
         assert!(html.len() < 150_000, "{} bytes", html.len());
-        assert_eq!(html.matches("<tr").count(), 101, "a header and 100 rows");
+        let (table, plan) = html.split_at(html.find("<section id=\"plan\">").unwrap());
+        assert_eq!(table.matches("<tr").count(), 101, "a header and 100 rows");
+        assert_eq!(
+            plan.matches("<tr class=\"plan-failed\"").count(),
+            10,
+            "the plan shows the failed installs"
+        );
         assert!(html.contains("Showing 1–100 of 10000 nodes"));
         // The ten failed nodes lead, in natural order.
-        let first = html.find("agent-999.dc1").unwrap();
-        assert!(first < html.find("agent-1999.dc1").unwrap());
-        assert!(html.find("agent-9999.dc1").unwrap() < html.find("agent-0.dc1").unwrap());
+        let first = table.find("agent-999.dc1").unwrap();
+        assert!(first < table.find("agent-1999.dc1").unwrap());
+        assert!(table.find("agent-9999.dc1").unwrap() < table.find("agent-0.dc1").unwrap());
         assert!(!html.contains("agent-5000.dc1"));
     }
 

@@ -1,5 +1,5 @@
 //! What plain HTTP may still reach on a server that also serves TLS: reads of what the
-//! scheduler shows anyone (`/health`, `/metrics`, `/api/state`, `/api/health`, the page, the executor
+//! scheduler shows anyone (`/health`, `/metrics`, `/api/state`, `/api/health`, `/api/plan`, the page, the executor
 //! binary). The executor API (plans carry passwords, calls carry executor secrets, reports
 //! steer the scheduler) and every write are refused before the request's body is read, so
 //! neither reaches the dispatcher. Pure: the server's gate calls it.
@@ -45,6 +45,7 @@ mod tests {
             "/metrics",
             "/api/state",
             "/api/health",
+            "/api/plan",
             "/",
             "/storage-executor",
         ] {

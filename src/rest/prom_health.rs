@@ -9,13 +9,14 @@ use crate::scheduler::model::{HealthState, Phase, PoolCapacity};
 use std::fmt::Write;
 
 /// A sample's labels (`a="x"`, escaped; empty for none) and value.
-type Sample = (String, String);
+pub(super) type Sample = (String, String);
 
-struct Family {
-    name: &'static str,
-    help: &'static str,
+/// A `storage_*` gauge family computed from the view (and the time, in ms).
+pub(super) struct Family {
+    pub name: &'static str,
+    pub help: &'static str,
     /// `None`: the family is left out (no data of its kind yet).
-    samples: fn(&View, u64) -> Option<Vec<Sample>>,
+    pub samples: fn(&View, u64) -> Option<Vec<Sample>>,
 }
 
 const STATES: [HealthState; 3] = [
@@ -27,7 +28,7 @@ const STATES: [HealthState; 3] = [
 /// The MDM cluster states a dashboard may select on: each always has a sample.
 const MDM_STATES: [&str; 3] = ["ClusteredNormal", "ClusteredDegraded", "NotClustered"];
 
-fn one(value: impl ToString) -> Option<Vec<Sample>> {
+pub(super) fn one(value: impl ToString) -> Option<Vec<Sample>> {
     Some(vec![(String::new(), value.to_string())])
 }
 
@@ -192,9 +193,9 @@ const FAMILIES: &[Family] = &[
     },
 ];
 
-/// Writes every health family with samples.
+/// Writes every health family with samples, then the plan's.
 pub(super) fn write(out: &mut String, v: &View, now_ms: u64) {
-    for f in FAMILIES {
+    for f in FAMILIES.iter().chain(super::prom_plan::FAMILIES) {
         let Some(samples) = (f.samples)(v, now_ms) else {
             continue;
         };

@@ -8,7 +8,9 @@
 //! response holds more than [`STATE_MAX_LIMIT`] nodes, however large the cluster. The answer
 //! for a window (`offset` and `limit`, or none) is encoded once per view generation and shared
 //! (see `StateCache`), and copies the JSON of the nodes that did not change from the last
-//! render of the same window (`state_render.rs`).
+//! render of the same window (`state_render.rs`). Each node shows the target generation it
+//! walks toward (`target_generation`, the model's `target.generation`) beside the one it
+//! reached (`generation`).
 
 use super::http::{Body, Request, Response};
 use super::json_cache::{JsonCache, GZIP_MIN};
@@ -62,9 +64,11 @@ fn render(v: &View, window: &Window, previous: Option<&Render>) -> Result<Render
         generation: v.generation,
     };
     let encode = |e: serde_json::Error| e.to_string();
+    let extra = target_field(m);
     if *window == Window::default() && total <= STATE_DEFAULT_LIMIT {
         let shell = serde_json::to_vec(&shell_view).map_err(encode)?;
-        return Ok(state_render::render(&shell, m.nodes.iter_shared(), previous)?.0);
+        let nodes = m.nodes.iter_shared();
+        return Ok(state_render::render(&shell, nodes, &extra, previous)?.0);
     }
     let range = window.range(total, STATE_DEFAULT_LIMIT);
     let limit = window.limit.unwrap_or(STATE_DEFAULT_LIMIT);
@@ -81,7 +85,12 @@ fn render(v: &View, window: &Window, previous: Option<&Render>) -> Result<Render
     })
     .map_err(encode)?;
     let nodes = m.nodes.iter_shared().skip(range.start).take(range.len());
-    Ok(state_render::render(&shell, nodes, previous)?.0)
+    Ok(state_render::render(&shell, nodes, &extra, previous)?.0)
+}
+
+/// The field every node of `model` carries in the answer though the model holds it once.
+fn target_field(model: &ClusterModel) -> Vec<u8> {
+    format!("\"target_generation\":{}", model.target.generation).into_bytes()
 }
 
 /// `/api/state`: the answer for the window asked for (by default the whole view, or its
@@ -203,10 +212,16 @@ pub(super) fn node(v: &View, raw_host: &str) -> Response {
         return Response::error(404, "not found", "name a host: /api/nodes/<host>");
     }
     match v.model.nodes.values().find(|n| n.hostname == host) {
-        Some(n) => match serde_json::to_vec(n) {
-            Ok(body) => Response::json(200, body).with_header("Cache-Control", "no-store"),
-            Err(e) => Response::error(500, "cannot encode the node", &e.to_string()),
-        },
+        Some(n) => {
+            let mut body = match serde_json::to_vec(n) {
+                Ok(body) => body,
+                Err(e) => return Response::error(500, "cannot encode the node", &e.to_string()),
+            };
+            if let Err(e) = state_render::close_with(&mut body, &target_field(&v.model)) {
+                return Response::error(500, "cannot encode the node", &e);
+            }
+            Response::json(200, body).with_header("Cache-Control", "no-store")
+        }
         None => Response::error(
             404,
             "unknown node",

@@ -6,7 +6,9 @@
 //!
 //! The answer is byte for byte what `serde_json::to_vec` gives for the same value: the
 //! "shell" (the answer with an empty `model.nodes`) is serde's own encoding, and the nodes
-//! map is written as serde_json writes a map (`{"<id>":<node>,...}`, compact).
+//! map is written as serde_json writes a map (`{"<id>":<node>,...}`, compact). Each node may
+//! carry fields the model holds once for all (its `target_generation`): encoded once, they
+//! close every node's object, and a render with other such fields reuses nothing.
 
 use crate::scheduler::model::Node;
 use serde::Serialize;
@@ -51,6 +53,8 @@ impl NodeVersion for Arc<Node> {
 /// An encoded answer, and where each node's `"<id>":<node>` sits in it.
 pub(super) struct Render {
     pub body: Arc<Vec<u8>>,
+    /// The fields every node's object ends with.
+    extra: Vec<u8>,
     /// In agent id order, as the model's map.
     nodes: Vec<Fragment>,
 }
@@ -78,12 +82,15 @@ fn nodes_slot(shell: &[u8]) -> Option<usize> {
 }
 
 /// `shell` (the answer's JSON with an empty `model.nodes`) with `nodes` (in agent id order)
-/// in its nodes map, reusing the JSON of every node `previous` holds unchanged.
+/// in its nodes map, each node's object ending with `extra` (encoded fields, `"a":1`, or
+/// none), reusing the JSON of every node `previous` holds unchanged.
 pub(super) fn render<'a, K: AsRef<str> + ?Sized + 'a, V: NodeVersion + Serialize + 'a>(
     shell: &[u8],
     nodes: impl Iterator<Item = (&'a K, &'a V)>,
+    extra: &[u8],
     previous: Option<&Render>,
 ) -> Result<(Render, Reuse), String> {
+    let previous = previous.filter(|p| p.extra == extra);
     let slot = nodes_slot(shell).ok_or("the state's JSON has no empty model.nodes to fill")?;
     let (head, tail) = shell.split_at(slot);
     let mut body = Vec::with_capacity(previous.map_or(shell.len() + 64 * 1024, |p| {
@@ -116,6 +123,7 @@ pub(super) fn render<'a, K: AsRef<str> + ?Sized + 'a, V: NodeVersion + Serialize
                 serde_json::to_writer(&mut body, id).map_err(|e| e.to_string())?;
                 body.push(b':');
                 serde_json::to_writer(&mut body, node).map_err(|e| e.to_string())?;
+                close_with(&mut body, extra)?;
                 reuse.encoded += 1;
                 node.remember()
             }
@@ -130,10 +138,27 @@ pub(super) fn render<'a, K: AsRef<str> + ?Sized + 'a, V: NodeVersion + Serialize
     Ok((
         Render {
             body: Arc::new(body),
+            extra: extra.to_vec(),
             nodes: fragments,
         },
         reuse,
     ))
+}
+
+/// Puts `extra` at the end of the object `body` ends with.
+pub(super) fn close_with(body: &mut Vec<u8>, extra: &[u8]) -> Result<(), String> {
+    if extra.is_empty() {
+        return Ok(());
+    }
+    if body.pop() != Some(b'}') {
+        return Err("a node's JSON is not an object".into());
+    }
+    if body.last() != Some(&b'{') {
+        body.push(b',');
+    }
+    body.extend_from_slice(extra);
+    body.push(b'}');
+    Ok(())
 }
 
 #[cfg(test)]
@@ -192,7 +217,7 @@ mod tests {
         // A name holding the marker's text, escaped as serde escapes it, is no slot.
         let name = "\"nodes\":{}";
         let mut m = nodes(5);
-        let (first, r) = render(&shell::<Node>(name), m.iter(), None).unwrap();
+        let (first, r) = render(&shell::<Node>(name), m.iter(), b"", None).unwrap();
         assert_eq!(*first.body, whole(name, &m));
         assert_eq!(
             r,
@@ -207,7 +232,7 @@ mod tests {
         m.remove("agent-003\"esc\\");
         let (id, n) = nodes(7).into_iter().next_back().unwrap();
         m.insert(id, n);
-        let (second, r) = render(&shell::<Node>(name), m.iter(), Some(&first)).unwrap();
+        let (second, r) = render(&shell::<Node>(name), m.iter(), b"", Some(&first)).unwrap();
         assert_eq!(*second.body, whole(name, &m));
         assert_eq!(
             r,
@@ -221,7 +246,7 @@ mod tests {
         assert!(!text.contains("agent-003"), "{text}");
 
         // Nothing changed: everything copied, from a render that copied itself.
-        let (third, r) = render(&shell::<Node>(name), m.iter(), Some(&second)).unwrap();
+        let (third, r) = render(&shell::<Node>(name), m.iter(), b"", Some(&second)).unwrap();
         assert_eq!(third.body, second.body);
         assert_eq!(
             r,
@@ -233,7 +258,7 @@ mod tests {
 
         // Every node gone.
         let none = BTreeMap::<String, Node>::new();
-        let (empty, _) = render(&shell::<Node>(name), none.iter(), Some(&third)).unwrap();
+        let (empty, _) = render(&shell::<Node>(name), none.iter(), b"", Some(&third)).unwrap();
         assert_eq!(*empty.body, whole(name, &none));
     }
 
@@ -263,12 +288,40 @@ mod tests {
             }],
         }));
         m.get_mut("agent-002\"esc\\").unwrap().health = Health::healthy();
-        let (first, _) = render(&shell::<Node>(name), m.iter(), None).unwrap();
+        let (first, _) = render(&shell::<Node>(name), m.iter(), b"", None).unwrap();
         assert_eq!(*first.body, whole(name, &m));
         m.get_mut("agent-001\"esc\\").unwrap().health = Health::healthy();
-        let (second, r) = render(&shell::<Node>(name), m.iter(), Some(&first)).unwrap();
+        let (second, r) = render(&shell::<Node>(name), m.iter(), b"", Some(&first)).unwrap();
         assert_eq!(*second.body, whole(name, &m));
         assert_eq!(r.encoded, 1);
+    }
+
+    /// Fields the model holds once close every node's object; other ones reuse nothing.
+    #[test]
+    fn every_node_carries_the_extra_fields() {
+        let m = nodes(3);
+        let extra = br#""target_generation":2"#;
+        let (first, _) = render(&shell::<Node>("n"), m.iter(), extra, None).unwrap();
+        let j: serde_json::Value = serde_json::from_slice(&first.body).unwrap();
+        for (id, n) in &m {
+            let mut want = serde_json::to_value(n).unwrap();
+            want["target_generation"] = 2.into();
+            assert_eq!(j["model"]["nodes"][id], want, "{id}");
+        }
+        let (same, r) = render(&shell::<Node>("n"), m.iter(), extra, Some(&first)).unwrap();
+        assert_eq!((same.body, r.copied), (first.body.clone(), 3));
+        let next = br#""target_generation":3"#;
+        let (moved, r) = render(&shell::<Node>("n"), m.iter(), next, Some(&first)).unwrap();
+        assert_eq!(r.encoded, 3, "a new target re-encodes every node");
+        let j: serde_json::Value = serde_json::from_slice(&moved.body).unwrap();
+        assert_eq!(
+            j["model"]["nodes"]["agent-002\"esc\\"]["target_generation"],
+            3
+        );
+        let mut body = b"{}".to_vec();
+        close_with(&mut body, extra).unwrap();
+        assert_eq!(body, br#"{"target_generation":2}"#);
+        assert!(close_with(&mut b"[1]".to_vec(), extra).is_err());
     }
 
     #[test]
@@ -291,7 +344,9 @@ mod tests {
     #[test]
     fn a_shell_without_an_empty_nodes_map_is_an_error() {
         let m = nodes(1);
-        let e = render(b"{\"model\":{}}", m.iter(), None).err().unwrap();
+        let e = render(b"{\"model\":{}}", m.iter(), b"", None)
+            .err()
+            .unwrap();
         assert!(e.contains("model.nodes"), "{e}");
     }
 }

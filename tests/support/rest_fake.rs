@@ -424,3 +424,89 @@ pub fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A REST server on a free local port whose dispatcher is `inputs` (a [`Fake`]'s), plain
+/// HTTP, no executor binary.
+pub fn serve(inputs: Sender<Input>) -> storage_framework::rest::RestHandle {
+    use storage_framework::rest::{self, RestConfig, ServerOptions};
+    rest::start_with(
+        RestConfig {
+            port: 0,
+            executor_binary: Arc::new(
+                storage_framework::scheduler::executor_binary::ExecutorBinary::new(
+                    "/nonexistent/storage-executor".into(),
+                ),
+            ),
+            inputs,
+            metrics: Arc::new(storage_framework::scheduler::metrics::Metrics::default()),
+            secrets: None,
+            state_warning: None,
+            tls: None,
+        },
+        ServerOptions {
+            bind: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            ..ServerOptions::default()
+        },
+    )
+    .expect("REST server starts")
+}
+
+/// The reason an SDS upgrade of [`upgrading`] waits for.
+pub const WAITING: &str = "waiting: sds-2 of pd1 is rebuilding";
+
+/// [`five_nodes`] in an upgrade to generation 2: storage-01 there already, storage-02's SDS
+/// upgrade waiting for [`WAITING`], a sixth node's MDM upgrade failed (its reason holds
+/// markup), the others still in their first install.
+pub fn upgrading() -> Persisted {
+    use storage_framework::scheduler::model::{
+        NodeRollout, PlanKind, Step, StepState, StepStatus, Target,
+    };
+    let mut s = five_nodes();
+    s.model.target = Target {
+        generation: 2,
+        previous: 1,
+        change: Some(PlanKind::Upgrade),
+        ..Target::default()
+    };
+    let walk = |steps: Vec<(Step, StepState, Option<&str>)>| {
+        Some(Box::new(NodeRollout {
+            generation: 2,
+            steps: steps
+                .into_iter()
+                .map(|(step, state, reason)| StepStatus {
+                    state,
+                    reason: reason.map(Into::into),
+                    ..StepStatus::pending(step)
+                })
+                .collect(),
+            granted: None,
+        }))
+    };
+    for mut n in s.model.nodes.values_mut() {
+        match n.hostname.as_str() {
+            "storage-01.dc1.example" => {
+                n.generation = 2;
+                n.rollout = walk(vec![(Step::UpgradeMdm, StepState::Done, None)]);
+            }
+            "storage-02.dc1.example" => {
+                n.phase = Phase::Running;
+                n.generation = 1;
+                n.rollout = walk(vec![
+                    (Step::UpgradeLia, StepState::Done, None),
+                    (Step::UpgradeSds, StepState::Waiting, Some(WAITING)),
+                    (Step::UpgradeSdc, StepState::Pending, None),
+                ]);
+            }
+            _ => {}
+        }
+    }
+    let mut six = node(6, "storage-06.dc1.example", Persona::Data, Phase::Running);
+    six.generation = 1;
+    six.rollout = walk(vec![(
+        Step::UpgradeMdm,
+        StepState::Failed,
+        Some("rpm -Uvh <EMC-ScaleIO-mdm-2.5>.rpm exited with status 1"),
+    )]);
+    add(&mut s, six);
+    s
+}
