@@ -110,6 +110,8 @@ pub struct Dispatcher {
     health_checked_ms: u64,
     /// The disruption budget's settings (see `rollout.rs`).
     gate: crate::scheduler::health::gate::GateSettings,
+    /// When a waiting step last asked for a health poll.
+    poll_asked_ms: u64,
 }
 
 impl Dispatcher {
@@ -154,6 +156,7 @@ impl Dispatcher {
                 default_protection_domain: String::new(),
                 default_pool: String::new(),
             },
+            poll_asked_ms: 0,
         }
     }
 

@@ -10,6 +10,9 @@ use crate::scheduler::rollout::decide::{self, Decision};
 use crate::scheduler::rollout::target::{self, Declared};
 use log::info;
 
+/// At most this often a waiting step asks the gateway worker for a poll.
+const POLL_ASK_GAP_MS: u64 = 250;
+
 impl Dispatcher {
     /// What the disruption budget needs besides the model.
     pub fn set_gate_settings(&mut self, settings: GateSettings) {
@@ -43,8 +46,17 @@ impl Dispatcher {
     pub(super) fn regrant(&mut self) {
         let decisions = decide::decide_all(&self.state.model, &self.gate);
         let mut changed = false;
+        let mut awaits_gateway = false;
         for d in decisions {
+            awaits_gateway |= d.awaits_gateway;
             changed |= self.apply(d);
+        }
+        let now = self.clock.now_ms();
+        if awaits_gateway && now >= self.poll_asked_ms + POLL_ASK_GAP_MS {
+            // A rebuild is watched closer than the health interval while a step waits on
+            // it; the worker spaces these polls further (`poll_settle`).
+            self.poll_asked_ms = now;
+            self.storage.poll_soon();
         }
         if changed {
             self.dirty = true;

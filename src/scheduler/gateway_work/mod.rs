@@ -166,8 +166,8 @@ impl StorageSide {
 
     /// A health poll as soon as the worker is free (a disruptive step just ended).
     pub fn poll_soon(&mut self) {
-        if self.jobs.is_some() {
-            self.queued.push(Job::Poll);
+        if self.jobs.is_some() && !self.queued.iter().any(|j| matches!(j, Job::PollSoon)) {
+            self.queued.push(Job::PollSoon);
         }
     }
 

@@ -30,6 +30,8 @@ pub enum Job {
     Attach(NodeWant),
     /// Poll the gateway's health view now.
     Poll,
+    /// Poll it soon, at least the settle delay after the last poll.
+    PollSoon,
     /// The gateway's `host:port`, for a worker started without one (experimental mode).
     Gateway(String),
 }
@@ -88,6 +90,8 @@ pub struct Worker {
     /// replaces its old agent's work instead of being worked twice.
     hosts: HashMap<String, String>,
     poll_due: u64,
+    /// When the last health poll was taken.
+    polled_ms: Option<u64>,
     /// The gateway as a whole: while it is unreachable only probes go out.
     outage: Outage,
     clock: Arc<dyn Clock>,
@@ -103,6 +107,7 @@ impl Worker {
             watched: BTreeMap::new(),
             hosts: HashMap::new(),
             poll_due: 0,
+            polled_ms: None,
             clock: clock::system(),
         }
     }
@@ -236,6 +241,13 @@ impl Worker {
                 );
             }
             Job::Poll => self.poll_due = self.clock.now_ms(),
+            // Spaced by the settle delay: a step waiting on a rebuild asks again and again.
+            Job::PollSoon => {
+                let earliest = self
+                    .polled_ms
+                    .map_or(0, |t| t + ms(self.settings.poll_settle));
+                self.poll_due = self.poll_due.min(earliest.max(self.clock.now_ms()));
+            }
             Job::Gateway(address) => {
                 log::info!("storage gateway at {address}");
                 self.gateway.client().set_address(&address);
@@ -285,6 +297,7 @@ impl Worker {
 
     /// One health poll: its report, and the watched nodes whose SDC it found disconnected.
     fn poll(&mut self, reports: &mut Vec<Report>) {
+        self.polled_ms = Some(self.clock.now_ms());
         self.poll_due = self.clock.now_ms() + ms(self.settings.poll_interval);
         let polled = self.gateway.health(
             &self.settings.known_pools,

@@ -31,6 +31,9 @@ pub struct Decision {
     pub agent: Arc<str>,
     pub step: Step,
     pub answer: Result<(), Refusal>,
+    /// Refused on what the gateway shows (or has not shown yet): the next health poll may
+    /// change the answer, so it is worth having soon.
+    pub awaits_gateway: bool,
 }
 
 /// Every waiting ask of the target generation, decided.
@@ -51,7 +54,10 @@ pub fn decide_all(model: &ClusterModel, settings: &GateSettings) -> Vec<Decision
     let mut pass = Pass::new(model, settings);
     asks.into_iter()
         .map(|(n, step)| {
-            let answer = pass.decide(n, step);
+            let (answer, awaits_gateway) = match pass.decide(n, step) {
+                Ok(()) => (Ok(()), false),
+                Err((why, gateway)) => (Err(why), gateway),
+            };
             if answer.is_ok() {
                 pass.granted.push((n, step));
             }
@@ -59,6 +65,7 @@ pub fn decide_all(model: &ClusterModel, settings: &GateSettings) -> Vec<Decision
                 agent: n.agent_id.clone(),
                 step,
                 answer,
+                awaits_gateway,
             }
         })
         .collect()
@@ -116,8 +123,9 @@ impl<'a> Pass<'a> {
         pass
     }
 
-    fn decide(&self, node: &Node, step: Step) -> Result<(), Refusal> {
-        let refuse = |why: String| Err(Refusal(why));
+    /// `Err` carries whether the refusal rests on the gateway's data.
+    fn decide(&self, node: &Node, step: Step) -> Result<(), (Refusal, bool)> {
+        let refuse = |why: String| Err((Refusal(why), false));
         if let Some(why) = &self.stopped {
             return refuse(why.clone());
         }
@@ -139,15 +147,15 @@ impl<'a> Pass<'a> {
         if !step.disruptive() {
             return Ok(());
         }
-        if let Some(why) = self.disrupting(node, step) {
-            return refuse(format!("waiting: {why}"));
+        if let Some((why, unseen)) = self.disrupting(node, step) {
+            return Err((Refusal(format!("waiting: {why}")), unseen));
         }
-        gate::may_disrupt(self.model, &node.agent_id, self.settings)
+        gate::may_disrupt(self.model, &node.agent_id, self.settings).map_err(|r| (r, true))
     }
 
     /// Another node whose disruptive step keeps `node` waiting: one at a time among MDM
     /// members for a step that stops the manager; per protection domain, up to the budget.
-    fn disrupting(&self, node: &Node, step: Step) -> Option<String> {
+    fn disrupting(&self, node: &Node, step: Step) -> Option<(String, bool)> {
         let read_ms = self.model.health.read_ms.unwrap_or(0);
         let stops_mdm = node.persona.is_mdm() && matches!(step, Step::UpgradeMdm | Step::Reboot);
         let mut in_domain = 0;
@@ -160,34 +168,40 @@ impl<'a> Pass<'a> {
         let just_granted = self
             .granted
             .iter()
-            .map(|(o, s)| (*o, format!("{} was just let go ({s})", o.hostname)));
-        for (o, why) in others.chain(just_granted) {
+            .map(|(o, s)| (*o, (format!("{} was just let go ({s})", o.hostname), false)));
+        for (o, (why, unseen)) in others.chain(just_granted) {
             if o.agent_id == node.agent_id {
                 continue;
             }
             if stops_mdm && o.persona.is_mdm() {
-                return Some(format!("{why} (one MDM member at a time)"));
+                return Some((format!("{why} (one MDM member at a time)"), unseen));
             }
             if gate::same_domain(node, o, self.model, self.settings) {
                 in_domain += 1;
-                first.get_or_insert(why);
+                first.get_or_insert((why, unseen));
             }
         }
         (in_domain >= self.settings.max_disrupted_per_domain).then(|| first.unwrap_or_default())
     }
 
-    /// `o`'s disruptive step under way, or done and not seen back by a gateway poll since.
-    fn in_flight(&self, o: &Node, read_ms: u64) -> Option<String> {
+    /// `o`'s disruptive step under way, or done and not seen back by a gateway poll since
+    /// (then `true`: a poll answers it).
+    fn in_flight(&self, o: &Node, read_ms: u64) -> Option<(String, bool)> {
         let r = o.rollout.as_deref()?;
         let target = self.model.target.generation;
         r.steps
             .iter()
             .filter(|s| r.generation == target && s.step.disruptive())
             .find_map(|s| match s.state {
-                StepState::InProgress => Some(format!("{} is doing {}", o.hostname, s.step)),
-                StepState::Done if s.done_ms.is_some_and(|d| d >= read_ms) => Some(format!(
-                    "{} did {}; no gateway poll has seen it back yet",
-                    o.hostname, s.step
+                StepState::InProgress => {
+                    Some((format!("{} is doing {}", o.hostname, s.step), false))
+                }
+                StepState::Done if s.done_ms.is_some_and(|d| d >= read_ms) => Some((
+                    format!(
+                        "{} did {}; no gateway poll has seen it back yet",
+                        o.hostname, s.step
+                    ),
+                    true,
                 )),
                 _ => None,
             })
