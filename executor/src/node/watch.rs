@@ -27,6 +27,9 @@ impl Node {
                 }
                 told = Some(found);
             }
+            if self.follow_target().is_err() {
+                return;
+            }
             let version = self.plan.version;
             if let Err(e) = self.fetch_plan(Some(version)) {
                 log::warn!(
