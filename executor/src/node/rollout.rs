@@ -831,4 +831,31 @@ mod tests {
             h.ran
         );
     }
+
+    #[test]
+    fn with_debug_a_needed_reboot_fails_its_step_instead() {
+        let w = ubuntu("debug", "3.13.0-170-generic", "");
+        w.record.lock().unwrap().plan.body.install.to_mut().debug = true;
+        w.watch();
+        assert_eq!(
+            w.reports(),
+            [
+                "2 planned [Reboot]",
+                "2 ask reboot",
+                "2 started reboot",
+                "2 failed reboot"
+            ]
+        );
+        let reasons = w.record.lock().unwrap().reasons.clone();
+        assert_eq!(
+            reasons,
+            ["-debug=true forbids reboots: reboot the host by hand"]
+        );
+        let h = w.host.lock().unwrap();
+        assert!(
+            !h.ran.iter().any(|l| l.starts_with("shutdown")),
+            "{:?}",
+            h.ran
+        );
+    }
 }
