@@ -29,11 +29,23 @@
 #   --experimental       no pre-configured MDMs: drop the -storage.preconfig.* MDM flags and add
 #                        -experimental=true (the framework builds the storage cluster)
 #   --flag -NAME=VALUE   append a scheduler flag to cmd (repeatable)
+#   --packages-url BASE  fill every storage package flag (-storage.<ubuntu14|rhel7>.<mdm|sds|
+#                        sdc|lia|gw>) with BASE/<the vendor's file name> of --packages-version
+#   --packages-version V the storage packages' version as the vendor's file names carry it
+#                        (default 2.0-10000.2072, release 2.0.1-2072); also passed as
+#                        -storage.version when given
+#   --packages-sums FILE sha256sum output for those files (the .sha256 flags); a file not in
+#                        it is refused unless --flag -storage.packages.unverified=true
 #   --out FILE           write the filled definition to FILE (mode 600) and keep it
 #   --dry-run            print the definition (password masked) and the curl command line; send nothing
 #   -h, --help           this text
 #
 # A definition that still holds a placeholder (<...>, [...] or {...}) is refused, naming each.
+# An app of that id already deployed (the launcher answers POST with 409) is updated: the same
+# definition goes again with PUT /v2/apps/<id>, as Marathon updates an app, and a line says so
+# with the update's deploymentId (the launcher restarts the scheduler with it; the new scheduler
+# takes over the stored state and replaces older executors one at a time).
+#
 # Exit status: 0 when the launcher answers 2xx; 1 when it answers otherwise or cannot be
 # reached (its message is printed); 2 for a usage error or an unfilled placeholder.
 set -euo pipefail
@@ -48,6 +60,7 @@ pd="${STORAGE_PROTECTION_DOMAIN:-}" pool="${STORAGE_POOL:-}"
 primary="${STORAGE_PRIMARY_MDM:-}" secondary="${STORAGE_SECONDARY_MDM:-}"
 tiebreaker="${STORAGE_TIEBREAKER_MDM:-}" gateway="${STORAGE_GATEWAY:-}"
 password_in_env=0 experimental=0 dry_run=0 out="" extra_flags=()
+packages_url="" packages_version="" packages_sums=""
 need() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value (see --help)"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -65,6 +78,9 @@ while [ $# -gt 0 ]; do
     --tiebreaker) need "$@"; tiebreaker="$2"; shift 2 ;;
     --gateway) need "$@"; gateway="$2"; shift 2 ;;
     --flag) need "$@"; extra_flags+=("$2"); shift 2 ;;
+    --packages-url) need "$@"; packages_url="$2"; shift 2 ;;
+    --packages-version) need "$@"; packages_version="$2"; shift 2 ;;
+    --packages-sums) need "$@"; packages_sums="$2"; shift 2 ;;
     --out) need "$@"; out="$2"; shift 2 ;;
     --password-in-env) password_in_env=1; shift ;;
     --experimental) experimental=1; shift ;;
@@ -74,6 +90,10 @@ while [ $# -gt 0 ]; do
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
+if [ -z "$packages_url" ] && { [ -n "$packages_version" ] || [ -n "$packages_sums" ]; }; then
+  die "--packages-version and --packages-sums go with --packages-url"
+fi
+[ -z "$packages_sums" ] || [ -r "$packages_sums" ] || die "--packages-sums $packages_sums: cannot read it"
 case "$kind" in
   latest) template="$here/packaging/storage-scheduler-latest.json" ;;
   release)
@@ -107,7 +127,8 @@ chmod 600 "$body" "$answer"
 # the written file carries the masked password, so nothing secret is left behind.
 export KIND="$kind" TAG="$tag" CUSTOM="$custom" RELEASE_URL="$release_url" MASTER="$master" \
   PD="$pd" POOL="$pool" PRI="$primary" SEC="$secondary" TB="$tiebreaker" GW="$gateway" \
-  PW_IN_ENV="$password_in_env" EXPERIMENTAL="$experimental" DRY="$dry_run" MASK="$([ "$dry_run" = 1 ] && [ -z "$out" ] && echo 1 || echo 0)"
+  PW_IN_ENV="$password_in_env" EXPERIMENTAL="$experimental" DRY="$dry_run" \
+  PACKAGES_URL="$packages_url" PACKAGES_VERSION="$packages_version" PACKAGES_SUMS="$packages_sums" MASK="$([ "$dry_run" = 1 ] && [ -z "$out" ] && echo 1 || echo 0)"
 python3 - "$template" "$body" "${extra_flags[@]}" <<'PY' || exit $?
 import json, os, re, shlex, sys
 
@@ -143,6 +164,52 @@ fills = {
     "<GATEWAY_IP>": (e["GW"], "--gateway IP or STORAGE_GATEWAY"),
 }
 hints = {k: how for k, (_, how) in fills.items()}
+
+def package_files(version):
+    """The vendor's file names (host-steps.md section 3) by flag, for both platforms."""
+    out = {}
+    for c in ("mdm", "sds", "sdc", "lia"):
+        out[f"storage.ubuntu14.{c}"] = f"EMC-ScaleIO-{c}-{version}.Ubuntu.14.04.x86_64.deb"
+    out["storage.ubuntu14.gw"] = f"emc-scaleio-gateway_{version}_amd64.deb"
+    for c in ("mdm", "sds", "sdc", "lia"):
+        out[f"storage.rhel7.{c}"] = f"EMC-ScaleIO-{c}-{version}.el7.x86_64.rpm"
+    out["storage.rhel7.gw"] = f"EMC-ScaleIO-gateway-{version}.x86_64.rpm"
+    return out
+
+def package_flags(e, extra):
+    """--packages-url: every storage package flag, with its digest from --packages-sums."""
+    base = e["PACKAGES_URL"].rstrip("/")
+    if not base:
+        return []
+    if not re.fullmatch(r"https?://[^\s'\"]+", base):
+        print(f"deploy.sh: --packages-url {base!r}: not an http:// or https:// URL", file=sys.stderr)
+        sys.exit(2)
+    version = e["PACKAGES_VERSION"] or "2.0-10000.2072"
+    if not re.fullmatch(r"[0-9][0-9A-Za-z.]*-[0-9][0-9A-Za-z.]*", version):
+        print(f"deploy.sh: --packages-version {version!r}: not a package version like 2.0-10000.2072", file=sys.stderr)
+        sys.exit(2)
+    sums = {}
+    if e["PACKAGES_SUMS"]:
+        for line in open(e["PACKAGES_SUMS"], encoding="utf-8"):
+            parts = line.split()
+            if len(parts) == 2 and re.fullmatch(r"[0-9a-fA-F]{64}", parts[0]):
+                sums[parts[1].lstrip("*").rsplit("/", 1)[-1]] = parts[0].lower()
+    unverified = any(re.fullmatch(r"--?(storage|scaleio)\.packages\.unverified(=true)?", f) for f in extra)
+    flags, missing = [], []
+    for flag, name in package_files(version).items():
+        flags.append(f"-{flag}={shlex.quote(f'{base}/{name}')}")
+        if name in sums:
+            flags.append(f"-{flag}.sha256={sums[name]}")
+        else:
+            missing.append(name)
+    if missing and not unverified:
+        print("deploy.sh: --packages-url: no SHA-256 for " + ", ".join(missing) + " (give them in "
+              "--packages-sums FILE, as sha256sum prints them, or install unchecked with "
+              "--flag -storage.packages.unverified=true)", file=sys.stderr)
+        sys.exit(2)
+    if e["PACKAGES_VERSION"]:
+        flags.append(f"-storage.version={version}")
+    return flags
 hints["<mesos_master_host>"] = hints["<mesos_master_host>:5050"]
 
 def fill(text, in_cmd):
@@ -166,6 +233,8 @@ if isinstance(cmd, str):
             app.setdefault("env", {})["STORAGE_PASSWORD"] = password
         else:
             app.setdefault("env", {})["STORAGE_PASSWORD"] = "<GATEWAY_PASSWORD>"
+    for flag in package_flags(e, extra):
+        cmd += " " + flag
     for flag in extra:
         if not re.fullmatch(r"--?[A-Za-z0-9_.]+(=.*)?", flag, re.S):
             print(f"deploy.sh: --flag {flag!r}: not a -name=value flag", file=sys.stderr)
@@ -222,11 +291,9 @@ if [ "$dry_run" = 1 ]; then
   exit 0
 fi
 
-echo "deploy.sh: POST $url" >&2
-status=$(curl -k -XPOST -d @"$body" -H "Content-Type: application/json" "$url" \
-  -sS -o "$answer" -w '%{http_code}') || { echo "deploy.sh: cannot reach the launcher at $launcher" >&2; exit 1; }
 # The launcher's answer, password masked wherever it is echoed back.
-summary="$(PW="${STORAGE_GATEWAY_PASSWORD:-}" python3 - "$answer" <<'PY'
+summarize() {
+  PW="${STORAGE_GATEWAY_PASSWORD:-}" python3 - "$answer" <<'PY'
 import json, os, sys
 raw = open(sys.argv[1], encoding="utf-8", errors="replace").read()
 pw = os.environ["PW"]
@@ -236,9 +303,12 @@ try:
     doc = json.loads(raw)
 except ValueError:
     print(raw.strip()[:2000] or "(empty answer)"); sys.exit(0)
-if isinstance(doc, dict) and "deployments" in doc:
+if isinstance(doc, dict) and "deployments" in doc and "id" in doc:
     ids = ", ".join(str(d.get("id", "?")) for d in doc.get("deployments", []) if isinstance(d, dict))
     print(f"app {doc.get('id')} version {doc.get('version', '?')} deployments [{ids}]")
+elif isinstance(doc, dict) and "deploymentId" in doc:
+    # Marathon's answer to a change of an app: the deployment started and the new version.
+    print(f"deployment {doc.get('deploymentId')} version {doc.get('version', '?')}")
 elif isinstance(doc, dict) and "message" in doc:
     # Marathon's error document: a message, and details per JSON path.
     parts = [str(doc["message"])]
@@ -253,7 +323,33 @@ elif isinstance(doc, dict) and "message" in doc:
 else:
     print(json.dumps(doc)[:4000])
 PY
-)"
+}
+# One request with the definition; prints the HTTP status.
+send() {
+  curl -k -X"$1" -d @"$body" -H "Content-Type: application/json" "$2" \
+    -sS -o "$answer" -w '%{http_code}' || { echo "deploy.sh: cannot reach the launcher at $launcher" >&2; exit 1; }
+}
+
+echo "deploy.sh: POST $url" >&2
+status=$(send POST "$url")
+if [ "$status" = 409 ]; then
+  # The app exists: update it in place with the same definition (Marathon's PUT).
+  app_id="$(python3 -c 'import json,sys; print(str(json.load(open(sys.argv[1])).get("id","")).strip("/"))' "$body")"
+  [ -n "$app_id" ] || { echo "deploy.sh: the launcher answered 409 and the definition has no id to update" >&2; exit 1; }
+  echo "deploy.sh: the launcher answered 409: $(summarize); updating it: PUT $url/$app_id" >&2
+  status=$(send PUT "$url/$app_id")
+  summary="$(summarize)"
+  case "$status" in
+    2??)
+      deployment="$(python3 -c 'import json,sys
+try: print(json.load(open(sys.argv[1])).get("deploymentId") or "?")
+except Exception: print("?")' "$answer")"
+      echo "deploy.sh: updated the existing app /$app_id (deploymentId $deployment): the launcher answered $status: $summary"
+      exit 0 ;;
+    *) echo "deploy.sh: updating /$app_id: the launcher answered $status: $summary" >&2; exit 1 ;;
+  esac
+fi
+summary="$(summarize)"
 case "$status" in
   2??) echo "deploy.sh: the launcher answered $status: $summary"; exit 0 ;;
   *) echo "deploy.sh: the launcher answered $status: $summary" >&2; exit 1 ;;

@@ -253,14 +253,19 @@ fn deploy_script_brings_up_scheduler_and_executors() {
         s["mem_max_rss_bytes"], s["cpus_nr_throttled"], s["cpus_nr_periods"]
     );
 
-    // Posting the same app again is refused, as Marathon does: non-zero, the launcher's words.
+    // Posting the same app again: the launcher refuses it (409, as Marathon does), and
+    // deploy.sh updates the app instead (PUT), saying so with the deployment's id.
     let again = deploy(&args);
-    let (_, stderr) = text(&again);
-    assert_eq!(again.status.code(), Some(1), "{stderr}");
+    let (stdout, stderr) = text(&again);
+    assert_eq!(again.status.code(), Some(0), "{stdout}{stderr}");
     assert!(
         stderr.contains("409")
             && stderr.contains("An app with id [/storage-scheduler] already exists"),
         "{stderr}"
+    );
+    assert!(
+        stdout.contains("updated the existing app /storage-scheduler (deploymentId "),
+        "{stdout}"
     );
 }
 
@@ -544,4 +549,88 @@ fn help_prints_usage_only() {
     for code in ["set -euo", "here=", "#!/", "usage()"] {
         assert!(!stdout.contains(code), "{code:?} in help:\n{stdout}");
     }
+}
+
+#[test]
+fn packages_url_fills_every_storage_package_flag_with_the_vendor_file_names() {
+    let (dir, l) = launcher_only("packages-url");
+    std::fs::create_dir_all(&dir).unwrap();
+    // The vendor's file names as the dev cluster serves them (one list, storage lines).
+    let list = include_str!("devcluster/packages.txt");
+    let files: Vec<(&str, &str)> = list
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(flag, _)| flag.starts_with("storage."))
+        .collect();
+    assert_eq!(files.len(), 10, "two platforms of five components");
+    let sums = dir.join("SHA256SUMS");
+    let digest = |i: usize| format!("{i:02x}").repeat(32);
+    let listed: String = files
+        .iter()
+        .enumerate()
+        .map(|(i, (_, file))| format!("{}  {file}\n", digest(i)))
+        .collect();
+    std::fs::write(&sums, listed).unwrap();
+    let launcher = l.addr().to_string();
+    let mut args = vec![
+        "--custom",
+        "http://127.0.0.1:9/build",
+        "--launcher",
+        &launcher,
+        "--master",
+        "127.0.0.1",
+        "--packages-url",
+        "https://packages.example/scaleio/2.0.1/",
+        "--packages-sums",
+        sums.to_str().unwrap(),
+    ];
+    args.extend(storage_args());
+    let out = deploy(&args);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+
+    // What the launcher was sent: every package flag and its digest, nothing else new.
+    let cmd = launcher_app(&l)["cmd"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let flags: Vec<&str> = cmd
+        .split(' ')
+        .filter(|a| a.starts_with("-storage."))
+        .collect();
+    for (i, (flag, file)) in files.iter().enumerate() {
+        let url = format!("-{flag}=https://packages.example/scaleio/2.0.1/{file}");
+        assert!(flags.contains(&url.as_str()), "{url} not in {cmd}");
+        let sha = format!("-{flag}.sha256={}", digest(i));
+        assert!(flags.contains(&sha.as_str()), "{sha} not in {cmd}");
+    }
+    assert!(!cmd.contains("-storage.version="), "{cmd}");
+    assert!(!cmd.contains("unverified"), "{cmd}");
+
+    // A file the sums do not name is refused, naming it; nothing is sent.
+    std::fs::write(&sums, "").unwrap();
+    let out = deploy(&args);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no SHA-256 for EMC-ScaleIO-mdm-2.0-10000.2072.Ubuntu.14.04.x86_64.deb")
+            && stderr.contains("--packages-sums"),
+        "{stderr}"
+    );
+
+    // Another version: its file names, and the scheduler told the version too.
+    let mut args = args.clone();
+    args.extend(["--packages-version", "2.0-13000.211", "--flag"]);
+    args.push("-storage.packages.unverified=true");
+    let out = deploy(&[&args[..], &["--dry-run"]].concat());
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for part in [
+        "-storage.rhel7.sds=https://packages.example/scaleio/2.0.1/EMC-ScaleIO-sds-2.0-13000.211.el7.x86_64.rpm",
+        "-storage.ubuntu14.gw=https://packages.example/scaleio/2.0.1/emc-scaleio-gateway_2.0-13000.211_amd64.deb",
+        "-storage.version=2.0-13000.211",
+    ] {
+        assert!(stdout.contains(part), "{part} not in {stdout}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1266,7 +1266,7 @@ fn unknown_paths_and_wrong_methods() {
         &r,
         404,
         "not found",
-        "expected plan, phase, devices, heartbeat or health",
+        "expected plan, phase, devices, heartbeat, health or rollout",
     );
     let r = get(s.addr, "/api/v1/executors/just-an-id");
     assert_json_error(&r, 404, "not found", "/api/v1/executors/just-an-id");

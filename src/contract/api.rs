@@ -131,7 +131,7 @@ impl Action {
     }
 }
 
-/// `plan, phase, devices, heartbeat or health`: the segments, for error messages.
+/// `plan, phase, devices, heartbeat, health or rollout`: the segments, for error messages.
 pub fn segments_listed() -> String {
     let names: Vec<&str> = ROUTES.iter().map(|r| r.segment).collect();
     match names.split_last() {

@@ -221,6 +221,10 @@ pub struct Install {
     /// By platform key ([`Platform::key`]): the storage packages' URLs.
     #[serde(default)]
     pub packages: BTreeMap<String, Packages>,
+    /// The storage software's version as the vendor's package files carry it
+    /// (`2.0-10000.2072`): a package given no URL must be installed at it already.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_version: Option<String>,
     /// Primary and secondary MDM, the SDC's `MDM_IP` (empty in experimental mode until the
     /// framework has built its MDM trio).
     #[serde(default)]

@@ -111,7 +111,7 @@ tr.err td{background:#fff7f7}
 .bar i{display:block;height:100%;background:var(--c)}
 .step{font-size:12px;color:var(--muted)}
 code{font:12px ui-monospace,SFMono-Regular,Menlo,"DejaVu Sans Mono",monospace;background:#f3f4f6;padding:1px 5px;border-radius:4px;margin:0 4px 3px 0;display:inline-block}
-code.att{background:var(--ok-bg);color:var(--ok)}
+code.att{background:var(--ok-bg);color:var(--ok)}code.dev-bad{background:#ffedd5;color:#c2410c}
 .stale{color:var(--warn);font-weight:600}
 .when,th{white-space:nowrap}
 .error{color:var(--bad);font-weight:500;white-space:pre-wrap;overflow-wrap:anywhere;max-width:440px;border-left:3px solid var(--bad);padding-left:8px}
@@ -564,22 +564,27 @@ fn phase_cells(out: &mut String, phase: Phase) {
     );
 }
 
-/// Reported devices, the attached ones marked; attached ones no longer reported too.
+/// Reported devices, the attached ones marked, those missing from the host or in error at
+/// the gateway flagged with why; attached ones no longer reported too.
 fn devices_cell(out: &mut String, n: &Node) {
     const ATTACHED: &str = " class=\"att\" title=\"attached to the storage cluster\"";
+    const MISSING: &str = " class=\"dev-bad\" title=\"missing from the host\"";
+    const ERROR: &str = " class=\"dev-bad\" title=\"in error at the gateway\"";
     out.push_str("<td>");
     if n.devices.is_empty() && n.attached.is_empty() {
         out.push_str("<span class=\"none\">none reported</span>");
     }
     for d in &n.devices {
-        let attached = n.attached.contains(d);
-        let _ = write!(
-            out,
-            "<code{}>{}{}</code>",
-            if attached { ATTACHED } else { "" },
-            esc(d),
-            if attached { " ✓" } else { "" }
-        );
+        let (class, mark) = if n.devices_missing.contains(d) {
+            (MISSING, " missing")
+        } else if n.device_errors.contains(d) {
+            (ERROR, " in error")
+        } else if n.attached.contains(d) {
+            (ATTACHED, " ✓")
+        } else {
+            ("", "")
+        };
+        let _ = write!(out, "<code{class}>{}{mark}</code>", esc(d));
     }
     for d in n.attached.iter().filter(|d| !n.devices.contains(d)) {
         let _ = write!(out, "<code{ATTACHED}>{} ✓</code>", esc(d));
@@ -687,6 +692,26 @@ mod tests {
             html.contains("boom") && !html.contains("credentials"),
             "{html}"
         );
+    }
+
+    /// A device missing from the host or in error at the gateway is flagged in its row, by
+    /// path; the others keep their marks.
+    #[test]
+    fn missing_and_failed_devices_are_flagged_in_the_row() {
+        let mut n = Node::new("a1", "h1", crate::scheduler::model::Persona::Data, 0);
+        n.devices = vec!["/dev/sdb".into(), "/dev/sdc".into(), "/dev/sdd".into()];
+        n.attached = n.devices.clone();
+        n.devices_missing = vec!["/dev/sdd".into()];
+        n.device_errors = vec!["/dev/sdc".into(), "/dev/sdd".into()];
+        let mut html = String::new();
+        devices_cell(&mut html, &n);
+        for want in [
+            "<code class=\"att\" title=\"attached to the storage cluster\">/dev/sdb ✓</code>",
+            "<code class=\"dev-bad\" title=\"in error at the gateway\">/dev/sdc in error</code>",
+            "<code class=\"dev-bad\" title=\"missing from the host\">/dev/sdd missing</code>",
+        ] {
+            assert!(html.contains(want), "{want} not in {html}");
+        }
     }
 
     #[test]

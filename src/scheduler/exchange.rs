@@ -169,6 +169,19 @@ fn malformed(e: serde_json::Error) -> ApiError {
 }
 
 impl ExecutorCall {
+    /// A running node's report that a step which stops a storage service or the host ended.
+    pub fn ends_a_disruptive_step(&self) -> bool {
+        match self {
+            ExecutorCall::Rollout(r) => match &r.event {
+                RolloutEvent::Done { step } | RolloutEvent::Failed { step, .. } => {
+                    step.disruptive()
+                }
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
     /// `{"phase": "packages", "message": "...", "error": "..."}`; the phase by its kebab-case
     /// name. `launching` and `lost` are the scheduler's to set, never an executor's report.
     pub fn phase_from_json(body: &[u8]) -> Result<ExecutorCall, ApiError> {

@@ -62,6 +62,9 @@ fn run_steps(config: &Config, start_rest: exchange::StartRest) -> Step<i32> {
     for flag in &config.unverified_packages {
         warn!("{}", flags::unverified_warning(flag));
     }
+    for line in config.packages_without_url() {
+        info!("{line}");
+    }
     let version = master::check_version(config).map_err(fail)?;
     info!("master runs Mesos {version}");
     let (mut store, mut state, state_warning) = open_state(config)?;

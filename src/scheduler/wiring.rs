@@ -136,10 +136,16 @@ pub fn dispatcher(
         metrics,
     );
     dispatcher.set_secret_feed(channels.secrets.0.clone());
-    dispatcher.set_executor_binary(binary);
+    dispatcher.set_executor_binary(binary.clone());
     let mut install = InstallSettings::from_config(config);
     install.plan.volume_driver.verify_gateway = tls.gateway_verified_by_chain;
+    declare_target(&mut dispatcher, &install, &binary);
     dispatcher.set_install_settings(install);
+    dispatcher.set_gate_settings(crate::scheduler::health::gate::GateSettings {
+        max_disrupted_per_domain: config.max_disrupted_per_domain,
+        default_protection_domain: config.storage.protection_domain.clone(),
+        default_pool: config.storage.storage_pool.clone(),
+    });
     dispatcher.set_health_settings(crate::scheduler::health::HealthSettings {
         capacity_warn_pct: config.health.capacity_warn_pct,
         stale: config.health.stale,
@@ -201,4 +207,19 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
         .name(name.into())
         .spawn(f)
         .unwrap_or_else(|e| panic!("cannot start thread {name}: {e}"))
+}
+
+/// The target this start declares: the plans' install settings and the executor binary.
+fn declare_target(dispatcher: &mut Dispatcher, install: &InstallSettings, binary: &ExecutorBinary) {
+    let packages = serde_json::to_string(&install.plan.packages).unwrap_or_default();
+    let settings = serde_json::to_string(&install.plan).unwrap_or_default();
+    let executor = binary
+        .get()
+        .map(|b| b.sha256().to_owned())
+        .unwrap_or_default();
+    dispatcher.declare_target(&crate::scheduler::rollout::target::Declared {
+        packages: &packages,
+        settings: &settings,
+        executor_sha256: &executor,
+    });
 }

@@ -125,7 +125,9 @@ pub fn host_standins(control_url: Option<String>) -> devcluster::host::HostStand
 /// volume driver), named as the vendor names them, served over HTTP from loopback (the server
 /// lives as long as the returned handle), and the scheduler flags that hand them out. Every
 /// file served is appended to `dir/served.log`, one name a line ([`served`]). Every package
-/// comes with its SHA-256.
+/// comes with its SHA-256. A package of any other version is served too when asked for by
+/// its vendor's file name (the host stand-ins read the version from the name): it is made
+/// in `dir` on the first request ([`stand_in_package`] makes it ahead, for its digest).
 pub fn stage_packages(dir: &Path) -> (Vec<String>, std::sync::Arc<tiny_http::Server>) {
     std::fs::create_dir_all(dir).expect("package dir");
     let server = std::sync::Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("file server"));
@@ -134,7 +136,11 @@ pub fn stage_packages(dir: &Path) -> (Vec<String>, std::sync::Arc<tiny_http::Ser
     std::thread::spawn(move || {
         while let Ok(req) = s.recv() {
             let name = req.url().trim_start_matches('/').to_string();
-            let file = (!name.contains('/') && !name.contains(".."))
+            let safe = !name.contains('/') && !name.contains("..");
+            if safe && !root.join(&name).exists() && is_package_name(&name) {
+                stand_in_package(&root, &name);
+            }
+            let file = safe
                 .then(|| std::fs::File::open(root.join(&name)).ok())
                 .flatten();
             if file.is_some() {
@@ -157,13 +163,45 @@ pub fn stage_packages(dir: &Path) -> (Vec<String>, std::sync::Arc<tiny_http::Ser
     // The one list of stand-in packages (scripts/demo.sh reads it too): `<flag> <file>`.
     let list = include_str!("../devcluster/packages.txt");
     for (flag, file) in list.lines().filter_map(|l| l.split_once(' ')) {
-        let path = dir.join(file);
-        std::fs::write(&path, format!("stand-in package {file}\n")).expect("package file");
+        let path = stand_in_package(dir, file);
         flags.push(format!("-{flag}=http://{addr}/{file}"));
         // Every download is checked against its digest.
         flags.push(format!("-{flag}.sha256={}", sha256_of(&path)));
     }
     (flags, server)
+}
+
+/// A vendor's package file name (`EMC-ScaleIO-sds-2.0-12000.122.el7.x86_64.rpm`,
+/// `rexray_0.11.4-1_amd64.deb`), as the host stand-ins parse it.
+pub fn is_package_name(name: &str) -> bool {
+    devcluster::host::parse_rpm_name(name).is_some()
+        || devcluster::host::parse_deb_name(name).is_some()
+}
+
+/// Writes the stand-in package `name` into `dir` (the same bytes whoever makes it, so its
+/// digest is known ahead) and returns its path.
+pub fn stand_in_package(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("stand-in package {name}\n")).expect("package file");
+    path
+}
+
+/// The storage package flags of `build` (`12000.122`: 2.0-12000.122 in the vendor's names
+/// instead of packages.txt's 2.0-10000.2072), with digests, served by the [`stage_packages`]
+/// server at `addr` from `dir`: what a test redeploys with to upgrade.
+pub fn storage_package_flags(addr: &str, dir: &Path, build: &str) -> Vec<String> {
+    let list = include_str!("../devcluster/packages.txt");
+    let mut flags = Vec::new();
+    for (flag, file) in list.lines().filter_map(|l| l.split_once(' ')) {
+        if !flag.starts_with("storage.") {
+            continue;
+        }
+        let file = file.replace("10000.2072", build);
+        let path = stand_in_package(dir, &file);
+        flags.push(format!("-{flag}=http://{addr}/{file}"));
+        flags.push(format!("-{flag}.sha256={}", sha256_of(&path)));
+    }
+    flags
 }
 
 /// Only the volume driver's flags of [`stage_packages`] (REX-Ray and dvdcli for both

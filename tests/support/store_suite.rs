@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use storage_framework::mesos::types::TaskState;
-use storage_framework::scheduler::model::{Node, Persisted, Persona, TaskRecord};
+use storage_framework::scheduler::model::{Node, Persisted, Persona, Replacement, TaskRecord};
 use storage_framework::scheduler::persist::StateStore;
 use storage_framework::store::{Change, Loaded, RecordStore};
 
@@ -121,6 +121,14 @@ fn sample(nodes: usize) -> Persisted {
             .running_since(2)
             .with_secret(format!("secret-{i}").as_str().into()),
         );
+        // What a scheduler upgrade's successor needs to go on replacing executors.
+        node.executor_sha256 = Some(format!("{i:064x}").into());
+        if i == 1 {
+            node.replacing = Some(Replacement {
+                to_sha256: format!("{:064x}", 99).into(),
+                failed: None,
+            });
+        }
         p.model.nodes.insert(agent, node);
     }
     p

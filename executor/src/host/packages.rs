@@ -113,6 +113,25 @@ pub fn same_version(a: &str, b: &str) -> bool {
     parts(a) == parts(b)
 }
 
+/// The installed version `installed` is release `wanted` of the vendor: the same version,
+/// or the same followed by one distribution tag (rpm's `2.0-10000.2072.el7` is the package
+/// files' `2.0-10000.2072`).
+pub fn is_release(installed: &str, wanted: &str) -> bool {
+    if same_version(installed, wanted) {
+        return true;
+    }
+    let Some(rest) = installed
+        .to_ascii_lowercase()
+        .strip_prefix(&wanted.to_ascii_lowercase())
+        .map(str::to_owned)
+    else {
+        return false;
+    };
+    let tag = rest.strip_prefix('.').unwrap_or_default();
+    tag.starts_with(|c: char| c.is_ascii_alphabetic())
+        && tag.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +181,17 @@ mod tests {
                 ("dpkg".to_string(), Cmd::INSTALL_DEADLINE),
             ]
         );
+    }
+
+    #[test]
+    fn a_release_is_its_version_with_or_without_a_distribution_tag() {
+        assert!(is_release("2.0-10000.2072.el7", "2.0-10000.2072"));
+        assert!(is_release("2.0.10000.2072", "2.0-10000.2072"));
+        assert!(is_release("2.0-10000.2072.el7_9", "2.0-10000.2072"));
+        assert!(!is_release("2.0-10000.20721", "2.0-10000.2072"));
+        assert!(!is_release("2.0-10000.2072.1", "2.0-10000.2072"));
+        assert!(!is_release("2.0-10000.2073.el7", "2.0-10000.2072"));
+        assert!(!is_release("2.0-10000", "2.0-10000.2072"));
     }
 
     #[test]

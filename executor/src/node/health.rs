@@ -5,7 +5,7 @@
 use super::plan::Plan;
 use crate::host::services::State;
 use storage_framework::contract::health::{HostCheck, HostProblem, HostReport};
-use storage_framework::contract::platform::{DriverPackage, Platform};
+use storage_framework::contract::platform::Platform;
 
 /// The SDC's kernel module, as `/proc/modules` names it.
 pub const SDC_MODULE: &str = "scini";
@@ -28,8 +28,9 @@ pub struct Expected {
     pub volume_driver: Option<&'static str>,
 }
 
-/// What the install phases of `plan` left on a host of `platform` (unknown: no volume
-/// driver check, since whether it was configured depends on the platform's package).
+/// What the install phases of `plan` left on a host of `platform`. The volume driver runs on
+/// every host past its phase (installed from the plan's URL or found installed without
+/// one); on an unknown platform it is not checked.
 pub fn expected(plan: &Plan, platform: Option<Platform>) -> Expected {
     let mut services = vec![SDS_SERVICE];
     if plan.is_mdm() {
@@ -39,15 +40,10 @@ pub fn expected(plan: &Plan, platform: Option<Platform>) -> Expected {
             services.push(LIA_SERVICE);
         }
     }
-    let driver = platform.and_then(|p| {
-        let v = &plan.install.volume_driver;
-        v.download(p, DriverPackage::Rexray)
-            .map(|_| VOLUME_DRIVER_SERVICE)
-    });
     Expected {
         services,
         devices: plan.devices.to_vec(),
-        volume_driver: driver,
+        volume_driver: platform.map(|_| VOLUME_DRIVER_SERVICE),
     }
 }
 
@@ -129,7 +125,7 @@ fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use storage_framework::contract::plan::{Download, DriverPackages, PlanBody};
+    use storage_framework::contract::plan::PlanBody;
     use storage_framework::contract::Persona;
 
     const MODULES: &str = "scini 794624 0 - Live 0xffffffffc0690000 (OE)\n\
@@ -238,27 +234,9 @@ mod tests {
             let e = expected(&plan(persona, experimental), Some(Platform::Rhel7));
             assert_eq!(e.services, services, "{persona:?} {experimental}");
             assert_eq!(e.devices, ["/dev/sdb"]);
-            assert_eq!(e.volume_driver, None, "no REX-Ray package: not configured");
+            assert_eq!(e.volume_driver, Some("rexray"), "with or without its URL");
         }
-        let mut p = plan(Persona::Data, false);
-        let drivers = DriverPackages {
-            rexray: Some(Download {
-                url: "http://repo/rexray-0.11.4-1.x86_64.rpm".into(),
-                sha256: None,
-            }),
-            ..Default::default()
-        };
-        let mut install = p.body.install.clone().into_owned();
-        install
-            .volume_driver
-            .packages
-            .insert("rhel7".into(), drivers);
-        p.body.install = std::borrow::Cow::Owned(install);
-        assert_eq!(
-            expected(&p, Some(Platform::Rhel7)).volume_driver,
-            Some("rexray")
-        );
-        assert_eq!(expected(&p, Some(Platform::Ubuntu1404)).volume_driver, None);
+        let p = plan(Persona::Data, false);
         assert_eq!(expected(&p, None).volume_driver, None);
     }
 

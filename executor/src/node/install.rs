@@ -3,7 +3,8 @@
 //! shows the package at the version its file's name carries; otherwise the file is downloaded
 //! (checked against its SHA-256 when one is given), installed with the platform's tool, and
 //! the database asked again, so that a tool that exits 0 without installing fails the step.
-//! Repository packages are judged the same way, by the database and not the tool's output.
+//! Repository packages are judged the same way, by the database and not the tool's output,
+//! and so is a package given no URL, which must be found installed ([`without_url`]).
 
 use super::download;
 use crate::host::commands::{Cmd, Runner};
@@ -27,6 +28,40 @@ pub fn wanted_version(name: &str, url: &str) -> Result<String, String> {
         download::file_name(url).ok_or_else(|| format!("{url}: the URL names no package file"))?;
     packages::version_in_file_name(&file, name)
         .ok_or_else(|| format!("{url}: the file name carries no version of package {name}"))
+}
+
+/// The version a package given no URL must be installed at.
+#[derive(Debug, Clone, Copy)]
+pub enum Wanted<'a> {
+    /// This release (the storage software's version of the plan).
+    Release(&'a str),
+    /// Any version: nothing names one (REX-Ray, dvdcli).
+    Any,
+}
+
+/// Package `name` has no URL to install it from: `None` (logged) when the package database
+/// shows it at `wanted`; otherwise what the database shows instead, for the node's error.
+pub fn without_url(
+    r: &mut dyn Runner,
+    platform: Platform,
+    name: &str,
+    wanted: Wanted,
+    host: &str,
+) -> Result<Option<String>, String> {
+    let installed = packages::installed_version(r, platform, name).map_err(|e| e.to_string())?;
+    Ok(match (installed, wanted) {
+        (Some(v), Wanted::Release(w)) if packages::is_release(&v, w) => {
+            log::info!("node {host}: {name} {v} already installed (no URL needed)");
+            None
+        }
+        (Some(v), Wanted::Any) => {
+            log::info!("node {host}: {name} {v} already installed (no URL given)");
+            None
+        }
+        (Some(v), Wanted::Release(w)) => Some(format!("{name} {v} is installed, not {w}")),
+        (None, Wanted::Release(w)) => Some(format!("{name} is not installed (wanted: {w})")),
+        (None, Wanted::Any) => Some(format!("{name} is not installed")),
+    })
 }
 
 /// A package the database does not show at its file's version.
@@ -273,6 +308,35 @@ mod tests {
             "{e}"
         );
         let _ = fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn without_a_url_only_the_installed_release_will_do() {
+        let rpm = |v: Option<&'static str>| Scripted::new(database(v, None));
+        let mut r = rpm(Some("2.0-10000.2072.el7"));
+        let want = Wanted::Release("2.0-10000.2072");
+        let found = without_url(&mut r, Platform::Rhel7, "EMC-ScaleIO-sds", want, "h");
+        assert_eq!(found.unwrap(), None);
+        assert_eq!(r.ran, ["rpm -q --qf %{VERSION}-%{RELEASE} EMC-ScaleIO-sds"]);
+        let mut r = rpm(Some("1.32-402.1.el7"));
+        let found = without_url(&mut r, Platform::Rhel7, "EMC-ScaleIO-sds", want, "h");
+        assert_eq!(
+            found.unwrap().as_deref(),
+            Some("EMC-ScaleIO-sds 1.32-402.1.el7 is installed, not 2.0-10000.2072")
+        );
+        let mut r = Scripted::new(database(None, None));
+        let found = without_url(&mut r, Platform::Ubuntu1404, "emc-scaleio-sdc", want, "h");
+        assert_eq!(
+            found.unwrap().as_deref(),
+            Some("emc-scaleio-sdc is not installed (wanted: 2.0-10000.2072)")
+        );
+        // Nothing names a version: any installed one will do, none will not.
+        let mut r = Scripted::new(database(Some("0.9.2"), None));
+        let found = without_url(&mut r, Platform::Ubuntu1404, "rexray", Wanted::Any, "h");
+        assert_eq!(found.unwrap(), None);
+        let mut r = Scripted::new(database(None, None));
+        let found = without_url(&mut r, Platform::Ubuntu1404, "rexray", Wanted::Any, "h");
+        assert_eq!(found.unwrap().as_deref(), Some("rexray is not installed"));
     }
 
     #[test]

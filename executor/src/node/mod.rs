@@ -11,6 +11,7 @@ pub mod health;
 pub mod install;
 pub mod machine;
 pub mod plan;
+pub mod rescan;
 pub mod rollout;
 pub mod steps;
 pub mod volume;
@@ -27,7 +28,6 @@ use plan::Plan;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use storage_framework::contract::api::{Action, DevicesReport, PhaseReport};
-use storage_framework::contract::plan::Download;
 use storage_framework::contract::platform::{profile, Component, Platform};
 
 /// How long a `shutdown -r now` may take to end this process before it counts as failed.
@@ -135,7 +135,7 @@ impl Node {
                     phase = machine::next(phase, findings);
                 }
                 Err(detail) if detail.starts_with(NEEDS_CONFIGURATION) => {
-                    let text = format!("{phase}: {}", &detail[NEEDS_CONFIGURATION.len()..]);
+                    let text = format!("{phase}: {detail}");
                     log::error!(
                         "node {}: {text}; waiting for a new plan",
                         self.plan.hostname
@@ -369,9 +369,12 @@ impl Node {
     }
 
     /// Installs component `c`'s package from the URL the plan gives for this platform,
-    /// unless the package database shows it at that file's version.
+    /// unless the package database shows it at that file's version. Without a URL the
+    /// package must be installed at the plan's storage version already.
     fn install_component(&mut self, platform: Platform, c: Component) -> Result<(), String> {
-        let download = self.component_package(platform, c)?;
+        let Some(download) = self.plan.install.package(platform, c) else {
+            return self.installed_without_url(platform, c);
+        };
         let name = c.package(platform);
         let file = install::PackageFile {
             name,
@@ -395,18 +398,27 @@ impl Node {
         pending.install(r, platform, &path, env, &self.plan.hostname)
     }
 
-    /// Where the plan says component `c`'s package comes from on `platform`, and the SHA-256
-    /// the download must have when the scheduler was given one. Without a URL
-    /// the node waits for a plan that has one, naming the flag.
-    fn component_package(&self, platform: Platform, c: Component) -> Result<Download, String> {
+    /// Component `c` has no URL: fine when installed at the plan's storage version; else a
+    /// configuration error naming the flag (the node waits for a plan that gives it).
+    fn installed_without_url(&mut self, platform: Platform, c: Component) -> Result<(), String> {
+        let name = c.package(platform);
+        let found = match self.plan.install.storage_version.as_deref() {
+            Some(v) => {
+                let r = self.runner.as_mut();
+                let wanted = install::Wanted::Release(v);
+                install::without_url(r, platform, name, wanted, &self.plan.hostname)?
+            }
+            None => Some("the plan names no storage version to find installed".into()),
+        };
+        let Some(found) = found else {
+            return Ok(());
+        };
         let key = platform.key();
-        self.plan.install.package(platform, c).ok_or_else(|| {
-            format!(
-                "{NEEDS_CONFIGURATION}no {} package URL for {key}: set -storage.{key}.{}",
-                c.key().to_uppercase(),
-                c.key()
-            )
-        })
+        Err(format!(
+            "{NEEDS_CONFIGURATION}no {} package URL for {key} and {found}: set -storage.{key}.{}",
+            c.title(),
+            c.key()
+        ))
     }
 
     /// The environment component `c`'s package scripts read when package `name` installs.

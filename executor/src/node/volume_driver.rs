@@ -110,7 +110,21 @@ impl Node {
         platform: Platform,
         p: DriverPackage,
     ) -> Result<bool, String> {
-        let download = driver_download(&self.plan, platform, p)?;
+        let Some(download) = self
+            .plan
+            .install
+            .volume_driver
+            .download(platform, p)
+            .cloned()
+        else {
+            // Nothing names a version of the volume driver's packages: any installed one.
+            let r = self.runner.as_mut();
+            let any = install::Wanted::Any;
+            return match install::without_url(r, platform, p.name(), any, &self.plan.hostname)? {
+                None => Ok(false),
+                Some(found) => Err(no_driver_url(platform, p, &found)),
+            };
+        };
         let file = install::PackageFile {
             name: p.name(),
             url: &download.url,
@@ -122,23 +136,12 @@ impl Node {
     }
 }
 
-/// Where the plan says package `p` comes from on `platform`. Without a URL the node waits for
-/// a plan that has one, naming the flag (as for the storage packages).
-pub fn driver_download(
-    plan: &Plan,
-    platform: Platform,
-    p: DriverPackage,
-) -> Result<Download, String> {
+/// The configuration error of package `p` given no URL on `platform` and not installed
+/// (`found` says what the package database shows): the node waits for a plan with a URL,
+/// naming the flag (as for the storage packages).
+pub fn no_driver_url(platform: Platform, p: DriverPackage, found: &str) -> String {
     let (key, name) = (platform.key(), p.name());
-    plan.install
-        .volume_driver
-        .download(platform, p)
-        .cloned()
-        .ok_or_else(|| {
-            format!(
-                "{NEEDS_CONFIGURATION}no {name} package URL for {key}: set -rexray.{key}.{name}"
-            )
-        })
+    format!("{NEEDS_CONFIGURATION}no {name} package URL for {key} and {found}: set -rexray.{key}.{name}")
 }
 
 /// Installs the isolator module from `isolator` (into `dir` first) unless it is in place,
@@ -280,7 +283,8 @@ mod tests {
             r#"{"version":1,"install":{"volume_driver":{"packages":{
                 "rhel7":{"rexray":{"url":"http://r/rexray-0.11.4-1.x86_64.rpm","sha256":"ab"}}}}}}"#,
         );
-        let d = driver_download(&p, Platform::Rhel7, DriverPackage::Rexray).unwrap();
+        let vd = &p.install.volume_driver;
+        let d = vd.download(Platform::Rhel7, DriverPackage::Rexray).unwrap();
         assert_eq!(d.sha256.as_deref(), Some("ab"));
         assert_eq!(
             install::wanted_version("rexray", &d.url).unwrap(),
@@ -298,7 +302,8 @@ mod tests {
                 "-rexray.ubuntu14.rexray",
             ),
         ] {
-            let e = driver_download(&p, platform, pkg).unwrap_err();
+            assert!(vd.download(platform, pkg).is_none());
+            let e = no_driver_url(platform, pkg, "it is not installed");
             assert!(
                 e.starts_with(NEEDS_CONFIGURATION) && e.contains(flag),
                 "{e}"

@@ -577,8 +577,31 @@ fn record_host(
     true
 }
 
-/// A device report into its node.
+/// A device report into its node. A running node's report (its executor read the host again)
+/// only adds: a device it no longer lists stays the node's, shown missing by the host checks,
+/// until an operator removes it. A new one is attached by the storage work, the node staying
+/// `running`.
 fn record_devices(node: &mut Node, devices: Vec<String>, now_ms: u64) {
+    let devices = if node.phase == Phase::Running {
+        let mut kept = node.devices.clone();
+        let mut new = Vec::new();
+        for d in devices {
+            if !kept.contains(&d) {
+                kept.push(d.clone());
+                new.push(d);
+            }
+        }
+        if !new.is_empty() {
+            info!(
+                "{}: new device(s) on the running node: {}; attaching",
+                node.hostname,
+                new.join(", ")
+            );
+        }
+        kept
+    } else {
+        devices
+    };
     if node.devices != devices {
         info!(
             "{}: devices {}",
@@ -965,6 +988,35 @@ mod tests {
             .ends_with(".rpm"));
         assert_eq!(json["runs_scheduler"], false);
         assert_eq!(json["reboot_wait"], false);
+    }
+
+    #[test]
+    fn a_running_nodes_device_report_adds_and_never_drops_and_keeps_it_running() {
+        let mut api = ExecutorApi::new();
+        let mut s = state();
+        let devices = |s: &Persisted| s.model.nodes["a1"].devices.clone();
+        let report = |api: &mut ExecutorApi, s: &mut Persisted, list: &[&str], at: u64| {
+            let list = list.iter().map(|d| d.to_string()).collect();
+            let (r, _rx) = req(ExecutorCall::Devices(list), SECRET);
+            api.handle(s, r, at)
+        };
+        // The devices phase: the report is the node's list.
+        s.model.nodes.get_mut("a1").unwrap().phase = Phase::Devices;
+        assert!(report(&mut api, &mut s, &["/dev/sdb", "/dev/sdc"], 5));
+        assert!(report(&mut api, &mut s, &["/dev/sdb"], 6));
+        assert_eq!(devices(&s), ["/dev/sdb"]);
+        // Running: a new device joins; one no longer listed stays.
+        s.model.nodes.get_mut("a1").unwrap().phase = Phase::Running;
+        assert!(report(&mut api, &mut s, &["/dev/sdd"], 7));
+        assert_eq!(devices(&s), ["/dev/sdb", "/dev/sdd"]);
+        assert!(report(
+            &mut api,
+            &mut s,
+            &["/dev/sdb", "/dev/sdd", "/dev/sdd"],
+            8
+        ));
+        assert_eq!(devices(&s), ["/dev/sdb", "/dev/sdd"]);
+        assert_eq!(s.model.nodes["a1"].phase, Phase::Running);
     }
 
     #[test]

@@ -42,6 +42,8 @@ mod offer_mode;
 mod offers;
 mod pending;
 mod reconcile;
+mod replace;
+mod rollout;
 mod secrets;
 mod tasks;
 
@@ -106,6 +108,8 @@ pub struct Dispatcher {
     /// The `-health.*` thresholds, and when health was last reassessed (see `health.rs`).
     health: crate::scheduler::health::HealthSettings,
     health_checked_ms: u64,
+    /// The disruption budget's settings (see `rollout.rs`).
+    gate: crate::scheduler::health::gate::GateSettings,
 }
 
 impl Dispatcher {
@@ -145,6 +149,11 @@ impl Dispatcher {
             reannounce: Default::default(),
             health: Default::default(),
             health_checked_ms: 0,
+            gate: crate::scheduler::health::gate::GateSettings {
+                max_disrupted_per_domain: 1,
+                default_protection_domain: String::new(),
+                default_pool: String::new(),
+            },
         }
     }
 
@@ -227,6 +236,8 @@ impl Dispatcher {
         self.reannounce_to_quiet();
         self.reconsider_offers();
         self.reassess_health_when_stale();
+        self.regrant();
+        self.replace_executors();
         if self.storage.plan(&mut self.state.model) {
             self.dirty = true;
             self.touch_view();
@@ -316,6 +327,7 @@ impl Dispatcher {
             }
             Input::Executor(req) => {
                 let host_report = matches!(req.call, ExecutorCall::Health(_));
+                let disrupted = req.call.ends_a_disruptive_step();
                 if self
                     .executors
                     .handle(&mut self.state, req, self.clock.now_ms())
@@ -323,6 +335,10 @@ impl Dispatcher {
                     self.dirty = true;
                     if host_report {
                         self.reassess_health();
+                    }
+                    if disrupted {
+                        // The budget counts the node as not back until a poll sees it.
+                        self.storage.poll_soon();
                     }
                 }
                 // Even a heartbeat changes what the view shows (last contact).
@@ -1930,5 +1946,165 @@ mod tests {
             assert!(n.retry_after_ms.is_some(), "{phase}, debug {debug}");
             assert_eq!(n.phase, Phase::Lost, "{phase}, debug {debug}");
         }
+    }
+
+    /// A running node's walk: it asks, the dispatcher's pass grants (nothing else is under
+    /// way), the plan carries the grant; a report of another generation is refused 409.
+    #[test]
+    fn a_running_nodes_ask_is_granted_in_its_plan() {
+        use crate::contract::rollout::{RolloutEvent, RolloutReport, Step};
+        use crate::scheduler::exchange::{ExecutorCall, ExecutorReply, ExecutorRequest};
+        let mut r = rig();
+        let (executor_id, secret) = launched_on_a1(&mut r);
+        r.d.state.model.nodes.get_mut("a1").unwrap().phase = Phase::Running;
+        r.d.state.model.target.generation = 2;
+        let report = |r: &mut Rig, generation: u64, event: RolloutEvent| {
+            let (tx, rx) = crossbeam_channel::unbounded();
+            r.input(Input::Executor(ExecutorRequest {
+                executor_id: executor_id.clone(),
+                secret: secret.clone(),
+                call: ExecutorCall::Rollout(RolloutReport { generation, event }),
+                reply: tx.into(),
+            }));
+            rx.try_recv().unwrap()
+        };
+        let steps = vec![Step::UpgradeSdc];
+        let planned = report(&mut r, 2, RolloutEvent::Planned { steps });
+        assert!(matches!(planned, ExecutorReply::Recorded), "{planned:?}");
+        let ask = RolloutEvent::Ask {
+            step: Step::UpgradeSdc,
+        };
+        assert!(matches!(report(&mut r, 2, ask), ExecutorReply::Recorded));
+        let walk = r.d.model().nodes["a1"].rollout.clone().unwrap();
+        assert_eq!(walk.granted, Some(Step::UpgradeSdc));
+        match report(&mut r, 1, RolloutEvent::Reached) {
+            ExecutorReply::Failed(e) => assert_eq!(e.status, 409, "{e}"),
+            other => panic!("{other:?}"),
+        }
+        let done = RolloutEvent::Done {
+            step: Step::UpgradeSdc,
+        };
+        assert!(matches!(report(&mut r, 2, done), ExecutorReply::Recorded));
+        assert!(matches!(
+            report(&mut r, 2, RolloutEvent::Reached),
+            ExecutorReply::Recorded
+        ));
+        assert_eq!(r.d.model().nodes["a1"].generation, 2);
+        assert_eq!(r.saved_state().model.nodes["a1"].generation, 2, "saved");
+    }
+
+    fn kills(calls: &[Call]) -> Vec<String> {
+        calls
+            .iter()
+            .filter_map(|c| c.kill.as_ref())
+            .map(|k| k.task_id.value.to_string())
+            .collect()
+    }
+
+    /// a1 and a2 launched and at `running` on the binary served now; their task ids.
+    fn two_running(r: &mut Rig) -> BTreeMap<String, String> {
+        r.event(subscribed("fw-1"));
+        r.event(offers(&["a1", "a2"]));
+        let tasks: BTreeMap<String, String> = launched_task(&r.calls())
+            .into_iter()
+            .map(|(t, a)| (a, t))
+            .collect();
+        for (agent, task) in &tasks {
+            r.event(update(task, agent, TaskState::Running, true));
+            reach_running(r, agent);
+        }
+        r.calls();
+        tasks
+    }
+
+    /// What the executor's `running` report does to its node.
+    fn reach_running(r: &mut Rig, agent: &str) {
+        let n = r.d.state.model.nodes.get_mut(agent).unwrap();
+        n.phase = Phase::Running;
+        n.progress = Some(Phase::Running);
+        r.advance(1);
+    }
+
+    #[test]
+    fn executors_of_an_older_binary_are_replaced_one_node_at_a_time() {
+        let mut r = rig();
+        let tasks = two_running(&mut r);
+        let old = "0".repeat(64);
+        assert_eq!(
+            r.d.model().nodes["a1"].executor_sha256.as_deref(),
+            Some(&*old)
+        );
+        r.advance(1);
+        assert!(kills(&r.calls()).is_empty(), "nothing to replace");
+
+        // A new build serves another binary: one node's task is killed, the choice saved first.
+        let new = "1".repeat(64);
+        r.d.ctx.executor_sha256 = Some(new.clone());
+        r.advance(1);
+        assert_eq!(kills(&r.calls()), [tasks["a1"].clone()]);
+        let saved = r.saved_state().model.nodes["a1"].replacing.clone().unwrap();
+        assert_eq!((&*saved.to_sha256, saved.failed), (&*new, None));
+        r.advance(1);
+        assert!(kills(&r.calls()).is_empty(), "one in flight at most");
+
+        // Its end is no failure: the phase stays, the relaunch goes at once with the new digest.
+        r.event(update(&tasks["a1"], "a1", TaskState::Killed, true));
+        let n = &r.d.model().nodes["a1"];
+        assert_eq!(
+            (n.phase, n.failures, n.retry_after_ms),
+            (Phase::Running, 0, None)
+        );
+        r.calls();
+        r.event(offers(&["a1"]));
+        let relaunch = launched_task(&r.calls());
+        assert_eq!(relaunch.len(), 1);
+        assert_ne!(relaunch[0].0, tasks["a1"]);
+        let n = &r.d.model().nodes["a1"];
+        assert_eq!(n.executor_sha256.as_deref(), Some(&*new));
+        assert_eq!(n.progress, Some(Phase::Running), "it resumes at running");
+        r.event(update(&relaunch[0].0, "a1", TaskState::Running, true));
+        r.advance(1);
+        assert!(kills(&r.calls()).is_empty(), "a1 is not at running yet");
+
+        // a1 back at running on the new binary: the next node goes.
+        reach_running(&mut r, "a1");
+        assert!(r.d.model().nodes["a1"].replacing.is_none());
+        r.advance(1);
+        assert_eq!(kills(&r.calls()), [tasks["a2"].clone()]);
+    }
+
+    #[test]
+    fn a_failed_replacement_stops_the_sequence_with_the_reason_on_its_node() {
+        let mut r = rig();
+        let tasks = two_running(&mut r);
+        r.d.ctx.executor_sha256 = Some("1".repeat(64));
+        r.advance(1);
+        assert_eq!(kills(&r.calls()), [tasks["a1"].clone()]);
+        r.event(update(&tasks["a1"], "a1", TaskState::Killed, true));
+        r.event(offers(&["a1"]));
+        let relaunch = launched_task(&r.calls());
+        r.event(update(&relaunch[0].0, "a1", TaskState::Failed, true));
+        r.advance(1);
+        let n = &r.d.model().nodes["a1"];
+        let failed = n
+            .replacing
+            .as_ref()
+            .and_then(|x| x.failed.as_deref())
+            .unwrap();
+        assert!(
+            failed.starts_with("executor replacement failed: TASK_FAILED"),
+            "{failed}"
+        );
+        assert!(r.saved_state().model.nodes["a1"]
+            .replacing
+            .as_ref()
+            .unwrap()
+            .failed
+            .is_some());
+        for _ in 0..3 {
+            r.advance(1);
+            assert!(kills(&r.calls()).is_empty(), "the sequence stopped");
+        }
+        assert!(r.d.model().nodes["a2"].replacing.is_none());
     }
 }

@@ -303,6 +303,7 @@ impl Dispatcher {
         }
         node.persona = persona;
         node.layout = layout.into();
+        node.executor_sha256 = self.ctx.executor_sha256.as_deref().map(Into::into);
         node.phase = Phase::Launching;
         node.retry_after_ms = None;
         node.updated_ms = now;

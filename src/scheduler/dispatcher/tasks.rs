@@ -8,7 +8,8 @@
 //! that never started (TASK_DROPPED, or an ACCEPT whose offer the master had rescinded) is
 //! no failure of the node: it is relaunched at once. Nor is the end of a launch whose host goes
 //! down for the reboot its executor asked for (`node_plan::reboot_asked`): the node keeps its
-//! phase and is relaunched as soon as the host is back.
+//! phase and is relaunched as soon as the host is back. Nor is the end of a launch killed to
+//! replace its executor by a newer binary (`replace.rs`): relaunched at once, phase kept.
 
 use super::*;
 use crate::contract::ids;
@@ -81,7 +82,7 @@ impl Dispatcher {
     fn on_current_update(&mut self, agent: &str, status: &TaskStatus, now: u64) {
         let state = status.state;
         let why = describe(status);
-        let rebooting = self.reboot_asked(agent);
+        let planned = self.planned_end(agent, status);
         let Some(node) = self.state.model.nodes.get_mut(agent) else {
             return;
         };
@@ -99,19 +100,18 @@ impl Dispatcher {
         self.dirty = true;
         match verdict {
             Verdict::Running { resumed } => {
-                if let Some(task) = node.task.as_mut() {
-                    task.running_since_ms.get_or_insert(now);
-                }
-                if resumed {
-                    info!("agent {host}: task {task_id} running again ({why}); the node resumes, nothing relaunched");
-                    clear_unreachable(node);
+                let line = if resumed {
+                    format!("running again ({why}); the node resumes, nothing relaunched")
                 } else {
-                    info!("agent {host}: task {task_id} running");
-                }
+                    "running".to_string()
+                };
+                info!("agent {host}: task {task_id} {line}");
+                running(node, resumed, now);
             }
-            Verdict::Unreachable | Verdict::Ended { .. } if rebooting => {
-                // The phase stays: the next launch, on the host back, resumes after the reboot.
-                info!("agent {host}: task {task_id} {state} ({why}) as its host reboots ({}); the node waits for it", node.phase);
+            Verdict::Unreachable | Verdict::Ended { .. } if planned.is_some() => {
+                // The phase stays: the next launch resumes where this one was.
+                let line = planned.unwrap_or_default();
+                info!("agent {host}: task {task_id} {state} ({why}) {line}");
                 if was_active && !node.covered() {
                     node.retry_after_ms = None;
                     self.offer_mode.uncovered(agent, now);
@@ -156,6 +156,24 @@ impl Dispatcher {
                 }
             }
         }
+    }
+
+    /// Why the end (or loss) of `agent`'s current launch that `status` reports was asked for,
+    /// when it was: its host reboots for its executor, or its executor is replaced by the
+    /// binary served now.
+    fn planned_end(&self, agent: &str, status: &TaskStatus) -> Option<String> {
+        let node = self.state.model.nodes.get(agent)?;
+        let before = node.task.as_ref()?.state;
+        let ended = matches!(verdict(before, status), Verdict::Ended { .. });
+        if ended && self.replaced_launch_ended(agent) {
+            return Some("as its executor is replaced; relaunch on the next offer".into());
+        }
+        self.reboot_asked(agent).then(|| {
+            format!(
+                "as its host reboots ({}); the node waits for it",
+                node.phase
+            )
+        })
     }
 
     pub(super) fn on_failure(&mut self, f: event::Failure, now: u64) {
@@ -207,6 +225,16 @@ impl Dispatcher {
             (None, None) => debug!("FAILURE event without agent or executor"),
         }
         self.touch_view();
+    }
+}
+
+/// A node whose task runs; `resumed` after its agent was unreachable.
+fn running(node: &mut Node, resumed: bool, now: u64) {
+    if let Some(task) = node.task.as_mut() {
+        task.running_since_ms.get_or_insert(now);
+    }
+    if resumed {
+        clear_unreachable(node);
     }
 }
 

@@ -112,6 +112,8 @@ pub struct StorageSettings {
     pub cluster_id: Option<String>,
     pub api_version: String,
     pub packages: Packages,
+    /// `-storage.version` as the vendor's package files carry it (`2.0-10000.2072`).
+    pub version: String,
     /// Port given with `-storage.preconfig.gateway=ip:port` (default 443).
     pub gateway_port: Option<u16>,
     /// Gateway TLS, start-up wait.

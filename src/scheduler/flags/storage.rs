@@ -32,6 +32,7 @@ impl Check<'_> {
             );
         }
         let packages = self.package_urls();
+        let version = self.storage_version();
         StorageSettings {
             password,
             protection_domain,
@@ -43,10 +44,27 @@ impl Check<'_> {
             cluster_id,
             api_version,
             packages,
+            version,
             gateway_port,
             gateway_trust: self.gateway_trust(),
             wait: self.boolean("storage.wait"),
         }
+    }
+
+    /// `-storage.version` as the vendor's package files carry it.
+    fn storage_version(&mut self) -> String {
+        const NAME: &str = "storage.version";
+        let v = self.text(NAME, super::table::DEFAULT_STORAGE_VERSION);
+        package_version(&v).unwrap_or_else(|| {
+            self.fail(
+                NAME,
+                format!(
+                    "{v:?} is not a storage version like 2.0.1-2072 (the release) or \
+                     2.0-10000.2072 (as the package files carry it)"
+                ),
+            );
+            String::new()
+        })
     }
 
     /// `-storage.preconfig.gateway` as `ip` or `ip:port` (`[v6]:port`): a gateway may listen
@@ -168,5 +186,54 @@ impl Check<'_> {
             secondary,
             tiebreaker,
         })
+    }
+}
+
+/// A storage version as the vendor's package files carry it: `2.0-10000.2072` as it is;
+/// a release `A.B.C[.D]-N` (the spec's `2.0.1-2072`) as the vendor numbers its packages,
+/// `A.B-<C*10000 + D*1000>.N` (2.0.1-2072 is 2.0-10000.2072, 2.0.1.3-211 2.0-13000.211).
+pub(super) fn package_version(v: &str) -> Option<String> {
+    let (head, tail) = v.split_once('-')?;
+    let numbers = |s: &str| -> Option<Vec<u64>> {
+        s.split('.')
+            .map(|p| {
+                (!p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                    .then(|| p.parse().ok())
+                    .flatten()
+            })
+            .collect()
+    };
+    let head = numbers(head)?;
+    let tail_numbers = numbers(tail)?;
+    match (head.as_slice(), tail_numbers.as_slice()) {
+        ([_, _], [_, ..]) => Some(v.to_string()),
+        ([a, b, c, rest @ ..], [n]) if *c > 0 && rest.len() <= 1 => {
+            let d = rest.first().copied().unwrap_or(0);
+            (d < 10).then(|| format!("{a}.{b}-{}.{n}", c * 10_000 + d * 1_000))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::package_version;
+
+    #[test]
+    fn storage_versions_read_as_the_package_files_carry_them() {
+        for (given, want) in [
+            ("2.0.1-2072", Some("2.0-10000.2072")),
+            ("2.0-10000.2072", Some("2.0-10000.2072")),
+            ("2.0.1.3-211", Some("2.0-13000.211")),
+            ("2.0-13000.211", Some("2.0-13000.211")),
+            ("2.0.0-5014", None),
+            ("2.0.1", None),
+            ("2.0.1-", None),
+            ("v2.0.1-2072", None),
+            ("2.0.1-20 72", None),
+            ("", None),
+        ] {
+            assert_eq!(package_version(given).as_deref(), want, "{given:?}");
+        }
     }
 }

@@ -198,6 +198,8 @@ pub(super) static FLAGS: LazyLock<Vec<FlagDef>> = LazyLock::new(|| {
     all.extend(Platform::ALL.into_iter().flat_map(storage_package_flags));
     all.push(flag!(G_PACKAGES, UNVERIFIED, bool, "false",
         "Install packages given without their SHA-256 (storage, REX-Ray, dvdcli and the isolator) unchecked, with a start-up warning for each; without it such a package URL is an error"));
+    all.push(flag!(G_PACKAGES, "storage.version", "version", DEFAULT_STORAGE_VERSION,
+        "Version of the storage software the nodes run: a storage package given no URL must be installed at it already (else its node fails naming the package's flag). The release as the deployment spec writes it (2.0.1-2072, the package files' 2.0-10000.2072) or as the vendor's package files carry it"));
     all.extend_from_slice(MIDDLE);
     all.extend(
         Platform::ALL
@@ -213,6 +215,9 @@ pub(super) static FLAGS: LazyLock<Vec<FlagDef>> = LazyLock::new(|| {
 fn leak(s: String) -> &'static str {
     Box::leak(s.into_boxed_str())
 }
+
+/// The storage software version of the deployment spec (section 1, prerequisite 2).
+pub(super) const DEFAULT_STORAGE_VERSION: &str = "2.0.1-2072";
 
 /// The flag that lets a package URL go without its digest.
 pub(super) const UNVERIFIED: &str = "storage.packages.unverified";

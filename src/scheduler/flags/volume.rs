@@ -127,6 +127,48 @@ impl Check<'_> {
     }
 }
 
+impl Config {
+    /// One start-up line per platform that lacks the URL of a package its nodes install:
+    /// the storage components the mode installs (data nodes: SDS and SDC; experimental
+    /// mode: all), REX-Ray, and dvdcli with the isolator.
+    pub fn packages_without_url(&self) -> Vec<String> {
+        let components: &[Component] = if self.storage.preconfig.is_some() {
+            &[Component::Sds, Component::Sdc]
+        } else {
+            &Component::ALL
+        };
+        let mut lines = Vec::new();
+        for platform in Platform::ALL {
+            let key = platform.key();
+            let urls = self.storage.packages.get(&platform);
+            let mut flags: Vec<String> = components
+                .iter()
+                .filter(|c| urls.and_then(|u| u.get(**c)).is_none())
+                .map(|c| format!("-storage.{key}.{}", c.key()))
+                .collect();
+            let driver = self.rexray.packages.get(&platform);
+            for p in DriverPackage::ALL {
+                let wanted = p == DriverPackage::Rexray || self.rexray.isolator_binary.is_some();
+                if wanted && driver.and_then(|d| d.get(p)).is_none() {
+                    flags.push(format!("-rexray.{key}.{}", p.name()));
+                }
+            }
+            if flags.is_empty() {
+                continue;
+            }
+            let names: Vec<&str> = flags.iter().filter_map(|f| f.rsplit('.').next()).collect();
+            lines.push(format!(
+                "packages for {key}: no URL for {}: a node needs them installed already \
+                 (storage packages at {}) or fails naming the flag ({})",
+                names.join(", "),
+                self.storage.version,
+                flags.join(", ")
+            ));
+        }
+        lines
+    }
+}
+
 impl Check<'_> {
     /// Whether the digest flag was given but refused (its own error already names it).
     fn broken_digest(&self, sha: &'static str) -> bool {
@@ -192,6 +234,42 @@ mod tests {
             Ok(_) => panic!("not a run"),
             Err(e) => Err(e),
         }
+    }
+
+    #[test]
+    fn start_up_names_the_packages_without_url_one_line_per_platform() {
+        let c = parse_env(&[], &[]).unwrap();
+        assert_eq!(c.storage.version, "2.0-10000.2072");
+        let lines = c.packages_without_url();
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(lines[0].starts_with("packages for ubuntu14: no URL for sds, sdc, rexray:"));
+        assert!(lines[1].contains("(-storage.rhel7.sds, -storage.rhel7.sdc, -rexray.rhel7.rexray)"));
+        assert!(lines[1].contains("at 2.0-10000.2072"), "{}", lines[1]);
+        // Every package of a platform given: no line for it; the isolator adds dvdcli.
+        let u = "http://p/";
+        let given = [
+            format!("-storage.rhel7.sds={u}EMC-ScaleIO-sds-2.0-10000.2072.el7.x86_64.rpm"),
+            format!("-storage.rhel7.sdc={u}EMC-ScaleIO-sdc-2.0-10000.2072.el7.x86_64.rpm"),
+            format!("-rexray.rhel7.rexray={u}rexray-0.11.4-1.x86_64.rpm"),
+            format!("-isolator.binary={u}libmesos_dvdi_isolator-1.0.1.so"),
+            "-storage.packages.unverified=true".into(),
+            "-storage.version=2.0.1.3-211".into(),
+        ];
+        let given: Vec<&str> = given.iter().map(String::as_str).collect();
+        let c = parse_env(&given, &[]).unwrap();
+        let lines = c.packages_without_url();
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(
+            lines[1].starts_with("packages for rhel7: no URL for dvdcli:"),
+            "{}",
+            lines[1]
+        );
+        assert!(lines[0].contains("at 2.0-13000.211"), "{}", lines[0]);
+        let e = parse_env(&["-storage.version=latest"], &[]).unwrap_err();
+        assert!(
+            e[0].starts_with("-storage.version: \"latest\" is not a storage version"),
+            "{e:?}"
+        );
     }
 
     #[test]

@@ -164,6 +164,13 @@ impl StorageSide {
         changed
     }
 
+    /// A health poll as soon as the worker is free (a disruptive step just ended).
+    pub fn poll_soon(&mut self) {
+        if self.jobs.is_some() {
+            self.queued.push(Job::Poll);
+        }
+    }
+
     /// Hands the batch's jobs to the worker; call once their intents are saved.
     pub fn release(&mut self) {
         let Some(jobs) = &self.jobs else {
@@ -308,6 +315,44 @@ mod tests {
             .push("/dev/sdd".into());
         assert!(s.plan(&mut m));
         assert!(!m.nodes["a1"].storage_ready);
+    }
+
+    #[test]
+    fn a_new_device_of_a_running_node_is_attached_write_ahead_and_the_node_stays_running() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut s = StorageSide::new(tx, "pd", "sp");
+        let mut m = model_with_node(&["/dev/sdb"]);
+        s.plan(&mut m);
+        s.release();
+        let _ = rx.try_recv();
+        let attached = |list: &[&str]| {
+            Report::Node(NodeReport {
+                agent_id: "a1".into(),
+                sds_id: Some("s1".into()),
+                attached: list.iter().map(|d| d.to_string()).collect(),
+                sdc_connected: true,
+                error: None,
+            })
+        };
+        s.on_report(&mut m, attached(&["/dev/sdb"]));
+        let n = m.nodes.get_mut("a1").unwrap();
+        n.phase = Phase::Running;
+        assert!(n.storage_ready && n.storage_intent.is_none());
+        n.devices.push("/dev/sdd".into());
+        assert!(s.plan(&mut m), "the intent is saved before the job leaves");
+        let intent = m.nodes["a1"].storage_intent.clone().expect("an intent");
+        assert!(intent.contains("/dev/sdb,/dev/sdd"), "{intent}");
+        assert!(rx.try_recv().is_err(), "nothing leaves before the save");
+        s.release();
+        let Ok(Job::Attach(want)) = rx.try_recv() else {
+            panic!("no attach job");
+        };
+        let paths: Vec<&str> = want.devices.iter().map(|d| d.path.as_str()).collect();
+        assert_eq!(paths, ["/dev/sdb", "/dev/sdd"]);
+        s.on_report(&mut m, attached(&["/dev/sdb", "/dev/sdd"]));
+        let n = &m.nodes["a1"];
+        assert!(n.storage_ready && n.storage_intent.is_none());
+        assert_eq!(n.phase, Phase::Running);
     }
 
     #[test]

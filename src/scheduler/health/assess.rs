@@ -5,7 +5,7 @@
 //! written to only when what it holds changes: at 10,000 nodes an unchanged poll or
 //! assessment copies none of them (they stay shared with the views and the store's save).
 
-use super::node::{contact_ms, node_health, Context};
+use super::node::{contact_ms, device_trouble, node_health, Context};
 use super::pool::{cluster_health, pool_health, Tally};
 use super::{age_text, millis, Change, HealthSettings, CONTACT_STALE, GATEWAY_STALE};
 use crate::gateway::types::{Device, MdmCluster, MdmMember, Sds};
@@ -79,6 +79,13 @@ pub fn reassess_heard(
     for mut node in model.nodes.values_mut() {
         let health = node_health(&node, contact_ms(&node, heard(&node.agent_id)), &cx);
         tally.count(&node.hostname, health.state);
+        let (missing, errors) = device_trouble(&node);
+        if node.devices_missing != missing {
+            node.devices_missing = missing;
+        }
+        if node.device_errors != errors {
+            node.device_errors = errors;
+        }
         if node.health != health {
             let subject = format!("node {}", node.hostname);
             changes.push(change(subject, &mut node.health, health));

@@ -147,7 +147,11 @@ fn others_disrupted(
 
 /// The protection domain (by name) a node serves: where the gateway has its devices, else its
 /// layout's, else the flags'.
-fn domain_of<'a>(node: &'a Node, pools: &'a [PoolCapacity], settings: &'a GateSettings) -> &'a str {
+pub fn domain_of<'a>(
+    node: &'a Node,
+    pools: &'a [PoolCapacity],
+    settings: &'a GateSettings,
+) -> &'a str {
     let devices = node.storage.as_deref().into_iter().flat_map(|s| &s.devices);
     let listed = devices
         .filter_map(|d| d.storage_pool_id.as_deref())
@@ -161,7 +165,7 @@ fn domain_of<'a>(node: &'a Node, pools: &'a [PoolCapacity], settings: &'a GateSe
 
 /// Two nodes serve one protection domain: by the gateway's domain ids when both SDSs give
 /// one, else by the names [`domain_of`] finds (ids are never compared with names).
-fn same_domain(a: &Node, b: &Node, model: &ClusterModel, settings: &GateSettings) -> bool {
+pub fn same_domain(a: &Node, b: &Node, model: &ClusterModel, settings: &GateSettings) -> bool {
     match (domain_id(a), domain_id(b)) {
         (Some(x), Some(y)) => x == y,
         _ => domain_of(a, &model.pools, settings) == domain_of(b, &model.pools, settings),

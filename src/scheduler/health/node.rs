@@ -15,6 +15,7 @@
 //!   reboot counts no failed launch, so nothing else would flag a host that never returns.
 
 use super::combine;
+use crate::contract::health::HostCheck;
 use crate::scheduler::model::{DeviceStatus, Health, Node, Phase, SdsStatus};
 
 /// How long a host may take to come back from a reboot its executor asked for: the
@@ -73,6 +74,29 @@ pub(super) fn contact_ms(node: &Node, heard: Option<u64>) -> Option<u64> {
         .into_iter()
         .flatten()
         .max()
+}
+
+/// The node's devices by path: those its running executor no longer finds on the host, and
+/// those the gateway lists in error. Shown with the node; nothing acts on them here.
+pub(super) fn device_trouble(node: &Node) -> (Vec<String>, Vec<String>) {
+    let missing = match node.host.as_deref() {
+        Some(h) if node.phase == Phase::Running => h
+            .problems
+            .iter()
+            .filter(|p| p.check == HostCheck::Device)
+            .map(|p| p.subject.clone())
+            .collect(),
+        _ => Vec::new(),
+    };
+    let errors = node
+        .storage
+        .as_deref()
+        .into_iter()
+        .flat_map(|s| &s.devices)
+        .filter(|d| device_problem(d).is_some())
+        .map(|d| d.path.clone())
+        .collect();
+    (missing, errors)
 }
 
 fn gateway_applies(node: &Node) -> bool {
@@ -217,6 +241,30 @@ mod tests {
             reported_ms,
         }));
         n
+    }
+
+    #[test]
+    fn missing_and_failed_devices_are_listed_by_path() {
+        assert_eq!(device_trouble(&running()), (vec![], vec![]));
+        let mut n = with_host(
+            vec![
+                HostProblem::new(HostCheck::Device, "/dev/sdd", "missing"),
+                HostProblem::new(HostCheck::Service, "sds", "not running"),
+            ],
+            NOW,
+        );
+        n.storage.as_mut().unwrap().devices.push(DeviceStatus {
+            path: "/dev/sdd".into(),
+            ..device("Error", Some("DeviceFailed"))
+        });
+        let paths = |l: &[&str]| l.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            device_trouble(&n),
+            (paths(&["/dev/sdd"]), paths(&["/dev/sdd"]))
+        );
+        // A host report counts only from a running executor; the gateway's word always.
+        n.phase = Phase::Launching;
+        assert_eq!(device_trouble(&n), (vec![], paths(&["/dev/sdd"])));
     }
 
     fn phase(mut n: Node, p: Phase) -> Node {

@@ -276,6 +276,32 @@ pub struct Node {
     /// Its walk toward the target, once its executor planned one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Box<NodeRollout>>,
+    /// SHA-256 (hex) of the executor binary the current launch's command checked before it
+    /// ran: the binary this node's executor runs. `None`: launched by a build that did not
+    /// record it, or while the scheduler could not read the binary it serves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor_sha256: Option<Box<str>>,
+    /// Its executor is being replaced by one of the binary served now (see
+    /// `dispatcher/replace.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacing: Option<Replacement>,
+    /// The node's devices its running executor no longer finds on the host (derived from
+    /// `host`; shown, never removed: removal is an operator's act).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices_missing: Vec<String>,
+    /// The node's devices the gateway lists in error (derived from `storage`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_errors: Vec<String>,
+}
+
+/// A node's executor replaced by a newer binary: killed, then relaunched on the next offer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Replacement {
+    /// The digest of the binary the relaunch runs.
+    pub to_sha256: Box<str>,
+    /// Why the relaunch did not come back `running`; the next node waits while this is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<Box<str>>,
 }
 
 impl Node {
@@ -308,6 +334,10 @@ impl Node {
             storage: None,
             generation: 0,
             rollout: None,
+            executor_sha256: None,
+            replacing: None,
+            devices_missing: Vec::new(),
+            device_errors: Vec::new(),
         }
     }
 
@@ -660,6 +690,11 @@ mod tests {
                 last_error: Some("x".into()),
                 last_contact_ms: Some(5),
                 failures: 2,
+                executor_sha256: Some("ab".repeat(32).into()),
+                replacing: Some(Replacement {
+                    to_sha256: "cd".repeat(32).into(),
+                    failed: Some("executor replacement failed: TASK_FAILED".into()),
+                }),
                 ..Node::new("a1", "h1", Persona::Primary, 9)
             },
         );
@@ -680,6 +715,14 @@ mod tests {
             json.contains(
                 r#""layout":{"sds":{"pd1":{"sp1":["/dev/xvdf"]}},"sdc":{"pd1":["sp1"]}}"#
             ),
+            "{json}"
+        );
+        assert!(
+            json.contains(&format!(
+                r#""executor_sha256":"{}","replacing":{{"to_sha256":"{}","failed":"executor replacement failed: TASK_FAILED"}}"#,
+                "ab".repeat(32),
+                "cd".repeat(32)
+            )),
             "{json}"
         );
         let back: ClusterModel = serde_json::from_str(&json).unwrap();

@@ -65,6 +65,7 @@ impl InstallSettings {
         InstallSettings {
             plan: Install {
                 packages,
+                storage_version: Some(s.version.clone()),
                 mdm_ips,
                 gateway,
                 system_name: s.cluster_name.clone(),

@@ -19,18 +19,23 @@
 //! | `POST /control/gateway/delay?ms=N` | slow gateway replies |
 //! | `POST /control/gateway/expire-tokens` | every gateway token becomes invalid |
 //! | `POST /control/gateway/sdc?agent=N&mdm=<MDM_IP>` | agent N's SDC package was installed with that `MDM_IP`: its SDC registers with the gateway when the list names this cluster's MDMs (a reboot of the agent disconnects it until the next registration) |
-//! | `POST /control/gateway/sds?agent=N&connected=false\|true` | agent N's SDS loses (or regains) its MDM connection (`mdmConnectionState`) |
+//! | `POST /control/gateway/sds?agent=N&connected=false\|true` | agent N's SDS loses (or regains) its MDM connection (`mdmConnectionState`), as when its host or `sds` service is down (which the gateway sees by itself): its domain's pools miss copies until it is back and rebuilt |
+//! | `POST /control/gateway/rebuild-time?seconds=S` | rebuilding what an SDS missed takes S seconds (decimals allowed) after each later outage, once it is back (`--rebuild-seconds`, default 1) |
+//! | `GET /control/gateway/events` | `{"data_unavailable": N, "quorum_loss": N, "max_sds_down_per_domain": {"<pd>": N}, "sds_down_now": {"<pd>": N}, "log": [...]}`: data-unavailable events (an SDS of a domain down while another of it is down or rebuilding, or every pool rebuilds), quorum losses (two MDM members down), counted on transitions since the start or the last reset |
+//! | `POST /control/gateway/events/reset` | zeroes those counters and the log |
 //! | `POST /control/gateway/sdc-connection?agent=N&connected=false\|true` | agent N's SDC loses (or regains) its MDM connection; `true` ends only this injection, not a reboot's disconnection |
 //! | `POST /control/gateway/device?agent=N&path=/dev/sdb&failed=true\|false` | that device of agent N's SDS is in error (`deviceState` `Error`, `errorState` `DeviceFailed`), or back |
-//! | `POST /control/gateway/mdm?degraded=true\|false` | the MDM cluster is `ClusteredDegraded`, its secondary manager `Disconnected` (2 of 3 members up), or back |
+//! | `POST /control/gateway/mdm?degraded=true\|false` | the MDM cluster is `ClusteredDegraded`, its secondary manager `Disconnected` (2 of 3 members up), or back; a member whose host or `mdm` service is down counts the same way, and two down lose quorum |
 //! | `POST /control/gateway/rebuild?seconds=N` | every pool holds degraded data (a tenth of it) pending rebuild, draining to zero over N seconds of the gateway's clock; `seconds=0` ends it |
 //! | `POST /control/gateway/fill?pct=P` | every pool's capacity in use is P percent of what it can hold; `pct=0` is back to normal |
 //! | `POST /control/gateway/create-system?name=<name>[&primary=IP&secondary=IP&tiebreaker=IP]` | the empty gateway (experimental mode) gets its system, reporting that MDM trio when given (SDCs installed earlier with its `MDM_IP` connect); the same name again is a no-op, another name a 409 |
 //! | `POST /control/agents/<n>/reboot[?outage_ms=N]` | agent `n`'s host reboots as in Mesos 1.4: down now, its executors dead; it boots its pending kernel (host stand-ins) and after the outage (default: the master's `reboot_outage`, longer than its agent ping timeout) its agent registers under a new id. Outlasting the ping timeout, the old agent is unreachable first (TASK_UNREACHABLE, FAILURE) and stays so; a shorter outage removes it (TASK_GONE, FAILURE). The reply names the new id |
+//! | `POST /control/hosts/preinstall?version=V&mdm=<MDM_IP>[&rexray=V]` | every agent's host (host stand-ins) has the storage data-node packages (SDS, SDC) installed at version V (`2.0-10000.2072`) and running, as the spec's prerequisites allow, its SDC installed with that `MDM_IP` (and registered with the gateway); with `rexray`, REX-Ray too. Before the scheduler starts |
 //! | `GET /control/hosts/<ip>` | the host stand-in state of the agent with that address (404 when none): how a stand-in `scli` finds the MDM it adds |
 //! | `POST /control/agents/<n>/new-id[?outage_ms=N]` | the same as `reboot` |
 //! | `GET /control/agents/<n>/host` | agent `n`'s host stand-in state (packages, services, kernel, MDM cluster, command history) |
 //! | `POST /control/agents/<n>/service?name=<sds\|lia\|mdm\|rexray\|scini>&running=false\|true` | agent `n`'s installed service stopped or started as by hand; `scini` is the SDC's kernel module unloaded or loaded (`proc/modules`). 409 when the service is not installed |
+//! | `POST /control/agents/<n>/disk?path=/dev/<name>&present=true\|false[&gib=N]` | a free disk plugged into agent `n`'s running host (sysfs, device node, `proc/partitions`), or pulled out (a whole disk only; one its SDS serves goes into error at the gateway) |
 //!
 //! The host stand-ins (`crate::host`) use the gateway and reboot endpoints; they find this API
 //! in `STORAGE_DEVCLUSTER_CONTROL`, so [`bind`] comes first when the agents need the URL.
@@ -41,8 +46,9 @@ use crate::gateway::{GatewayHandle, HealthFault, HostDirectory, HostFacts};
 use crate::host::{self, FakeRoot};
 use crate::master::MasterHandle;
 use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tiny_http::{Header, Method, Response, Server};
 
@@ -143,24 +149,92 @@ fn reboot_host(t: &Targets, index: usize, url: &str) -> Result<Value, (u16, Stri
 }
 
 /// The gateway sees the agents' hosts as an MDM would: an SDS process listens where the
-/// host is up and runs its `sds` service; its devices are the nodes under its fake `dev/`.
+/// host is up (a host cut off from the master runs on) and runs its `sds` service; its MDM
+/// runs where its `mdm` service does; its devices are the nodes under its fake `dev/`.
 /// Agents without host stand-ins (synthetic ones) are not checked; an address no agent has
-/// has nothing listening.
+/// has nothing listening. The gateway looks often, so a host's state file is parsed again
+/// only when its content changed.
 fn host_directory(master: Weak<MasterHandle>) -> HostDirectory {
-    HostDirectory::new(move |ip| {
-        let master = master.upgrade()?;
-        let agents = master.agents().ok()?;
-        let Some(agent) = agents.iter().find(|a| a.ip.to_string() == ip) else {
-            return Some(HostFacts::default());
+    let read = Mutex::new(HashMap::<usize, (StateStamp, ServicesSeen)>::new());
+    HostDirectory::new(move |ips| {
+        let Some(master) = master.upgrade() else {
+            return Vec::new();
         };
-        let dir = master.work_dir().join(format!("agent-{}", agent.index + 1));
-        let root = FakeRoot::open(&host::agent_root(&dir)).ok()?;
-        let state = root.state().ok()?;
-        Some(HostFacts {
-            sds_running: agent.up && state.service_running("sds"),
-            device_paths: host::device_paths(&root),
-        })
+        let Ok(agents) = master.agents() else {
+            return Vec::new();
+        };
+        let by_ip: HashMap<String, &crate::master::AgentEndpoint> =
+            agents.iter().map(|a| (a.ip.to_string(), a)).collect();
+        let mut read = read.lock().unwrap_or_else(|e| e.into_inner());
+        ips.iter()
+            .map(|ip| {
+                let Some(agent) = by_ip.get(*ip) else {
+                    return Some(HostFacts::default());
+                };
+                if agent.synthetic {
+                    return None;
+                }
+                let dir = master.work_dir().join(format!("agent-{}", agent.index + 1));
+                let root = FakeRoot::open(&host::agent_root(&dir)).ok()?;
+                let seen = services_seen(&root, &mut read, agent.index)?;
+                let host_up = agent.up || agent.partitioned;
+                Some(HostFacts {
+                    sds_process: seen.sds.filter(|_| host_up),
+                    device_paths: host::device_paths(&root),
+                    mdm_running: seen.mdm.map(|running| running && host_up),
+                })
+            })
+            .collect()
     })
+}
+
+/// A host state file's content, hashed: parsed again only when it changed.
+type StateStamp = u64;
+
+/// What the gateway watches of a host's services.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct ServicesSeen {
+    /// The running `sds` process.
+    sds: Option<u32>,
+    /// `None`: no `mdm` service installed.
+    mdm: Option<bool>,
+}
+
+/// The host's services, from its state file when it changed since the last look (`read`
+/// holds what was read, by agent index; a state file that cannot be read keeps the last
+/// answer).
+fn services_seen(
+    root: &FakeRoot,
+    read: &mut HashMap<usize, (StateStamp, ServicesSeen)>,
+    index: usize,
+) -> Option<ServicesSeen> {
+    use std::hash::{Hash, Hasher};
+    let cached = read.get(&index).copied();
+    let Ok(bytes) = std::fs::read(root.state_path()) else {
+        return cached.map(|(_, seen)| seen);
+    };
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    let stamp = hasher.finish();
+    if let Some((_, seen)) = cached.filter(|(was, _)| *was == stamp) {
+        return Some(seen);
+    }
+    let Ok(state) = serde_json::from_slice::<host::HostState>(&bytes) else {
+        return cached.map(|(_, seen)| seen);
+    };
+    let process = |name: &str| {
+        state
+            .services
+            .get(name)
+            .filter(|s| s.running)
+            .map(|s| s.pid.unwrap_or(0))
+    };
+    let seen = ServicesSeen {
+        sds: process("sds"),
+        mdm: state.services.get("mdm").map(|s| s.running),
+    };
+    read.insert(index, (stamp, seen));
+    Some(seen)
 }
 
 /// Agent `n` (1-based in URLs) as an index.
@@ -203,6 +277,62 @@ fn set_service(t: &Targets, index: usize, url: &str) -> Result<Value, (u16, Stri
         ));
     }
     Ok(json!({"agent": agent, "service": name, "running": running}))
+}
+
+/// A disk `?path=/dev/<name>` plugged into (`present=true`, a free disk of `gib` GiB, 100 by
+/// default) or pulled from (`present=false`) agent `index`'s running host. A pulled disk that
+/// the agent's SDS serves is in error at the gateway from then on, as the SDS loses it; that
+/// error stays until `/control/gateway/device?...&failed=false` or `/control/gateway/clear`.
+fn set_disk(t: &Targets, index: usize, url: &str) -> Result<Value, (u16, String)> {
+    let usage = || {
+        (
+            400,
+            "disk needs ?path=/dev/<name>&present=<true|false>[&gib=N]".to_string(),
+        )
+    };
+    let path = query(url, "path")
+        .and_then(percent_decode)
+        .ok_or_else(usage)?;
+    let name = host::disk_name(&path).map_err(|e| (400, e))?;
+    let present = match query(url, "present").ok_or_else(usage)? {
+        "true" => true,
+        "false" => false,
+        other => return Err((400, format!("present={other:?} is not true or false"))),
+    };
+    let gib = match query(url, "gib") {
+        None => 100,
+        Some(v) => v
+            .parse::<u64>()
+            .ok()
+            .filter(|g| (1..=1 << 20).contains(g))
+            .ok_or((400, format!("gib={v:?} is not a size from 1 to 1048576")))?,
+    };
+    let agent = index + 1;
+    let root = agent_host(t, index).ok_or((404, format!("agent {agent} has no host stand-ins")))?;
+    let changed = if present {
+        root.plug_disk(name, gib)
+    } else {
+        root.unplug_disk(name)
+    }
+    .map_err(|e| (409, format!("agent {agent}: {e}")))?;
+    let mut reply = json!({"agent": agent, "path": path, "present": present, "changed": changed});
+    if !present && changed {
+        // The gateway refuses a fault on a device its SDS does not serve: then there is
+        // nothing the SDS lost.
+        let failed = match (&t.gateway, t.master.agents()) {
+            (Some(g), Ok(agents)) => agents.get(index).is_some_and(|a| {
+                g.inject(HealthFault::DeviceFailed {
+                    ip: a.ip.to_string(),
+                    path: path.clone(),
+                    failed: true,
+                })
+                .is_ok()
+            }),
+            _ => false,
+        };
+        reply["gateway_device_failed"] = json!(failed);
+    }
+    Ok(reply)
 }
 
 /// The fake root of agent `index`, when the cluster runs host stand-ins.
@@ -306,6 +436,7 @@ fn act(t: &Targets, method: &Method, url: &str) -> Result<Value, (u16, String)> 
             reboot_host(t, agent_index(n)?, url)
         }
         (Method::Post, ["control", "agents", n, "service"]) => set_service(t, agent_index(n)?, url),
+        (Method::Post, ["control", "agents", n, "disk"]) => set_disk(t, agent_index(n)?, url),
         (Method::Post, ["control", "agents", n, action]) => {
             let index = agent_index(n)?;
             let reply = json!({"agent": index + 1, "done": action});
@@ -388,6 +519,18 @@ fn act(t: &Targets, method: &Method, url: &str) -> Result<Value, (u16, String)> 
             gateway()?.inject(fault).map_err(|e| (404, e))?;
             Ok(reply)
         }
+        (Method::Get, ["control", "gateway", "events"]) => gateway()?.events().map_err(bad),
+        (Method::Post, ["control", "gateway", "events", "reset"]) => {
+            gateway()?.reset_events();
+            Ok(json!({"gateway": "events reset"}))
+        }
+        (Method::Post, ["control", "gateway", "rebuild-time"]) => {
+            let v =
+                query(url, "seconds").ok_or((400, "rebuild-time needs ?seconds=S".to_string()))?;
+            let lasts = rebuild_seconds(v).map_err(|e| (400, format!("rebuild-time: {e}")))?;
+            gateway()?.set_rebuild_time(lasts).map_err(|e| (400, e))?;
+            Ok(json!({"gateway_rebuild_seconds": lasts.as_secs_f64()}))
+        }
         (Method::Post, ["control", "gateway", "create-system"]) => {
             let raw = query(url, "name")
                 .ok_or((400, "create-system needs ?name=<system name>".to_string()))?;
@@ -416,9 +559,44 @@ fn act(t: &Targets, method: &Method, url: &str) -> Result<Value, (u16, String)> 
             };
             create_system(gateway()?, &name, mdm)
         }
+        (Method::Post, ["control", "hosts", "preinstall"]) => preinstall_hosts(t, url),
         (Method::Get | Method::Post, _) => Err((404, format!("no control endpoint {path}"))),
         _ => Err((405, format!("{method} not allowed on {path}"))),
     }
+}
+
+/// `/control/hosts/preinstall`: every agent host gets the packages, and its SDC registers
+/// with the gateway (when there is one) as an SDC installed with that `MDM_IP` does.
+fn preinstall_hosts(t: &Targets, url: &str) -> Result<Value, (u16, String)> {
+    let param = |key: &str| query(url, key).and_then(percent_decode);
+    let what = host::Preinstalled {
+        version: param("version").ok_or((400, "preinstall needs ?version=V&mdm=<ips>".into()))?,
+        mdm_ips: param("mdm").ok_or((400, "preinstall needs ?version=V&mdm=<ips>".into()))?,
+        rexray: param("rexray"),
+    };
+    let agents = t.master.agents().map_err(|e| (500, e))?;
+    let mut done = Vec::new();
+    for a in &agents {
+        let Some(root) = agent_host(t, a.index) else {
+            continue;
+        };
+        host::preinstall(&root, &what).map_err(|e| (400, e))?;
+        if let Some(g) = &t.gateway {
+            g.sdc_installed(&a.ip.to_string(), &what.mdm_ips)
+                .map_err(|e| (409, e))?;
+        }
+        done.push(a.index + 1);
+    }
+    Ok(json!({"preinstalled": done, "version": what.version}))
+}
+
+/// A rebuild time in seconds (`1`, `0.5`): not negative, at most a day.
+pub fn rebuild_seconds(v: &str) -> Result<Duration, String> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && (0.0..=86_400.0).contains(s))
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("{v:?} is not a number of seconds from 0 to 86400"))
 }
 
 /// The health fault a `/control/gateway/<what>` request asks for.

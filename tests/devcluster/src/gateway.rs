@@ -26,8 +26,17 @@
 //!   a device path its host does not have (`hosts.rs`). Every reply takes
 //!   [`GatewayConfig::latency`] (a few milliseconds by default), as the MDM round trip does.
 //!
+//! - It tells the truth about the data (`data.rs`): an SDS whose host is down, whose `sds`
+//!   process stopped or was replaced (a package install restarts it) is `Disconnected` until
+//!   it runs again; its domain's pools show degraded and pending-rebuild capacity while it is
+//!   down and for the rebuild time after ([`GatewayConfig::rebuild_time`]); an MDM member
+//!   whose host or `mdm` process is down makes the cluster `ClusteredDegraded`. The model
+//!   thread looks at the hosts every [`OBSERVE_EVERY`] and counts data-unavailable and
+//!   quorum-loss events on the transitions it sees ([`GatewayHandle::events`]).
+//!
 //! One owner per piece of state: a model thread owns the whole storage model, the tokens and
 //! the fault settings; connection threads and the [`GatewayHandle`] talk to it over a channel.
+//! The hosts' state is the host stand-ins' (read through a [`HostDirectory`], never copied).
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
@@ -43,6 +52,7 @@ use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use serde_json::{json, Map, Value};
 
 mod cert;
+mod data;
 mod health;
 mod hosts;
 
@@ -65,6 +75,11 @@ const KEEP_ALIVE_IDLE: Duration = Duration::from_secs(30);
 const WRITE_LIMIT: Duration = Duration::from_secs(10);
 /// Upper bound on waiting for the model thread; it answers in microseconds unless stopping.
 const MODEL_REPLY_LIMIT: Duration = Duration::from_secs(30);
+/// How often the model thread looks at the hosts: a restarted SDS is seen whenever it is
+/// looked at (its process id changed), so this only bounds how late an outage shows.
+pub const OBSERVE_EVERY: Duration = Duration::from_millis(100);
+/// How long rebuilding after an SDS outage takes unless configured.
+pub const DEFAULT_REBUILD_TIME: Duration = Duration::from_secs(1);
 /// Default SDS port of the real system (used for the address-in-use check).
 const SDS_DEFAULT_PORT: u64 = 7072;
 /// MDM port reported for the cluster members.
@@ -139,6 +154,8 @@ pub struct GatewayConfig {
     /// The certificate's common name (its only name, as on a real gateway: clients dial an
     /// IP address it does not name).
     pub hostname: String,
+    /// How long a pool takes to rebuild what an SDS missed, after each outage once it is back.
+    pub rebuild_time: Duration,
 }
 
 /// A real gateway answers in milliseconds (it asks the MDM); clients must not be tuned to a
@@ -162,6 +179,7 @@ impl GatewayConfig {
             device_capacity_kb: 100 * 1024 * 1024,
             latency: DEFAULT_LATENCY,
             hostname: "scaleio-gateway".to_string(),
+            rebuild_time: DEFAULT_REBUILD_TIME,
         }
     }
 }
@@ -327,6 +345,31 @@ impl GatewayHandle {
     pub fn inject(&self, fault: HealthFault) -> Result<(), String> {
         let (reply, answer) = bounded(1);
         self.send(Command::Health(fault, reply));
+        answer
+            .recv_timeout(MODEL_REPLY_LIMIT)
+            .map_err(|_| "gateway: the model thread is not running".to_string())?
+    }
+
+    /// The data events since the start or the last reset: `{"data_unavailable": N,
+    /// "quorum_loss": N, "max_sds_down_per_domain": {"<pd>": N}, "sds_down_now": {"<pd>": N},
+    /// "log": [...]}`.
+    pub fn events(&self) -> Result<Value, String> {
+        let (reply, answer) = bounded(1);
+        self.send(Command::Events(reply));
+        answer
+            .recv_timeout(MODEL_REPLY_LIMIT)
+            .map_err(|_| "gateway: the model thread is not running".to_string())
+    }
+
+    /// Zeroes the event counters and the log.
+    pub fn reset_events(&self) {
+        self.send(Command::ResetEvents);
+    }
+
+    /// How long rebuilding takes after each SDS outage from now on (at most a day).
+    pub fn set_rebuild_time(&self, lasts: Duration) -> Result<(), String> {
+        let (reply, answer) = bounded(1);
+        self.send(Command::RebuildTime(lasts, reply));
         answer
             .recv_timeout(MODEL_REPLY_LIMIT)
             .map_err(|_| "gateway: the model thread is not running".to_string())?
@@ -503,6 +546,9 @@ enum Command {
     SdcConnected(String, bool),
     Health(HealthFault, Sender<Result<(), String>>),
     Snapshot(Sender<Value>),
+    Events(Sender<Value>),
+    ResetEvents,
+    RebuildTime(Duration, Sender<Result<(), String>>),
     Stop,
 }
 
@@ -641,7 +687,16 @@ fn ask_model(model: &Sender<Command>, request: HttpRequest) -> Reply {
 }
 
 fn run_model(mut model: Model, inbox: Receiver<Command>) {
-    while let Ok(command) = inbox.recv() {
+    loop {
+        let command = match inbox.recv_timeout(OBSERVE_EVERY) {
+            Ok(command) => command,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                model.observe_if_due();
+                continue;
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+        };
+        model.observe_if_due();
         match command {
             Command::Http(request, reply) => {
                 let answer = model.handle(&request);
@@ -652,6 +707,7 @@ fn run_model(mut model: Model, inbox: Receiver<Command>) {
             Command::ClearFaults => {
                 model.faults = Faults::default();
                 model.health = health::Faults::default();
+                model.data.clear_cut_offs(Instant::now());
             }
             Command::SetDelay(delay) => model.faults.delay = delay,
             Command::WatchHosts(hosts) => model.hosts = Some(hosts),
@@ -675,6 +731,17 @@ fn run_model(mut model: Model, inbox: Receiver<Command>) {
             }
             Command::Snapshot(reply) => {
                 let _ = reply.send(model.snapshot());
+            }
+            Command::Events(reply) => {
+                model.observe(Instant::now());
+                let _ = reply.send(model.data.events());
+            }
+            Command::ResetEvents => {
+                model.observe(Instant::now());
+                model.data.reset_events();
+            }
+            Command::RebuildTime(lasts, reply) => {
+                let _ = reply.send(model.data.set_rebuild_time(lasts));
             }
             Command::Stop => break,
         }
@@ -1219,6 +1286,13 @@ struct Model {
     tokens: HashMap<String, Token>,
     faults: Faults,
     health: health::Faults,
+    data: data::DataModel,
+    /// When the hosts were last looked at.
+    observed: Option<Instant>,
+    /// Addresses the host directory cannot see into (synthetic agents): not asked again.
+    blind: std::collections::HashSet<String>,
+    /// SDSs there were at the last look.
+    observed_sdss: usize,
     ids_issued: u32,
     random: RandomState,
     nonce: u64,
@@ -1248,6 +1322,10 @@ impl Model {
             tokens: HashMap::new(),
             faults: Faults::default(),
             health: health::Faults::default(),
+            data: data::DataModel::new(config.rebuild_time),
+            observed: None,
+            blind: std::collections::HashSet::new(),
+            observed_sdss: usize::MAX,
             ids_issued: 0,
             random: RandomState::new(),
             nonce: 0,
@@ -1779,8 +1857,9 @@ impl Model {
 
     fn sds_view(&self, sds: &Sds) -> Value {
         let mut value = sds_json(sds);
-        let ips: Vec<&str> = sds.ips.iter().map(|(ip, _)| ip.as_str()).collect();
-        self.health.sds(&mut value, &ips);
+        if self.data.sds_down(&sds.id) {
+            value["mdmConnectionState"] = json!("Disconnected");
+        }
         value
     }
 
@@ -1828,8 +1907,86 @@ impl Model {
             }
         }
         log::info!("gateway: health fault {fault:?}");
+        let now = Instant::now();
+        match &fault {
+            HealthFault::SdsConnected { ip, connected } => {
+                let id = sds_at(ip).map(|s| s.id.clone()).unwrap_or_default();
+                self.observe(now);
+                let degraded = self.health.rebuilding(now);
+                self.data.cut_off(&id, !connected, degraded, now);
+            }
+            HealthFault::MdmDegraded(on) => self.data.mdm_cut_off(*on),
+            _ => {}
+        }
         self.health.apply(fault);
         Ok(())
+    }
+
+    fn observe_if_due(&mut self) {
+        let now = Instant::now();
+        if self
+            .observed
+            .is_none_or(|at| now.duration_since(at) >= OBSERVE_EVERY)
+        {
+            self.observe(now);
+        }
+    }
+
+    /// Looks at the hosts of every SDS and MDM member and tells the data model what they
+    /// show. Addresses the directory cannot see into (synthetic agents) are not asked again,
+    /// so that a cluster of them costs nothing once each was asked.
+    fn observe(&mut self, now: Instant) {
+        self.observed = Some(now);
+        let sds_ips: Vec<Option<&str>> = self
+            .sdss
+            .iter()
+            .map(|s| {
+                sds_role_ips(&s.ips)
+                    .into_iter()
+                    .find(|ip| !self.blind.contains(*ip))
+            })
+            .collect();
+        let mdm = [&self.mdm.primary, &self.mdm.secondary, &self.mdm.tiebreaker];
+        let mdm_ips = mdm.map(|ip| {
+            (self.system.is_some() && !self.blind.contains(ip.as_str())).then_some(ip.as_str())
+        });
+        let asked: Vec<&str> = sds_ips.iter().chain(&mdm_ips).flatten().copied().collect();
+        // Nothing to look at, and no SDS added or removed: nothing can have changed.
+        if asked.is_empty() && self.sdss.len() == self.observed_sdss {
+            return;
+        }
+        self.observed_sdss = self.sdss.len();
+        let facts = match (&self.hosts, asked.is_empty()) {
+            (Some(hosts), false) => hosts.look_up_all(&asked),
+            _ => vec![None; asked.len()],
+        };
+        let answers: HashMap<&str, Option<HostFacts>> = asked.iter().copied().zip(facts).collect();
+        let answer = |ip: Option<&str>| ip.and_then(|ip| answers.get(ip).cloned().flatten());
+        let seen: Vec<data::SdsSeen> = self
+            .sdss
+            .iter()
+            .zip(&sds_ips)
+            .map(|(sds, ip)| data::SdsSeen {
+                id: &sds.id,
+                name: sds.name.as_deref().unwrap_or(&sds.id),
+                pd: pd_name_in(&self.pds, &sds.pd_id),
+                process: match answer(*ip) {
+                    Some(f) => f
+                        .sds_process
+                        .map_or(data::Process::Stopped, data::Process::Running),
+                    None => data::Process::Unknown,
+                },
+            })
+            .collect();
+        let degraded = self.health.rebuilding(now);
+        self.data.observe_sdss(&seen, degraded, now);
+        self.data
+            .observe_mdm(mdm_ips.map(|ip| answer(ip).and_then(|f| f.mdm_running)));
+        if self.hosts.is_some() {
+            let blind = answers.iter().filter(|(_, f)| f.is_none());
+            let newly: Vec<String> = blind.map(|(ip, _)| ip.to_string()).collect();
+            self.blind.extend(newly);
+        }
     }
 
     fn pd(&self, id: &str) -> Option<&Pd> {
@@ -1902,7 +2059,7 @@ impl Model {
             "restrictedSdcModeEnabled": false,
             "links": links(Kind::System, &system.id, None),
         });
-        self.health.mdm_cluster(&mut value["mdmCluster"]);
+        self.data.mdm_cluster(&mut value["mdmCluster"]);
         value
     }
 
@@ -2022,7 +2179,12 @@ impl Model {
         let max_kb: u64 = devices.iter().map(|d| d.capacity_kb).sum();
         let spare_kb = max_kb * pool.spare_percentage / 100;
         let mut capacity = Model::capacity_from(max_kb, spare_kb, devices.len());
-        capacity.health = self.health.pool(max_kb - spare_kb, Instant::now());
+        let now = Instant::now();
+        let pd = pd_name_in(&self.pds, &pool.pd_id);
+        capacity.health = self.health.pool(max_kb - spare_kb, now).with(
+            self.data.pool(pd, max_kb - spare_kb, now),
+            max_kb - spare_kb,
+        );
         // Data in use is held twice: half of what is left can take new volumes.
         let free = max_kb - spare_kb - capacity.health.in_use_kb;
         capacity.allocatable_kb = free / 2 / ALLOCATION_UNIT_KB * ALLOCATION_UNIT_KB;
@@ -2355,6 +2517,14 @@ impl Model {
         });
         id
     }
+}
+
+/// A domain's name as events and logs call it (its id when it has none).
+fn pd_name_in<'a>(pds: &'a [Pd], id: &'a str) -> &'a str {
+    pds.iter()
+        .find(|pd| pd.id == id)
+        .and_then(|pd| pd.name.as_deref())
+        .unwrap_or(id)
 }
 
 /// The addresses an SDS serves data on (all but `sdcOnly` ones).

@@ -63,7 +63,10 @@
 //! # Effects beyond the host
 //!
 //! Installing storage packages changes only the host, as in the real system: an SDS joins the
-//! cluster when it is added through the gateway, not by installation. `scli --rename_system`
+//! cluster when it is added through the gateway, not by installation. Installing one over an
+//! installed version (`dpkg -i`, `rpm -Uvh`) stops its service and starts it again as the
+//! package scripts do (`systemctl stop sds` / `service sds stop` and the start, in the
+//! history): the dev gateway sees the new SDS process as an outage, as an MDM would. `scli --rename_system`
 //! (the last step of cluster creation, host-steps section 4) creates the gateway's system under
 //! that name when the gateway has none (experimental mode): the simulated gateway reports a
 //! named 3-node cluster and cannot rename a system, so the system appears when its final name is
@@ -107,6 +110,11 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use storage_framework::contract::Platform;
+
+mod preinstall;
+pub use preinstall::{preinstall, Preinstalled};
+mod hotplug;
+pub use hotplug::disk_name;
 
 /// The executor reads host facts under this root (default `/`).
 pub const ROOT_ENV: &str = "STORAGE_HOST_ROOT";
@@ -856,7 +864,8 @@ impl FakeRoot {
         self.root.join(relative.trim_start_matches('/'))
     }
 
-    fn state_path(&self) -> PathBuf {
+    /// The state file (replaced whole by every change).
+    pub fn state_path(&self) -> PathBuf {
         self.root.join(STATE_DIR).join(STATE_FILE)
     }
 

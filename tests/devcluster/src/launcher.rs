@@ -29,9 +29,25 @@
 //!   delay applies; CPU over `cpus` is throttled CFS-style); `GET /monitor/statistics` shows
 //!   each running task's usage and limits, with the Mesos agent endpoint's field names.
 //!
+//! * `PUT /v2/apps/<id>` replaces the definition and restarts the app with it. As Marathon's
+//!   default `partialUpdate=true`, the body's fields go over the app's current ones (a field
+//!   left out keeps its value; `uris` replaces `fetch`, `cmd` replaces `args` and the reverse);
+//!   `?partialUpdate=false` takes the body alone. The result is read as `POST` reads a
+//!   definition; the path names the app, an `id` in the body is overridden by it. `200`
+//!   `{"version": ..., "deploymentId": ...}` with a `Marathon-Deployment-Id` header. While a
+//!   deployment of the app is in progress it answers `409` `{"message":"App is locked by one or
+//!   more deployments. Override with the option '?force=true'. ...","deployments":[...]}`
+//!   unless `?force=true`. An unknown id is created, as Marathon's PUT documents ("If no
+//!   application with the given id exists, it will be created"), answered `201`. The restart
+//!   follows `upgradeStrategy` as Marathon does for an app without health checks: when
+//!   `maximumOverCapacity` leaves room above `instances` and `minimumHealthCapacity` keeps
+//!   some running (the defaults 1 and 1), the new instances start first and the old ones are
+//!   killed once every new one runs; otherwise the old ones are killed first and the new ones
+//!   start once they are gone.
+//!
 //! Not emulated: health and readiness checks (stored, never run), containers (stored; the
 //! command runs on the host), `user` (tasks run as the launcher's user), constraints (checked,
-//! trivially satisfied by a single host), `PUT`/`PATCH`, groups, `/v2/tasks`, events.
+//! trivially satisfied by a single host), `PATCH`, groups, `/v2/tasks`, events.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -304,6 +320,20 @@ fn route(request: &mut tiny_http::Request, manager: &Sender<Msg>, addr: SocketAd
     };
     match (method.as_str(), app_path) {
         ("POST", None) => create(request, manager, addr),
+        ("PUT", Some(raw)) => {
+            let query = |kv: &str| {
+                url.split_once('?')
+                    .is_some_and(|(_, q)| q.split('&').any(|p| p == kv))
+            };
+            let (force, partial) = (query("force=true"), !query("partialUpdate=false"));
+            update(
+                request,
+                manager,
+                addr,
+                &canonical_id(&raw),
+                (force, partial),
+            )
+        }
         ("GET", None) => ask(manager, |reply| Msg::List { reply })
             .map(|apps| Reply::json(200, &apps))
             .unwrap_or_else(|r| r),
@@ -349,12 +379,13 @@ fn ask<T>(manager: &Sender<Msg>, make: impl FnOnce(Sender<T>) -> Msg) -> Result<
     rx.recv().map_err(|_| unavailable())
 }
 
-fn create(request: &mut tiny_http::Request, manager: &Sender<Msg>, addr: SocketAddr) -> Reply {
+/// The request's JSON body, refused as Marathon refuses what is not one.
+fn read_body(request: &mut tiny_http::Request) -> Result<Value, Reply> {
     // Jersey treats a request without Content-Type as matching any @Consumes type.
     if let Some(content_type) = header_value(request, "Content-Type") {
         let media = content_type.split(';').next().unwrap_or("").trim();
         if !media.eq_ignore_ascii_case("application/json") && media != "*/*" {
-            return Reply::message(415, "Unsupported Media Type");
+            return Err(Reply::message(415, "Unsupported Media Type"));
         }
     }
     let mut body = Vec::new();
@@ -363,39 +394,43 @@ fn create(request: &mut tiny_http::Request, manager: &Sender<Msg>, addr: SocketA
         .take(MAX_BODY + 1)
         .read_to_end(&mut body)
     {
-        return Reply::json(
+        return Err(Reply::json(
             400,
             &json!({ "message": "Invalid JSON", "details": format!("cannot read request body: {e}") }),
-        );
+        ));
     }
     if body.len() as u64 > MAX_BODY {
-        return Reply::message(413, "Request Entity Too Large");
+        return Err(Reply::message(413, "Request Entity Too Large"));
     }
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Reply::json(
+        return Err(Reply::json(
             400,
             &json!({
                 "message": "Please specify data in JSON format",
                 "details": "No content to map due to end-of-input",
             }),
-        );
+        ));
     }
-    let doc: Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => {
-            return Reply::json(
-                400,
-                &json!({ "message": "Invalid JSON", "details": e.to_string() }),
-            )
-        }
-    };
-    let raw = match read_app(&doc) {
-        Ok(raw) => raw,
-        Err(errors) => return Reply::json(422, &error_body("Invalid JSON", &errors)),
-    };
-    let def = match validate_app(raw, &iso_timestamp(SystemTime::now())) {
+    serde_json::from_slice(&body).map_err(|e| {
+        Reply::json(
+            400,
+            &json!({ "message": "Invalid JSON", "details": e.to_string() }),
+        )
+    })
+}
+
+/// An app definition read and validated as Marathon does.
+fn definition(doc: &Value) -> Result<AppDef, Reply> {
+    let raw =
+        read_app(doc).map_err(|errors| Reply::json(422, &error_body("Invalid JSON", &errors)))?;
+    validate_app(raw, &iso_timestamp(SystemTime::now()))
+        .map_err(|errors| Reply::json(422, &error_body("Object is not valid", &errors)))
+}
+
+fn create(request: &mut tiny_http::Request, manager: &Sender<Msg>, addr: SocketAddr) -> Reply {
+    let def = match read_body(request).and_then(|doc| definition(&doc)) {
         Ok(def) => def,
-        Err(errors) => return Reply::json(422, &error_body("Object is not valid", &errors)),
+        Err(reply) => return reply,
     };
     let id = def.id.clone();
     match ask(manager, |reply| Msg::Create {
@@ -411,6 +446,98 @@ fn create(request: &mut tiny_http::Request, manager: &Sender<Msg>, addr: SocketA
         Ok(Err(message)) => Reply::message(409, &message),
         Err(r) => r,
     }
+}
+
+/// `PUT /v2/apps/<id>`: the app restarted with the new definition (see the module's comment).
+fn update(
+    request: &mut tiny_http::Request,
+    manager: &Sender<Msg>,
+    addr: SocketAddr,
+    id: &str,
+    (force, partial): (bool, bool),
+) -> Reply {
+    let mut doc = match read_body(request) {
+        Ok(doc) => doc,
+        Err(reply) => return reply,
+    };
+    if partial {
+        match ask(manager, |reply| Msg::Definition {
+            id: id.to_string(),
+            reply,
+        }) {
+            Ok(Some(current)) => doc = merged(current, doc),
+            Ok(None) => {}
+            Err(r) => return r,
+        }
+    }
+    if let Some(obj) = doc.as_object_mut() {
+        obj.insert("id".into(), json!(id));
+    }
+    let def = match definition(&doc) {
+        Ok(def) => def,
+        Err(reply) => return reply,
+    };
+    match ask(manager, |reply| Msg::Update {
+        def: Box::new(def),
+        force,
+        reply,
+    }) {
+        Ok(Updated::Changed {
+            version,
+            deployment,
+        }) => Reply::json(
+            200,
+            &json!({ "version": version, "deploymentId": deployment }),
+        )
+        .header("Marathon-Deployment-Id", deployment),
+        Ok(Updated::Created(created)) => {
+            let host = header_value(request, "Host").unwrap_or_else(|| addr.to_string());
+            let version = created.body["version"].clone();
+            Reply::json(
+                201,
+                &json!({ "version": version, "deploymentId": created.deployment }),
+            )
+            .header("Location", format!("http://{host}{id}"))
+            .header("Marathon-Deployment-Id", created.deployment)
+        }
+        Ok(Updated::Locked(deployments)) => {
+            let first = deployments.first().cloned().unwrap_or_default();
+            let ids: Vec<Value> = deployments.iter().map(|d| json!({ "id": d })).collect();
+            Reply::json(
+                409,
+                &json!({
+                    "message": format!("App is locked by one or more deployments. Override with the option '?force=true'. View details at '/v2/deployments/{first}'."),
+                    "deployments": ids,
+                }),
+            )
+        }
+        Err(r) => r,
+    }
+}
+
+/// A partial update: `update`'s fields over the app's `current` ones. A field the update
+/// gives replaces those it supersedes (its deprecated or exclusive counterpart).
+fn merged(mut current: Map<String, Value>, update: Value) -> Value {
+    let Value::Object(update) = update else {
+        return update;
+    };
+    current.remove("version");
+    for key in update.keys() {
+        let superseded: &[&str] = match key.as_str() {
+            "uris" => &["fetch"],
+            "fetch" => &["uris"],
+            "cmd" => &["args"],
+            "args" => &["cmd"],
+            "ports" => &["portDefinitions"],
+            "portDefinitions" => &["ports"],
+            _ => &[],
+        };
+        for s in superseded {
+            current.remove(*s);
+        }
+    }
+    current.extend(update);
+    Value::Object(current)
 }
 
 /// Marathon's error document: one entry per path, in the order the paths were first seen.
@@ -1396,10 +1523,32 @@ struct Created {
     deployment: String,
 }
 
+/// What a `PUT` did.
+enum Updated {
+    Changed {
+        version: String,
+        deployment: String,
+    },
+    /// The app did not exist: made as `POST` makes it.
+    Created(Created),
+    /// A deployment is in progress and `force` was not given: its ids.
+    Locked(Vec<String>),
+}
+
 enum Msg {
     Create {
         def: Box<AppDef>,
         reply: Sender<Result<Created, String>>,
+    },
+    Update {
+        def: Box<AppDef>,
+        force: bool,
+        reply: Sender<Updated>,
+    },
+    /// The app's definition as stored (what a partial update starts from).
+    Definition {
+        id: String,
+        reply: Sender<Option<Map<String, Value>>>,
     },
     Get {
         id: String,
@@ -1469,6 +1618,9 @@ struct AppRecord {
     tasks: Vec<Option<TaskView>>,
     last_failure: Option<Value>,
     supervisors: Vec<(Sender<()>, JoinHandle<()>)>,
+    /// The instances of the definition an update replaced, still running until every new one
+    /// runs (an upgrade that starts the new instances first).
+    replaced: Vec<(Sender<()>, JoinHandle<()>)>,
 }
 
 struct Manager {
@@ -1487,6 +1639,12 @@ impl Manager {
             match msg {
                 Msg::Create { def, reply } => {
                     let _ = reply.send(self.create(def));
+                }
+                Msg::Update { def, force, reply } => {
+                    let _ = reply.send(self.update(def, force));
+                }
+                Msg::Definition { id, reply } => {
+                    let _ = reply.send(self.apps.get(&id).map(|r| app_json(&r.def)));
                 }
                 Msg::Get { id, reply } => {
                     let _ = reply.send(self.apps.get(&id).map(|r| self.render(r, true)));
@@ -1530,33 +1688,37 @@ impl Manager {
         }
     }
 
-    fn create(&mut self, def: Box<AppDef>) -> Result<Created, String> {
-        let mut def = *def;
-        if self.apps.contains_key(&def.id) {
-            return Err(format!("An app with id [{}] already exists.", def.id));
-        }
-        // Marathon hands out a service port for every dynamic port definition.
+    /// Marathon hands out a service port for every dynamic port definition.
+    fn assign_service_ports(&mut self, def: &mut AppDef) {
         if !def.require_ports {
             for pd in def.port_definitions.iter_mut().filter(|p| p.port == 0) {
                 pd.port = u16::try_from(self.next_service_port).unwrap_or(0);
                 self.next_service_port += 1;
             }
         }
-        let def = Arc::new(def);
-        let deployment = uuid();
-        self.next_generation += 1;
-        let generation = self.next_generation;
+    }
+
+    /// A supervisor per instance of `def`; with a `gate`, each starts its task only once the
+    /// gate's sender is gone (the instances it replaces have ended).
+    fn spawn_supervisors(
+        settings: &Arc<Settings>,
+        events: &Sender<Msg>,
+        def: &Arc<AppDef>,
+        generation: u64,
+        gate: Option<Receiver<()>>,
+    ) -> Vec<(Sender<()>, JoinHandle<()>)> {
         let instances = def.instances as usize;
         let mut supervisors = Vec::with_capacity(instances);
         for instance in 0..instances {
             let (stop_tx, stop_rx) = bounded(1);
             let supervisor = Supervisor {
-                def: Arc::clone(&def),
+                def: Arc::clone(def),
                 instance,
                 generation,
-                settings: Arc::clone(&self.settings),
-                events: self.events.clone(),
+                settings: Arc::clone(settings),
+                events: events.clone(),
                 stop: stop_rx,
+                gate: gate.clone(),
             };
             let name = format!("launcher-{}-{instance}", safe_path(&def.id));
             match thread::Builder::new()
@@ -1570,6 +1732,22 @@ impl Manager {
                 ),
             }
         }
+        supervisors
+    }
+
+    fn create(&mut self, def: Box<AppDef>) -> Result<Created, String> {
+        let mut def = *def;
+        if self.apps.contains_key(&def.id) {
+            return Err(format!("An app with id [{}] already exists.", def.id));
+        }
+        self.assign_service_ports(&mut def);
+        let def = Arc::new(def);
+        let deployment = uuid();
+        self.next_generation += 1;
+        let generation = self.next_generation;
+        let instances = def.instances as usize;
+        let supervisors =
+            Self::spawn_supervisors(&self.settings, &self.events, &def, generation, None);
         let mut body = app_json(&def);
         body.insert("tasksStaged".into(), json!(0));
         body.insert("tasksRunning".into(), json!(0));
@@ -1588,6 +1766,7 @@ impl Manager {
             tasks: vec![None; instances],
             last_failure: None,
             supervisors,
+            replaced: Vec::new(),
         };
         log::info!(
             "launcher: created {} ({} instance(s)), deployment {deployment}",
@@ -1601,9 +1780,88 @@ impl Manager {
         })
     }
 
+    /// `PUT`: the app restarted with `def` (see the module's comment for the order).
+    fn update(&mut self, def: Box<AppDef>, force: bool) -> Updated {
+        let Some(record) = self.apps.get(&def.id) else {
+            return match self.create(def) {
+                Ok(created) => Updated::Created(created),
+                Err(message) => unreachable!("the app was not there: {message}"),
+            };
+        };
+        if !record.deployments.is_empty() && !force {
+            return Updated::Locked(record.deployments.clone());
+        }
+        let mut def = *def;
+        self.assign_service_ports(&mut def);
+        let def = Arc::new(def);
+        let deployment = uuid();
+        self.next_generation += 1;
+        let generation = self.next_generation;
+        let Some(record) = self.apps.get_mut(&def.id) else {
+            unreachable!("looked up above")
+        };
+        // Instances an earlier update left running until its new ones ran: superseded too.
+        for (stop, handle) in record.replaced.drain(..) {
+            drop(stop);
+            self.retired.push(handle);
+        }
+        let old = std::mem::take(&mut record.supervisors);
+        let gate = if starts_new_first(&def) {
+            record.replaced = old;
+            None
+        } else {
+            let (gate_tx, gate_rx) = bounded::<()>(0);
+            let handles: Vec<JoinHandle<()>> = old
+                .into_iter()
+                .map(|(stop, handle)| {
+                    drop(stop);
+                    handle
+                })
+                .collect();
+            // Dropping the sender once the old instances are gone opens the gate.
+            let waiter = thread::Builder::new()
+                .name("launcher-upgrade".into())
+                .spawn(move || {
+                    for handle in handles {
+                        let _ = handle.join();
+                    }
+                    drop(gate_tx);
+                });
+            if let Err(e) = waiter {
+                log::error!("launcher: cannot start the upgrade's waiter: {e}");
+            }
+            Some(gate_rx)
+        };
+        record.supervisors =
+            Self::spawn_supervisors(&self.settings, &self.events, &def, generation, gate);
+        let instances = def.instances as usize;
+        record.tasks = vec![None; instances];
+        record.deployments = if instances == 0 {
+            Vec::new()
+        } else {
+            vec![deployment.clone()]
+        };
+        record.generation = generation;
+        record.def = Arc::clone(&def);
+        log::info!(
+            "launcher: updated {} to version {} ({}), deployment {deployment}",
+            def.id,
+            def.version,
+            if record.replaced.is_empty() {
+                "old instances killed first"
+            } else {
+                "new instances started first"
+            }
+        );
+        Updated::Changed {
+            version: def.version.clone(),
+            deployment,
+        }
+    }
+
     fn delete(&mut self, id: &str) -> Option<(String, String)> {
         let record = self.apps.remove(id)?;
-        for (stop, handle) in record.supervisors {
+        for (stop, handle) in record.supervisors.into_iter().chain(record.replaced) {
             drop(stop); // a disconnected stop channel tells the supervisor to kill its task
             self.retired.push(handle);
         }
@@ -1654,6 +1912,10 @@ impl Manager {
                     .all(|t| t.as_ref().is_some_and(|t| t.state == "TASK_RUNNING"));
                 if all_running {
                     record.deployments.clear();
+                    for (stop, handle) in record.replaced.drain(..) {
+                        drop(stop);
+                        self.retired.push(handle);
+                    }
                 }
             }
             TaskEventKind::Statistics {
@@ -1806,10 +2068,28 @@ struct Supervisor {
     events: Sender<Msg>,
     /// Disconnected (or sent to) when the task must be killed and the supervisor end.
     stop: Receiver<()>,
+    /// Disconnected once the instances this one replaces have ended (see `Manager::update`).
+    gate: Option<Receiver<()>>,
+}
+
+/// Whether an upgrade of `def` starts the new instances before killing the old ones:
+/// Marathon keeps `ceil(instances * minimumHealthCapacity)` running and runs at most
+/// `floor(instances * (1 + maximumOverCapacity))`.
+fn starts_new_first(def: &AppDef) -> bool {
+    let n = f64::from(def.instances);
+    let keep = (n * def.minimum_health_capacity).ceil();
+    let most = (n * (1.0 + def.maximum_over_capacity)).floor();
+    keep > 0.0 && most > n
 }
 
 impl Supervisor {
     fn run(self) {
+        if let Some(gate) = &self.gate {
+            select! {
+                recv(gate) -> _ => {}
+                recv(self.stop) -> _ => return,
+            }
+        }
         let mut backoff = Backoff::new(&self.def);
         loop {
             let wait = backoff.wait(Instant::now());

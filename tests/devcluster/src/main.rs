@@ -31,6 +31,8 @@ OPTIONS:
   --gateway-password PW   storage gateway admin password (default Scaleio123)
   --empty-gateway         start the gateway without a storage system (experimental mode)
   --gateway-latency-ms MS every gateway reply takes at least this long (default 3)
+  --rebuild-seconds S     how long the gateway's pools take to rebuild what an SDS missed,
+                          after each outage once it is back (default 1)
   --mdm IP,IP,IP          primary, secondary and tie-breaker MDM addresses the gateway reports
                           (default 127.0.0.1,127.0.0.2,127.0.0.3)
   --ready-file PATH       once everything listens, write its addresses there as JSON
@@ -57,6 +59,7 @@ struct Options {
     gateway_password: String,
     empty_gateway: bool,
     gateway_latency: std::time::Duration,
+    rebuild: Duration,
     mdm: [String; 3],
     ready_file: Option<PathBuf>,
     zk: Option<String>,
@@ -85,6 +88,7 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
         gateway_password: "Scaleio123".into(),
         empty_gateway: false,
         gateway_latency: gateway::DEFAULT_LATENCY,
+        rebuild: gateway::DEFAULT_REBUILD_TIME,
         mdm: ["127.0.0.1".into(), "127.0.0.2".into(), "127.0.0.3".into()],
         ready_file: None,
         zk: None,
@@ -142,6 +146,10 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
                     .parse()
                     .map(std::time::Duration::from_millis)
                     .map_err(|_| "--gateway-latency-ms: not a number of milliseconds".to_string())?
+            }
+            "--rebuild-seconds" => {
+                o.rebuild = control::rebuild_seconds(&value("seconds")?)
+                    .map_err(|e| format!("--rebuild-seconds: {e}"))?
             }
             "--mdm" => {
                 let v = value("three addresses")?;
@@ -253,6 +261,7 @@ fn run(o: Options) -> Result<(), String> {
         gw_cfg.preconfigured = None;
     }
     gw_cfg.latency = o.gateway_latency;
+    gw_cfg.rebuild_time = o.rebuild;
     let gateway = Arc::new(gateway::start(gw_cfg)?);
     let launcher = launcher::start(launcher::LauncherConfig {
         port: o.launcher_port,

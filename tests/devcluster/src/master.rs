@@ -215,7 +215,11 @@ pub struct AgentEndpoint {
     /// The agent's HTTP server (`MESOS_AGENT_ENDPOINT`); port 0 for a synthetic agent, which
     /// has none.
     pub endpoint: SocketAddr,
+    /// Registered and reachable: false while its host is down and while it is cut off from
+    /// the master.
     pub up: bool,
+    /// Cut off from the master while its host runs on.
+    pub partitioned: bool,
     pub attributes: BTreeMap<String, String>,
     pub synthetic: bool,
 }

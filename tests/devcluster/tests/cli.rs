@@ -19,13 +19,18 @@ fn help_lists_the_options() {
         "--empty-gateway",
         "--agent-ping-timeout",
         "--reboot-outage",
+        "--rebuild-seconds",
     ] {
         assert!(text.contains(opt), "--help lacks {opt}:\n{text}");
     }
     let bad = Command::new(BIN).arg("--agnets=3").output().expect("run");
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--agnets"));
-    for (flag, value) in [("--agent-ping-timeout", "0"), ("--reboot-outage", "soon")] {
+    for (flag, value) in [
+        ("--agent-ping-timeout", "0"),
+        ("--reboot-outage", "soon"),
+        ("--rebuild-seconds", "-2"),
+    ] {
         let bad = Command::new(BIN).args([flag, value]).output().expect("run");
         assert_eq!(bad.status.code(), Some(2), "{flag} {value}");
         let err = String::from_utf8_lossy(&bad.stderr);

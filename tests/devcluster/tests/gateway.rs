@@ -1412,6 +1412,109 @@ impl HostedGateway {
     }
 }
 
+/// `GET /control/gateway/events` of the hosted gateway.
+fn events(h: &HostedGateway) -> Value {
+    let url = format!("{}/control/gateway/events", h.control.url());
+    let body = ureq::get(&url)
+        .call()
+        .and_then(|mut r| r.body_mut().read_to_string())
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+#[test]
+fn an_sds_whose_service_stops_or_restarts_disconnects_and_its_pool_rebuilds() {
+    let h = hosted_gateway("sds-outage");
+    let client = Client::logged_in(&h.gateway);
+    let (pd, pool) = default_pd_and_pool(&client);
+    h.start_sds();
+    let sds = client.create("Sds", &sds_at(&h.agent_ip, &pd, None));
+    let device = json!({"deviceCurrentPathname": "/dev/xvdb", "sdsId": sds, "storagePoolId": pool});
+    client.create("Device", &device);
+    let ok = |path: &str| {
+        let (status, body) = h.control(path);
+        assert_eq!(status, 200, "{path}: {body}");
+    };
+    let sds_state = || client.list("/api/types/Sds/instances")[0]["mdmConnectionState"].clone();
+    let degraded = || {
+        client
+            .get(&format!(
+                "/api/instances/StoragePool::{pool}/relationships/Statistics"
+            ))
+            .body["degradedHealthyCapacityInKb"]
+            .as_u64()
+            .unwrap()
+    };
+    let within = |what: &str, f: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !f() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::yield_now();
+        }
+    };
+    ok("/control/gateway/rebuild-time?seconds=600");
+    ok("/control/gateway/events/reset");
+
+    // Stopped as a person at the host would: disconnected and degraded until it runs again.
+    ok("/control/agents/1/service?name=sds&running=false");
+    within("Disconnected", &|| sds_state() == json!("Disconnected"));
+    assert!(degraded() > 0);
+    let e = events(&h);
+    assert_eq!(e["sds_down_now"]["default"], json!(1), "{e}");
+    ok("/control/agents/1/service?name=sds&running=true");
+    within("Connected", &|| sds_state() == json!("Connected"));
+    assert!(degraded() > 0, "rebuilding for the rebuild time");
+
+    // A restart between two looks (a new process) is an outage too, seen once.
+    h.root
+        .update(|s| {
+            s.set_running("sds", false);
+            s.set_running("sds", true);
+        })
+        .expect("restart the SDS");
+    within("the restart seen", &|| {
+        events(&h)["log"]
+            .to_string()
+            .contains("its sds process was restarted")
+    });
+    let e = events(&h);
+    assert_eq!(e["max_sds_down_per_domain"]["default"], json!(1), "{e}");
+    assert_eq!(e["data_unavailable"], json!(0), "one SDS only: {e}");
+    let log = e["log"].to_string();
+    assert_eq!(log.matches("disconnected").count(), 2, "{log}");
+
+    // The host reboots: down while it is away, back (a new process) once its agent is.
+    let before = events(&h)["log"].as_array().map_or(0, Vec::len);
+    ok("/control/agents/1/reboot?outage_ms=1500");
+    within("Disconnected while the host reboots", &|| {
+        sds_state() == json!("Disconnected")
+    });
+    within("Connected after the reboot", &|| {
+        sds_state() == json!("Connected")
+    });
+    let log = events(&h)["log"].clone();
+    let lines: Vec<String> = log.as_array().unwrap()[before..]
+        .iter()
+        .map(|l| l.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        lines[0].contains("disconnected: its host or sds process is down")
+            && lines[1].contains("reconnected"),
+        "{lines:?}"
+    );
+
+    // A short rebuild time ends the rebuild of the next outage by itself.
+    ok("/control/gateway/rebuild-time?seconds=0.2");
+    ok("/control/agents/1/service?name=sds&running=false");
+    within("Disconnected again", &|| {
+        sds_state() == json!("Disconnected")
+    });
+    ok("/control/agents/1/service?name=sds&running=true");
+    within("rebuilt", &|| {
+        sds_state() == json!("Connected") && degraded() == 0
+    });
+}
+
 #[test]
 fn health_faults_are_injected_through_the_control_api_and_cleared() {
     let h = hosted_gateway("health");
@@ -1460,10 +1563,23 @@ fn health_faults_are_injected_through_the_control_api_and_cleared() {
     };
     normal();
 
+    // An SDS cut off leaves a copy of its share missing until it is back (and, with no
+    // rebuild time, rebuilt at once).
+    ok("/control/gateway/rebuild-time?seconds=0");
     ok("/control/gateway/sds?agent=1&connected=false");
     assert_eq!(sds_state(), json!("Disconnected"));
+    let s = stats();
+    assert!(
+        s["degradedHealthyCapacityInKb"].as_u64().unwrap() > 0,
+        "{s}"
+    );
+    assert!(
+        s["pendingFwdRebuildCapacityInKb"].as_u64().unwrap() > 0,
+        "{s}"
+    );
     ok("/control/gateway/sds?agent=1&connected=true");
     assert_eq!(sds_state(), json!("Connected"));
+    assert_eq!(stats()["degradedHealthyCapacityInKb"], json!(0));
     ok("/control/gateway/sds?agent=1&connected=false");
     ok("/control/gateway/sdc-connection?agent=1&connected=false");
     assert_eq!(sdc_state(), json!("Disconnected"));
@@ -1484,6 +1600,7 @@ fn health_faults_are_injected_through_the_control_api_and_cleared() {
     assert_eq!(s["capacityInUseInKb"], json!(usable * 91 / 100));
 
     // A rebuild drains to zero by the gateway's clock.
+    ok("/control/gateway/sds?agent=1&connected=true");
     ok("/control/gateway/rebuild?seconds=2");
     let first = stats();
     let degraded = first["degradedHealthyCapacityInKb"].as_u64().unwrap();
@@ -1523,6 +1640,8 @@ fn health_faults_are_injected_through_the_control_api_and_cleared() {
         ),
         ("/control/gateway/fill?pct=101", 400, "101"),
         ("/control/gateway/rebuild", 400, "seconds"),
+        ("/control/gateway/rebuild-time?seconds=-1", 400, "-1"),
+        ("/control/gateway/rebuild-time?seconds=90000", 400, "90000"),
         ("/control/gateway/mdm?degraded=1", 400, "true or false"),
     ] {
         let (got, body) = h.control(path);

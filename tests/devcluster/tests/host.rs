@@ -887,6 +887,79 @@ fn a_tie_breaker_mdm_cannot_create_the_cluster() {
     );
 }
 
+/// The argv of every command the host ran, in order.
+fn history(h: &Host) -> Vec<Vec<String>> {
+    h.state().history.into_iter().map(|i| i.argv).collect()
+}
+
+fn argv(words: &[&str]) -> Vec<String> {
+    words.iter().map(|w| w.to_string()).collect()
+}
+
+#[test]
+fn a_newer_package_over_an_installed_one_stops_and_starts_its_service_as_its_scripts_do() {
+    // RHEL: `rpm -Uvh` of a newer build.
+    let h = Host::new("upgrade-rpm", HostProfile::Rhel7);
+    h.ok(&["yum", "-y", "install", "libaio"]);
+    let old = h.package(SDS_RPM);
+    h.ok(&["rpm", "-Uvh", &old]);
+    // A first install starts the service and stops nothing.
+    let first = history(&h);
+    assert!(
+        !first.iter().any(|a| a.contains(&"stop".to_string())),
+        "{first:?}"
+    );
+    let pid = h.state().services["sds"].pid;
+    let new = h.package("EMC-ScaleIO-sds-2.0-12000.122.el7.x86_64.rpm");
+    h.ok(&["rpm", "-Uvh", &new]);
+    assert_eq!(
+        h.ok(&["rpm", "-q", "EMC-ScaleIO-sds"]).out,
+        "EMC-ScaleIO-sds-2.0-12000.122.el7.x86_64\n"
+    );
+    let all = history(&h);
+    assert_eq!(
+        all[first.len()..],
+        [
+            argv(&["systemctl", "stop", "sds"]),
+            argv(&["systemctl", "start", "sds"]),
+            argv(&["rpm", "-Uvh", &new]),
+            argv(&["rpm", "-q", "EMC-ScaleIO-sds"]),
+        ]
+    );
+    let sds = &h.state().services["sds"];
+    assert!(
+        sds.running && sds.pid.is_some() && sds.pid != pid,
+        "{sds:?}"
+    );
+
+    // Ubuntu: `dpkg -i` of a newer build, the Upstart job stopped and started.
+    let h = Host::new("upgrade-deb", HostProfile::Ubuntu1404);
+    h.ok(&["apt-get", "-y", "install", "libaio1"]);
+    h.ok(&["dpkg", "-i", &h.package(SDS_DEB)]);
+    let before = history(&h).len();
+    let new = h.package("EMC-ScaleIO-sds-2.0-12000.122.Ubuntu.14.04.x86_64.deb");
+    let r = h.ok(&["dpkg", "-i", &new]);
+    assert!(
+        r.out
+            .contains("Unpacking emc-scaleio-sds (2.0-12000.122) over (2.0-10000.2072) ..."),
+        "{r:?}"
+    );
+    assert!(r.out.contains("sds stop/waiting\n"), "{r:?}");
+    assert_eq!(
+        history(&h)[before..],
+        [
+            argv(&["service", "sds", "stop"]),
+            argv(&["service", "sds", "start"]),
+            argv(&["dpkg", "-i", &new]),
+        ]
+    );
+    assert_eq!(
+        h.ok(&["dpkg-query", "-W", "emc-scaleio-sds"]).out,
+        "emc-scaleio-sds\t2.0-12000.122\n"
+    );
+    assert!(h.state().services["sds"].running);
+}
+
 #[test]
 fn the_rpm_path_on_rhel_installs_with_yum_and_rpm_and_queries_like_rpm() {
     let h = Host::new("rpm", HostProfile::Rhel7);
@@ -1538,4 +1611,119 @@ fn the_control_api_stops_and_starts_services_and_unloads_the_sdc_module() {
     );
     assert_eq!(r.status, 404, "{}", r.text());
     drop(c.gateway);
+}
+
+/// A host whose packages were there before the framework answers every query the executor
+/// makes as a host that installed them with the stand-in's `dpkg`/`rpm` does.
+#[test]
+fn a_preinstalled_host_answers_as_one_that_installed_the_packages() {
+    let what = host::Preinstalled {
+        version: "2.0-10000.2072".into(),
+        mdm_ips: "10.0.0.1,10.0.0.2".into(),
+        rexray: Some("0.11.4-1".into()),
+    };
+    let env = [("MDM_IP", "10.0.0.1,10.0.0.2")];
+    for profile in [HostProfile::Ubuntu1404, HostProfile::Rhel7] {
+        let deb = profile == HostProfile::Ubuntu1404;
+        let installed = Host::new(&format!("installed-{}", profile.name()), profile);
+        let (files, tool, flag) = if deb {
+            installed.ok(&["apt-get", "-y", "install", "libaio1", "zip"]);
+            installed.ok(&["apt-get", "-y", "install", "linux-image-4.4.0-38-generic"]);
+            installed.fake().boot().unwrap();
+            (
+                [SDS_DEB, SDC_DEB, "rexray_0.11.4-1_amd64.deb"],
+                "dpkg",
+                "-i",
+            )
+        } else {
+            installed.ok(&["yum", "-y", "install", "libaio", "zip", "unzip"]);
+            (
+                [SDS_RPM, SDC_RPM, "rexray-0.11.4-1.x86_64.rpm"],
+                "rpm",
+                "-Uvh",
+            )
+        };
+        for f in files {
+            let file = installed.package(f);
+            installed.ok_env(&[tool, flag, &file], &env);
+        }
+        let found = Host::new(&format!("preinstalled-{}", profile.name()), profile);
+        host::preinstall(&found.fake(), &what).unwrap();
+
+        let names: [&str; 6] = if deb {
+            [
+                "emc-scaleio-sds",
+                "emc-scaleio-sdc",
+                "rexray",
+                "libaio1",
+                "zip",
+                "linux-image-4.4.0-38-generic",
+            ]
+        } else {
+            [
+                "EMC-ScaleIO-sds",
+                "EMC-ScaleIO-sdc",
+                "rexray",
+                "libaio",
+                "zip",
+                "unzip",
+            ]
+        };
+        let mut queries: Vec<Vec<&str>> = names
+            .iter()
+            .map(|n| {
+                if deb {
+                    vec!["dpkg-query", "-W", "--showformat=${Status}\\t${Version}", n]
+                } else {
+                    vec!["rpm", "-q", "--qf", "%{VERSION}-%{RELEASE}", n]
+                }
+            })
+            .collect();
+        queries.push(vec!["uname", "-r"]);
+        for s in ["sds", "scini", "rexray"] {
+            queries.push(if deb {
+                vec!["service", s, "status"]
+            } else {
+                vec!["systemctl", "is-active", s]
+            });
+        }
+        // Process ids differ from host to host, as they would.
+        let pid_free = |s: &str| -> String {
+            s.split("process ")
+                .enumerate()
+                .map(|(i, part)| match i {
+                    0 => part.to_string(),
+                    _ => format!(
+                        "process <pid>{}",
+                        part.trim_start_matches(|c: char| c.is_ascii_digit())
+                    ),
+                })
+                .collect()
+        };
+        for q in &queries {
+            let (a, b) = (installed.run(q), found.run(q));
+            assert_eq!(
+                (a.status, pid_free(&a.out)),
+                (b.status, pid_free(&b.out)),
+                "{q:?}: {a:?} {b:?}"
+            );
+        }
+        for file in ["proc/modules", "bin/emc/scaleio/drv_cfg.txt"] {
+            assert_eq!(
+                read(&installed.root, file),
+                read(&found.root, file),
+                "{file}"
+            );
+        }
+        let sdc = if deb {
+            "emc-scaleio-sdc"
+        } else {
+            "EMC-ScaleIO-sdc"
+        };
+        assert_eq!(
+            installed.state().installed(sdc),
+            found.state().installed(sdc),
+            "{profile:?}"
+        );
+    }
 }

@@ -783,7 +783,8 @@ fn normalises_ids_and_ignores_unknown_fields() {
             "{}"
         )
         .status,
-        405
+        200,
+        "a partial update (Marathon's default) that changes nothing"
     );
     assert_eq!(
         http(addr, "DELETE", "/v2/apps/storage/idle", None, "").status,
@@ -865,5 +866,185 @@ fn a_task_under_its_mem_runs_and_one_over_its_cpus_is_throttled() {
         http(addr, "DELETE", "/v2/apps/spinner", None, "").status,
         200
     );
+    l.shutdown();
+}
+
+fn put_app(addr: SocketAddr, path: &str, definition: &Value) -> Resp {
+    http(
+        addr,
+        "PUT",
+        path,
+        Some("application/json"),
+        &definition.to_string(),
+    )
+}
+
+#[test]
+fn put_replaces_the_definition_and_restarts_the_app() {
+    let tmp = TempDir::new("put");
+    let out = tmp.path().join("out");
+    fs::create_dir_all(&out).expect("out dir");
+    // Each start records whether the previous start's process still ran (a zombie, dead and
+    // not yet reaped by whoever inherited it, does not).
+    let prelude = format!(
+        "prev=$(( $(cat '{out}/starts' 2>/dev/null || echo 0) )); \
+         if [ \"$prev\" -gt 0 ]; then old=$(sed -n 's/^pid=//p' '{out}/run.'$prev); \
+         st=$(sed 's/.*) //' /proc/$old/stat 2>/dev/null | cut -c1); \
+         if [ -n \"$st\" ] && [ \"$st\" != Z ]; then echo yes; else echo no; fi > '{out}/overlap.'$prev; fi",
+        out = out.display()
+    );
+    let files = FileServer::new(vec![
+        ("storage-scheduler", scheduler_script(&out, 0, &prelude)),
+        ("storage-executor", b"executor bytes".to_vec()),
+        ("v2/storage-executor", b"executor bytes, build 2".to_vec()),
+    ]);
+    let l = launcher(&tmp.path().join("work"));
+    let addr = l.addr();
+    // Old instances killed before the new start: nothing may run beside them.
+    let mut def = spec_definition(&files);
+    def["upgradeStrategy"] = json!({ "minimumHealthCapacity": 0, "maximumOverCapacity": 0 });
+    assert_eq!(post_app(addr, &def).status, 201);
+    let first = wait_for("the first start", || recorded_run(&out, 1));
+    let v1 = get_app(addr, "storage-scheduler").json()["app"]["version"].clone();
+
+    // The new definition (a new executor URL, one more flag), without an id: the path names it.
+    let mut new = def.clone();
+    new.as_object_mut().unwrap().remove("id");
+    new["uris"][1] = json!(format!("{}/v2/storage-executor", files.url()));
+    new["cmd"] = json!(format!("{SPEC_CMD} -loglevel=info"));
+    let put = wait_for("the first deployment to finish", || {
+        let r = put_app(addr, "/v2/apps/storage-scheduler", &new);
+        (r.status != 409).then_some(r)
+    });
+    assert_eq!(put.status, 200, "{}", put.body);
+    let body = put.json();
+    let deployment = body["deploymentId"].as_str().expect("deploymentId");
+    assert_eq!(put.header("Marathon-Deployment-Id"), Some(deployment));
+    assert!(
+        body["version"].is_string() && body["version"] != v1,
+        "{body}"
+    );
+    assert_eq!(body.as_object().unwrap().len(), 2, "{body}");
+
+    // The old process stopped before the new one started, with the new command and files.
+    let second = wait_for("the second start", || recorded_run(&out, 2));
+    assert!(
+        second["args"].ends_with("-loglevel=info"),
+        "{}",
+        second["args"]
+    );
+    assert!(is_dead(&first["pid"]));
+    assert_eq!(
+        fs::read_to_string(out.join("overlap.1")).unwrap().trim(),
+        "no"
+    );
+    assert_eq!(
+        fs::read(PathBuf::from(&second["MESOS_SANDBOX"]).join("storage-executor")).unwrap(),
+        b"executor bytes, build 2"
+    );
+    let app = wait_for("the update's deployment to finish", || {
+        let app = get_app(addr, "storage-scheduler").json()["app"].clone();
+        (app["deployments"] == json!([]) && app["tasksRunning"] == 1).then_some(app)
+    });
+    assert_eq!(app["id"], "/storage-scheduler");
+    assert_eq!(app["version"], body["version"]);
+    assert!(app["cmd"].as_str().unwrap().ends_with("-loglevel=info"));
+    assert_eq!(app["tasks"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        app["tasks"][0]["id"].as_str(),
+        Some(&*second["MESOS_TASK_ID"])
+    );
+
+    // With the defaults (keep one running, one over): the new instance starts first, and the
+    // old one is killed once it runs.
+    new.as_object_mut().unwrap().remove("upgradeStrategy");
+    let put = put_app(addr, "/v2/apps/storage-scheduler", &new);
+    assert_eq!(put.status, 200, "{}", put.body);
+    let third = wait_for("the third start", || recorded_run(&out, 3));
+    wait_for("the second process killed", || {
+        is_dead(&second["pid"]).then_some(())
+    });
+    assert!(!is_dead(&third["pid"]));
+    l.shutdown();
+}
+
+#[test]
+fn put_is_refused_during_a_deployment_unless_forced_and_reads_bodies_as_post_does() {
+    let tmp = TempDir::new("put-locked");
+    let files = FileServer::new(vec![("storage-executor", b"x".to_vec())]);
+    let l = launcher(&tmp.path().join("work"));
+    let addr = l.addr();
+    // Its scheduler cannot be fetched: the task never runs, the deployment never ends.
+    let def = spec_definition(&files);
+    let created = post_app(addr, &def);
+    assert_eq!(created.status, 201, "{}", created.body);
+    let deployment = created.json()["deployments"][0]["id"].clone();
+    let locked = put_app(addr, "/v2/apps/storage-scheduler", &def);
+    assert_eq!(locked.status, 409, "{}", locked.body);
+    let doc = locked.json();
+    assert_eq!(doc["deployments"], json!([{ "id": deployment }]));
+    assert_eq!(
+        doc["message"],
+        format!(
+            "App is locked by one or more deployments. Override with the option '?force=true'. View details at '/v2/deployments/{}'.",
+            deployment.as_str().unwrap()
+        )
+    );
+    let forced = put_app(addr, "/v2/apps/storage-scheduler?force=true", &def);
+    assert_eq!(forced.status, 200, "{}", forced.body);
+    assert_ne!(forced.json()["deploymentId"], deployment);
+
+    // Bodies are read as POST reads them.
+    let bad = put_app(
+        addr,
+        "/v2/apps/storage-scheduler?force=true",
+        &json!({"cpus": -1}),
+    );
+    assert_eq!(bad.status, 422, "{}", bad.body);
+    assert_eq!(bad.json()["message"], "Invalid JSON");
+    assert_eq!(bad.json()["details"][0]["path"], "/cpus");
+    let broken = http(
+        addr,
+        "PUT",
+        "/v2/apps/storage-scheduler",
+        Some("application/json"),
+        "{",
+    );
+    assert_eq!(broken.status, 400, "{}", broken.body);
+    let wrong_type = http(
+        addr,
+        "PUT",
+        "/v2/apps/storage-scheduler",
+        Some("text/plain"),
+        "{}",
+    );
+    assert_eq!(wrong_type.status, 415);
+
+    // A partial update (the default) keeps what the body leaves out; without it, the body
+    // alone must be a whole definition.
+    let partial = put_app(
+        addr,
+        "/v2/apps/storage-scheduler?force=true",
+        &json!({"mem": 64}),
+    );
+    assert_eq!(partial.status, 200, "{}", partial.body);
+    let app = get_app(addr, "storage-scheduler").json()["app"].clone();
+    assert_eq!(
+        (app["mem"].clone(), app["cmd"].clone()),
+        (json!(64.0), json!(SPEC_CMD))
+    );
+    let whole = put_app(
+        addr,
+        "/v2/apps/storage-scheduler?force=true&partialUpdate=false",
+        &json!({"mem": 64}),
+    );
+    assert_eq!(whole.status, 422, "{}", whole.body);
+    assert_eq!(whole.json()["message"], "Object is not valid");
+
+    // An unknown id is created, as Marathon's PUT does.
+    let made = put_app(addr, "/v2/apps/other", &def);
+    assert_eq!(made.status, 201, "{}", made.body);
+    assert!(made.json()["deploymentId"].is_string());
+    assert_eq!(get_app(addr, "other").json()["app"]["id"], "/other");
     l.shutdown();
 }

@@ -840,11 +840,18 @@ fn preinst(c: Option<Component>, env: &Env) -> Result<(), String> {
 }
 
 /// Effects of a storage package's installation scripts; the message on failure is what the
-/// script prints.
+/// script prints. Installed over an installed version (`dpkg -i`, `rpm -Uvh`), the old
+/// package's scripts stop its service first and the new one starts it again, as the real
+/// packages do: the stop and the start are in the host's command log, and the service runs
+/// as a new process. A first install only starts it.
 fn postinst(c: Component, state: &mut HostState, ctx: &mut Ctx) -> Result<(), String> {
     let root = ctx.root;
     let upstart = state.profile.init() == Init::Upstart;
     let service = c.service();
+    let replacing = state.services.contains_key(service);
+    if replacing {
+        script_service(state, "stop", service, &mut ctx.io);
+    }
     match c {
         Component::Mdm => {
             let manager = ctx.env.mdm_role_is_manager.as_deref() == Some("1");
@@ -919,6 +926,9 @@ fn postinst(c: Component, state: &mut HostState, ctx: &mut Ctx) -> Result<(), St
     if let Some(s) = state.services.get_mut(service) {
         s.restarts = restarted;
     }
+    if replacing {
+        log_script_command(state, "start", service);
+    }
     let pid = state.services.get(service).and_then(|s| s.pid).unwrap_or(0);
     match (c, kind) {
         (Component::Gateway, _) => ctx.io.out("The EMC ScaleIO Gateway is running"),
@@ -936,6 +946,31 @@ fn postinst(c: Component, state: &mut HostState, ctx: &mut Ctx) -> Result<(), St
         _ => ctx.io.out(systemd_symlink(state.profile, service)),
     }
     Ok(())
+}
+
+/// A maintainer script stops `service` with the host's service tool (`systemctl stop sds`,
+/// `service sds stop`); logged like any command it runs.
+fn script_service(state: &mut HostState, verb: &str, service: &str, io: &mut Io) {
+    if let Some(s) = state.services.get_mut(service) {
+        if s.running && s.kind == ServiceKind::Upstart {
+            io.out(format!("{service} stop/waiting"));
+        }
+        s.running = false;
+        s.pid = None;
+    }
+    log_script_command(state, verb, service);
+}
+
+fn log_script_command(state: &mut HostState, verb: &str, service: &str) {
+    let argv = match state.profile.init() {
+        Init::Systemd => vec![
+            "systemctl".to_string(),
+            verb.to_string(),
+            service.to_string(),
+        ],
+        Init::Upstart => vec!["service".to_string(), service.to_string(), verb.to_string()],
+    };
+    state.history.push(Invocation { argv, status: 0 });
 }
 
 fn systemd_symlink(profile: HostProfile, unit: &str) -> String {

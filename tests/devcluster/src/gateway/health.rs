@@ -1,15 +1,15 @@
 //! The storage cluster's health as the dev gateway shows it: the faults the control API
-//! injects (an SDS or SDC cut off from the MDM, a device in error, the MDM cluster down a
-//! member, a rebuild that drains over N seconds, a pool filled to P percent), laid over the
-//! answers the model gives, with the field names and values a real 2.x gateway uses.
-//! `/control/gateway/clear` ends every one of them.
+//! injects (an SDC cut off from the MDM, a device in error, a rebuild of every pool that
+//! drains over N seconds, a pool filled to P percent), laid over the answers the model gives,
+//! with the field names and values a real 2.x gateway uses. An SDS or MDM member cut off is
+//! the data model's (`data.rs`): it has consequences for the data. `/control/gateway/clear`
+//! ends every one of them.
 
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-/// The longest rebuild that can be asked for: a day.
-const LONGEST_REBUILD: Duration = Duration::from_secs(24 * 60 * 60);
+use super::data::LONGEST_REBUILD;
 
 /// One fault to inject or end. Hosts are named by their address, as the MDM knows them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,12 +73,24 @@ pub struct PoolFigures {
     pub moving_kb: u64,
 }
 
+impl PoolFigures {
+    /// These figures and `other`'s, of a pool that can hold `usable_kb`: missing copies add
+    /// up (to at most the pool), and what lacks a copy is data in use.
+    pub fn with(self, other: PoolFigures, usable_kb: u64) -> PoolFigures {
+        let degraded = (self.degraded_kb + other.degraded_kb).min(usable_kb);
+        PoolFigures {
+            in_use_kb: self.in_use_kb.max(other.in_use_kb).max(degraded),
+            degraded_kb: degraded,
+            pending_rebuild_kb: (self.pending_rebuild_kb + other.pending_rebuild_kb).min(usable_kb),
+            moving_kb: (self.moving_kb + other.moving_kb).min(degraded),
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct Faults {
-    sds_down: BTreeSet<String>,
     sdc_down: BTreeSet<String>,
     failed_devices: BTreeSet<(String, String)>,
-    mdm_degraded: bool,
     rebuild: Option<Rebuild>,
     fill_pct: u64,
 }
@@ -93,7 +105,8 @@ impl Faults {
             }
         };
         match fault {
-            HealthFault::SdsConnected { ip, connected } => set(!connected, &mut self.sds_down, ip),
+            // The data model's.
+            HealthFault::SdsConnected { .. } | HealthFault::MdmDegraded(_) => {}
             HealthFault::SdcConnected { ip, connected } => set(!connected, &mut self.sdc_down, ip),
             HealthFault::DeviceFailed { ip, path, failed } => {
                 if failed {
@@ -102,7 +115,6 @@ impl Faults {
                     self.failed_devices.remove(&(ip, path));
                 }
             }
-            HealthFault::MdmDegraded(on) => self.mdm_degraded = on,
             HealthFault::Rebuild(lasts) => {
                 self.rebuild = (!lasts.is_zero()).then(|| Rebuild {
                     started: Instant::now(),
@@ -110,13 +122,6 @@ impl Faults {
                 })
             }
             HealthFault::Fill(pct) => self.fill_pct = pct,
-        }
-    }
-
-    /// An SDS answer (`sds_json`) of the SDS at `ips`, with an injected disconnection.
-    pub fn sds(&self, value: &mut Value, ips: &[&str]) {
-        if ips.iter().any(|ip| self.sds_down.contains(*ip)) {
-            value["mdmConnectionState"] = json!("Disconnected");
         }
     }
 
@@ -137,17 +142,11 @@ impl Faults {
         }
     }
 
-    /// The system's `mdmCluster` with one manager down when degraded.
-    pub fn mdm_cluster(&self, cluster: &mut Value) {
-        if !self.mdm_degraded {
-            return;
-        }
-        cluster["clusterState"] = json!("ClusteredDegraded");
-        cluster["goodNodesNum"] = json!(2);
-        cluster["goodReplicasNum"] = json!(1);
-        if let Some(slave) = cluster["slaves"].get_mut(0) {
-            slave["status"] = json!("Disconnected");
-        }
+    /// Whether an injected rebuild still leaves every pool missing copies.
+    pub fn rebuilding(&self, now: Instant) -> bool {
+        self.rebuild
+            .as_ref()
+            .is_some_and(|r| now.saturating_duration_since(r.started) < r.lasts)
     }
 
     /// A pool's figures when it can hold `usable_kb` (capacity less spare), now.

@@ -1,10 +1,12 @@
-//! What the MDM learns from a host when an SDS is added there or a device to it, and the
-//! refusals that follow. A real MDM connects to the SDS at the address it is given and has
-//! the SDS open each device, so it refuses an address where no SDS process listens, a second
-//! SDS at an address whose one SDS process is taken, and a device path the host lacks. The
-//! dev gateway asks a [`HostDirectory`] (the dev cluster's stand-in hosts) for those facts;
-//! a gateway without one (a gateway alone, in its own tests) knows no hosts and accepts any
-//! address and path.
+//! What the MDM learns from the hosts: whether an SDS process listens where an SDS is added
+//! (and which process: one that was restarted broke its connection), the devices it can open,
+//! and whether each MDM member's process runs. A real MDM connects to the SDS at the address
+//! it is given and has the SDS open each device, so it refuses an address where no SDS
+//! process listens, a second SDS at an address whose one SDS process is taken, and a device
+//! path the host lacks; and it loses an SDS or a member whose host or process goes away. The
+//! dev gateway asks a [`HostDirectory`] (the dev cluster's stand-in hosts, whose state files
+//! are the one owner of these facts) and keeps none of them itself; a gateway without one (a
+//! gateway alone, in its own tests) knows no hosts and accepts any address and path.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -13,28 +15,48 @@ use std::sync::Arc;
 /// One host as the MDM would find it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HostFacts {
-    /// An SDS process is up and listening on the host (on the default SDS port).
-    pub sds_running: bool,
+    /// The process id of the SDS listening on the host (on the default SDS port); `None`
+    /// when none runs or the host is down.
+    pub sds_process: Option<u32>,
     /// Absolute paths of the host's device nodes (`/dev/xvdb`, `/dev/disk/by-id/...`).
     pub device_paths: BTreeSet<String>,
+    /// `None`: no MDM is installed on the host; else whether its `mdm` process runs (false
+    /// while the host is down).
+    pub mdm_running: Option<bool>,
 }
 
-/// Answers the host at an address: `Some(facts)`, `Some(HostFacts::default())` when no host
-/// has the address (nothing listens there), `None` when the address is a host this
-/// directory cannot see into (a synthetic agent): then the gateway does not check it.
-type LookUp = dyn Fn(&str) -> Option<HostFacts> + Send + Sync;
+impl HostFacts {
+    pub fn sds_running(&self) -> bool {
+        self.sds_process.is_some()
+    }
+}
 
-/// The hosts the gateway consults before it adds an SDS or a device.
+/// Answers the hosts at some addresses, one answer per address in order: `Some(facts)`,
+/// `Some(HostFacts::default())` when no host has the address (nothing listens there), `None`
+/// when the address is a host this directory cannot see into (a synthetic agent): then the
+/// gateway does not check it.
+type LookUp = dyn Fn(&[&str]) -> Vec<Option<HostFacts>> + Send + Sync;
+
+/// The hosts the gateway consults before it adds an SDS or a device, and watches after.
 #[derive(Clone)]
 pub struct HostDirectory(Arc<LookUp>);
 
 impl HostDirectory {
-    pub fn new(look_up: impl Fn(&str) -> Option<HostFacts> + Send + Sync + 'static) -> Self {
+    pub fn new(
+        look_up: impl Fn(&[&str]) -> Vec<Option<HostFacts>> + Send + Sync + 'static,
+    ) -> Self {
         HostDirectory(Arc::new(look_up))
     }
 
     pub fn look_up(&self, ip: &str) -> Option<HostFacts> {
-        (self.0)(ip)
+        self.look_up_all(&[ip]).pop().flatten()
+    }
+
+    /// Several addresses at once (one look at the cluster for all of them).
+    pub fn look_up_all(&self, ips: &[&str]) -> Vec<Option<HostFacts>> {
+        let mut answers = (self.0)(ips);
+        answers.resize(ips.len(), None);
+        answers
     }
 }
 
@@ -68,7 +90,7 @@ pub fn check_sds_address(
         let Some(facts) = hosts.look_up(ip) else {
             continue;
         };
-        if !facts.sds_running || port != SDS_PROCESS_PORT {
+        if !facts.sds_running() || port != SDS_PROCESS_PORT {
             return Err(Refusal::NoSdsAt(ip.to_string(), port));
         }
     }
@@ -101,13 +123,18 @@ mod tests {
     use super::*;
 
     fn directory() -> HostDirectory {
-        HostDirectory::new(|ip| match ip {
-            "10.0.0.1" => Some(HostFacts {
-                sds_running: true,
-                device_paths: ["/dev/xvdb".to_string()].into(),
-            }),
-            "10.0.0.2" => Some(HostFacts::default()),
-            _ => None,
+        HostDirectory::new(|ips| {
+            ips.iter()
+                .map(|ip| match *ip {
+                    "10.0.0.1" => Some(HostFacts {
+                        sds_process: Some(900),
+                        device_paths: ["/dev/xvdb".to_string()].into(),
+                        mdm_running: None,
+                    }),
+                    "10.0.0.2" => Some(HostFacts::default()),
+                    _ => None,
+                })
+                .collect()
         })
     }
 

@@ -934,6 +934,7 @@ impl Cluster {
                 ip: a.ip,
                 endpoint: a.endpoint(),
                 up: a.up,
+                partitioned: a.partitioned,
                 attributes: a.attributes_text.clone(),
                 synthetic: a.synthetic,
             })

@@ -1,0 +1,89 @@
+//! The lifecycle's inputs reach it here: the declared target at start, and after every batch
+//! the waiting asks of running nodes, decided by `scheduler/rollout/` (the vendor's order and
+//! the disruption budget) and written into the nodes' walks, whose plans then carry the
+//! grant or the reason. One log line per grant and per changed reason.
+
+use super::Dispatcher;
+use crate::scheduler::health::gate::GateSettings;
+use crate::scheduler::model::StepState;
+use crate::scheduler::rollout::decide::{self, Decision};
+use crate::scheduler::rollout::target::{self, Declared};
+use log::info;
+
+impl Dispatcher {
+    /// What the disruption budget needs besides the model.
+    pub fn set_gate_settings(&mut self, settings: GateSettings) {
+        self.gate = settings;
+    }
+
+    /// The target this start declares; a change starts the next generation (saved with the
+    /// first batch), which every running node then walks to.
+    pub fn declare_target(&mut self, declared: &Declared<'_>) {
+        let stored = &self.state.model.target;
+        let next = target::advance(stored, declared);
+        if &next == stored {
+            info!(
+                "target generation {} (unchanged since the last start)",
+                next.generation
+            );
+            return;
+        }
+        info!(
+            "target generation {} ({}; was {})",
+            next.generation,
+            next.change.map_or("first", |k| k.as_str()),
+            next.previous
+        );
+        self.state.model.target = next;
+        self.dirty = true;
+        self.touch_view();
+    }
+
+    /// Decides every waiting ask and writes the answers into the nodes.
+    pub(super) fn regrant(&mut self) {
+        let decisions = decide::decide_all(&self.state.model, &self.gate);
+        let mut changed = false;
+        for d in decisions {
+            changed |= self.apply(d);
+        }
+        if changed {
+            self.dirty = true;
+            self.touch_view();
+        }
+    }
+
+    fn apply(&mut self, d: Decision) -> bool {
+        let Some(node) = self.state.model.nodes.get_mut(&d.agent) else {
+            return false;
+        };
+        let host = node.hostname.clone();
+        let Some(walk) = node.rollout.as_deref_mut() else {
+            return false;
+        };
+        match d.answer {
+            Ok(()) => {
+                walk.granted = Some(d.step);
+                if let Some(s) = walk.step_mut(d.step) {
+                    s.state = StepState::InProgress;
+                    s.reason = None;
+                }
+                info!(
+                    "node {host}: may start {} (generation {})",
+                    d.step, walk.generation
+                );
+            }
+            Err(why) => {
+                let Some(s) = walk.step_mut(d.step) else {
+                    return false;
+                };
+                if s.reason.as_deref() == Some(why.0.as_str()) {
+                    return false;
+                }
+                info!("node {host}: {} {why}", d.step);
+                s.reason = Some(why.0);
+            }
+        }
+        node.updated_ms = self.clock.now_ms();
+        true
+    }
+}
