@@ -42,6 +42,10 @@ pub enum ApiError {
     Transient(String),
     /// The scheduler's address presented another certificate than the pinned one.
     Pin(String),
+    /// 409: the report does not fit the scheduler's record (a rollout report of another
+    /// generation, or out of turn). An answer, not retried: the caller fetches the plan
+    /// again and starts over.
+    Conflict(String),
 }
 
 impl fmt::Display for ApiError {
@@ -50,7 +54,8 @@ impl fmt::Display for ApiError {
             ApiError::Refused(s)
             | ApiError::Unreachable(s)
             | ApiError::Transient(s)
-            | ApiError::Pin(s) => f.write_str(s),
+            | ApiError::Pin(s)
+            | ApiError::Conflict(s) => f.write_str(s),
         }
     }
 }
@@ -68,7 +73,7 @@ enum Link {
 /// The link after `result` and the one log line the change deserves, if any.
 fn link_change(before: Link, result: &Result<(), ApiError>, root: &str) -> (Link, Option<String>) {
     let after = match result {
-        Ok(()) | Err(ApiError::Refused(_)) => Link::Up,
+        Ok(()) | Err(ApiError::Refused(_) | ApiError::Conflict(_)) => Link::Up,
         Err(ApiError::Unreachable(_)) => Link::Unreachable,
         Err(ApiError::Transient(_)) => Link::Failing,
         Err(ApiError::Pin(_)) => Link::OtherCertificate,
@@ -97,6 +102,44 @@ fn link_change(before: Link, result: &Result<(), ApiError>, root: &str) -> (Link
         Ok(()) => format!("scheduler at {root} answers again"),
     };
     (after, Some(line))
+}
+
+/// The scheduler as the node worker calls it: [`SchedulerApi`] over HTTPS, a stand-in in
+/// unit tests. Both calls retry until the scheduler answers.
+pub trait Scheduler: Send {
+    /// The plan: at once without `version`, else once it differs from `version` or the
+    /// plan wait ran out (`None`: unchanged).
+    fn plan_after(&mut self, version: Option<u64>) -> Result<Option<Plan>, ApiError>;
+    /// Posts `body` (JSON) to `action` until the scheduler records it.
+    fn post_json(&mut self, action: Action, body: &str) -> Result<(), ApiError>;
+}
+
+impl dyn Scheduler {
+    /// Posts `body` until the scheduler records it.
+    pub fn report(&mut self, action: Action, body: &impl serde::Serialize) -> Result<(), ApiError> {
+        let text = serde_json::to_string(body).map_err(|e| {
+            ApiError::Transient(format!(
+                "POST {}: cannot encode the body: {e}",
+                action.segment()
+            ))
+        })?;
+        self.post_json(action, &text)
+    }
+}
+
+impl Scheduler for SchedulerApi {
+    fn plan_after(&mut self, version: Option<u64>) -> Result<Option<Plan>, ApiError> {
+        let wait = if version.is_some() {
+            self.plan_wait
+        } else {
+            Duration::ZERO
+        };
+        self.retry(|api| api.plan(version, wait))
+    }
+
+    fn post_json(&mut self, action: Action, body: &str) -> Result<(), ApiError> {
+        self.retry(|api| api.post_text(action, body))
+    }
 }
 
 pub struct SchedulerApi {
@@ -156,10 +199,6 @@ impl SchedulerApi {
         self
     }
 
-    pub fn plan_wait(&self) -> Duration {
-        self.plan_wait
-    }
-
     fn url(&self, action: Action) -> String {
         format!(
             "{}{}",
@@ -212,11 +251,9 @@ impl SchedulerApi {
         }
     }
 
-    /// `POST <base>/<action>` once.
-    pub fn post(&self, action: Action, body: &impl serde::Serialize) -> Result<(), ApiError> {
+    /// `POST <base>/<action>` once, `body` being JSON.
+    pub fn post_text(&self, action: Action, body: &str) -> Result<(), ApiError> {
         let what = format!("POST {}", action.segment());
-        let body = serde_json::to_string(body)
-            .map_err(|e| ApiError::Transient(format!("{what}: cannot encode the body: {e}")))?;
         let response = self
             .agent
             .post(&self.url(action))
@@ -231,11 +268,6 @@ impl SchedulerApi {
         } else {
             Err(classify(&what, status, &text))
         }
-    }
-
-    /// Posts until the scheduler records it.
-    pub fn report(&mut self, action: Action, body: &impl serde::Serialize) -> Result<(), ApiError> {
-        self.retry(|api| api.post(action, body))
     }
 
     /// Runs `f` until it succeeds or is refused, waiting between attempts with jittered
@@ -263,7 +295,7 @@ impl SchedulerApi {
                 (_, None) => {}
             }
             match outcome {
-                Ok(()) | Err(ApiError::Refused(_)) => return result,
+                Ok(()) | Err(ApiError::Refused(_) | ApiError::Conflict(_)) => return result,
                 Err(e) => log::debug!("{e}; attempt {}", backoff.attempts() + 1),
             }
             let delay = backoff.next_delay();
@@ -296,7 +328,7 @@ impl SchedulerApi {
                     }
                 }
             }
-            Ok(()) | Err(ApiError::Transient(_) | ApiError::Refused(_)) => {
+            Ok(()) | Err(ApiError::Transient(_) | ApiError::Refused(_) | ApiError::Conflict(_)) => {
                 // The scheduler answered through the pinned certificate.
                 self.pin_worked = true;
                 self.mismatch_since = None;
@@ -355,6 +387,7 @@ fn classify(what: &str, status: u16, body: &[u8]) -> ApiError {
     let msg = format!("{what}: scheduler answered {status}: {}", text.trim());
     match status {
         401 | 404 => ApiError::Refused(msg),
+        409 => ApiError::Conflict(msg),
         _ => ApiError::Transient(msg),
     }
 }
@@ -491,6 +524,26 @@ mod tests {
             let path = url.strip_prefix("https://s:1").unwrap();
             assert_eq!(api::split_path(path), Some(("e1", r.segment)));
         }
+    }
+
+    #[test]
+    fn a_conflict_is_an_answer_handed_back_not_retried() {
+        let (mut api, _tx) = api("https://s:1");
+        let n = Cell::new(0);
+        let r: Result<(), _> = api.retry(|_| {
+            n.set(n.get() + 1);
+            if n.get() > 2 {
+                return Ok(());
+            }
+            Err(classify(
+                "POST rollout",
+                409,
+                b"rollout report refused: generation 2 is not the target's (3)",
+            ))
+        });
+        assert_eq!(n.get(), 1, "retried: {r:?}");
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains("409") && e.contains("not the target's"), "{e}");
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub const GATEWAY_PROPERTIES: &str =
 /// Written before the properties change and removed after the restart, so that an executor
 /// killed between the two still restarts the gateway when it resumes.
 const GATEWAY_RESTART_PENDING: &str = "/var/lib/storage-executor/gateway-restart-pending";
-const GATEWAY_SERVICE: &str = "scaleio-gateway";
+pub const GATEWAY_SERVICE: &str = "scaleio-gateway";
 /// How long a step's effect may take to show in `--query_cluster` after it exited 0.
 const VERIFY_DEADLINE: Duration = Duration::from_secs(30);
 const VERIFY_POLL: Duration = Duration::from_millis(200);
@@ -284,7 +284,7 @@ impl Node {
         Ok(Findings::default())
     }
 
-    fn point_gateway_at_mdms(
+    pub(super) fn point_gateway_at_mdms(
         &mut self,
         platform: Platform,
         mdm_ips: &[String],

@@ -12,6 +12,8 @@ pub mod install;
 pub mod machine;
 pub mod plan;
 pub mod rescan;
+pub mod rollout;
+pub mod steps;
 pub mod volume;
 pub mod volume_driver;
 pub mod watch;
@@ -20,7 +22,7 @@ use crate::host::commands::{Cmd, HostRunner, Runner};
 use crate::host::devices;
 use crate::host::facts::Facts;
 use crate::host::packages;
-use api::{ApiError, SchedulerApi};
+use api::{ApiError, Scheduler, SchedulerApi};
 use machine::{Earlier, Findings, Phase, Reboot};
 use plan::Plan;
 use std::path::PathBuf;
@@ -54,7 +56,7 @@ type StepResult = Result<Findings, String>;
 const NEEDS_CONFIGURATION: &str = "[configuration] ";
 
 pub struct Node {
-    api: SchedulerApi,
+    api: Box<dyn Scheduler>,
     facts: Facts,
     sandbox: PathBuf,
     plan: Plan,
@@ -63,18 +65,31 @@ pub struct Node {
     runner: Box<dyn Runner + Send>,
     /// The isolator was installed by this executor: the agent must restart to load it.
     isolator_installed: bool,
+    /// Once running: the walk toward the scheduler's target generation.
+    walk: rollout::Walk,
 }
 
 impl Node {
     pub fn new(api: SchedulerApi, facts: Facts, sandbox: PathBuf) -> Node {
+        Node::with(Box::new(api), Box::new(HostRunner), facts, sandbox)
+    }
+
+    /// A node worker on `runner`'s host and `api`'s scheduler.
+    fn with(
+        api: Box<dyn Scheduler>,
+        runner: Box<dyn Runner + Send>,
+        facts: Facts,
+        sandbox: PathBuf,
+    ) -> Node {
         Node {
             api,
             facts,
             sandbox,
             plan: Plan::default(),
             platform: None,
-            runner: Box::new(HostRunner),
+            runner,
             isolator_installed: false,
+            walk: rollout::Walk::default(),
         }
     }
 
@@ -152,12 +167,7 @@ impl Node {
     /// Gets the plan (retrying until the scheduler answers); with `version`, waits for a
     /// plan other than that one.
     fn fetch_plan(&mut self, version: Option<u64>) -> Result<(), ApiError> {
-        let wait = if version.is_some() {
-            self.api.plan_wait()
-        } else {
-            Duration::ZERO
-        };
-        if let Some(p) = self.api.retry(|api| api.plan(version, wait))? {
+        if let Some(p) = self.api.plan_after(version)? {
             self.plan = p;
         }
         Ok(())
@@ -324,7 +334,12 @@ impl Node {
         let before = std::fs::read_to_string(&marker).unwrap_or_default();
         let text = machine::mark(&before, reason, &boot);
         volume::write_if_changed(&marker, &text, 0o600)?;
-        log::warn!("node {}: rebooting the host ({reason})", self.plan.hostname);
+        self.shutdown(reason.as_str())
+    }
+
+    /// `shutdown -r now`, and waiting to be ended by it; the reboot marker is written.
+    fn shutdown(&mut self, why: &str) -> StepResult {
+        log::warn!("node {}: rebooting the host ({why})", self.plan.hostname);
         self.runner
             .check(&Cmd::new("shutdown", &["-r", "now"]).deadline(Cmd::QUERY_DEADLINE))
             .map_err(|e| e.to_string())?;

@@ -63,22 +63,8 @@ impl Node {
     }
 
     /// True when the file was written now.
-    fn write_rexray_config(&mut self) -> Result<bool, String> {
-        let install = &self.plan.install;
-        let gateway = install
-            .gateway
-            .clone()
-            .ok_or("the plan names no gateway for the volume driver")?;
-        let (pd, pool) = self.plan.consuming_pool();
-        let text = volume::rexray_config(&volume::RexRay {
-            gateway: &gateway,
-            system_name: &install.system_name,
-            system_id: install.system_id.as_deref(),
-            protection_domain: &pd,
-            storage_pool: &pool,
-            credentials: self.plan.rexray_user(),
-            verify_gateway: install.volume_driver.verify_gateway,
-        });
+    pub(super) fn write_rexray_config(&mut self) -> Result<bool, String> {
+        let text = self.rexray_config_text()?;
         let written =
             volume::write_if_changed(&self.facts.path(volume::REXRAY_CONFIG), &text, 0o600)?;
         log::info!(
@@ -96,6 +82,26 @@ impl Node {
             }
         );
         Ok(written)
+    }
+
+    /// REX-Ray's configuration as the plan has it now.
+    pub(super) fn rexray_config_text(&self) -> Result<String, String> {
+        let install = &self.plan.install;
+        let gateway = install
+            .gateway
+            .clone()
+            .ok_or("the plan names no gateway for the volume driver")?;
+        let (pd, pool) = self.plan.consuming_pool();
+        let text = volume::rexray_config(&volume::RexRay {
+            gateway: &gateway,
+            system_name: &install.system_name,
+            system_id: install.system_id.as_deref(),
+            protection_domain: &pd,
+            storage_pool: &pool,
+            credentials: self.plan.rexray_user(),
+            verify_gateway: install.volume_driver.verify_gateway,
+        });
+        Ok(text)
     }
 
     /// True when installed now.

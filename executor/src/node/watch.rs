@@ -1,8 +1,8 @@
 //! A running node keeps an eye on its host: once per plan long poll it looks at what its
 //! install left there (`health.rs` decides what counts and whether to tell) and reports a
-//! change with `POST health`, and reads its devices again (`rescan.rs`). An unchanged host
-//! costs no call beyond the poll. Nothing here fails the task, relaunches anything or walks
-//! a phase again.
+//! change with `POST health`, reads its devices again (`rescan.rs`) and walks to its target
+//! generation (`rollout.rs`). An unchanged host costs no call beyond the poll. Nothing here
+//! fails the task, relaunches anything or walks a phase again.
 
 use super::health::{self, Expected, Look};
 use super::Node;
@@ -29,6 +29,9 @@ impl Node {
                 told = Some(found);
             }
             if self.rescan().is_err() {
+                return;
+            }
+            if self.follow_target().is_err() {
                 return;
             }
             let version = self.plan.version;
