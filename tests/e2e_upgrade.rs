@@ -73,7 +73,9 @@ fn layouts() -> BTreeMap<String, BTreeMap<String, String>> {
 
 impl Rig {
     fn start() -> Rig {
-        let dir = std::env::temp_dir().join(format!("e2e-upgrade-{}", std::process::id()));
+        static RIGS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = RIGS.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("e2e-upgrade-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("dir");
         let listener = control::bind(0).expect("control API");
@@ -412,4 +414,83 @@ fn a_new_package_version_reaches_every_node_in_the_vendor_s_order() {
             "the gateway last ({c}): {seen:?}"
         );
     }
+}
+
+impl Rig {
+    fn plan(&self) -> Option<Value> {
+        let body = ureq::get(&format!("http://127.0.0.1:{}/api/plan", self.port))
+            .call()
+            .ok()?
+            .into_body()
+            .read_to_string()
+            .ok()?;
+        serde_json::from_str(&body).ok()
+    }
+
+    /// The reason a waiting step of `host` shows on `/api/plan`, once it contains `part`.
+    fn waits_saying(&self, host: &str, part: &str) -> String {
+        wait_for(
+            &format!("{host} waiting with a reason naming {part:?}"),
+            Duration::from_secs(120),
+            || {
+                let plan = self.plan()?;
+                let node = plan["nodes"]
+                    .as_array()?
+                    .iter()
+                    .find(|n| n["hostname"] == host)?
+                    .clone();
+                node["steps"].as_array()?.iter().find_map(|s| {
+                    let why = s["reason"].as_str()?;
+                    (s["state"] == "waiting" && why.contains(part)).then(|| why.to_string())
+                })
+            },
+        )
+    }
+}
+
+/// Mid-upgrade, an SDS of the second domain drops off the MDM on its own: the other SDSs of
+/// that domain wait and say why, none of them is upgraded while it is down or while the pool
+/// rebuilds after it is back, and the upgrade then finishes with no data made unavailable.
+#[test]
+fn an_sds_that_drops_off_mid_upgrade_holds_its_domain_until_the_pool_has_rebuilt() {
+    let mut rig = Rig::start();
+    rig.start_scheduler();
+    let first = rig.wait_at(1, Duration::from_secs(300));
+    // A data node of pd2 (agents 4-6) goes down on its own; another of pd2 is watched.
+    let pd2: Vec<usize> = (4..=AGENTS).collect();
+    let (down, watched) = (pd2[1], pd2[2]);
+    assert!(first.contains_key(&format!("agent-{down}")));
+    rig.control("POST", "/control/gateway/rebuild-time?seconds=3");
+    rig.control("POST", "/control/gateway/events/reset");
+    rig.scheduler = None;
+    rig.stage_new_version();
+    rig.start_scheduler();
+    wait_for("the upgrade under way", Duration::from_secs(120), || {
+        let plan = rig.plan()?;
+        (plan["kind"] == "upgrade" && plan["counts"]["done"].as_u64()? > 0).then_some(())
+    });
+    rig.control(
+        "POST",
+        &format!("/control/gateway/sds?agent={down}&connected=false"),
+    );
+    let why = rig.waits_saying(&format!("agent-{watched}"), "disconnected");
+    assert!(why.contains(&format!("agent-{down}")), "{why}");
+    let sds_at_new =
+        |n: usize| host_state(&rig.host_root(n)).is_some_and(|s| upgraded(&s).contains(&"sds"));
+    assert!(
+        pd2.iter().all(|n| !sds_at_new(*n)),
+        "an SDS of pd2 was upgraded while agent-{down}'s was down"
+    );
+    rig.control(
+        "POST",
+        &format!("/control/gateway/sds?agent={down}&connected=true"),
+    );
+    rig.wait_at(2, Duration::from_secs(300));
+    let events = rig.control("GET", "/control/gateway/events");
+    assert_eq!(events["data_unavailable"], 0, "{events}");
+    assert_eq!(events["quorum_loss"], 0, "{events}");
+    assert!(
+        pd2.iter().all(|n| sds_at_new(*n)),
+        "pd2 upgraded at the end"
+    );
 }
