@@ -141,6 +141,23 @@ impl ExecutorApi {
         self.install.experimental || self.install.runs_scheduler(node) || node.phase.is_reboot()
     }
 
+    /// The plan's `reboot_wait` and `waiting`: the scheduler's node reboots last; a reboot
+    /// waits for the disruption budget.
+    fn reboot_wait(
+        &self,
+        state: &Persisted,
+        node: &Node,
+        runs_scheduler: bool,
+    ) -> (bool, Option<String>) {
+        let hold = node
+            .phase
+            .is_reboot()
+            .then(|| gate::reboot_hold(&state.model, &node.agent_id, &self.gate()))
+            .flatten();
+        let last = node_plan::reboot_wait(node, runs_scheduler, state.model.nodes.values());
+        (last || hold.is_some(), hold.map(|r| r.0))
+    }
+
     /// The disruption budget's settings: one node per protection domain at a time.
     fn gate(&self) -> GateSettings {
         GateSettings {
@@ -429,12 +446,7 @@ impl ExecutorApi {
             }
         }
         let runs_scheduler = self.install.runs_scheduler(node);
-        let hold = node
-            .phase
-            .is_reboot()
-            .then(|| gate::reboot_hold(&state.model, agent, &self.gate()))
-            .flatten();
-        let last = node_plan::reboot_wait(node, runs_scheduler, state.model.nodes.values());
+        let (reboot_wait, waiting) = self.reboot_wait(state, node, runs_scheduler);
         let body = PlanBody {
             executor_id: Cow::Borrowed(executor_id),
             agent_id: Cow::Borrowed(&node.agent_id),
@@ -449,8 +461,8 @@ impl ExecutorApi {
             install: Cow::Borrowed(install),
             resume: node.progress,
             runs_scheduler,
-            reboot_wait: last || hold.is_some(),
-            waiting: hold.map(|r| r.0),
+            reboot_wait,
+            waiting,
             experimental,
             cluster_init,
         };
