@@ -25,7 +25,7 @@ import urllib.error
 import urllib.request
 
 PHASES = ["launching", "environment", "reboot-prerequisites", "packages", "devices",
-          "cluster-init", "storage-attach", "volume-driver", "reboot-final", "running",
+          "cluster-init", "volume-driver", "reboot-final", "storage-attach", "running",
           "failed", "lost"]
 
 

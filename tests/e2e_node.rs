@@ -546,6 +546,12 @@ fn an_executor_killed_mid_install_resumes_without_reinstalling() {
     assert!(runs(&h, &["systemctl", "is-active", "rexray"]) >= 1);
     assert!(h.services["rexray"].running && h.services["rexray"].enabled);
     assert_eq!(h.boots, 1, "one reboot, for the isolator");
+    assert_eq!(runs(&h, &["shutdown", "-r"]), 1);
+    // That reboot came before the node's disks joined the pool: the scheduler granted it
+    // before it first created the node's SDS.
+    let rebooted = cluster::reboots_before_attach(&rig.log()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(rebooted, ["agent-1"]);
+    assert!(rig.log().contains("agent-1: creating SDS"), "{}", rig.log());
     let root = rig.root(1);
     let isolation = std::fs::read_to_string(root.join("etc/mesos-slave/isolation")).unwrap();
     assert!(

@@ -68,6 +68,9 @@ impl Rig {
                 heartbeat_interval: Duration::from_secs(1),
                 work_dir: dir.join("mesos"),
                 host_standins: Some(cluster::host_standins(listener.as_ref().map(|l| l.url()))),
+                // The executors' installs reboot hosts (the isolator): a short ping timeout
+                // keeps each host's outage (one ping past it) short.
+                agent_removal_timeout: Duration::from_secs(if preconfigured { 75 } else { 2 }),
                 ..Default::default()
             })
             .unwrap_or_else(|e| panic!("dev cluster: {e}")),
@@ -537,7 +540,8 @@ fn a_gateway_outage_costs_one_probe_per_backoff_step_and_the_work_resumes() {
 /// Experimental mode end to end, with real executors doing the node side: on
 /// the empty gateway the primary's executor builds the MDM cluster with the stand-ins' `scli`
 /// (which creates the gateway's system), every MDM node installs LIA and the gateway, and
-/// the scheduler creates the domain and pool and attaches every node.
+/// the scheduler creates the domain and pool and attaches every node. With the isolator every
+/// host reboots once, each before its disks join the pool, the MDM members one at a time.
 #[test]
 fn experimental_mode_builds_the_mdm_cluster_then_attaches_every_node() {
     const FREE_DISKS: [&str; 2] = ["/dev/xvdb", "/dev/xvdc"];
@@ -546,6 +550,27 @@ fn experimental_mode_builds_the_mdm_cluster_then_attaches_every_node() {
     rig.package_flags.push("-rexray.username=rexray-vol".into());
     rig.package_flags
         .push(format!("-rexray.password={VOLUME_PASSWORD}"));
+    let module = "libmesos_dvdi_isolator-1.0.1.so";
+    let module_path = rig.dir.join("packages").join(module);
+    std::fs::write(
+        &module_path,
+        "stand-in isolator module
+",
+    )
+    .expect("isolator");
+    let server = rig
+        .package_flags
+        .iter()
+        .find_map(|a| a.strip_prefix("-storage.rhel7.sds="))
+        .and_then(|u| u.rsplit_once('/'))
+        .map(|(base, _)| base.to_string())
+        .expect("the package server");
+    rig.package_flags
+        .push(format!("-isolator.binary={server}/{module}"));
+    rig.package_flags.push(format!(
+        "-isolator.sha256={}",
+        cluster::sha256_of(&module_path)
+    ));
     rig.start_scheduler();
     let nodes = wait_for("every node running", Duration::from_secs(240), || {
         let s = rig.state()?;
@@ -696,6 +721,28 @@ fn experimental_mode_builds_the_mdm_cluster_then_attaches_every_node() {
     }
     let log = std::fs::read_to_string(rig.dir.join("scheduler.log")).unwrap_or_default();
     assert!(!log.contains(PASSWORD), "password in the scheduler log");
+
+    // One reboot per host (the isolator), each granted before the scheduler first created
+    // the host's SDS; the MDM members' never overlapped.
+    for (persona, h) in &hosts {
+        let shutdowns = h
+            .history
+            .iter()
+            .filter(|i| i.argv.first().is_some_and(|a| a == "shutdown"));
+        assert_eq!(shutdowns.count(), 1, "{persona}: {:?}", h.history);
+        assert_eq!(h.boots, 1, "{persona}");
+    }
+    let mut rebooted = cluster::reboots_before_attach(&log).unwrap_or_else(|e| panic!("{e}"));
+    rebooted.sort();
+    let all: Vec<String> = (1..=AGENTS).map(|n| format!("agent-{n}")).collect();
+    assert_eq!(rebooted, all, "every host's reboot granted once");
+    let members: Vec<String> = nodes
+        .values()
+        .filter(|n| n["persona"] != "data")
+        .map(|n| n["hostname"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(members.len(), 3);
+    cluster::one_reboot_at_a_time(&log, &members).unwrap_or_else(|e| panic!("{e}"));
     // Every file the executors wrote to their sandboxes (stdout, stderr) and the hosts'
     // command logs: no password.
     let mut stack = vec![rig.dir.join("mesos")];

@@ -165,6 +165,12 @@ pub struct PhaseReport<P = Phase> {
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
+    /// With a reboot phase: the executor asks to reboot the host now. The scheduler answers
+    /// 409 with the reason when the disruption budget has no room (another node of the
+    /// domain, or another MDM member, is not back); once recorded, the node counts as down
+    /// until it reports a phase after the reboot.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rebooting: bool,
 }
 
 impl PhaseReport {
@@ -175,6 +181,7 @@ impl PhaseReport {
             message: None,
             error: None,
             warning: None,
+            rebooting: false,
         }
     }
 

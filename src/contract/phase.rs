@@ -1,5 +1,13 @@
 //! Where a node is in its install (design section 4). The executor reports the phases it
 //! walks; the scheduler sets `launching`, `failed` and `lost` from Mesos status updates.
+//!
+//! The install path is `environment -> [reboot-prerequisites] -> packages -> devices ->
+//! [cluster-init] -> volume-driver -> [reboot-final] -> storage-attach -> running`: every
+//! reboot comes before `storage-attach`, where the node's disks join the pool, so a first
+//! install never reboots a node that holds data (no disruption budget to ask), however many
+//! nodes install at once. An executor of an earlier build walked `storage-attach` before
+//! `volume-driver`; the executor's walk (`executor/src/node/machine.rs`) still ends well from
+//! a phase recorded in that order.
 
 use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
@@ -14,9 +22,9 @@ pub enum Phase {
     Packages,
     Devices,
     ClusterInit,
-    StorageAttach,
     VolumeDriver,
     RebootFinal,
+    StorageAttach,
     Running,
     Failed,
     Lost,
@@ -30,9 +38,9 @@ impl Phase {
         Phase::Packages,
         Phase::Devices,
         Phase::ClusterInit,
-        Phase::StorageAttach,
         Phase::VolumeDriver,
         Phase::RebootFinal,
+        Phase::StorageAttach,
         Phase::Running,
         Phase::Failed,
         Phase::Lost,
@@ -51,9 +59,9 @@ impl Phase {
             Phase::Packages => "packages",
             Phase::Devices => "devices",
             Phase::ClusterInit => "cluster-init",
-            Phase::StorageAttach => "storage-attach",
             Phase::VolumeDriver => "volume-driver",
             Phase::RebootFinal => "reboot-final",
+            Phase::StorageAttach => "storage-attach",
             Phase::Running => "running",
             Phase::Failed => "failed",
             Phase::Lost => "lost",
@@ -74,11 +82,17 @@ impl Phase {
             | Phase::Packages
             | Phase::Devices
             | Phase::ClusterInit
-            | Phase::StorageAttach
             | Phase::VolumeDriver
             | Phase::RebootFinal
+            | Phase::StorageAttach
             | Phase::Running => true,
         }
+    }
+
+    /// A reboot of the host (a disruption the scheduler may hold back: the plan's
+    /// `reboot_wait`).
+    pub fn is_reboot(self) -> bool {
+        matches!(self, Phase::RebootPrerequisites | Phase::RebootFinal)
     }
 
     /// Only the scheduler sets this phase: an executor's report of it is refused. (An
@@ -128,6 +142,13 @@ mod tests {
             .filter(|p| p.walked_by_executor())
             .collect();
         assert_eq!(walked, Phase::INSTALL[1..]);
+        // No reboot after the disks join the pool.
+        let attach = Phase::INSTALL
+            .iter()
+            .position(|p| *p == Phase::StorageAttach);
+        assert!(Phase::INSTALL[attach.unwrap()..]
+            .iter()
+            .all(|p| !p.is_reboot()));
     }
 
     #[test]

@@ -109,9 +109,14 @@ pub struct PlanBody<'a> {
     /// The node runs the scheduler: it reboots last.
     #[serde(default)]
     pub runs_scheduler: bool,
-    /// The scheduler's node: do not reboot yet, others are still on their way.
+    /// Do not reboot yet: the node runs the scheduler and others are still on their way, or
+    /// the disruption budget has no room for this node's reboot (`waiting` says why).
     #[serde(default)]
     pub reboot_wait: bool,
+    /// Why the node's reboot, or the day-two step it asked for, waits, one line
+    /// (`waiting: mdm-2 is not back (reboot-final)`, `waiting: sds-2 of pd1 is rebuilding`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
     /// Experimental mode: the SDC waits for the trio's addresses (`install.mdm_ips`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub experimental: bool,
@@ -129,9 +134,6 @@ pub struct PlanBody<'a> {
     /// The day-two step this node may start now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant: Option<super::rollout::Step>,
-    /// Why the step this node asked for waits (`waiting: sds-2 of pd1 is rebuilding`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub waiting: Option<String>,
 }
 
 impl PlanBody<'_> {

@@ -216,6 +216,7 @@ impl ExecutorCall {
             message: clean_text(b.message),
             error: clean_text(b.error),
             warning: clean_text(b.warning),
+            rebooting: b.rebooting && phase.is_reboot(),
         }))
     }
 

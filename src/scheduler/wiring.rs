@@ -183,6 +183,7 @@ pub fn start_gateway_worker(
             &config.storage.storage_pool,
         )
         .experimental(config.experimental)
+        .reboot_after_devices(config.rexray.isolator_binary.is_some() && !config.debug)
         .gateway_on_primary(gateway_on_primary),
     );
     spawn("gateway-worker", move || {

@@ -443,3 +443,49 @@ pub fn executor_pids(dir: &Path) -> Vec<u32> {
     }
     pids
 }
+
+/// From a scheduler log: the hosts whose reboot the scheduler granted (`<host>: rebooting its
+/// host`), each checked to have had it before the gateway worker first created its SDS
+/// (`<host>: creating SDS`), i.e. before any of its disks joined the pool; an error names the
+/// first host attached before its reboot.
+pub fn reboots_before_attach(log: &str) -> Result<Vec<String>, String> {
+    let mut rebooted = Vec::new();
+    let mut attached: Vec<String> = Vec::new();
+    for line in log.lines() {
+        if let Some((host, _)) = line.split_once(": rebooting its host") {
+            let host = host.rsplit(' ').next().unwrap_or(host).to_string();
+            if attached.contains(&host) {
+                return Err(format!(
+                    "{host} rebooted after its disks were attached: {line}"
+                ));
+            }
+            rebooted.push(host);
+        } else if let Some((host, _)) = line.split_once(": creating SDS") {
+            attached.push(host.rsplit(' ').next().unwrap_or(host).to_string());
+        }
+    }
+    Ok(rebooted)
+}
+
+/// From a scheduler log: no two of `hosts` were down for a reboot at once. A host is down from
+/// its granted reboot (`<host>: rebooting its host`) until it reports a phase after it
+/// (`<host>: phase ... -> storage-attach`, or `-> running`).
+pub fn one_reboot_at_a_time(log: &str, hosts: &[String]) -> Result<(), String> {
+    let mut down: Option<&str> = None;
+    for line in log.lines() {
+        for h in hosts {
+            let back = [" -> storage-attach", " -> running"]
+                .iter()
+                .any(|p| line.contains(&format!(" {h}: phase ")) && line.ends_with(p));
+            if line.contains(&format!(" {h}: rebooting its host")) {
+                if let Some(other) = down.filter(|o| *o != h.as_str()) {
+                    return Err(format!("{h} rebooted while {other} was down: {line}"));
+                }
+                down = Some(h);
+            } else if back && down == Some(h.as_str()) {
+                down = None;
+            }
+        }
+    }
+    Ok(())
+}

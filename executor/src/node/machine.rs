@@ -1,6 +1,8 @@
 //! The node's walk through its phases, as pure decisions (design.md section 4):
 //! `environment -> [reboot-prerequisites] -> packages -> devices -> [cluster-init] ->
-//! storage-attach -> volume-driver -> [reboot-final] -> running`.
+//! volume-driver -> [reboot-final] -> storage-attach -> running`. Every reboot comes before
+//! `storage-attach`, where the node's disks join the pool: a first install reboots only nodes
+//! that hold no data yet.
 //!
 //! A phase is reported when the executor enters it, before any of its work, so the phase
 //! the scheduler recorded is the one to resume: every phase's work is idempotent (it checks
@@ -10,10 +12,18 @@ pub use storage_framework::contract::Phase;
 
 /// Where an executor starts: the phase the node's last executor reached (the plan's
 /// `resume`), or the beginning when there is none or it is not one of ours.
+///
+/// A recorded `storage-attach` resumes at `volume-driver`: an executor of an earlier build
+/// walked `storage-attach` before `volume-driver`, and a record of either order looks the
+/// same; redoing `volume-driver` changes nothing on a host where it is done. Every other
+/// phase of the earlier order resumes as it is: `volume-driver` and `reboot-final` then lead
+/// to `storage-attach`, whose handshake is already done.
 pub fn start(resume: Option<Phase>) -> Phase {
-    resume
-        .filter(|p| p.walked_by_executor())
-        .unwrap_or(Phase::Environment)
+    match resume.filter(|p| p.walked_by_executor()) {
+        Some(Phase::StorageAttach) => Phase::VolumeDriver,
+        Some(p) => p,
+        None => Phase::Environment,
+    }
 }
 
 /// What a finished phase found that decides the next one.
@@ -33,10 +43,10 @@ pub fn next(done: Phase, f: Findings) -> Phase {
         Phase::Environment | Phase::RebootPrerequisites => Phase::Packages,
         Phase::Packages => Phase::Devices,
         Phase::Devices if f.cluster_init => Phase::ClusterInit,
-        Phase::Devices | Phase::ClusterInit => Phase::StorageAttach,
-        Phase::StorageAttach => Phase::VolumeDriver,
+        Phase::Devices | Phase::ClusterInit => Phase::VolumeDriver,
         Phase::VolumeDriver if f.needs_reboot => Phase::RebootFinal,
-        Phase::VolumeDriver | Phase::RebootFinal | Phase::Running => Phase::Running,
+        Phase::VolumeDriver | Phase::RebootFinal => Phase::StorageAttach,
+        Phase::StorageAttach | Phase::Running => Phase::Running,
         // Never an executor's own phase (`start` never returns one): from the top.
         Phase::Launching | Phase::Failed | Phase::Lost => Phase::Environment,
     }
@@ -49,7 +59,8 @@ pub enum Reboot {
     Skip,
     /// `-debug=true`: no reboot; the text says what is left undone.
     Forbidden,
-    /// This node runs the scheduler and others are still on their way: wait for the plan.
+    /// The scheduler holds this reboot (the plan's `reboot_wait`: the node runs the scheduler
+    /// and others are on their way, or the disruption budget has no room): wait for the plan.
     Wait,
     Now,
     /// The host already rebooted for this reason and it still holds: another reboot would
@@ -135,8 +146,8 @@ mod tests {
                 Environment,
                 Packages,
                 Devices,
-                StorageAttach,
                 VolumeDriver,
+                StorageAttach,
                 Running
             ]
         );
@@ -151,14 +162,70 @@ mod tests {
         };
         assert_eq!(walk(Environment, all), WALK);
         assert_eq!(next(Devices, all), ClusterInit);
+        assert_eq!(next(ClusterInit, all), VolumeDriver);
         assert_eq!(next(VolumeDriver, all), RebootFinal);
-        assert_eq!(next(RebootFinal, Findings::default()), Running);
+        assert_eq!(next(RebootFinal, Findings::default()), StorageAttach);
+        assert_eq!(next(StorageAttach, all), Running);
         assert_eq!(next(Running, all), Running);
     }
 
     #[test]
+    fn no_reboot_after_the_disks_join_the_pool() {
+        for needs_reboot in [false, true] {
+            for cluster_init in [false, true] {
+                let f = Findings {
+                    needs_reboot,
+                    cluster_init,
+                };
+                for &from in WALK {
+                    let path = walk(start(Some(from)), f);
+                    let Some(attach) = path.iter().position(|p| *p == Phase::StorageAttach) else {
+                        assert_eq!(path, [Phase::Running]);
+                        continue;
+                    };
+                    assert!(
+                        path[attach..].iter().all(|p| !p.is_reboot()),
+                        "{path:?} reboots after storage-attach"
+                    );
+                }
+            }
+        }
+    }
+
+    /// A scheduler upgraded mid-rollout hands the new executor a phase recorded by one that
+    /// walked `storage-attach -> volume-driver -> [reboot-final] -> running`: every such
+    /// record still ends `running` with the volume driver done and the handshake checked.
+    #[test]
+    fn a_phase_recorded_in_the_earlier_order_still_ends_well() {
+        use Phase::*;
+        let isolator = Findings {
+            needs_reboot: true,
+            cluster_init: false,
+        };
+        // Waiting for its disks (volume driver not done yet): the volume driver first.
+        assert_eq!(
+            walk(start(Some(StorageAttach)), isolator),
+            [VolumeDriver, RebootFinal, StorageAttach, Running]
+        );
+        assert_eq!(
+            walk(start(Some(StorageAttach)), Findings::default()),
+            [VolumeDriver, StorageAttach, Running]
+        );
+        // Disks attached, volume driver under way: the handshake is checked again (done).
+        assert_eq!(
+            walk(start(Some(VolumeDriver)), Findings::default()),
+            [VolumeDriver, StorageAttach, Running]
+        );
+        // Rebooting for the isolator: after it, the handshake, then running.
+        assert_eq!(
+            walk(start(Some(RebootFinal)), Findings::default()),
+            [RebootFinal, StorageAttach, Running]
+        );
+    }
+
+    #[test]
     fn resume_starts_at_the_recorded_phase() {
-        for &p in WALK {
+        for &p in WALK.iter().filter(|p| **p != Phase::StorageAttach) {
             assert_eq!(start(Phase::parse(p.as_str())), p);
         }
         // Nothing recorded, or a phase only the scheduler sets: from the start.
@@ -173,8 +240,8 @@ mod tests {
         }
         // A restart mid-install redoes only the recorded phase onwards.
         assert_eq!(
-            walk(start(Phase::parse("storage-attach")), Findings::default()),
-            [Phase::StorageAttach, Phase::VolumeDriver, Phase::Running]
+            walk(start(Phase::parse("volume-driver")), Findings::default()),
+            [Phase::VolumeDriver, Phase::StorageAttach, Phase::Running]
         );
     }
 

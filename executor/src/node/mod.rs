@@ -323,12 +323,7 @@ impl Node {
 
     /// Waits until this node may reboot, reboots, and waits to be ended by it.
     fn reboot_now(&mut self, reason: Phase) -> StepResult {
-        if self.plan.reboot_wait {
-            self.wait_for_plan(
-                "every other node before this one (it runs the scheduler) reboots",
-                |p| !p.reboot_wait,
-            )?;
-        }
+        self.claim_reboot(reason)?;
         let boot = self.facts.boot_id().unwrap_or_default();
         let marker = self.facts.path(REBOOT_MARKER);
         let before = std::fs::read_to_string(&marker).unwrap_or_default();
@@ -352,6 +347,40 @@ impl Node {
             "`shutdown -r now` succeeded but the host did not reboot within {} s",
             REBOOT_DEADLINE.as_secs()
         ))
+    }
+
+    /// Waits until the plan lets this node reboot, then claims the reboot: the scheduler
+    /// records it (the node counts as down from then on) or refuses it when another node took
+    /// the budget's room first, and then this node waits for the plan again.
+    fn claim_reboot(&mut self, reason: Phase) -> Result<(), String> {
+        loop {
+            self.fetch_plan(None).map_err(|e| e.to_string())?;
+            while self.plan.reboot_wait {
+                log::info!(
+                    "node {}: reboot held by the scheduler: {}",
+                    self.plan.hostname,
+                    self.plan.waiting.as_deref().unwrap_or(
+                        "every other node before this one (it runs the scheduler) reboots"
+                    )
+                );
+                let v = self.plan.version;
+                self.fetch_plan(Some(v)).map_err(|e| e.to_string())?;
+            }
+            // As its entry report, so that the claim keeps the node's warning.
+            let mut claim = volume_driver::phase_report(&self.plan, reason);
+            claim.rebooting = true;
+            // A refused claim (409: another node took the room first) waits for the plan to
+            // change; the report itself retries what is transient.
+            match self.api.report(Action::Phase, &claim) {
+                Ok(()) => return Ok(()),
+                Err(ApiError::Conflict(e)) => {
+                    log::info!("node {}: reboot not granted: {e}", self.plan.hostname);
+                    let v = self.plan.version;
+                    self.fetch_plan(Some(v)).map_err(|e| e.to_string())?;
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
     }
 
     fn packages(&mut self) -> StepResult {

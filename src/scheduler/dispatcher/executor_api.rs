@@ -22,6 +22,7 @@ use crate::hash::content_hash;
 use crate::scheduler::exchange::{
     ApiError, ExecutorCall, ExecutorReply, ExecutorRequest, PhaseReport, PlanReply, ReplyTo,
 };
+use crate::scheduler::health::gate::{self, GateSettings};
 use crate::scheduler::model::{ClusterModel, HostHealth, Node, Persisted, Phase};
 use crate::scheduler::node_plan::mdm_cluster;
 use crate::scheduler::node_plan::{self, InstallSettings};
@@ -87,6 +88,8 @@ pub struct ExecutorApi {
     install_generation: u64,
     /// Plans rendered for parked requests after batches (for tests).
     rerendered: u64,
+    /// `-rollout.max-disrupted-per-domain` (0: not set, taken as 1).
+    max_disrupted_per_domain: usize,
 }
 
 /// Whether a parked plan is rendered again after a batch: when its node changed (a new
@@ -139,9 +142,41 @@ impl ExecutorApi {
         )
     }
 
-    /// Whether the plan of `node` reads other nodes too.
+    /// Whether the plan of `node` reads other nodes too (a reboot's hold reads the others
+    /// and the cluster's health).
     fn reads_others(&self, node: &Node) -> bool {
-        self.install.experimental || self.install.runs_scheduler(node)
+        self.install.experimental || self.install.runs_scheduler(node) || node.phase.is_reboot()
+    }
+
+    /// The plan's `reboot_wait` and `waiting`: the scheduler's node reboots last; a reboot
+    /// waits for the disruption budget.
+    fn reboot_wait(
+        &self,
+        state: &Persisted,
+        node: &Node,
+        runs_scheduler: bool,
+    ) -> (bool, Option<String>) {
+        let hold = node
+            .phase
+            .is_reboot()
+            .then(|| gate::reboot_hold(&state.model, &node.agent_id, &self.gate()))
+            .flatten();
+        let last = node_plan::reboot_wait(node, runs_scheduler, state.model.nodes.values());
+        (last || hold.is_some(), hold.map(|r| r.0))
+    }
+
+    /// The disruption budget's settings: one node per protection domain at a time.
+    /// The disruption budget first-install reboots are held to.
+    pub fn set_max_disrupted_per_domain(&mut self, n: usize) {
+        self.max_disrupted_per_domain = n;
+    }
+
+    fn gate(&self) -> GateSettings {
+        GateSettings {
+            max_disrupted_per_domain: self.max_disrupted_per_domain.max(1),
+            default_protection_domain: self.install.plan.protection_domain.clone(),
+            default_pool: self.install.plan.storage_pool.clone(),
+        }
     }
 
     /// Handles one request; true when the model changed in a way worth saving. A heartbeat
@@ -178,6 +213,17 @@ impl ExecutorApi {
                 false
             }
             ExecutorCall::Phase(report) => {
+                if report.rebooting {
+                    if let Err(why) = gate::may_disrupt(&state.model, &agent, &self.gate()) {
+                        info!("agent {agent}: reboot claim refused: {why}");
+                        let _ = reply.send(ExecutorReply::Failed(ApiError::new(
+                            409,
+                            "reboot held",
+                            why.0,
+                        )));
+                        return false;
+                    }
+                }
                 let Some(node) = state.model.nodes.get_mut(&agent) else {
                     return false;
                 };
@@ -433,6 +479,7 @@ impl ExecutorApi {
         let experimental = self.install.experimental;
         let (install, cluster_init) = self.with_trio(state, node, trio);
         let runs_scheduler = self.install.runs_scheduler(node);
+        let (reboot_wait, waiting) = self.reboot_wait(state, node, runs_scheduler);
         let body = PlanBody {
             executor_id: Cow::Borrowed(executor_id),
             agent_id: Cow::Borrowed(&node.agent_id),
@@ -447,13 +494,13 @@ impl ExecutorApi {
             install,
             resume: node.progress,
             runs_scheduler,
-            reboot_wait: node_plan::reboot_wait(node, runs_scheduler, state.model.nodes.values()),
+            reboot_wait,
+            waiting: waiting.or_else(|| rollout::view::waiting_reason(node)),
             experimental,
             cluster_init,
             target_generation: state.model.target.generation,
             generation: node.generation,
             grant: node.rollout.as_ref().and_then(|r| r.granted),
-            waiting: rollout::view::waiting_reason(node),
         };
         let encode_error =
             |e: serde_json::Error| ApiError::new(500, "cannot encode plan", e.to_string());
@@ -528,6 +575,13 @@ fn record_phase(node: &mut Node, report: PhaseReport, now_ms: u64) {
             warn!("{}: {} reported error {e:?}", node.hostname, report.phase);
         }
     }
+    // Claimed, the reboot lasts until the host reports a phase after it; the executor
+    // relaunched there may first report the same phase again.
+    let again = node.rebooting && Some(report.phase) == node.progress && report.error.is_none();
+    if report.rebooting && !node.rebooting {
+        info!("{}: rebooting its host ({})", node.hostname, report.phase);
+    }
+    node.rebooting = report.rebooting || again;
     node.phase = report.phase;
     if !matches!(report.phase, Phase::Failed) {
         node.progress = Some(report.phase);
@@ -721,6 +775,80 @@ mod tests {
         let (r, _rx) = req(call, SECRET);
         api.handle(&mut s, r, 60);
         assert_eq!(s.model.nodes["a1"].last_error, None);
+    }
+
+    /// Two MDM members waiting in `reboot-final`: the first claim is recorded, the second is
+    /// refused naming the first, whose plan (and the second's) then says why it waits.
+    #[test]
+    fn the_second_mdm_member_s_reboot_claim_waits_for_the_first() {
+        let mut api = ExecutorApi::new();
+        let mut s = state();
+        s.model.health.read_ms = Some(1);
+        s.model.health.health = crate::scheduler::model::Health::healthy();
+        s.model.health.mdm = Some(crate::scheduler::model::MdmStatus {
+            cluster_state: Some("ClusteredNormal".into()),
+            ..Default::default()
+        });
+        let mut other = s.model.nodes["a1"].clone();
+        other.agent_id = "a2".into();
+        other.hostname = "h2".into();
+        other.task = Some(TaskRecord::new(
+            "storage.h2.1",
+            "storage-executor.h2.1",
+            crate::mesos::types::TaskState::Running,
+            1,
+        ));
+        for n in [s.model.nodes.get_mut("a1").unwrap(), &mut other] {
+            n.persona = Persona::Secondary;
+            n.phase = Phase::RebootFinal;
+            n.progress = Some(Phase::RebootFinal);
+        }
+        other.persona = Persona::Tiebreaker;
+        s.model.nodes.insert("a2", other);
+        let plan = |api: &mut ExecutorApi, s: &mut Persisted| {
+            let (r, rx) = plan_req(None, 0, SECRET);
+            api.handle(s, r, 5);
+            let p = plan_of(rx.try_recv().unwrap());
+            serde_json::from_slice::<serde_json::Value>(&p.json).unwrap()
+        };
+        let free = plan(&mut api, &mut s);
+        assert_eq!(free["reboot_wait"], false);
+        assert!(free.get("waiting").is_none());
+        // h2 claimed first.
+        s.model.nodes.get_mut("a2").unwrap().rebooting = true;
+        let held = plan(&mut api, &mut s);
+        assert_eq!(held["reboot_wait"], true);
+        assert_eq!(
+            held["waiting"],
+            "waiting: MDM member h2 is not back (reboot-final)"
+        );
+        let claim = br#"{"phase":"reboot-final","rebooting":true}"#;
+        let (r, rx) = req(ExecutorCall::phase_from_json(claim).unwrap(), SECRET);
+        assert!(!api.handle(&mut s, r, 6));
+        match rx.try_recv() {
+            Ok(ExecutorReply::Failed(e)) => {
+                assert_eq!(e.status, 409);
+                assert!(e.detail.contains("MDM member h2 is not back"), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!s.model.nodes["a1"].rebooting);
+        // h2 is back: the claim is recorded, and lasts through the relaunch's first report.
+        let h2 = s.model.nodes.get_mut("a2").unwrap();
+        h2.rebooting = false;
+        h2.phase = Phase::StorageAttach;
+        let (r, _rx) = req(ExecutorCall::phase_from_json(claim).unwrap(), SECRET);
+        assert!(api.handle(&mut s, r, 7));
+        assert!(s.model.nodes["a1"].rebooting);
+        s.model.nodes.get_mut("a1").unwrap().phase = Phase::Launching;
+        let again = br#"{"phase":"reboot-final"}"#;
+        let (r, _rx) = req(ExecutorCall::phase_from_json(again).unwrap(), SECRET);
+        api.handle(&mut s, r, 8);
+        assert!(s.model.nodes["a1"].rebooting, "not back yet");
+        let after = br#"{"phase":"storage-attach"}"#;
+        let (r, _rx) = req(ExecutorCall::phase_from_json(after).unwrap(), SECRET);
+        api.handle(&mut s, r, 9);
+        assert!(!s.model.nodes["a1"].rebooting);
     }
 
     #[test]

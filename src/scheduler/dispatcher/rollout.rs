@@ -16,6 +16,8 @@ const POLL_ASK_GAP_MS: u64 = 250;
 impl Dispatcher {
     /// What the disruption budget needs besides the model.
     pub fn set_gate_settings(&mut self, settings: GateSettings) {
+        self.executors
+            .set_max_disrupted_per_domain(settings.max_disrupted_per_domain);
         self.gate = settings;
     }
 

@@ -39,6 +39,12 @@ pub struct StorageSide {
     /// Experimental mode without a gateway flag: the worker is told the primary MDM node's
     /// address (port 443) once the cluster is built.
     gateway_on_primary: bool,
+    /// Nodes whose claimed reboot was not behind them at the last batch: when one comes
+    /// back, the health is polled at once, since the next reboot's grant reads it.
+    rebooting: usize,
+    /// A node may reboot after its `devices` phase (`reboot-final`: an isolator to load, and
+    /// reboots allowed): its disks join only from `storage-attach` on, after that reboot.
+    reboot_after_devices: bool,
 }
 
 impl StorageSide {
@@ -57,22 +63,28 @@ impl StorageSide {
         self
     }
 
+    /// Nodes may reboot after their `devices` phase (see `reboot_after_devices`).
+    pub fn reboot_after_devices(mut self, on: bool) -> StorageSide {
+        self.reboot_after_devices = on;
+        self
+    }
+
     /// The gateway runs on the primary MDM node (see `gateway_on_primary`).
     pub fn gateway_on_primary(mut self, on: bool) -> StorageSide {
         self.gateway_on_primary = on;
         self
     }
 
-    /// Experimental mode: the primary has passed `cluster-init` (phase `storage-attach` or
-    /// later, not failed or lost).
+    /// Experimental mode: the primary has passed `cluster-init` (in a phase after it, not
+    /// failed or lost).
     fn cluster_built(model: &ClusterModel) -> bool {
         model.nodes.values().any(|n| {
             n.persona == Persona::Primary
                 && matches!(
                     n.phase,
-                    Phase::StorageAttach
-                        | Phase::VolumeDriver
+                    Phase::VolumeDriver
                         | Phase::RebootFinal
+                        | Phase::StorageAttach
                         | Phase::Running
                 )
         })
@@ -82,11 +94,22 @@ impl StorageSide {
         attach_plan::wanted_devices(node, &self.protection_domain, &self.storage_pool)
     }
 
-    /// Whether a node's devices are known so that the cluster should match them.
-    fn devices_known(node: &Node) -> bool {
-        node.phase == Phase::StorageAttach
+    /// Whether the cluster should match the node's devices now: they are known, and no reboot
+    /// of its install is ahead (it has reported its devices, or reached `storage-attach` when
+    /// `reboot-final` may follow the devices), so that a node holding data never reboots in
+    /// its install; or it holds data already.
+    fn attach_due(&self, node: &Node) -> bool {
+        let from = if self.reboot_after_devices {
+            Phase::StorageAttach
+        } else {
+            Phase::Devices
+        };
+        let reached = |p: Phase| p >= from && p <= Phase::Running;
+        let due =
+            reached(node.phase) || node.progress.is_some_and(reached) || !node.attached.is_empty();
+        due && (node.phase == Phase::StorageAttach
             || !node.devices.is_empty()
-            || !node.layout.sds.is_empty()
+            || !node.layout.sds.is_empty())
     }
 
     /// Decides the work of this batch and records it in the model; true when the model
@@ -108,10 +131,15 @@ impl StorageSide {
                 .push(Job::Gateway(std::net::SocketAddr::new(ip, 443).to_string()));
             self.gateway_on_primary = false;
         }
+        let rebooting = model.nodes.values().filter(|n| n.rebooting).count();
+        if rebooting < self.rebooting {
+            self.queued.push(Job::Poll);
+        }
+        self.rebooting = rebooting;
         let mut changed = false;
         for mut node in model.nodes.values_mut() {
             // Most nodes of a big cluster are not there yet: skip them before any allocation.
-            if !Self::devices_known(&node) {
+            if !self.attach_due(&node) {
                 continue;
             }
             let wanted = self.wanted(&node);
@@ -393,6 +421,56 @@ mod tests {
         s.plan(&mut m);
         s.release();
         assert!(rx.try_recv().is_err(), "announced once");
+    }
+
+    #[test]
+    fn with_a_reboot_ahead_disks_join_only_from_storage_attach() {
+        for (reboot_after_devices, phase, attached) in [
+            (false, Phase::Environment, false),
+            (false, Phase::Devices, true),
+            (false, Phase::VolumeDriver, true),
+            (true, Phase::Devices, false),
+            (true, Phase::VolumeDriver, false),
+            (true, Phase::RebootFinal, false),
+            (true, Phase::StorageAttach, true),
+            (true, Phase::Running, true),
+        ] {
+            let (tx, rx) = crossbeam_channel::unbounded();
+            let mut s = StorageSide::new(tx, "pd", "sp").reboot_after_devices(reboot_after_devices);
+            let mut m = model_with_node(&["/dev/sdb"]);
+            let n = m.nodes.get_mut("a1").unwrap();
+            n.phase = phase;
+            n.progress = Some(phase);
+            s.plan(&mut m);
+            s.release();
+            let sent = matches!(rx.try_recv(), Ok(Job::Attach(_)));
+            assert_eq!(sent, attached, "{reboot_after_devices} {phase}");
+        }
+        // Relaunched (its phase `launching`) after reaching storage-attach: still due.
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut s = StorageSide::new(tx, "pd", "sp").reboot_after_devices(true);
+        let mut m = model_with_node(&["/dev/sdb"]);
+        let n = m.nodes.get_mut("a1").unwrap();
+        n.phase = Phase::Launching;
+        n.progress = Some(Phase::StorageAttach);
+        s.plan(&mut m);
+        s.release();
+        assert!(matches!(rx.try_recv(), Ok(Job::Attach(_))));
+    }
+
+    #[test]
+    fn a_host_back_from_its_reboot_gets_the_health_polled() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut s = StorageSide::new(tx, "pd", "sp");
+        let mut m = model_with_node(&[]);
+        m.nodes.get_mut("a1").unwrap().rebooting = true;
+        s.plan(&mut m);
+        s.release();
+        while rx.try_recv().is_ok() {}
+        m.nodes.get_mut("a1").unwrap().rebooting = false;
+        s.plan(&mut m);
+        s.release();
+        assert!(std::iter::from_fn(|| rx.try_recv().ok()).any(|j| matches!(j, Job::Poll)));
     }
 
     #[test]

@@ -5,12 +5,18 @@
 //! what the cluster's health says of it.
 //!
 //! A node that holds no data (no device attached or listed, not an MDM member) may always be
-//! disrupted. Any other waits until: the gateway's data is fresh; for an MDM member, the MDM
-//! cluster is `ClusteredNormal`; fewer than `max_disrupted_per_domain` other nodes of its
-//! protection domain are disrupted (see [`disruption`]); and no pool of that domain has data
-//! degraded, failed, waiting to be rebuilt or rebalanced, moving, or in maintenance.
+//! disrupted. Any other waits until: the gateway's data is fresh; for an MDM member, no other
+//! MDM member is down (see [`down`]) and the MDM cluster is `ClusteredNormal`; fewer than
+//! `max_disrupted_per_domain` other nodes of its protection domain are disrupted (see
+//! [`disruption`]); and no pool of that domain has data degraded, failed, waiting to be
+//! rebuilt or rebalanced, moving, or in maintenance.
+//!
+//! A reboot is granted when its executor claims it (`PhaseReport::rebooting`, recorded in
+//! `Node::rebooting`): the claims of nodes waiting together reach the dispatcher one at a time,
+//! so the first takes the budget's room and the next sees it taken ([`reboot_hold`]).
 
 use super::{gib, GATEWAY_STALE};
+use crate::mesos::types::TaskState;
 use crate::scheduler::model::{ClusterModel, Node, Phase, PoolCapacity};
 
 /// What the gate needs besides the model.
@@ -46,7 +52,7 @@ pub fn may_disrupt(
     let Some(node) = model.nodes.get(agent) else {
         return Err(Refusal(format!("no node of agent {agent} in the model")));
     };
-    if !holds_data(node) && !node.persona.is_mdm() {
+    if !holds_data(node) && !mdm_member(node) {
         return Ok(());
     }
     let h = &model.health;
@@ -58,7 +64,13 @@ pub fn may_disrupt(
     {
         return refuse("no fresh gateway data".into());
     }
-    if node.persona.is_mdm() {
+    if mdm_member(node) {
+        // Before the cluster's state: the gateway may not have seen a member leave yet.
+        let members = model.nodes.values().filter(|o| mdm_member(o));
+        let mut others = members.filter(|o| o.agent_id != node.agent_id);
+        if let Some((o, why)) = others.find_map(|o| Some((o, down(o)?))) {
+            return refuse(format!("MDM member {} {why}", o.hostname));
+        }
         let state = h.mdm.as_ref().and_then(|m| m.cluster_state.as_deref());
         match state {
             Some("ClusteredNormal") => {}
@@ -77,25 +89,63 @@ pub fn may_disrupt(
     Ok(())
 }
 
+/// `Some(why)` when node `agent` asks to reboot (a reboot phase) and may not now: the plan's
+/// `reboot_wait` and `waiting`, and the answer to its executor's claim.
+pub fn reboot_hold(model: &ClusterModel, agent: &str, settings: &GateSettings) -> Option<Refusal> {
+    let node = model.nodes.get(agent)?;
+    if !node.phase.is_reboot() {
+        return None;
+    }
+    may_disrupt(model, agent, settings).err()
+}
+
+/// An MDM node past `cluster-init`, in the MDM cluster. Before, its MDM belongs to no cluster
+/// (a first install's `reboot-prerequisites` reboots it freely).
+fn mdm_member(n: &Node) -> bool {
+    let past = |p: Phase| p > Phase::ClusterInit && p <= Phase::Running;
+    n.persona.is_mdm() && (past(n.phase) || n.progress.is_some_and(past))
+}
+
 /// Data on the node: devices the framework attached or the gateway lists on its SDS.
 fn holds_data(n: &Node) -> bool {
     !n.attached.is_empty() || n.storage.as_ref().is_some_and(|s| !s.devices.is_empty())
 }
 
-/// Why a node that holds data is not serving it now: an install or reboot phase (it is not
-/// back), `lost`, its agent gone, its SDS off the MDM or in maintenance. `None`: serving, or
-/// it holds no data (then nothing of the domain's depends on it).
+/// Why a node's host is away now, whatever it holds: its reboot claimed and not yet behind it
+/// (or, by an executor that claims none, its launch ended in a reboot phase), `lost`, or its
+/// agent gone. A node waiting in a reboot phase for its turn is up.
+pub fn down(n: &Node) -> Option<String> {
+    let running = n
+        .task
+        .as_ref()
+        .is_some_and(|t| t.state == TaskState::Running);
+    if n.rebooting || (n.phase.is_reboot() && !running) {
+        return Some(format!("is not back ({})", n.phase));
+    }
+    if n.phase == Phase::Lost {
+        return Some("is lost".into());
+    }
+    if n.gone_since_ms.is_some() {
+        return Some("is gone (its agent is not listed)".into());
+    }
+    None
+}
+
+/// Why a node that holds data is not serving it now: down (see [`down`]), a phase of an
+/// install it walks again (not back), its SDS off the MDM or in maintenance. `None`: serving,
+/// or it holds no data (then nothing of the domain's depends on it). `storage-attach` is
+/// serving: the last phase of an install, entered after every reboot, where the disks join.
 pub fn disruption(n: &Node) -> Option<String> {
     if !holds_data(n) {
         return None;
     }
-    match n.phase {
-        Phase::Lost => return Some("is lost".into()),
-        Phase::Running | Phase::Failed => {}
-        p => return Some(format!("is not back ({p})")),
+    if let Some(why) = down(n) {
+        return Some(why);
     }
-    if n.gone_since_ms.is_some() {
-        return Some("is gone (its agent is not listed)".into());
+    match n.phase {
+        Phase::Running | Phase::Failed | Phase::StorageAttach => {}
+        p if p.is_reboot() => {}
+        p => return Some(format!("is not back ({p})")),
     }
     let sds = n.storage.as_deref().and_then(|s| s.sds.as_ref())?;
     if sds
@@ -205,7 +255,7 @@ fn pool_blocker(p: &PoolCapacity) -> Option<String> {
 mod tests {
     use super::*;
     use crate::scheduler::model::{
-        DeviceStatus, Health, MdmStatus, NodeStorage, Persona, SdsStatus,
+        DeviceStatus, Health, MdmStatus, NodeStorage, Persona, SdsStatus, TaskRecord,
     };
 
     const GIB: u64 = 1 << 30;
@@ -434,6 +484,11 @@ mod tests {
         tb.phase = Phase::Running;
         m.nodes.insert("a9", tb);
         assert!(may_disrupt(&m, "a9", &settings(1)).is_err());
+        // Before its cluster exists, an MDM node's reboot disturbs no cluster.
+        let mut early = Node::new("a8", "h8", Persona::Primary, 0);
+        early.phase = Phase::RebootPrerequisites;
+        m.nodes.insert("a8", early);
+        assert_eq!(may_disrupt(&m, "a8", &settings(1)), Ok(()));
     }
 
     #[test]
@@ -527,5 +582,126 @@ mod tests {
             )),
             "the same domain by name"
         );
+    }
+
+    /// A node whose executor runs (waiting in its phase, or on its way).
+    fn launched(mut n: Node) -> Node {
+        n.task = Some(TaskRecord::new("t", "e", TaskState::Running, 0));
+        n
+    }
+
+    /// Experimental mode's first install: the MDM trio (holding no data yet: every reboot
+    /// comes before storage-attach) asks to reboot at once; a data node without data too.
+    fn trio_at_reboot_final() -> ClusterModel {
+        let mut m = model();
+        m.nodes = Default::default();
+        for (i, persona) in [Persona::Primary, Persona::Secondary, Persona::Tiebreaker]
+            .into_iter()
+            .enumerate()
+        {
+            let mut n = Node::new(&format!("m{i}"), &format!("mdm-{i}"), persona, 0);
+            n.phase = Phase::RebootFinal;
+            n.progress = Some(Phase::RebootFinal);
+            m.nodes.insert(format!("m{i}"), launched(n));
+        }
+        let mut d = Node::new("d1", "data-1", Persona::Data, 0);
+        d.phase = Phase::RebootFinal;
+        m.nodes.insert("d1", launched(d));
+        m
+    }
+
+    #[test]
+    fn mdm_members_reboot_one_at_a_time_and_data_free_nodes_at_once() {
+        let s = settings(1);
+        let mut m = trio_at_reboot_final();
+        // Waiting together is no disruption: each may claim.
+        for a in ["m0", "m1", "m2", "d1"] {
+            assert_eq!(reboot_hold(&m, a, &s), None, "{a}");
+        }
+        // m1 claims first: the others of the trio wait; the data node does not.
+        edit(&mut m, "m1", |n| n.rebooting = true);
+        let held = Some(Refusal(
+            "waiting: MDM member mdm-1 is not back (reboot-final)".into(),
+        ));
+        assert_eq!(reboot_hold(&m, "m0", &s), held);
+        assert_eq!(reboot_hold(&m, "m2", &s), held);
+        assert_eq!(reboot_hold(&m, "m1", &s), None, "its own claim again");
+        assert_eq!(reboot_hold(&m, "d1", &s), None);
+        // Its host away, relaunched, resuming at reboot-final: still not back.
+        edit(&mut m, "m1", |n| {
+            n.phase = Phase::Launching;
+            n.task = None;
+        });
+        assert!(reboot_hold(&m, "m0", &s).is_some());
+        edit(&mut m, "m1", |n| n.phase = Phase::RebootFinal);
+        assert!(reboot_hold(&m, "m0", &s).is_some());
+        // Back (a phase after the reboot) while the gateway still sees a member missing.
+        edit(&mut m, "m1", |n| {
+            n.rebooting = false;
+            n.phase = Phase::StorageAttach;
+        });
+        m.health.mdm.as_mut().unwrap().cluster_state = Some("ClusteredDegraded".into());
+        assert_eq!(
+            reboot_hold(&m, "m0", &s),
+            Some(Refusal(
+                "waiting: the MDM cluster is ClusteredDegraded".into()
+            ))
+        );
+        m.health.mdm.as_mut().unwrap().cluster_state = Some("ClusteredNormal".into());
+        assert_eq!(reboot_hold(&m, "m0", &s), None);
+        // Only reboot phases are held through the plan.
+        edit(&mut m, "m2", |n| n.phase = Phase::VolumeDriver);
+        edit(&mut m, "m0", |n| n.rebooting = true);
+        assert_eq!(reboot_hold(&m, "m2", &s), None);
+    }
+
+    #[test]
+    fn a_reboot_phase_is_down_only_once_claimed_or_its_launch_ended() {
+        let waiting = launched(Node {
+            phase: Phase::RebootFinal,
+            ..data(2)
+        });
+        assert_eq!(down(&waiting), None);
+        assert_eq!(disruption(&waiting), None);
+        let claimed = Node {
+            rebooting: true,
+            ..waiting.clone()
+        };
+        assert_eq!(
+            down(&claimed).as_deref(),
+            Some("is not back (reboot-final)")
+        );
+        // An executor that claims nothing: its launch ending there is the reboot.
+        let ended = Node {
+            task: None,
+            ..waiting.clone()
+        };
+        assert_eq!(
+            disruption(&ended).as_deref(),
+            Some("is not back (reboot-final)")
+        );
+        // The last phase of an install, after every reboot: serving.
+        let joining = launched(Node {
+            phase: Phase::StorageAttach,
+            ..data(3)
+        });
+        assert_eq!(disruption(&joining), None);
+        // A data node asking to reboot with another of its domain claimed: held.
+        let mut m = model();
+        edit(&mut m, "a1", |n| {
+            *n = launched(Node {
+                phase: Phase::RebootFinal,
+                ..n.clone()
+            })
+        });
+        edit(&mut m, "a2", |n| *n = claimed.clone());
+        assert_eq!(
+            reboot_hold(&m, "a1", &settings(1)),
+            Some(Refusal(
+                "waiting: h2 of pd1 is not back (reboot-final)".into()
+            ))
+        );
+        edit(&mut m, "a2", |n| *n = waiting.clone());
+        assert_eq!(reboot_hold(&m, "a1", &settings(1)), None);
     }
 }

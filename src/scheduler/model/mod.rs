@@ -220,7 +220,7 @@ pub struct Node {
     #[serde(default)]
     pub attached: Vec<String>,
     /// The storage-attach handshake (the contract between gateway work and node plan): every reported device is attached
-    /// and the SDC is connected; the executor may go on to `volume-driver`.
+    /// and the SDC is connected; the executor may go on to `running`.
     #[serde(default)]
     pub storage_ready: bool,
     /// The gateway lists this node's SDC as connected to the MDMs.
@@ -260,6 +260,10 @@ pub struct Node {
     /// `phase`, a relaunch or a failure does not reset it: the next executor resumes here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<Phase>,
+    /// Its executor claimed a reboot (`PhaseReport::rebooting`) and the host has not reported
+    /// a phase after it yet: the node is down for the disruption budget, whatever its task says.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rebooting: bool,
     /// The node's storage health, derived from `storage`, `host` and the cluster's data
     /// (`scheduler/health/`; which facts count in which phase is explained in `node.rs`).
     #[serde(default)]
@@ -329,6 +333,7 @@ impl Node {
             gone_since_ms: None,
             updated_ms: now_ms,
             progress: None,
+            rebooting: false,
             health: Health::default(),
             host: None,
             storage: None,

@@ -130,10 +130,15 @@ fn reboot_host(t: &Targets, index: usize, url: &str) -> Result<Value, (u16, Stri
         })?)),
     };
     let id = t.master.reboot_agent(index, outage).map_err(|e| (400, e))?;
-    // The SDC loses its MDM connection while the host is down.
+    // The SDC loses its MDM connection while the host is down, and has it again once the
+    // host is back with the `scini` module its boot loads.
     if let (Some(g), Ok(agents)) = (&t.gateway, t.master.agents()) {
         if let Some(a) = agents.get(index) {
-            g.set_sdc_connected(&a.ip.to_string(), false);
+            let ip = a.ip.to_string();
+            g.set_sdc_connected(&ip, false);
+            if let Some(root) = agent_host(t, index) {
+                reconnect_sdc_when_back(t.master.clone(), g.clone(), index, id.clone(), ip, root);
+            }
         }
     }
     let mut reply = json!({"agent": index + 1, "done": "reboot", "id": id});
@@ -336,6 +341,45 @@ fn set_disk(t: &Targets, index: usize, url: &str) -> Result<Value, (u16, String)
 }
 
 /// The fake root of agent `index`, when the cluster runs host stand-ins.
+/// Once agent `index` is up under its new id `id`, the SDC on `ip` is connected again if its
+/// host loaded `scini` at boot. Watched off the control thread; gives up with the master.
+fn reconnect_sdc_when_back(
+    master: Arc<MasterHandle>,
+    gateway: Arc<GatewayHandle>,
+    index: usize,
+    id: String,
+    ip: String,
+    root: FakeRoot,
+) {
+    let weak = Arc::downgrade(&master);
+    drop(master);
+    let watch = move || loop {
+        let Some(master) = weak.upgrade() else {
+            return;
+        };
+        let Ok(agents) = master.agents() else {
+            return;
+        };
+        drop(master);
+        if agents.get(index).is_some_and(|a| a.up && a.id == id) {
+            if root
+                .state()
+                .is_ok_and(|s| s.service_running(host::SDC_MODULE))
+            {
+                gateway.set_sdc_connected(&ip, true);
+            }
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("sdc-reconnect".into())
+        .spawn(watch)
+    {
+        log::warn!("control: agent {}: SDC reconnect watch: {e}", index + 1);
+    }
+}
+
 fn agent_host(t: &Targets, index: usize) -> Option<FakeRoot> {
     let dir = t.master.work_dir().join(format!("agent-{}", index + 1));
     FakeRoot::open(&host::agent_root(&dir)).ok()

@@ -17,11 +17,13 @@ use storage_framework::contract::api::{self, Action, PhaseReport};
 use storage_framework::contract::Phase;
 use storage_framework::tls::{self, Fingerprint, PinnedVerifier};
 
-/// The phases a pre-configured node reports, in order.
-const WALK: [Phase; 5] = [
+/// The phases a pre-configured node without an isolator reports, in order (its disks join
+/// in `storage-attach`, after the volume driver).
+const WALK: [Phase; 6] = [
     Phase::Environment,
     Phase::Packages,
     Phase::Devices,
+    Phase::VolumeDriver,
     Phase::StorageAttach,
     Phase::Running,
 ];
