@@ -216,12 +216,7 @@ impl ExecutorApi {
                 if report.rebooting {
                     if let Err(why) = gate::may_disrupt(&state.model, &agent, &self.gate()) {
                         info!("agent {agent}: reboot claim refused: {why}");
-                        let _ = reply.send(ExecutorReply::Failed(ApiError::new(
-                            409,
-                            "reboot held",
-                            why.0,
-                        )));
-                        return false;
+                        return reply.refuse(ApiError::new(409, "reboot held", why.0));
                     }
                 }
                 let Some(node) = state.model.nodes.get_mut(&agent) else {
