@@ -38,6 +38,17 @@ fn runs_on(node: &Node, served: &str) -> bool {
             .is_some_and(|t| t.state == TaskState::Running)
 }
 
+/// The node's executor was let go on a day-two step it has not finished: killing it now
+/// would cut an install or a restart in half.
+fn mid_step(node: &Node) -> bool {
+    node.rollout.as_deref().is_some_and(|r| {
+        r.granted.is_some()
+            || r.steps
+                .iter()
+                .any(|s| s.state == crate::scheduler::model::StepState::InProgress)
+    })
+}
+
 /// The state of `node`'s replacement `r`, when it changed: finished or failed.
 fn settle(node: &Node, r: &Replacement) -> Option<Step> {
     let agent = node.agent_id.clone();
@@ -78,7 +89,8 @@ pub(super) fn step<'a>(nodes: impl Iterator<Item = &'a Node>, served: &str) -> S
             && node
                 .task
                 .as_ref()
-                .is_some_and(|t| t.state == TaskState::Running);
+                .is_some_and(|t| t.state == TaskState::Running)
+            && !mid_step(node);
         if candidate && next.is_none_or(|n| node.hostname < n.hostname) {
             next = Some(node);
         }
@@ -234,6 +246,18 @@ mod tests {
         let mut away = node("a1", "h1", Phase::Running, Some(OLD));
         away.task.as_mut().unwrap().state = TaskState::Unreachable;
         assert_eq!(step([away].iter(), NEW), Step::Wait);
+        // Nor an executor in the middle of a day-two step it was let go on.
+        use crate::scheduler::model::{NodeRollout, Step as DayTwo, StepState, StepStatus};
+        let mut upgrading = node("a1", "h1", Phase::Running, Some(OLD));
+        upgrading.rollout = Some(Box::new(NodeRollout {
+            generation: 2,
+            steps: vec![StepStatus {
+                state: StepState::InProgress,
+                ..StepStatus::pending(DayTwo::UpgradeSds)
+            }],
+            granted: Some(DayTwo::UpgradeSds),
+        }));
+        assert_eq!(step([upgrading].iter(), NEW), Step::Wait);
     }
 
     #[test]

@@ -129,6 +129,9 @@ impl<'a> Pass<'a> {
         if let Some(why) = &self.stopped {
             return refuse(why.clone());
         }
+        if node.replacing.is_some() {
+            return refuse("waiting: its executor is being replaced".into());
+        }
         if let Some(other) = self.unplanned {
             return refuse(format!(
                 "waiting: {} has not said what it needs for generation {} yet",
@@ -417,5 +420,13 @@ mod tests {
         );
         m.nodes.get_mut("a4").unwrap().phase = Phase::Packages;
         assert_eq!(answers(&m)[0].1, Ok(()));
+        m.nodes.get_mut("a5").unwrap().replacing = Some(crate::scheduler::model::Replacement {
+            to_sha256: "ab".into(),
+            failed: None,
+        });
+        assert_eq!(
+            answers(&m)[0].1,
+            Err("waiting: its executor is being replaced".into())
+        );
     }
 }
