@@ -105,8 +105,16 @@ impl StorageSide {
             Phase::Devices
         };
         let reached = |p: Phase| p >= from && p <= Phase::Running;
-        let due =
-            reached(node.phase) || node.progress.is_some_and(reached) || !node.attached.is_empty();
+        // Devices an executor reported (not a layout's) mean it was past `devices`, whatever
+        // phase it reported since (a failed phase retried reports an earlier one), unless it
+        // is back before the prerequisites' reboot.
+        let reported = from == Phase::Devices
+            && !node.devices.is_empty()
+            && !matches!(node.phase, Phase::Environment | Phase::RebootPrerequisites);
+        let due = reached(node.phase)
+            || node.progress.is_some_and(reached)
+            || !node.attached.is_empty()
+            || reported;
         due && (node.phase == Phase::StorageAttach
             || !node.devices.is_empty()
             || !node.layout.sds.is_empty())
@@ -148,6 +156,11 @@ impl StorageSide {
             if node.storage_ready != ready {
                 node.storage_ready = ready;
                 changed = true;
+            }
+            if ready {
+                // The health poll saw the SDC first: the worker's "waiting for the SDC"
+                // is over too.
+                self.clear_error(&mut node);
             }
             if ready || !node.covered() {
                 continue;
@@ -225,6 +238,15 @@ impl StorageSide {
         }
     }
 
+    /// Takes back the gateway error this side put in the node's `last_error`, if still there.
+    fn clear_error(&mut self, node: &mut Node) {
+        if let Some(mine) = self.errors.remove(&*node.agent_id) {
+            if node.last_error.as_deref() == Some(mine.as_str()) {
+                node.last_error = None;
+            }
+        }
+    }
+
     fn on_node(&mut self, model: &mut ClusterModel, r: NodeReport) -> bool {
         let wanted = model.nodes.get(&r.agent_id).map(|n| self.wanted(n));
         let (Some(node), Some(wanted)) = (model.nodes.get_mut(&r.agent_id), wanted) else {
@@ -244,13 +266,7 @@ impl StorageSide {
                 node.last_error = Some(e.as_str().into());
                 self.errors.insert(node.agent_id.to_string(), e);
             }
-            None => {
-                if let Some(mine) = self.errors.remove(&*node.agent_id) {
-                    if node.last_error.as_deref() == Some(mine.as_str()) {
-                        node.last_error = None;
-                    }
-                }
-            }
+            None => self.clear_error(node),
         }
         if node.storage_ready {
             node.storage_intent = None;
@@ -299,6 +315,31 @@ mod tests {
         assert!(!s.plan(&mut m));
         s.release();
         assert!(rx.try_recv().is_err());
+    }
+
+    /// The health poll may see the SDC connect before the worker's own check: the node is
+    /// ready, and the worker's "waiting for the SDC" leaves its `last_error` with it.
+    #[test]
+    fn an_sdc_seen_by_the_health_poll_clears_the_workers_wait() {
+        let (tx, _rx) = crossbeam_channel::unbounded();
+        let mut s = StorageSide::new(tx, "pd", "sp");
+        let mut m = model_with_node(&["/dev/sdb"]);
+        s.plan(&mut m);
+        s.on_report(
+            &mut m,
+            Report::Node(NodeReport {
+                agent_id: "a1".into(),
+                sds_id: Some("s1".into()),
+                attached: vec!["/dev/sdb".into()],
+                sdc_connected: false,
+                error: Some("waiting for the SDC at 10.0.0.1".into()),
+            }),
+        );
+        m.nodes.get_mut("a1").unwrap().sdc_connected = true;
+        s.plan(&mut m);
+        let n = &m.nodes["a1"];
+        assert!(n.storage_ready);
+        assert_eq!(n.last_error, None);
     }
 
     #[test]
@@ -427,6 +468,8 @@ mod tests {
     fn with_a_reboot_ahead_disks_join_only_from_storage_attach() {
         for (reboot_after_devices, phase, attached) in [
             (false, Phase::Environment, false),
+            (false, Phase::RebootPrerequisites, false),
+            (false, Phase::Packages, true),
             (false, Phase::Devices, true),
             (false, Phase::VolumeDriver, true),
             (true, Phase::Devices, false),
