@@ -10,12 +10,14 @@
 
 #[path = "support/cluster.rs"]
 mod cluster;
+#[path = "support/devrig.rs"]
+mod devrig;
 
-use cluster::{free_port, scheduler_args, scheduler_bin, stage_packages, wait_for, KillOnDrop};
+use cluster::{free_port, scheduler_args, stage_packages, wait_for, KillOnDrop};
 use devcluster::control::{self, ControlHandle};
-use devcluster::gateway::{self, GatewayConfig, GatewayHandle};
+use devcluster::gateway::GatewayHandle;
 use devcluster::host::{self, FakeRoot, HostState, Invocation};
-use devcluster::master::{self, MasterHandle};
+use devcluster::master::MasterHandle;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -45,29 +47,12 @@ struct Rig {
 
 impl Rig {
     fn start() -> Rig {
-        let dir = std::env::temp_dir().join(format!("e2e-data-truth-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("dir");
+        let dir = devrig::fresh_dir(&format!("e2e-data-truth-{}", std::process::id()));
         let listener = control::bind(0).expect("control API");
-        let master = Arc::new(
-            master::start(master::MasterConfig {
-                agents: AGENTS,
-                heartbeat_interval: Duration::from_secs(1),
-                work_dir: dir.join("mesos"),
-                host_standins: Some(cluster::host_standins(Some(listener.url()))),
-                ..Default::default()
-            })
-            .unwrap_or_else(|e| panic!("dev cluster: {e}")),
-        );
-        let mut config = GatewayConfig::new(PASSWORD, cluster::dev_mdms());
-        config.preconfigured = None;
-        let gw = Arc::new(gateway::start(config).unwrap_or_else(|e| panic!("gateway: {e}")));
-        let control = listener
-            .serve(control::Targets {
-                master: master.clone(),
-                gateway: Some(gw.clone()),
-            })
-            .expect("control API");
+        let standins = cluster::host_standins(Some(listener.url()));
+        let master = devrig::start_master(devrig::master_config(AGENTS, &dir, standins));
+        let gw = devrig::start_gateway(PASSWORD, false);
+        let control = devrig::serve_control(listener, &master, gw.clone());
         let (package_flags, packages) = stage_packages(&dir.join("packages"));
         let port = free_port();
         let mut args = scheduler_args(
@@ -86,15 +71,8 @@ impl Rig {
         args.push("-rexray.username=rexray-vol".into());
         args.push("-rexray.password=Rexray-Vol-Pa55".into());
         args.extend(package_flags);
-        let log = std::fs::File::create(dir.join("scheduler.log")).expect("log");
-        let child = Command::new(scheduler_bin())
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start storage-scheduler");
         Rig {
-            _scheduler: KillOnDrop(child),
+            _scheduler: devrig::spawn_scheduler(args, devrig::new_log(&dir)),
             control,
             master,
             gw,
@@ -108,13 +86,7 @@ impl Rig {
     fn wait_running(&self) -> Vec<(String, String)> {
         let base = format!("http://127.0.0.1:{}", self.port);
         wait_for("every node running", Duration::from_secs(300), || {
-            let body = ureq::get(&format!("{base}/api/state"))
-                .call()
-                .ok()?
-                .into_body()
-                .read_to_string()
-                .ok()?;
-            let state: Value = serde_json::from_str(&body).ok()?;
+            let state = devrig::api_state(&base)?;
             let nodes = state.pointer("/model/nodes")?.as_object()?.clone();
             if let Some(f) = nodes.values().find(|n| {
                 n["phase"] == "failed"
@@ -138,24 +110,7 @@ impl Rig {
     }
 
     fn control(&self, method: &str, path: &str) -> Value {
-        let url = format!("{}{path}", self.control.url());
-        let resp = match method {
-            "GET" => ureq::get(&url)
-                .config()
-                .http_status_as_error(false)
-                .build()
-                .call(),
-            _ => ureq::post(&url)
-                .config()
-                .http_status_as_error(false)
-                .build()
-                .send_empty(),
-        }
-        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
-        let status = resp.status().as_u16();
-        let body = resp.into_body().read_to_string().unwrap_or_default();
-        assert_eq!(status, 200, "{method} {path}: {body}");
-        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{method} {path}: {e}: {body}"))
+        devrig::control_json(&self.control, method, path)
     }
 
     fn events(&self) -> Value {
@@ -233,11 +188,7 @@ impl Rig {
 
 impl Drop for Rig {
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("scheduler log and sandboxes kept in {}", self.dir.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
+        devrig::keep_dir_if_failed(&self.dir);
     }
 }
 

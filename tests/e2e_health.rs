@@ -11,15 +11,14 @@
 
 #[path = "support/cluster.rs"]
 mod cluster;
+#[path = "support/devrig.rs"]
+mod devrig;
 
-use cluster::{free_port, scheduler_args, scheduler_bin, stage_packages, KillOnDrop};
-use devcluster::control;
-use devcluster::master::{self, MasterHandle};
+use devrig::{get, json, until};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const AGENTS: usize = 4;
@@ -81,99 +80,23 @@ fn want(name: &'static str, labels: &[(&'static str, &str)], is: Is) -> Want {
 }
 
 /// The dev cluster, its gateway and control API, and the scheduler under test.
-struct Rig {
-    /// First: the scheduler ends before the cluster it runs on.
-    scheduler: KillOnDrop,
-    control: control::ControlHandle,
-    _master: Arc<MasterHandle>,
-    _packages: Arc<tiny_http::Server>,
-    base: String,
-    dir: PathBuf,
-}
+type Rig = devrig::PreconfigRig;
 
 impl Rig {
     fn start() -> Rig {
-        let dir = std::env::temp_dir().join(format!("e2e-health-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("dir");
-        let listener = control::bind(0).expect("control API");
-        let mut standins = cluster::host_standins(Some(listener.url()));
-        let wait = (
-            "STORAGE_EXECUTOR_PLAN_WAIT".into(),
-            PLAN_WAIT_SECS.to_string(),
-        );
-        standins.extra_env.push(wait);
-        let master = Arc::new(
-            master::start(master::MasterConfig {
-                agents: AGENTS,
-                heartbeat_interval: Duration::from_secs(1),
-                work_dir: dir.join("mesos"),
-                host_standins: Some(standins),
-                ..Default::default()
-            })
-            .unwrap_or_else(|e| panic!("dev cluster: {e}")),
-        );
-        // Its own gateway: the faults change it.
-        let gateway = Arc::new(
-            devcluster::gateway::start(devcluster::gateway::GatewayConfig::new(
-                PASSWORD,
-                cluster::dev_mdms(),
-            ))
-            .unwrap_or_else(|e| panic!("dev gateway: {e}")),
-        );
-        let gateway_flag = format!("-storage.preconfig.gateway={}", gateway.addr());
-        let control = listener
-            .serve(control::Targets {
-                master: master.clone(),
-                gateway: Some(gateway),
-            })
-            .expect("control API");
-        let port = free_port();
-        let mut args = scheduler_args(
-            &master.addr().to_string(),
-            port,
-            &dir.join("state.json"),
-            PASSWORD,
-        );
-        args.retain(|a| !a.starts_with("-storage.preconfig.gateway="));
-        args.push(gateway_flag);
-        args.push(format!("-health.interval={}", POLL.as_secs()));
-        args.push(format!("-health.stale={}", STALE.as_secs()));
-        // What a careful operator configures, so that a clean cluster shows no warning.
-        args.push("-rexray.username=rexray-vol".into());
-        args.push("-rexray.password=Rexray-Vol-Pa55".into());
-        let (package_flags, packages) = stage_packages(&dir.join("packages"));
-        args.extend(package_flags);
-        let log = std::fs::File::create(dir.join("scheduler.log")).expect("log");
-        let child = Command::new(scheduler_bin())
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start storage-scheduler");
-        Rig {
-            scheduler: KillOnDrop(child),
-            control,
-            _master: master,
-            _packages: packages,
-            base: format!("http://127.0.0.1:{port}"),
-            dir,
-        }
+        let flags = vec![
+            format!("-health.interval={}", POLL.as_secs()),
+            format!("-health.stale={}", STALE.as_secs()),
+            // What a careful operator configures, so that a clean cluster shows no warning.
+            "-rexray.username=rexray-vol".into(),
+            "-rexray.password=Rexray-Vol-Pa55".into(),
+        ];
+        Rig::launch("e2e-health", AGENTS, PASSWORD, PLAN_WAIT_SECS, flags)
     }
 
     /// A control API call that must answer 200.
     fn control(&self, path: &str) -> Value {
-        let url = format!("{}{path}", self.control.url());
-        let resp = ureq::post(&url)
-            .config()
-            .http_status_as_error(false)
-            .build()
-            .send_empty()
-            .unwrap_or_else(|e| panic!("POST {path}: {e}"));
-        let status = resp.status().as_u16();
-        let body = resp.into_body().read_to_string().unwrap_or_default();
-        assert_eq!(status, 200, "POST {path}: {body}");
-        serde_json::from_str(&body).unwrap_or_else(|e| panic!("POST {path}: {e}: {body}"))
+        devrig::control_json(&self.control, "POST", path)
     }
 
     /// The master's launch record, as the control API serves it.
@@ -185,37 +108,6 @@ impl Rig {
             .unwrap_or_else(|e| panic!("launch record: {e}"));
         serde_json::from_str(&body).unwrap_or_else(|e| panic!("launch record: {e}: {body}"))
     }
-}
-
-impl Drop for Rig {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("scheduler log and sandboxes kept in {}", self.dir.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
-}
-
-/// The body of a 200 answer; else what came instead.
-fn get(base: &str, path: &str) -> Result<String, String> {
-    let resp = ureq::get(&format!("{base}{path}"))
-        .config()
-        .http_status_as_error(false)
-        .build()
-        .call()
-        .map_err(|e| format!("GET {path}: {e}"))?;
-    let status = resp.status().as_u16();
-    let body = resp.into_body().read_to_string().unwrap_or_default();
-    (status == 200)
-        .then_some(())
-        .ok_or_else(|| format!("GET {path}: {status} {body}"))?;
-    Ok(body)
-}
-
-fn json(base: &str, path: &str) -> Result<Value, String> {
-    let body = get(base, path)?;
-    serde_json::from_str(&body).map_err(|e| format!("GET {path}: {e}: {body}"))
 }
 
 /// The node of `/api/state` on `host`.
@@ -517,23 +409,6 @@ fn metrics_clean(samples: &Samples) -> Result<(), String> {
         .ok_or_else(|| format!("storage_node_unhealthy samples: {unhealthy:?}"))
 }
 
-/// Polls `f` until it is `Ok`, failing at the deadline with `what` and its last complaint.
-/// Returns how long it took.
-fn until(what: &str, within: Duration, mut f: impl FnMut() -> Result<(), String>) -> Duration {
-    let start = Instant::now();
-    loop {
-        let last = match f() {
-            Ok(()) => return start.elapsed(),
-            Err(e) => e,
-        };
-        assert!(
-            start.elapsed() < within,
-            "{what}: not within {within:?}: {last}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// Every surface shows `f` (`/api/health` within the fault's time, the others then within
 /// [`SURFACES_WITHIN`]); prints how long each took.
 fn assert_shown(base: &str, f: &Fault) {
@@ -576,30 +451,7 @@ impl Rig {
     /// Hostname -> task id of every node, once all of them run. A scheduler that exited
     /// (a flag it does not know) fails at once, with its log.
     fn running_tasks(&mut self) -> BTreeMap<String, String> {
-        let mut tasks = BTreeMap::new();
-        until("every node running", Duration::from_secs(180), || {
-            if let Ok(Some(status)) = self.scheduler.0.try_wait() {
-                let log = std::fs::read_to_string(self.dir.join("scheduler.log"));
-                panic!(
-                    "the scheduler exited ({status}):\n{}",
-                    log.unwrap_or_default()
-                );
-            }
-            let s = json(&self.base, "/api/state")?;
-            let nodes = s["model"]["nodes"].as_object().ok_or("no nodes")?;
-            tasks = nodes
-                .values()
-                .filter(|n| n["phase"] == "running")
-                .filter_map(|n| {
-                    let task = n["task"]["task_id"].as_str()?;
-                    Some((n["hostname"].as_str()?.to_string(), task.to_string()))
-                })
-                .collect();
-            (tasks.len() == AGENTS)
-                .then_some(())
-                .ok_or_else(|| format!("{} of {AGENTS} running", tasks.len()))
-        });
-        tasks
+        devrig::running_tasks(&mut self.scheduler, &self.dir, &self.base, AGENTS)
     }
 }
 

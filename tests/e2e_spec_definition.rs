@@ -9,14 +9,15 @@
 
 #[path = "support/cluster.rs"]
 mod cluster;
+#[path = "support/devrig.rs"]
+mod devrig;
 
-use cluster::{free_port, scheduler_args, scheduler_bin, wait_for, KillOnDrop};
+use cluster::{free_port, wait_for, KillOnDrop};
 use devcluster::control;
 use devcluster::host::HostProfile;
-use devcluster::master::{self, MasterHandle};
+use devcluster::master::{MasterConfig, MasterHandle};
 use serde_json::Value;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,40 +40,20 @@ impl Rig {
     /// The dev cluster (agent 1 Ubuntu 14.04, the others RHEL 7), its hosts preinstalled at
     /// [`PACKAGE_VERSION`] when `preinstalled`, and the scheduler with the spec's flags.
     fn start(name: &str, preinstalled: bool) -> Rig {
-        let dir = std::env::temp_dir().join(format!("e2e-spec-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("dir");
+        let dir = devrig::fresh_dir(&format!("e2e-spec-{name}-{}", std::process::id()));
         let listener = control::bind(0).expect("control API");
         let mut standins = cluster::host_standins(Some(listener.url()));
         standins.per_agent.insert(1, HostProfile::Ubuntu1404);
-        let master = Arc::new(
-            master::start(master::MasterConfig {
-                agents: AGENTS,
-                heartbeat_interval: Duration::from_secs(1),
-                work_dir: dir.join("mesos"),
-                status_update_retry: Duration::from_secs(1),
-                // The fresh Ubuntu host reboots into the SDC's kernel: a short ping timeout
-                // keeps the outage (one ping past it) short.
-                agent_removal_timeout: Duration::from_secs(2),
-                host_standins: Some(standins),
-                ..Default::default()
-            })
-            .unwrap_or_else(|e| panic!("dev cluster: {e}")),
-        );
-        let gateway = Arc::new(
-            devcluster::gateway::start(devcluster::gateway::GatewayConfig::new(
-                PASSWORD,
-                cluster::dev_mdms(),
-            ))
-            .unwrap_or_else(|e| panic!("dev gateway: {e}")),
-        );
-        let gateway_flag = format!("-storage.preconfig.gateway={}", gateway.addr());
-        let control = listener
-            .serve(control::Targets {
-                master: master.clone(),
-                gateway: Some(gateway),
-            })
-            .expect("control API");
+        let master = devrig::start_master(MasterConfig {
+            status_update_retry: Duration::from_secs(1),
+            // The fresh Ubuntu host reboots into the SDC's kernel: a short ping timeout
+            // keeps the outage (one ping past it) short.
+            agent_removal_timeout: Duration::from_secs(2),
+            ..devrig::master_config(AGENTS, &dir, standins)
+        });
+        let gateway = devrig::start_gateway(PASSWORD, true);
+        let gateway_addr = gateway.addr().to_string();
+        let control = devrig::serve_control(listener, &master, gateway);
         if preinstalled {
             let path = format!(
                 "/control/hosts/preinstall?version={PACKAGE_VERSION}&mdm=127.0.0.1,127.0.0.2&rexray=0.11.4-1"
@@ -84,29 +65,15 @@ impl Rig {
             assert!(answer.contains("[1,2,3]"), "{answer}");
         }
         let port = free_port();
-        let mut args = scheduler_args(
-            &master.addr().to_string(),
-            port,
-            &dir.join("state.json"),
-            PASSWORD,
-        );
-        args.retain(|a| !a.starts_with("-storage.preconfig.gateway="));
-        args.push(gateway_flag);
+        let args = devrig::preconfig_args(&master, port, &dir, PASSWORD, &gateway_addr);
         assert!(
             !args.iter().any(|a| a.starts_with("-storage.ubuntu14.")
                 || a.starts_with("-storage.rhel7.")
                 || a.starts_with("-rexray.")),
             "the spec's flags only: {args:?}"
         );
-        let log = std::fs::File::create(dir.join("scheduler.log")).expect("log");
-        let child = Command::new(scheduler_bin())
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start storage-scheduler");
         Rig {
-            _scheduler: KillOnDrop(child),
+            _scheduler: devrig::spawn_scheduler(args, devrig::new_log(&dir)),
             control,
             _master: master,
             base: format!("http://127.0.0.1:{port}"),
@@ -116,13 +83,7 @@ impl Rig {
 
     /// `/api/state`'s nodes, once it answers.
     fn nodes(&self) -> Option<Vec<Value>> {
-        let body = ureq::get(&format!("{}/api/state", self.base))
-            .call()
-            .ok()?
-            .into_body()
-            .read_to_string()
-            .ok()?;
-        let state: Value = serde_json::from_str(&body).ok()?;
+        let state = devrig::api_state(&self.base)?;
         Some(
             state["model"]["nodes"]
                 .as_object()?
@@ -168,11 +129,7 @@ impl Rig {
 
 impl Drop for Rig {
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("scheduler log and sandboxes kept in {}", self.dir.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
+        devrig::keep_dir_if_failed(&self.dir);
     }
 }
 

@@ -10,16 +10,16 @@
 
 #[path = "support/cluster.rs"]
 mod cluster;
+#[path = "support/devrig.rs"]
+mod devrig;
 
-use cluster::{free_port, scheduler_args, scheduler_bin, stage_packages, wait_for, KillOnDrop};
+use cluster::{free_port, scheduler_args, stage_packages, wait_for, KillOnDrop};
 use devcluster::control;
-use devcluster::gateway::{self, GatewayConfig};
 use devcluster::host::{self, FakeRoot, HostState};
-use devcluster::master::{self, MasterHandle};
+use devcluster::master::{MasterConfig, MasterHandle};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -75,38 +75,17 @@ impl Rig {
     fn start() -> Rig {
         static RIGS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = RIGS.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("e2e-upgrade-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("dir");
+        let dir = devrig::fresh_dir(&format!("e2e-upgrade-{}-{n}", std::process::id()));
         let listener = control::bind(0).expect("control API");
-        let mut standins = cluster::host_standins(Some(listener.url()));
-        let wait = (
-            "STORAGE_EXECUTOR_PLAN_WAIT".into(),
-            PLAN_WAIT_SECS.to_string(),
-        );
-        standins.extra_env.push(wait);
-        let master = Arc::new(
-            master::start(master::MasterConfig {
-                agents: AGENTS,
-                heartbeat_interval: Duration::from_secs(1),
-                work_dir: dir.join("mesos"),
-                host_standins: Some(standins),
-                attributes: layouts(),
-                ..Default::default()
-            })
-            .unwrap_or_else(|e| panic!("dev cluster: {e}")),
-        );
+        let standins = devrig::standins_with_plan_wait(listener.url(), PLAN_WAIT_SECS);
+        let master = devrig::start_master(MasterConfig {
+            attributes: layouts(),
+            ..devrig::master_config(AGENTS, &dir, standins)
+        });
         // No system until the executors build the MDM cluster.
-        let mut config = GatewayConfig::new(PASSWORD, cluster::dev_mdms());
-        config.preconfigured = None;
-        let gw = Arc::new(gateway::start(config).unwrap_or_else(|e| panic!("gateway: {e}")));
+        let gw = devrig::start_gateway(PASSWORD, false);
         let gateway = gw.addr().to_string();
-        let control = listener
-            .serve(control::Targets {
-                master: master.clone(),
-                gateway: Some(gw),
-            })
-            .expect("control API");
+        let control = devrig::serve_control(listener, &master, gw);
         let (package_flags, packages) = stage_packages(&dir.join("packages"));
         Rig {
             scheduler: None,
@@ -140,13 +119,7 @@ impl Rig {
             .append(true)
             .open(self.dir.join("scheduler.log"))
             .expect("log");
-        let child = Command::new(scheduler_bin())
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start storage-scheduler");
-        self.scheduler = Some(KillOnDrop(child));
+        self.scheduler = Some(devrig::spawn_scheduler(args, log));
     }
 
     /// Package files of the storage components at `NEW` beside the staged ones, and the
@@ -175,13 +148,7 @@ impl Rig {
     }
 
     fn state(&self) -> Option<Value> {
-        let body = ureq::get(&format!("http://127.0.0.1:{}/api/state", self.port))
-            .call()
-            .ok()?
-            .into_body()
-            .read_to_string()
-            .ok()?;
-        serde_json::from_str(&body).ok()
+        devrig::api_state(&format!("http://127.0.0.1:{}", self.port))
     }
 
     /// Waits until every node is running at the target generation (at least `generation`);
@@ -231,24 +198,7 @@ impl Rig {
 
     /// A control API call that must answer 200 with JSON.
     fn control(&self, method: &str, path: &str) -> Value {
-        let url = format!("{}{path}", self.control.url());
-        let resp = match method {
-            "GET" => ureq::get(&url)
-                .config()
-                .http_status_as_error(false)
-                .build()
-                .call(),
-            _ => ureq::post(&url)
-                .config()
-                .http_status_as_error(false)
-                .build()
-                .send_empty(),
-        }
-        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
-        let status = resp.status().as_u16();
-        let body = resp.into_body().read_to_string().unwrap_or_default();
-        assert_eq!(status, 200, "{method} {path}: {body}");
-        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{method} {path}: {e}: {body}"))
+        devrig::control_json(&self.control, method, path)
     }
 
     fn host_root(&self, n: usize) -> PathBuf {
@@ -258,11 +208,7 @@ impl Rig {
 
 impl Drop for Rig {
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("scheduler log and sandboxes kept in {}", self.dir.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
+        devrig::keep_dir_if_failed(&self.dir);
     }
 }
 
@@ -418,13 +364,7 @@ fn a_new_package_version_reaches_every_node_in_the_vendor_s_order() {
 
 impl Rig {
     fn plan(&self) -> Option<Value> {
-        let body = ureq::get(&format!("http://127.0.0.1:{}/api/plan", self.port))
-            .call()
-            .ok()?
-            .into_body()
-            .read_to_string()
-            .ok()?;
-        serde_json::from_str(&body).ok()
+        devrig::get_json(&format!("http://127.0.0.1:{}/api/plan", self.port))
     }
 
     /// The reason a waiting step of `host` shows on `/api/plan`, once it contains `part`.
