@@ -109,6 +109,14 @@ part host_health 1 cargo bench --quiet --bench host_health
 # with the package flags and gateway demo.sh passes (tests/devcluster/packages.txt).
 part converge 3 env STORAGE_BENCH_BIN_DIR="$release_dir" cargo bench --quiet --bench converge
 
+# upgrade_seconds_20, upgrade_floor_seconds_20, upgrade_floor_ratio_20: a rolling upgrade of
+# the storage packages on 20 agents in two protection domains of 10 (pre-configured, rebuild
+# 1 s in the dev gateway), from the scheduler's restart with newer package URLs to every node
+# at the new generation; the floor is the rebuild waits the disruption budget forces (see
+# tests/bench/upgrade.rs). The run fails when the gateway counts data unavailable, a quorum
+# loss or more than one SDS of a domain down at once.
+part upgrade 3 env STORAGE_BENCH_BIN_DIR="$release_dir" cargo bench --quiet --bench upgrade
+
 # gateway_attach_seconds_100, gateway_requests_per_device (in-process, built for musl): the
 # gateway worker attaching 100 nodes x 4 devices on the dev gateway;
 # gateway_requests_per_health_poll_1000: one health poll over 1,000 nodes in 4 pools.

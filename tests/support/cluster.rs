@@ -84,7 +84,19 @@ pub fn dev_mdms() -> MdmIps {
 /// Flags of a pre-configured deployment against the dev cluster (and its gateway, see
 /// [`shared_gateway`]).
 pub fn scheduler_args(masters: &str, port: u16, store: &Path, password: &str) -> Vec<String> {
-    let gateway = shared_gateway(password).addr();
+    let gateway = shared_gateway(password).addr().to_string();
+    preconfigured_args(masters, port, store, password, &gateway)
+}
+
+/// [`scheduler_args`] against the gateway at `gateway` (a test's own, pre-configured with
+/// [`dev_mdms`]).
+pub fn preconfigured_args(
+    masters: &str,
+    port: u16,
+    store: &Path,
+    password: &str,
+    gateway: &str,
+) -> Vec<String> {
     vec![
         "-loglevel=debug".to_string(),
         format!("-rest.port={port}"),
@@ -100,6 +112,27 @@ pub fn scheduler_args(masters: &str, port: u16, store: &Path, password: &str) ->
         format!("-store.uri={}", store.display()),
         format!("-executor.altpath={}", executor_bin().display()),
     ]
+}
+
+/// Agent attributes that declare the SDS layout of `domains` (`(domain, pool)`), agents split
+/// among them in consecutive blocks of `agents / domains.len()` (agents 1-3 `pd1`, 4-6 `pd2`),
+/// each with one free disk, `/dev/xvdb`: for [`devcluster::master::MasterConfig::attributes`].
+pub fn domain_layouts(
+    agents: usize,
+    domains: &[(&str, &str)],
+) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>> {
+    let per = agents.div_ceil(domains.len().max(1));
+    (1..=agents)
+        .map(|n| {
+            let (pd, sp) = domains[(n - 1) / per];
+            let attrs = [
+                ("storage-sds-domains".to_string(), pd.to_string()),
+                (format!("storage-sds-{pd}"), sp.to_string()),
+                (format!("storage-sds-{sp}"), "/dev/xvdb".to_string()),
+            ];
+            (n.to_string(), attrs.into_iter().collect())
+        })
+        .collect()
 }
 
 /// The host stand-in binary built with the dev cluster (`storage-host-standin`).
