@@ -527,3 +527,32 @@ fn the_dev_gateways_injected_faults_read_as_the_degraded_fixtures() {
         &serde_json::to_value(stats[&pool]).expect("stats"),
     );
 }
+
+/// The rollout's gate counts a node's disruptive step as seen back by a poll whose `read_ms`
+/// is after the step ended: a poll's figures must not be older than its stamp, so it carries
+/// the time its first read began, not the time its last answer came.
+#[test]
+fn a_health_poll_is_stamped_with_when_its_reads_began() {
+    use storage_framework::scheduler::gateway_work::reconcile::Reconciler;
+    let mdm = MdmIps {
+        primary: "10.0.0.11".into(),
+        secondary: "10.0.0.12".into(),
+        tiebreaker: "10.0.0.13".into(),
+    };
+    let mut sim = SimConfig::new(PASSWORD, mdm);
+    sim.latency = Duration::from_millis(40);
+    let gw = gateway::start(sim).unwrap_or_else(|e| panic!("gateway: {e}"));
+    let mut r = Reconciler::new(client(&gw));
+    let clock = storage_framework::clock::system();
+    let before = clock.now_ms();
+    let known = [("default".to_string(), "default".to_string())];
+    let poll = r.health(&known, 80.0, &*clock).expect("health poll");
+    let after = clock.now_ms();
+    assert!(after - before >= 5 * 40, "a poll of five reads or more");
+    assert!(
+        poll.read_ms < before + 40,
+        "stamped {} ms after the poll began ({} ms in all)",
+        poll.read_ms - before,
+        after - before
+    );
+}

@@ -260,6 +260,9 @@ impl Reconciler {
         clock: &dyn Clock,
     ) -> Result<HealthPoll, GatewayError> {
         let before = self.client.requests();
+        // What the poll shows may be as old as its first read: a step that ended after that
+        // may not show in it, however late the last answer came.
+        let read_ms = clock.now_ms();
         for (pd, pool) in known_pools {
             self.pool_id(pd, pool)?;
         }
@@ -283,7 +286,6 @@ impl Reconciler {
         pools.retain(|id, _| on_devices.contains(id) || self.wanted_pools.contains(id));
         let ids: Vec<String> = pools.keys().cloned().collect();
         let stats = api::pool_statistics(&mut self.client, &ids)?;
-        let read_ms = clock.now_ms();
         let pools = pools
             .into_iter()
             .map(|(id, (pd, pool))| {
