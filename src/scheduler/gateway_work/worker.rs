@@ -241,11 +241,12 @@ impl Worker {
                 );
             }
             Job::Poll => self.poll_due = self.clock.now_ms(),
-            // Spaced by the settle delay: a step waiting on a rebuild asks again and again.
+            // A step waiting on a rebuild asks again and again: a quarter of the health
+            // interval apart (at least 250 ms), so that a rebuild is seen done soon after it
+            // is, without polling a minutes-long one twice a second.
             Job::PollSoon => {
-                let earliest = self
-                    .polled_ms
-                    .map_or(0, |t| t + ms(self.settings.poll_settle));
+                let gap = (ms(self.settings.poll_interval) / 4).max(250);
+                let earliest = self.polled_ms.map_or(0, |t| t + gap);
                 self.poll_due = self.poll_due.min(earliest.max(self.clock.now_ms()));
             }
             Job::Gateway(address) => {
@@ -513,6 +514,29 @@ mod tests {
         clock.advance(5_000);
         w.take(Job::Poll);
         assert_eq!(w.poll_due, 6_000);
+    }
+
+    /// A step waiting on a rebuild asks for polls again and again: they come a quarter of the
+    /// health interval after the last poll, never sooner, never later than one already due.
+    #[test]
+    fn polls_asked_soon_are_a_quarter_interval_apart() {
+        let client = GatewayClient::new(GatewayConfig::new("", Secret::new("pw"), "2.0")).unwrap();
+        let clock = ManualClock::at(100_000);
+        let settings = WorkerSettings::new(Duration::from_secs(60), 80.0);
+        let mut w = Worker::new(client, settings).with_clock(clock.clone());
+        w.poll_due = 160_000;
+        w.take(Job::PollSoon);
+        assert_eq!(w.poll_due, 100_000, "no poll yet: at once");
+        w.polled_ms = Some(100_000);
+        w.poll_due = 160_000;
+        w.take(Job::PollSoon);
+        assert_eq!(w.poll_due, 115_000);
+        clock.advance(20_000);
+        w.take(Job::PollSoon);
+        assert_eq!(w.poll_due, 115_000, "already due: unchanged");
+        w.poll_due = 110_000;
+        w.take(Job::PollSoon);
+        assert_eq!(w.poll_due, 110_000, "never later than one due");
     }
 
     #[test]
