@@ -50,6 +50,9 @@ struct Rig {
     package_flags: Vec<String>,
     port: u16,
     dir: PathBuf,
+    /// Experimental mode (the executors build the MDM cluster), else a pre-configured
+    /// storage cluster the nodes join as data nodes.
+    experimental: bool,
 }
 
 /// Agents 1-3 hold domain `pd1`, agents 4-6 `pd2`, one free disk each.
@@ -73,6 +76,10 @@ fn layouts() -> BTreeMap<String, BTreeMap<String, String>> {
 
 impl Rig {
     fn start() -> Rig {
+        Rig::start_mode(true)
+    }
+
+    fn start_mode(experimental: bool) -> Rig {
         static RIGS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = RIGS.fetch_add(1, Ordering::Relaxed);
         let dir = devrig::fresh_dir(&format!("e2e-upgrade-{}-{n}", std::process::id()));
@@ -82,8 +89,8 @@ impl Rig {
             attributes: layouts(),
             ..devrig::master_config(AGENTS, &dir, standins)
         });
-        // No system until the executors build the MDM cluster.
-        let gw = devrig::start_gateway(PASSWORD, false);
+        // Experimental: no system until the executors build the MDM cluster.
+        let gw = devrig::start_gateway(PASSWORD, !experimental);
         let gateway = gw.addr().to_string();
         let control = devrig::serve_control(listener, &master, gw);
         let (package_flags, packages) = stage_packages(&dir.join("packages"));
@@ -96,6 +103,7 @@ impl Rig {
             package_flags,
             port: free_port(),
             dir,
+            experimental,
         }
     }
 
@@ -107,9 +115,13 @@ impl Rig {
             &self.dir.join("state.json"),
             PASSWORD,
         );
-        args.retain(|a| !a.starts_with("-storage.preconfig."));
+        if self.experimental {
+            args.retain(|a| !a.starts_with("-storage.preconfig."));
+            args.push("-experimental=true".into());
+        } else {
+            args.retain(|a| !a.starts_with("-storage.preconfig.gateway="));
+        }
         args.push(format!("-storage.preconfig.gateway={}", self.gateway));
-        args.push("-experimental=true".into());
         args.push("-health.interval=1".into());
         args.push("-rexray.username=rexray-vol".into());
         args.push("-rexray.password=Rexray-Vol-Pa55".into());
@@ -433,4 +445,43 @@ fn an_sds_that_drops_off_mid_upgrade_holds_its_domain_until_the_pool_has_rebuilt
         pd2.iter().all(|n| sds_at_new(*n)),
         "pd2 upgraded at the end"
     );
+}
+
+/// The same upgrade against a pre-configured storage cluster: every node a data node of one
+/// of the two domains; each ends with its SDS and SDC at the new version, SDSs first, one SDS
+/// of a domain at a time, no data made unavailable.
+#[test]
+fn a_new_package_version_reaches_every_data_node_of_a_preconfigured_cluster() {
+    let mut rig = Rig::start_mode(false);
+    rig.start_scheduler();
+    rig.wait_at(1, Duration::from_secs(300));
+    let roots = (1..=AGENTS).map(|n| (n, rig.host_root(n))).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen = watch_upgrades(roots, stop.clone());
+    rig.control("POST", "/control/gateway/events/reset");
+    rig.scheduler = None;
+    rig.stage_new_version();
+    rig.start_scheduler();
+    rig.wait_at(2, Duration::from_secs(300));
+    stop.store(true, Ordering::Relaxed);
+    for n in 1..=AGENTS {
+        let state = host_state(&rig.host_root(n)).expect("host state");
+        assert_eq!(upgraded(&state), ["sds", "sdc"], "agent-{n}");
+    }
+    let events = rig.control("GET", "/control/gateway/events");
+    assert_eq!(events["data_unavailable"], 0, "{events}");
+    let most = events["max_sds_down_per_domain"]
+        .as_object()
+        .expect("per domain");
+    assert!(most.values().all(|n| n.as_u64() <= Some(1)), "{events}");
+    let seen = seen.lock().unwrap().clone();
+    let looks = |c: &'static str| -> Vec<u64> {
+        seen.iter()
+            .filter(|((_, k), _)| *k == c)
+            .map(|(_, l)| *l)
+            .collect()
+    };
+    let last_sds = looks("sds").into_iter().max().expect("sds upgraded");
+    let first_sdc = looks("sdc").into_iter().min().expect("sdc upgraded");
+    assert!(last_sds <= first_sdc, "SDSs before SDCs: {seen:?}");
 }
