@@ -18,6 +18,7 @@ impl Dispatcher {
     pub(super) fn on_health_poll(&mut self, poll: &HealthPoll) {
         assess::apply_poll(&mut self.state.model, poll, &self.health);
         self.reassess_health();
+        self.note_outages();
     }
 
     pub(super) fn on_health_failure(&mut self, error: &str) {

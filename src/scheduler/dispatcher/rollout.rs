@@ -4,8 +4,8 @@
 //! grant or the reason. One log line per grant and per changed reason.
 
 use super::Dispatcher;
-use crate::scheduler::health::gate::GateSettings;
-use crate::scheduler::model::StepState;
+use crate::scheduler::health::gate::{self, GateSettings};
+use crate::scheduler::model::{Step, StepState};
 use crate::scheduler::rollout::decide::{self, Decision};
 use crate::scheduler::rollout::target::{self, Declared};
 use log::info;
@@ -42,6 +42,38 @@ impl Dispatcher {
         self.state.model.target = next;
         self.dirty = true;
         self.touch_view();
+    }
+
+    /// After a health poll: the disruptive steps under way or just ended whose outage the
+    /// poll shows are marked seen (the budget then counts them back at the first clean poll).
+    pub(super) fn note_outages(&mut self) {
+        let target = self.state.model.target.generation;
+        let seen: Vec<(std::sync::Arc<str>, Step)> = self
+            .state
+            .model
+            .nodes
+            .values()
+            .filter_map(|n| {
+                let walk = n.rollout.as_deref().filter(|r| r.generation == target)?;
+                let s = walk.steps.iter().find(|s| {
+                    s.step.disruptive()
+                        && !s.seen_disrupted
+                        && matches!(s.state, StepState::InProgress | StepState::Done)
+                })?;
+                gate::shows_disruption(&self.state.model, n, &self.gate)
+                    .then(|| (n.agent_id.clone(), s.step))
+            })
+            .collect();
+        for (agent, step) in seen {
+            if let Some(node) = self.state.model.nodes.get_mut(&agent) {
+                let walk = node.rollout.as_deref_mut();
+                if let Some(s) = walk.and_then(|w| w.step_mut(step)) {
+                    s.seen_disrupted = true;
+                }
+                node.updated_ms = self.clock.now_ms();
+            }
+            self.dirty = true;
+        }
     }
 
     /// Decides every waiting ask and writes the answers into the nodes.

@@ -165,6 +165,29 @@ pub fn disruption(n: &Node) -> Option<String> {
     None
 }
 
+/// The gateway's last poll shows what a disruption of `node` does: the node not serving
+/// (see [`disruption`]), an MDM member's cluster not `ClusteredNormal`, or a pool of its
+/// domain with data degraded, rebuilding or moving. A disruptive step's outage must be seen
+/// (or time must pass) before the node counts as back: the MDM notices a restarted SDS only
+/// after a while, and a poll in between shows all well.
+pub fn shows_disruption(model: &ClusterModel, node: &Node, settings: &GateSettings) -> bool {
+    if disruption(node).is_some() {
+        return true;
+    }
+    let mdm = model.health.mdm.as_ref();
+    if node.persona.is_mdm()
+        && mdm.is_some_and(|m| m.cluster_state.as_deref() != Some("ClusteredNormal"))
+    {
+        return true;
+    }
+    let domain = domain_of(node, &model.pools, settings);
+    model
+        .pools
+        .iter()
+        .filter(|p| p.protection_domain == domain)
+        .any(|p| pool_blocker(p).is_some())
+}
+
 fn others_disrupted(
     model: &ClusterModel,
     node: &Node,

@@ -94,6 +94,10 @@ pub struct StepStatus {
     /// a gateway poll later than this shows it serving.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub done_ms: Option<u64>,
+    /// A disruptive step: a gateway poll since it was granted showed its outage (see
+    /// `health::gate::shows_disruption`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub seen_disrupted: bool,
 }
 
 impl StepStatus {
@@ -103,6 +107,7 @@ impl StepStatus {
             state: StepState::Pending,
             reason: None,
             done_ms: None,
+            seen_disrupted: false,
         }
     }
 }

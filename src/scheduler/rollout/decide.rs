@@ -9,7 +9,7 @@
 //! made before it in the pass.
 
 use crate::scheduler::health::gate::{self, GateSettings, Refusal};
-use crate::scheduler::model::{ClusterModel, Node, Persona, Phase, Step, StepState};
+use crate::scheduler::model::{ClusterModel, Node, Persona, Phase, Step, StepState, StepStatus};
 use std::sync::Arc;
 
 /// Where a step falls in the vendor's order; a step waits while any node has an unfinished
@@ -23,6 +23,25 @@ pub fn stage(step: Step, persona: Persona) -> u8 {
         Step::UpgradeSdc | Step::VolumeDriver | Step::ReplaceExecutor => 4,
         Step::UpgradeGateway => 5,
     }
+}
+
+/// A step that took an SDS down whose outage no poll showed counts as back this long after
+/// it ended: the MDM notices a restarted SDS within seconds, so a poll that late would show
+/// it. (An MDM member's step needs a poll after it showing the cluster `ClusteredNormal`.)
+pub const UNSEEN_SETTLE_MS: u64 = 60_000;
+
+/// A poll later than the step's end has seen its node back: for a step that stops an SDS,
+/// one after its outage was seen, or, when none showed it, one [`UNSEEN_SETTLE_MS`] later.
+fn seen_back(s: &StepStatus, read_ms: u64) -> bool {
+    let stops_sds = matches!(s.step, Step::UpgradeSds | Step::Reboot);
+    s.done_ms.is_some_and(|done| {
+        let wait = if s.seen_disrupted || !stops_sds {
+            0
+        } else {
+            UNSEEN_SETTLE_MS
+        };
+        read_ms > done.saturating_add(wait)
+    })
 }
 
 /// One waiting ask's answer.
@@ -199,7 +218,7 @@ impl<'a> Pass<'a> {
                 StepState::InProgress => {
                     Some((format!("{} is doing {}", o.hostname, s.step), false))
                 }
-                StepState::Done if s.done_ms.is_some_and(|d| d >= read_ms) => Some((
+                StepState::Done if !seen_back(s, read_ms) => Some((
                     format!(
                         "{} did {}; no gateway poll has seen it back yet",
                         o.hostname, s.step
@@ -296,7 +315,9 @@ mod tests {
         let s = n.rollout.as_mut().unwrap().step_mut(step).unwrap();
         s.state = state;
         if state == StepState::Done {
+            // Done, its outage shown by a poll (see the test of an unseen one below).
             s.done_ms = Some(10);
+            s.seen_disrupted = true;
         }
     }
 
@@ -379,6 +400,31 @@ mod tests {
         m.pools[1].pending_rebuild_bytes = 0;
         let a5 = answers(&m).into_iter().find(|(a, _)| a == "a5").unwrap();
         assert_eq!(a5.1, Ok(()));
+    }
+
+    /// A poll that shows all well right after a step, before the MDM noticed the SDS go,
+    /// is no proof it is back: without its outage seen, the node counts as back only a
+    /// while later.
+    #[test]
+    fn an_outage_no_poll_showed_holds_the_domain_for_a_while() {
+        let mut m = model(&[Step::UpgradeSds]);
+        set(&mut m, "a4", Step::UpgradeSds, StepState::Done);
+        m.nodes
+            .get_mut("a4")
+            .unwrap()
+            .rollout
+            .as_mut()
+            .unwrap()
+            .steps[0]
+            .seen_disrupted = false;
+        set(&mut m, "a5", Step::UpgradeSds, StepState::Waiting);
+        m.health.read_ms = Some(20);
+        let a5 = |m: &ClusterModel| answers(m).into_iter().find(|(a, _)| a == "a5").unwrap().1;
+        assert!(a5(&m)
+            .unwrap_err()
+            .contains("no gateway poll has seen it back yet"));
+        m.health.read_ms = Some(10 + UNSEEN_SETTLE_MS + 1);
+        assert_eq!(a5(&m), Ok(()));
     }
 
     #[test]
