@@ -611,6 +611,7 @@ fn emulated_executors_report_phases_to_running_with_their_secret() {
             "environment",
             "packages",
             "devices",
+            "volume-driver",
             "storage-attach",
             "running"
         ]
