@@ -120,24 +120,31 @@ impl StorageSide {
             || !node.layout.sds.is_empty())
     }
 
+    /// Experimental mode: the gateway on the primary MDM node, once its address is known
+    /// (false until then).
+    fn announce_gateway(&mut self, model: &ClusterModel) -> bool {
+        let primary = model
+            .nodes
+            .values()
+            .find(|n| n.persona == Persona::Primary)
+            .and_then(|n| n.ip.as_deref()?.parse::<std::net::IpAddr>().ok());
+        let Some(ip) = primary else {
+            return false;
+        };
+        self.queued
+            .push(Job::Gateway(std::net::SocketAddr::new(ip, 443).to_string()));
+        self.gateway_on_primary = false;
+        true
+    }
+
     /// Decides the work of this batch and records it in the model; true when the model
     /// changed (it must be saved before [`StorageSide::release`]).
     pub fn plan(&mut self, model: &mut ClusterModel) -> bool {
         if self.jobs.is_none() || (self.experimental && !Self::cluster_built(model)) {
             return false;
         }
-        if self.gateway_on_primary {
-            let primary = model
-                .nodes
-                .values()
-                .find(|n| n.persona == Persona::Primary)
-                .and_then(|n| n.ip.as_deref()?.parse::<std::net::IpAddr>().ok());
-            let Some(ip) = primary else {
-                return false;
-            };
-            self.queued
-                .push(Job::Gateway(std::net::SocketAddr::new(ip, 443).to_string()));
-            self.gateway_on_primary = false;
+        if self.gateway_on_primary && !self.announce_gateway(model) {
+            return false;
         }
         let rebooting = model.nodes.values().filter(|n| n.rebooting).count();
         if rebooting < self.rebooting {
