@@ -112,6 +112,9 @@ pub struct Dispatcher {
     gate: crate::scheduler::health::gate::GateSettings,
     /// When a waiting step last asked for a health poll.
     poll_asked_ms: u64,
+    /// Views asked for while the batch held unsaved changes: answered after the save, so
+    /// that nothing (`/health` 200 included) shows what a crash could still lose.
+    view_waiters: Vec<Sender<Arc<View>>>,
 }
 
 impl Dispatcher {
@@ -157,6 +160,7 @@ impl Dispatcher {
                 default_pool: String::new(),
             },
             poll_asked_ms: 0,
+            view_waiters: Vec::new(),
         }
     }
 
@@ -325,6 +329,7 @@ impl Dispatcher {
                 self.touch_view();
             }
             Input::Agents(agents) => self.on_agents(agents),
+            Input::View(reply) if self.dirty => self.view_waiters.push(reply),
             Input::View(reply) => {
                 let _ = reply.send(self.view());
             }
@@ -563,6 +568,9 @@ impl Dispatcher {
         // (after a failed save it stays in memory, marked dirty, for the next attempt, and
         // its sender was answered 503 above).
         self.executors.after_batch(&self.state, self.clock.now_ms());
+        for reply in std::mem::take(&mut self.view_waiters) {
+            let _ = reply.send(self.view());
+        }
         if saved && crate::scheduler::dispatcher::faults::hold_after_launch_save() {
             let accept = |c: &Call| c.r#type == Some(call::Type::Accept);
             if self.pending.iter().any(accept) {
@@ -824,6 +832,25 @@ mod tests {
                 })
                 .collect(),
         )
+    }
+
+    /// A regression: `/health` answered 200 from the view before the framework id was
+    /// saved, so a scheduler stopped right then restarted without it and refused to run.
+    #[test]
+    fn a_view_asked_for_in_a_batch_with_unsaved_changes_waits_for_the_save() {
+        let mut r = rig();
+        r.d.handle(Input::Event(Box::new(subscribed("fw-1"))));
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        r.d.handle(Input::View(tx));
+        assert!(rx.try_recv().is_err(), "answered before the save");
+        r.d.flush();
+        let v = rx.try_recv().expect("answered after the save");
+        assert!(v.subscribed);
+        assert_eq!(r.saved_state().model.framework_id.as_deref(), Some("fw-1"));
+        // Nothing unsaved: answered at once.
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        r.d.handle(Input::View(tx));
+        assert!(rx.try_recv().is_ok());
     }
 
     #[test]
