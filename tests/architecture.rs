@@ -155,6 +155,8 @@ fn scheduler_allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("metrics", &[][..]),
         ("flags", &[][..]),
         ("model", &[][..]),
+        // Pure: the operator's commands and their outcomes.
+        ("operator", &[][..]),
         ("identity", &["flags"][..]),
         ("executor_binary", &[][..]),
         ("placement", &["model"][..]),
@@ -164,7 +166,13 @@ fn scheduler_allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         // `gateway_work`: only the gateway worker's report type, a leaf (`gateway_work/report.rs`).
         (
             "exchange",
-            &["model", "metrics", "gateway_work", "executor_binary"][..],
+            &[
+                "model",
+                "metrics",
+                "gateway_work",
+                "executor_binary",
+                "operator",
+            ][..],
         ),
         ("signals", &["exchange", "exit"][..]),
         ("standin", &["exchange", "model"][..]),
@@ -187,6 +195,7 @@ fn scheduler_allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "gateway_work",
                 "health",
                 "rollout",
+                "operator",
                 "flags",
                 "executor_binary",
             ][..],

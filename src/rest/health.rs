@@ -164,6 +164,7 @@ mod tests {
             model,
             generated_ms: 0,
             generation: 0,
+            events: Default::default(),
         }
     }
 

@@ -766,6 +766,7 @@ mod tests {
             model,
             generated_ms: 0,
             generation: 1,
+            events: Default::default(),
         };
         let html = render(&v, &PageQuery::default(), 0, None, false);
         assert!(html.len() < 150_000, "{} bytes", html.len());

@@ -385,6 +385,7 @@ mod tests {
             model,
             generated_ms: 0,
             generation: 0,
+            events: Default::default(),
         };
         let m = Metrics::default();
         let http = HttpStats::default();

@@ -320,6 +320,7 @@ mod tests {
             model: troubled(),
             generated_ms: 0,
             generation: 0,
+            events: Default::default(),
         };
         let mut text = String::new();
         write(&mut text, &v, 12_500);
@@ -371,6 +372,7 @@ mod tests {
             model: ClusterModel::default(),
             generated_ms: 0,
             generation: 0,
+            events: Default::default(),
         };
         let mut text = String::new();
         write(&mut text, &v, 0);

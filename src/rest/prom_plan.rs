@@ -47,6 +47,7 @@ mod tests {
             model,
             generated_ms: 0,
             generation: 0,
+            events: Default::default(),
         };
         let mut out = String::new();
         super::super::prom_health::write(&mut out, &v, 0);

@@ -62,6 +62,7 @@ fn render(v: &View, window: &Window, previous: Option<&Render>) -> Result<Render
         },
         generated_ms: v.generated_ms,
         generation: v.generation,
+        events: Default::default(),
     };
     let encode = |e: serde_json::Error| e.to_string();
     let extra = target_field(m);

@@ -401,6 +401,8 @@ pub enum Input {
     View(Sender<Arc<View>>),
     /// A call of an executor on the scheduler's executor API (REST server).
     Executor(ExecutorRequest),
+    /// An operator's command, its token already checked (REST server).
+    Operator(OperatorRequest),
     /// SIGTERM/SIGINT: save and stop, leaving the framework and its executors in place.
     Shutdown,
     /// The gateway worker's outcome of storage work.
@@ -408,6 +410,30 @@ pub enum Input {
     /// What became of a call (call sender): every failure, every ACCEPT (the dispatcher's
     /// launch window), and REVIVE/SUPPRESS successes.
     CallOutcome(CallOutcome),
+}
+
+/// An operator's command and where its outcome goes (sent once the state it changed is
+/// saved).
+#[derive(Debug)]
+pub struct OperatorRequest {
+    pub command: crate::scheduler::operator::Command,
+    pub reply: Sender<crate::scheduler::operator::Outcome>,
+}
+
+/// One entry of `/api/events`: an operator's action or a change of the plan.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LoggedEvent {
+    pub at_ms: u64,
+    /// `action` (an operator's) or `plan` (the scheduler's own: a target change, a failed
+    /// step, a node out of relaunches, maintenance).
+    pub kind: &'static str,
+    /// `pause`, `decommission`, `target`, `step-failed`, ...
+    pub action: String,
+    /// `plan`, a host, `host:/dev/sdb`.
+    pub target: String,
+    /// `accepted`, `refused`, `unknown`, `failed`, or for plan changes what it became.
+    pub outcome: String,
+    pub message: String,
 }
 
 /// A call and its fate: `error` is `None` when the master took it (202).
@@ -432,6 +458,9 @@ pub struct View {
     /// `/api/state`) by it.
     #[serde(skip)]
     pub generation: u64,
+    /// `/api/events`, newest first (not part of `/api/state`).
+    #[serde(skip)]
+    pub events: Arc<Vec<LoggedEvent>>,
 }
 
 /// What the REST server is started with. The scheduler does not start it itself (that

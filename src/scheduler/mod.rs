@@ -21,6 +21,7 @@ pub mod master;
 pub mod metrics;
 pub mod model;
 pub mod node_plan;
+pub mod operator;
 pub mod persist;
 pub mod placement;
 pub mod rollout;

@@ -30,6 +30,7 @@ pub fn serve_views(
                     // Far above the dispatcher's own counter (which starts at 0), and new
                     // for each wait view, so REST caches never mix the two.
                     generation: (1 << 62) + now,
+                    events: Default::default(),
                 }));
             }
             Ok(Input::Shutdown) => return false,

@@ -116,6 +116,7 @@ fn run(
                             model: state.model.clone(),
                             generated_ms: now_ms(),
                             generation,
+                            events: Default::default(),
                         })
                     });
                     let _ = reply.send(v.clone());

@@ -35,11 +35,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod announce;
+mod events;
 mod health;
 mod hosts;
 mod offer_backlog;
 mod offer_mode;
 mod offers;
+mod op_plan;
+mod op_remove;
+mod op_restart;
+mod operator;
 mod pending;
 mod reconcile;
 mod replace;
@@ -115,6 +120,12 @@ pub struct Dispatcher {
     /// Views asked for while the batch held unsaved changes: answered after the save, so
     /// that nothing (`/health` 200 included) shows what a crash could still lose.
     view_waiters: Vec<Sender<Arc<View>>>,
+    /// Operator commands decided in this batch, answered after the save.
+    operator_replies: Vec<(
+        Sender<crate::scheduler::operator::Outcome>,
+        crate::scheduler::operator::Outcome,
+    )>,
+    events: events::EventLog,
 }
 
 impl Dispatcher {
@@ -161,6 +172,8 @@ impl Dispatcher {
             },
             poll_asked_ms: 0,
             view_waiters: Vec::new(),
+            operator_replies: Vec::new(),
+            events: Default::default(),
         }
     }
 
@@ -333,6 +346,7 @@ impl Dispatcher {
             Input::View(reply) => {
                 let _ = reply.send(self.view());
             }
+            Input::Operator(req) => self.on_operator(req),
             Input::Executor(req) => {
                 let host_report = matches!(req.call, ExecutorCall::Health(_));
                 let disrupted = req.call.ends_a_disruptive_step();
@@ -398,6 +412,7 @@ impl Dispatcher {
             model: self.state.model.clone(),
             generated_ms: self.clock.now_ms(),
             generation: self.generation,
+            events: self.events.snapshot(),
         });
         self.view = Some(v.clone());
         v
@@ -568,6 +583,7 @@ impl Dispatcher {
         // (after a failed save it stays in memory, marked dirty, for the next attempt, and
         // its sender was answered 503 above).
         self.executors.after_batch(&self.state, self.clock.now_ms());
+        self.answer_operators(saved);
         for reply in std::mem::take(&mut self.view_waiters) {
             let _ = reply.send(self.view());
         }

@@ -39,7 +39,13 @@ impl Dispatcher {
             next.change.map_or("first", |k| k.as_str()),
             next.previous
         );
+        let message = format!(
+            "{} since the last start",
+            next.change.map_or("first", |k| k.as_str())
+        );
+        let generation = format!("generation {}", next.generation);
         self.state.model.target = next;
+        self.note_plan_change("target", "plan", &generation, message);
         self.dirty = true;
         self.touch_view();
     }
