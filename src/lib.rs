@@ -15,6 +15,8 @@ pub mod tls;
 pub mod version;
 
 #[cfg(feature = "scheduler")]
+pub mod cli;
+#[cfg(feature = "scheduler")]
 pub mod gateway;
 #[cfg(feature = "scheduler")]
 pub mod rest;

@@ -1,4 +1,5 @@
-//! `storage-scheduler`: configured by flags only (`-name=value`); see `-help`.
+//! `storage-scheduler`: configured by flags only (`-name=value`); see `-help`. Its first
+//! argument `ctl` makes it the operators' client instead (`storage-scheduler ctl -help`).
 
 use storage_framework::scheduler::{self, flags};
 use storage_framework::secret::mask_uri_credentials;
@@ -8,6 +9,9 @@ fn main() {
     let hardening = storage_framework::secret::no_core_dumps();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let env = |name: &str| std::env::var(name).ok();
+    if args.first().is_some_and(|a| a == "ctl") {
+        std::process::exit(storage_framework::cli::main(&args[1..], &env));
+    }
     let config = match flags::parse(&args, &env) {
         Ok(flags::Parsed::Run(config)) => config,
         Ok(flags::Parsed::Help(text)) | Ok(flags::Parsed::Version(text)) => {

@@ -32,6 +32,9 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "contract", "tls",
             ][..],
         ),
+        // The operators' client (`storage-scheduler ctl`): the operator paths, the TLS
+        // pieces, the gateway's CA-file check.
+        ("cli", &["scheduler", "gateway", "secret", "tls"][..]),
         (
             "rest",
             // `store`: only the "state dies with the sandbox" note for /health and the page.

@@ -487,7 +487,7 @@ impl ExecutorApi {
             storage_ready: node.storage_ready,
             framework_id: state.model.framework_id.as_deref().map(Cow::Borrowed),
             install,
-            resume: node.progress,
+            resume: node.resume(),
             runs_scheduler,
             reboot_wait,
             waiting: waiting.or_else(|| rollout::view::waiting_reason(node)),
@@ -572,14 +572,14 @@ fn record_phase(node: &mut Node, report: PhaseReport, now_ms: u64) {
     }
     // Claimed, the reboot lasts until the host reports a phase after it; the executor
     // relaunched there may first report the same phase again.
-    let again = node.rebooting && Some(report.phase) == node.progress && report.error.is_none();
+    let again = node.rebooting && Some(report.phase) == node.resume() && report.error.is_none();
     if report.rebooting && !node.rebooting {
         info!("{}: rebooting its host ({})", node.hostname, report.phase);
     }
     node.rebooting = report.rebooting || again;
     node.phase = report.phase;
     if !matches!(report.phase, Phase::Failed) {
-        node.progress = Some(report.phase);
+        super::op_restart::record_progress(node, report.phase);
     }
     node.last_error = report.error.map(Into::into);
     if report.warning.is_some() && node.warning.as_deref() != report.warning.as_deref() {

@@ -2153,4 +2153,79 @@ mod tests {
         }
         assert!(r.d.model().nodes["a2"].replacing.is_none());
     }
+
+    fn operator(
+        r: &mut Rig,
+        host: &str,
+        action: crate::scheduler::operator::NodeAction,
+    ) -> crate::scheduler::operator::Outcome {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        r.input(Input::Operator(
+            crate::scheduler::exchange::OperatorRequest {
+                command: crate::scheduler::operator::Command::Node {
+                    host: host.into(),
+                    action,
+                },
+                reply: tx,
+            },
+        ));
+        rx.try_recv().expect("answered after the batch's save")
+    }
+
+    #[test]
+    fn restart_kills_the_executor_and_its_relaunch_walks_from_the_first_phase() {
+        use crate::scheduler::operator::NodeAction::Restart;
+        let mut r = rig();
+        let tasks = two_running(&mut r);
+        assert_eq!(operator(&mut r, "host-a9", Restart).status, 404);
+        let done = operator(&mut r, "host-a1", Restart);
+        assert_eq!(done.status, 200, "{}", done.message);
+        assert_eq!(kills(&r.calls()), [tasks["a1"].clone()]);
+        let saved = r.saved_state().model.nodes["a1"].restart.clone();
+        assert_eq!(saved.map(|s| s.killed), Some(tasks["a1"].as_str().into()));
+        let again = operator(&mut r, "host-a1", Restart);
+        assert_eq!(again.status, 409);
+        assert!(
+            again.message.contains("restarting already"),
+            "{}",
+            again.message
+        );
+        // The replacement of older executors leaves it alone meanwhile.
+        r.d.ctx.executor_sha256 = Some("1".repeat(64));
+        r.advance(1);
+        assert_eq!(kills(&r.calls()), [tasks["a2"].clone()], "a2 only");
+
+        // The killed launch's end is no failure; the relaunch starts at the first phase.
+        r.event(update(&tasks["a1"], "a1", TaskState::Killed, true));
+        let n = &r.d.model().nodes["a1"];
+        assert_eq!((n.failures, n.retry_after_ms), (0, None));
+        r.event(offers(&["a1"]));
+        let relaunch = launched_task(&r.calls());
+        assert_eq!(relaunch.len(), 1);
+        let n = &r.d.model().nodes["a1"];
+        assert_eq!(n.resume(), None, "its plan says: from the beginning");
+        assert_eq!(
+            n.progress,
+            Some(Phase::Running),
+            "what it had reached stays"
+        );
+    }
+
+    #[test]
+    fn a_restart_of_a_node_that_holds_data_waits_for_the_disruption_budget() {
+        use crate::scheduler::operator::NodeAction::Restart;
+        let mut r = rig();
+        let _tasks = two_running(&mut r);
+        r.d.state.model.nodes.get_mut("a1").unwrap().attached = vec!["/dev/sdb".into()];
+        let refused = operator(&mut r, "host-a1", Restart);
+        assert_eq!(refused.status, 409);
+        assert!(
+            refused.message.contains("disruption budget")
+                && refused.message.contains("no fresh gateway data"),
+            "{}",
+            refused.message
+        );
+        assert!(kills(&r.calls()).is_empty());
+        assert!(r.d.model().nodes["a1"].restart.is_none());
+    }
 }

@@ -90,7 +90,8 @@ pub(super) fn step<'a>(nodes: impl Iterator<Item = &'a Node>, served: &str) -> S
                 .task
                 .as_ref()
                 .is_some_and(|t| t.state == TaskState::Running)
-            && !mid_step(node);
+            && !mid_step(node)
+            && node.restart.is_none();
         if candidate && next.is_none_or(|n| node.hostname < n.hostname) {
             next = Some(node);
         }

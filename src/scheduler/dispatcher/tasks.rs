@@ -9,7 +9,8 @@
 //! no failure of the node: it is relaunched at once. Nor is the end of a launch whose host goes
 //! down for the reboot its executor asked for (`node_plan::reboot_asked`): the node keeps its
 //! phase and is relaunched as soon as the host is back. Nor is the end of a launch killed to
-//! replace its executor by a newer binary (`replace.rs`): relaunched at once, phase kept.
+//! replace its executor by a newer binary (`replace.rs`) or for an operator's restart
+//! (`op_restart.rs`): relaunched at once, phase kept.
 
 use super::*;
 use crate::contract::ids;
@@ -167,6 +168,9 @@ impl Dispatcher {
         let ended = matches!(verdict(before, status), Verdict::Ended { .. });
         if ended && self.replaced_launch_ended(agent) {
             return Some("as its executor is replaced; relaunch on the next offer".into());
+        }
+        if ended && self.restarted_launch_ended(agent, &status.task_id.value) {
+            return Some("as the operator restarts it; relaunch on the next offer".into());
         }
         self.reboot_asked(agent).then(|| {
             format!(

@@ -289,6 +289,9 @@ pub struct Node {
     /// `dispatcher/replace.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replacing: Option<Replacement>,
+    /// An operator's restart under way (see `dispatcher/op_restart.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<Restart>,
     /// The node's devices its running executor no longer finds on the host (derived from
     /// `host`; shown, never removed: removal is an operator's act).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -308,7 +311,28 @@ pub struct Replacement {
     pub failed: Option<Box<str>>,
 }
 
+/// An operator's restart: the launch killed for it, and how far the host's walk from the
+/// first phase got. `progress` keeps what the node had reached before (an MDM member stays
+/// one, a reboot still meets the budget) while this walk re-verifies it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Restart {
+    /// The task id of the launch killed for the restart: its end is no failure.
+    pub killed: Box<str>,
+    /// The last phase the restart's executors reported; `None` before the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<Phase>,
+}
+
 impl Node {
+    /// Where the node's next executor starts: the restart's walk while one is under way,
+    /// else the phase the last executor reached.
+    pub fn resume(&self) -> Option<Phase> {
+        match &self.restart {
+            Some(r) => r.at,
+            None => self.progress,
+        }
+    }
+
     /// A node first seen now: nothing launched, no devices, no history.
     pub fn new(agent_id: &str, hostname: &str, persona: Persona, now_ms: u64) -> Node {
         Node {
@@ -341,6 +365,7 @@ impl Node {
             rollout: None,
             executor_sha256: None,
             replacing: None,
+            restart: None,
             devices_missing: Vec::new(),
             device_errors: Vec::new(),
         }
