@@ -7,8 +7,9 @@
 # RHEL 7 host stand-ins, the launcher, a storage gateway), serves the binaries from a local
 # directory as a custom build, deploys them with scripts/deploy.sh exactly as an operator would,
 # and follows the rollout on the scheduler's /api/state. Once every node runs it prints the
-# status page URL and a summary per node, then keeps everything up until Ctrl-C, and stops
-# everything it started.
+# status page URL, a summary per node and the operator commands to try (`storage-scheduler
+# ctl`: plan status, pause, resume, a node restart, the events; the operator token it made is
+# in the work dir), then keeps everything up until Ctrl-C, and stops everything it started.
 #
 # Options:
 #   --agents N           agents (default 5), alternately Ubuntu 14.04 and RHEL 7 hosts
@@ -170,12 +171,17 @@ done < "$here/tests/devcluster/packages.txt"
 # (--password-in-env), REX-Ray's in a file only its owner reads.
 mkdir -p "$work/state"
 (umask 077 && python3 -c 'import secrets; print(secrets.token_urlsafe(18))' > "$work/state/rexray.password")
+# The operator token the REST API's writes (pause, restart, ...) ask for, in a file only its
+# owner reads, as the scheduler's flag and the operators' client both want it.
+token_file="$work/state/operator.token"
+(umask 077 && python3 -c 'import secrets; print(secrets.token_urlsafe(24))' > "$token_file")
 deploy_args=(--custom "$custom_url" --launcher "$launcher" --master "$master"
              --pd default --pool default --gateway 127.0.0.1 --password-in-env
              --flag "-storage.lbgateway=$gateway"
              --flag "-store.uri=$work/state/storage-scheduler.journal"
              --flag "-rexray.username=rexray-volumes"
              --flag "-rexray.password.file=$work/state/rexray.password"
+             --flag "-rest.operator.token.file=$token_file"
              "${package_flags[@]}")
 if [ "$experimental" = 1 ]; then
   deploy_args+=(--experimental)
@@ -200,9 +206,31 @@ case "$verdict" in
 esac
 
 # ---- every node runs ----------------------------------------------------------------------
+# The operators' client against this scheduler: its https address (the same port), the
+# certificate its log names at start (newest first: a relaunch makes a new one), the token.
+operator_commands() {
+  local https="https://${scheduler#*://}" log fp host ctl
+  log="$(find "$work/cluster/launcher" -name stderr -type f -printf '%T@ %p\n' 2>/dev/null \
+         | sort -rn | cut -d' ' -f2- | xargs -r grep -l 'REST server on .*certificate sha256:' \
+         | head -n 1 || true)"
+  fp="$([ -n "$log" ] && grep 'REST server on ' "$log" | grep -o 'certificate sha256:[0-9a-f]*' \
+        | tail -n 1 | sed 's/^certificate //' || true)"
+  host="$(python3 -c 'import json,sys,urllib.request as u
+nodes = json.load(u.urlopen(sys.argv[1] + "/api/state", timeout=5))["model"]["nodes"]
+print(sorted(n["hostname"] for n in nodes.values())[0])' "$scheduler" || echo '<host>')"
+  ctl="$release_dir/storage-scheduler ctl"
+  echo "operator commands to try (writes read the token from $token_file):"
+  echo "  export STORAGE_SCHEDULER_URL=$https STORAGE_SCHEDULER_FINGERPRINT=${fp:-<sha256:... as the scheduler log names it>}"
+  echo "  $ctl status"
+  echo "  $ctl -token.file=$token_file pause"
+  echo "  $ctl -token.file=$token_file resume"
+  echo "  $ctl -token.file=$token_file restart $host"
+  echo "  $ctl events"
+}
 scheduler="$detail"
 echo "status page: $scheduler/"
 python3 "$here/scripts/demo_follow.py" summary "$scheduler"
+operator_commands
 [ -z "$ready_file" ] || python3 "$here/scripts/demo_follow.py" ready-file "$work/devcluster.json" "$scheduler" "$ready_file"
 status=0 keep=0
 if [ "$exit_when_ready" = 1 ]; then
