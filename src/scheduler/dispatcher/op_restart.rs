@@ -234,4 +234,20 @@ mod tests {
         assert_eq!(n.restart, None);
         assert_eq!(n.resume(), Some(Phase::Running));
     }
+
+    #[test]
+    fn a_node_that_holds_data_counts_as_disrupted_from_the_restart_s_acceptance() {
+        let mut n = running("h1");
+        n.attached = vec!["/dev/sdb".into()];
+        n.restart = Some(Restart {
+            killed: "storage.h1.1".into(),
+            at: None,
+        });
+        assert_eq!(gate::disruption(&n).as_deref(), Some("is restarting"));
+        n.phase = Phase::Packages;
+        assert_eq!(
+            gate::disruption(&n).as_deref(),
+            Some("is not back (packages)")
+        );
+    }
 }

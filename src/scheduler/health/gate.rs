@@ -131,16 +131,21 @@ pub fn down(n: &Node) -> Option<String> {
     None
 }
 
-/// Why a node that holds data is not serving it now: down (see [`down`]), a phase of an
-/// install it walks again (not back), its SDS off the MDM or in maintenance. `None`: serving,
-/// or it holds no data (then nothing of the domain's depends on it). `storage-attach` is
-/// serving: the last phase of an install, entered after every reboot, where the disks join.
+/// Why a node that holds data is not serving it now: down (see [`down`]), a restart accepted,
+/// a phase of an install it walks again (not back), its SDS off the MDM or in maintenance.
+/// `None`: serving, or it holds no data (then nothing of the domain's depends on it).
+/// `storage-attach` is serving: the last phase of an install, entered after every reboot,
+/// where the disks join.
 pub fn disruption(n: &Node) -> Option<String> {
     if !holds_data(n) {
         return None;
     }
     if let Some(why) = down(n) {
         return Some(why);
+    }
+    if n.restart.is_some() && n.phase == Phase::Running {
+        // Its restart is accepted and its executor about to end: as good as not back.
+        return Some("is restarting".into());
     }
     match n.phase {
         Phase::Running | Phase::Failed | Phase::StorageAttach => {}
