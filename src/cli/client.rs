@@ -73,3 +73,31 @@ fn client_config(trust: &Trust) -> Result<Arc<rustls::ClientConfig>, Failure> {
     };
     Ok(crate::tls::client_config(verifier))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_ca_file_is_a_usage_error_naming_the_option_and_the_file() {
+        let dir = std::env::temp_dir().join(format!("ctl-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = dir.join("missing.pem");
+        let not_pem = dir.join("not.pem");
+        std::fs::write(&not_pem, "hello\n").unwrap();
+        for (path, says) in [
+            (&missing, "cannot read"),
+            (&not_pem, "holds no certificate"),
+        ] {
+            match client_config(&Trust::CaFile(path.clone())) {
+                Err(Failure::Usage(e)) => {
+                    assert!(e.starts_with("-cacert: ") && e.contains(says), "{e}");
+                    assert!(e.contains(&path.display().to_string()), "{e}");
+                    assert!(!e.contains("gateway"), "{e}");
+                }
+                other => panic!("{path:?}: {other:?}"),
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
