@@ -9,7 +9,8 @@
 # and follows the rollout on the scheduler's /api/state. Once every node runs it prints the
 # status page URL, a summary per node and the operator commands to try (`storage-scheduler
 # ctl`: plan status, pause, resume, a node restart, the events; the operator token it made is
-# in the work dir), then keeps everything up until Ctrl-C, and stops everything it started.
+# in the work dir) with the first one's answer, then keeps everything up until Ctrl-C, and
+# stops everything it started.
 #
 # Options:
 #   --agents N           agents (default 5), alternately Ubuntu 14.04 and RHEL 7 hosts
@@ -77,6 +78,8 @@ fi
 for b in storage-scheduler storage-executor; do
   [ -x "$release_dir/$b" ] || die "$release_dir/$b missing (scripts/build-release.sh)"
 done
+# Absolute: the operator commands printed at the end name its storage-scheduler.
+release_dir="$(cd "$release_dir" && pwd)"
 
 # ---- everything started from here on is stopped by cleanup -------------------------------
 own_work=0
@@ -226,6 +229,10 @@ print(sorted(n["hostname"] for n in nodes.values())[0])' "$scheduler" || echo '<
   echo "  $ctl -token.file=$token_file resume"
   echo "  $ctl -token.file=$token_file restart $host"
   echo "  $ctl events"
+  # The first of them, run now: the client, the address and the certificate work.
+  [ -z "$fp" ] || STORAGE_SCHEDULER_URL="$https" STORAGE_SCHEDULER_FINGERPRINT="$fp" \
+    "$release_dir/storage-scheduler" ctl status 2>&1 | sed 's/^/  now: /' \
+    || log "storage-scheduler ctl status failed (above)"
 }
 scheduler="$detail"
 echo "status page: $scheduler/"

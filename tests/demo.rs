@@ -131,6 +131,34 @@ fn assert_clean_summary(stdout: &str) {
     }
 }
 
+/// The operator commands the demo prints: the client with the scheduler's https address, its
+/// certificate as its log names it and the token file the demo configured; the first of
+/// them, run by the demo, answered with the plan.
+fn assert_operator_commands(stdout: &str) {
+    let export = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("export STORAGE_SCHEDULER_URL=https://"))
+        .unwrap_or_else(|| panic!("no export line:\n{stdout}"));
+    let fp = export
+        .split("STORAGE_SCHEDULER_FINGERPRINT=")
+        .nth(1)
+        .unwrap_or_default();
+    assert!(
+        fp.starts_with("sha256:") && fp.len() == "sha256:".len() + 64,
+        "{export}"
+    );
+    for command in ["ctl status", "pause", "resume", "restart agent-", "ctl events"] {
+        assert!(
+            stdout.lines().any(|l| l.contains("storage-scheduler ctl") && l.contains(command)),
+            "{command:?} not offered:\n{stdout}"
+        );
+    }
+    assert!(
+        stdout.lines().any(|l| l.starts_with("  now: plan ")),
+        "ctl status did not answer:\n{stdout}"
+    );
+}
+
 /// `<pd/pool>: used <GiB> GiB of <GiB> GiB (<percent>%)`, one decimal each.
 fn assert_pool_line(line: &str, pool: &str) {
     let number = |s: &str| {
@@ -176,6 +204,7 @@ fn preconfigured_demo_exits_0_with_every_node_running() {
     }
     assert!(o.stdout.contains("node ") && o.stdout.contains("persona"));
     assert_clean_summary(&o.stdout);
+    assert_operator_commands(&o.stdout);
     // The package URLs went through deploy.sh's --flag.
     for flag in [
         "-storage.ubuntu14.sdc=http://",
