@@ -137,7 +137,10 @@ fn assert_clean_summary(stdout: &str) {
 fn assert_operator_commands(stdout: &str) {
     let export = stdout
         .lines()
-        .find(|l| l.trim_start().starts_with("export STORAGE_SCHEDULER_URL=https://"))
+        .find(|l| {
+            l.trim_start()
+                .starts_with("export STORAGE_SCHEDULER_URL=https://")
+        })
         .unwrap_or_else(|| panic!("no export line:\n{stdout}"));
     let fp = export
         .split("STORAGE_SCHEDULER_FINGERPRINT=")
@@ -147,9 +150,17 @@ fn assert_operator_commands(stdout: &str) {
         fp.starts_with("sha256:") && fp.len() == "sha256:".len() + 64,
         "{export}"
     );
-    for command in ["ctl status", "pause", "resume", "restart agent-", "ctl events"] {
+    for command in [
+        "ctl status",
+        "pause",
+        "resume",
+        "restart agent-",
+        "ctl events",
+    ] {
         assert!(
-            stdout.lines().any(|l| l.contains("storage-scheduler ctl") && l.contains(command)),
+            stdout
+                .lines()
+                .any(|l| l.contains("storage-scheduler ctl") && l.contains(command)),
             "{command:?} not offered:\n{stdout}"
         );
     }
