@@ -92,13 +92,29 @@ fn nodes(s: &Scheduler) -> Result<BTreeMap<String, Value>, String> {
         .collect())
 }
 
-/// The budget reads the gateway's data: a restart waits for a fresh, healthy poll.
-fn healthy(s: &Scheduler) {
+/// A restart waits for the budget, which reads the gateway's data (a fresh, healthy poll),
+/// and for its node to be at the target: a node just at `running` reaches it at its next
+/// plan poll.
+fn settled(s: &Scheduler) {
     devrig::until("a healthy storage cluster", WITHIN, || {
         let h = devrig::json(s.base, "/api/health")?;
         (h["state"] == "healthy")
             .then_some(())
             .ok_or(format!("{h}"))
+    });
+    devrig::until("every node at the target generation", WITHIN, || {
+        let state = devrig::json(s.base, "/api/state")?;
+        let target = &state["model"]["target"]["generation"];
+        let nodes = state["model"]["nodes"].as_object().ok_or("no nodes")?;
+        let behind: Vec<&Value> = nodes
+            .values()
+            .filter(|n| n["generation"] != *target)
+            .map(|n| &n["hostname"])
+            .collect();
+        behind
+            .is_empty()
+            .then_some(())
+            .ok_or(format!("behind {target}: {behind:?}"))
     });
 }
 
@@ -176,7 +192,7 @@ fn restart_reinstalls_nothing_and_ctl_exits_non_zero_on_refusal() {
         dir: &rig.dir,
         control: &rig.control,
     };
-    healthy(&s);
+    settled(&s);
     let (code, out) = ctl(&s, None, &["status"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.starts_with("plan "), "{out}");
@@ -264,7 +280,7 @@ fn restart_of_the_primary_mdm_node_reinstalls_nothing() {
         dir: &rig.dir,
         control: &rig.control,
     };
-    healthy(&s);
+    settled(&s);
     let n = nodes(&s).unwrap();
     let of = |persona: &str| {
         n.iter()
@@ -273,5 +289,5 @@ fn restart_of_the_primary_mdm_node_reinstalls_nothing() {
             .unwrap_or_else(|| panic!("no {persona}"))
     };
     restart_and_judge(&s, &tasks, &of("primary"), &of("secondary"));
-    healthy(&s);
+    settled(&s);
 }
