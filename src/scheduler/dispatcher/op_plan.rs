@@ -12,7 +12,7 @@ use super::{Dispatcher, STABLE_RUN_MS};
 use crate::backoff::{jittered_relaunch_delay, Jitter};
 use crate::scheduler::model::{ClusterModel, Node, Phase, StepState};
 use crate::scheduler::operator::Outcome;
-use log::warn;
+use log::{info, warn};
 
 /// How many launches of a node may fail in a row, and the jitter of the delays between them.
 pub(super) struct FailureBudget {
@@ -226,7 +226,7 @@ impl Dispatcher {
             if let Some(node) = self.state.model.nodes.get_mut(&agent) {
                 forgive(node);
                 node.updated_ms = now;
-                warn!(
+                info!(
                     "agent {}: the target changed: launched again at its next offer",
                     node.hostname
                 );
