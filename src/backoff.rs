@@ -9,21 +9,52 @@ pub struct Backoff {
     base: Duration,
     cap: Duration,
     attempt: u32,
-    rng: u64,
+    jitter: Jitter,
 }
 
-impl Backoff {
-    pub fn new(base: Duration, cap: Duration) -> Self {
+/// Random numbers for jitter: they only need to differ between processes and calls, not to be
+/// unpredictable (xorshift64, seeded from the time and the process id).
+#[derive(Debug, Clone)]
+pub struct Jitter(u64);
+
+impl Jitter {
+    pub fn new() -> Jitter {
         let seed = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0x9e37_79b9_7f4a_7c15)
             ^ u64::from(std::process::id()).rotate_left(32);
+        Jitter(seed | 1)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+impl Default for Jitter {
+    fn default() -> Jitter {
+        Jitter::new()
+    }
+}
+
+/// "Equal jitter": half of `d` fixed, the other half picked by `random`.
+fn equal_jitter(d: Duration, random: u64) -> Duration {
+    let half = d / 2;
+    let span = (half.as_nanos() as u64).saturating_add(1);
+    half + Duration::from_nanos(random % span)
+}
+
+impl Backoff {
+    pub fn new(base: Duration, cap: Duration) -> Self {
         Backoff {
             base,
             cap,
             attempt: 0,
-            rng: seed | 1,
+            jitter: Jitter::new(),
         }
     }
 
@@ -34,15 +65,7 @@ impl Backoff {
             .saturating_mul(1u32 << self.attempt.min(20))
             .min(self.cap);
         self.attempt = self.attempt.saturating_add(1);
-        // xorshift64: jitter only needs to be different between processes, not secure.
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        let half = exp / 2;
-        let jitter = (half.as_nanos() as u64)
-            .checked_add(1)
-            .map_or(0, |span| self.rng % span);
-        half + Duration::from_nanos(jitter)
+        equal_jitter(exp, self.jitter.next_u64())
     }
 
     pub fn reset(&mut self) {
@@ -61,6 +84,13 @@ pub fn relaunch_delay(failures: u32) -> Duration {
     Duration::from_secs(5)
         .saturating_mul(1u32 << steps)
         .min(Duration::from_secs(300))
+}
+
+/// [`relaunch_delay`] with equal jitter (`random` picks where in its upper half), so that
+/// nodes that failed together (a bad package, a master failover) are not relaunched in
+/// lockstep.
+pub fn jittered_relaunch_delay(failures: u32, random: u64) -> Duration {
+    equal_jitter(relaunch_delay(failures), random)
 }
 
 #[cfg(test)]
@@ -95,5 +125,27 @@ mod tests {
         assert_eq!(relaunch_delay(4), Duration::from_secs(40));
         assert_eq!(relaunch_delay(40), Duration::from_secs(300));
         assert_eq!(relaunch_delay(0), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn jittered_relaunch_delays_spread_over_the_upper_half() {
+        for failures in [1, 3, 40] {
+            let full = relaunch_delay(failures);
+            assert_eq!(jittered_relaunch_delay(failures, 0), full / 2);
+            assert_eq!(
+                jittered_relaunch_delay(failures, u64::MAX),
+                full / 2 + Duration::from_nanos(u64::MAX % (full.as_nanos() as u64 / 2 + 1))
+            );
+            let mut jitter = Jitter::new();
+            let delays: Vec<Duration> = (0..50)
+                .map(|_| jittered_relaunch_delay(failures, jitter.next_u64()))
+                .collect();
+            assert!(
+                delays.iter().all(|d| *d >= full / 2 && *d <= full),
+                "{delays:?}"
+            );
+            let first = delays[0];
+            assert!(delays.iter().any(|d| *d != first), "no spread: {delays:?}");
+        }
     }
 }

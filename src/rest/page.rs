@@ -645,12 +645,29 @@ fn task_cell(out: &mut String, n: &Node, now_ms: u64) {
             (t - now_ms).div_ceil(1000)
         );
     }
+    if n.relaunch_stopped {
+        out.push_str("<div class=\"sub relaunch-stopped\">not relaunched until retried</div>");
+    }
     out.push_str("</td>");
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_node_out_of_relaunches_says_it_waits_for_a_retry() {
+        let mut n = Node::new("a1", "h1", crate::scheduler::model::Persona::Data, 0);
+        n.failures = 5;
+        let mut html = String::new();
+        task_cell(&mut html, &n, 10);
+        assert!(html.contains("5 failed launches"), "{html}");
+        assert!(!html.contains("not relaunched"), "{html}");
+        n.relaunch_stopped = true;
+        html.clear();
+        task_cell(&mut html, &n, 10);
+        assert!(html.contains("not relaunched until retried"), "{html}");
+    }
 
     #[test]
     fn pools_show_a_bar_flagged_above_the_threshold() {

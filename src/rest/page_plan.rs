@@ -35,10 +35,16 @@ pub(super) fn section(out: &mut String, model: &ClusterModel) {
     let below = view::below_target(model);
     let _ = write!(
         out,
-        "<section id=\"plan\"><h2>Plan: <span class=\"plan-kind\">{}</span>\
+        "<section id=\"plan\"><h2>Plan: <span class=\"plan-kind\">{}</span>{}\
          <span class=\"sub\">target generation {}, {below} node{} below it \
          (<a href=\"/api/plan\">/api/plan</a>)</span></h2><div class=\"totals\">",
         esc(plan.kind.as_str()),
+        if plan.paused {
+            " <span class=\"badge warn plan-paused\" title=\"an operator paused the plan: \
+             what is under way finishes, nothing else starts until resumed\">paused</span>"
+        } else {
+            ""
+        },
         plan.generation,
         if below == 1 { "" } else { "s" }
     );
@@ -166,6 +172,24 @@ mod tests {
             m.nodes.insert(n.agent_id.clone(), n);
         }
         m
+    }
+
+    #[test]
+    fn a_paused_plan_says_so() {
+        let mut m = upgrade(vec![upgrading(1, Step::UpgradeSds, StepState::Waiting, "")]);
+        let mut html = String::new();
+        section(&mut html, &m);
+        assert!(!html.contains("paused"), "{html}");
+        m.paused = true;
+        html.clear();
+        section(&mut html, &m);
+        assert!(
+            html.contains(
+                "<span class=\"plan-kind\">upgrade</span> <span class=\"badge warn plan-paused\""
+            ),
+            "{html}"
+        );
+        assert!(html.contains(">paused</span>"), "{html}");
     }
 
     #[test]

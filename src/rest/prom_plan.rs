@@ -1,4 +1,4 @@
-//! The plan in `/metrics` (`storage_plan_*`, `storage_nodes_below_target`): steps by state
+//! The plan in `/metrics` (`storage_plan_*`, `storage_nodes_*`): steps by state
 //! over every node, each state always present so that a dashboard's query never finds none,
 //! and how far the cluster is from its target. Written with the health families.
 
@@ -30,6 +30,16 @@ pub(super) const FAMILIES: &[Family] = &[
         name: "nodes_below_target",
         help: "Nodes that have not reached the target generation yet.",
         samples: |v, _| one(view::below_target(&v.model)),
+    },
+    Family {
+        name: "plan_paused",
+        help: "1 while an operator has paused the plan (what is under way finishes, nothing else starts), else 0.",
+        samples: |v, _| one(u8::from(v.model.paused)),
+    },
+    Family {
+        name: "nodes_relaunch_stopped",
+        help: "Nodes whose launches failed -node.max-failures times in a row: not relaunched until an operator's retry.",
+        samples: |v, _| one(v.model.nodes.values().filter(|n| n.relaunch_stopped).count()),
     },
 ];
 
@@ -66,6 +76,8 @@ mod tests {
             "storage_plan_steps{state=\"failed\"} 0",
             "storage_plan_generation 0",
             "storage_nodes_below_target 0",
+            "storage_plan_paused 0",
+            "storage_nodes_relaunch_stopped 0",
         ] {
             assert!(empty.lines().any(|l| l == line), "{line} in\n{empty}");
         }
@@ -81,5 +93,19 @@ mod tests {
         );
         assert!(t.contains("storage_plan_generation 1\n"), "{t}");
         assert!(t.contains("storage_nodes_below_target 1\n"), "{t}");
+    }
+
+    #[test]
+    fn a_pause_and_nodes_out_of_relaunches_are_counted() {
+        let mut m = ClusterModel {
+            paused: true,
+            ..ClusterModel::default()
+        };
+        let mut n = Node::new("a1", "h1", Persona::Data, 0);
+        n.relaunch_stopped = true;
+        m.nodes.insert(n.agent_id.clone(), n);
+        let t = text(m);
+        assert!(t.contains("\nstorage_plan_paused 1\n"), "{t}");
+        assert!(t.contains("\nstorage_nodes_relaunch_stopped 1\n"), "{t}");
     }
 }

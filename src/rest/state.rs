@@ -59,6 +59,7 @@ fn render(v: &View, window: &Window, previous: Option<&Render>) -> Result<Render
             pools: m.pools.clone(),
             health: m.health.clone(),
             target: m.target.clone(),
+            paused: m.paused,
         },
         generated_ms: v.generated_ms,
         generation: v.generation,

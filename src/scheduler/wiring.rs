@@ -146,6 +146,7 @@ pub fn dispatcher(
         default_protection_domain: config.storage.protection_domain.clone(),
         default_pool: config.storage.storage_pool.clone(),
     });
+    dispatcher.set_max_failures(config.max_failures);
     dispatcher.set_health_settings(crate::scheduler::health::HealthSettings {
         capacity_warn_pct: config.health.capacity_warn_pct,
         stale: config.health.stale,

@@ -159,7 +159,7 @@ impl ExecutorApi {
         let hold = node
             .phase
             .is_reboot()
-            .then(|| gate::reboot_hold(&state.model, &node.agent_id, &self.gate()))
+            .then(|| reboot_hold(&state.model, &node.agent_id, &self.gate()))
             .flatten();
         let last = node_plan::reboot_wait(node, runs_scheduler, state.model.nodes.values());
         (last || hold.is_some(), hold.map(|r| r.0))
@@ -214,7 +214,7 @@ impl ExecutorApi {
             }
             ExecutorCall::Phase(report) => {
                 if report.rebooting {
-                    if let Err(why) = gate::may_disrupt(&state.model, &agent, &self.gate()) {
+                    if let Err(why) = may_reboot(&state.model, &agent, &self.gate()) {
                         info!("agent {agent}: reboot claim refused: {why}");
                         return reply.refuse(ApiError::new(409, "reboot held", why.0));
                     }
@@ -524,6 +524,24 @@ impl ExecutorApi {
         let json = serde_json::to_vec(&plan).map_err(encode_error)?;
         Ok(PlanReply { version, json })
     }
+}
+
+/// Whether `agent`'s node may have its reboot now: not while an operator has paused the plan,
+/// then as the disruption budget says.
+fn may_reboot(model: &ClusterModel, agent: &str, gate: &GateSettings) -> Result<(), gate::Refusal> {
+    if model.paused {
+        return Err(gate::Refusal(rollout::decide::PAUSED.into()));
+    }
+    gate::may_disrupt(model, agent, gate)
+}
+
+/// Why the reboot of `agent`'s node, in a reboot phase, is held now (see [`may_reboot`]).
+fn reboot_hold(model: &ClusterModel, agent: &str, gate: &GateSettings) -> Option<gate::Refusal> {
+    let in_reboot_phase = model.nodes.get(agent).is_some_and(|n| n.phase.is_reboot());
+    if in_reboot_phase && model.paused {
+        return Some(gate::Refusal(rollout::decide::PAUSED.into()));
+    }
+    gate::reboot_hold(model, agent, gate)
 }
 
 fn is_current(state: &Persisted, agent: &str, executor_id: &str) -> bool {
@@ -844,6 +862,44 @@ mod tests {
         let (r, _rx) = req(ExecutorCall::phase_from_json(after).unwrap(), SECRET);
         api.handle(&mut s, r, 9);
         assert!(!s.model.nodes["a1"].rebooting);
+    }
+
+    /// A paused plan holds a first install's reboot: the plan says why, a claim is refused,
+    /// and the resume lets it go.
+    #[test]
+    fn a_paused_plan_holds_reboots_until_resumed() {
+        let mut api = ExecutorApi::new();
+        let mut s = state();
+        let n = s.model.nodes.get_mut("a1").unwrap();
+        n.phase = Phase::RebootPrerequisites;
+        n.progress = Some(Phase::RebootPrerequisites);
+        s.model.paused = true;
+        let plan = |api: &mut ExecutorApi, s: &mut Persisted| {
+            let (r, rx) = plan_req(None, 0, SECRET);
+            api.handle(s, r, 5);
+            let p = plan_of(rx.try_recv().unwrap());
+            serde_json::from_slice::<serde_json::Value>(&p.json).unwrap()
+        };
+        let held = plan(&mut api, &mut s);
+        assert_eq!(held["reboot_wait"], true);
+        assert_eq!(held["waiting"], rollout::decide::PAUSED);
+        let claim = br#"{"phase":"reboot-prerequisites","rebooting":true}"#;
+        let (r, rx) = req(ExecutorCall::phase_from_json(claim).unwrap(), SECRET);
+        assert!(!api.handle(&mut s, r, 6));
+        match rx.try_recv() {
+            Ok(ExecutorReply::Failed(e)) => {
+                assert_eq!(e.status, 409);
+                assert!(e.detail.contains("paused"), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!s.model.nodes["a1"].rebooting);
+        s.model.paused = false;
+        let free = plan(&mut api, &mut s);
+        assert_eq!(free["reboot_wait"], false);
+        let (r, _rx) = req(ExecutorCall::phase_from_json(claim).unwrap(), SECRET);
+        assert!(api.handle(&mut s, r, 7));
+        assert!(s.model.nodes["a1"].rebooting);
     }
 
     #[test]

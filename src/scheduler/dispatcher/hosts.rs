@@ -89,7 +89,8 @@ impl Dispatcher {
             node.last_error =
                 Some(format!("agent {old} was replaced by {new} (host restarted)").into());
         }
-        node.retry_after_ms = None;
+        // A new agent is a new start for the failure budget too.
+        super::op_plan::forgive(&mut node);
         node.gone_since_ms = None;
         node.updated_ms = now;
         self.state.model.nodes.insert(new, node);

@@ -11,7 +11,6 @@ pub mod debug_tally;
 pub mod executor_api;
 pub mod faults;
 
-use crate::backoff::relaunch_delay;
 use crate::clock::{self, Clock};
 use crate::gateway::trust;
 use crate::mesos::scheduler::{call, event, Call, Event};
@@ -126,6 +125,8 @@ pub struct Dispatcher {
         crate::scheduler::operator::Outcome,
     )>,
     events: events::EventLog,
+    /// `-node.max-failures` and the jitter of relaunch delays (see `op_plan.rs`).
+    failure_budget: op_plan::FailureBudget,
 }
 
 impl Dispatcher {
@@ -174,6 +175,7 @@ impl Dispatcher {
             view_waiters: Vec::new(),
             operator_replies: Vec::new(),
             events: Default::default(),
+            failure_budget: Default::default(),
         }
     }
 
@@ -2154,22 +2156,250 @@ mod tests {
         assert!(r.d.model().nodes["a2"].replacing.is_none());
     }
 
+    fn operate(
+        r: &mut Rig,
+        command: crate::scheduler::operator::Command,
+    ) -> crate::scheduler::operator::Outcome {
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        r.input(Input::Operator(
+            crate::scheduler::exchange::OperatorRequest { command, reply },
+        ));
+        rx.try_recv().expect("answered after the batch's save")
+    }
+
+    fn on_node(
+        host: &str,
+        action: crate::scheduler::operator::NodeAction,
+    ) -> crate::scheduler::operator::Command {
+        crate::scheduler::operator::Command::Node {
+            host: host.into(),
+            action,
+        }
+    }
+
+    fn types(calls: &[Call]) -> Vec<call::Type> {
+        calls.iter().filter_map(|c| c.r#type).collect()
+    }
+
+    /// Paused: saved, no new node, no executor replacement; what runs goes on. Resumed: both
+    /// start, a REVIVE first for the agents declined meanwhile.
+    #[test]
+    fn a_pause_is_saved_holds_new_nodes_and_replacements_and_the_resume_lets_them_go() {
+        use crate::scheduler::operator::Command;
+        let mut r = rig();
+        let tasks = two_running(&mut r);
+        r.input(known(&["a1", "a2", "a3"]));
+        r.event(offers(&["a3"]));
+        let a3 = launched_task(&r.calls()).remove(0).0;
+        r.event(update(&a3, "a3", TaskState::Running, true));
+        reach_running(&mut r, "a3");
+        r.calls();
+
+        let o = operate(&mut r, Command::Pause);
+        assert_eq!(o.status, 200, "{o:?}");
+        assert!(o.message.starts_with("paused: "), "{o:?}");
+        assert!(r.saved_state().model.paused, "saved with the answer");
+        assert!(r.d.view().model.paused);
+        assert!(
+            crate::scheduler::rollout::view::plan_view(&r.d.view().model).paused,
+            "/api/plan says so"
+        );
+        let logged = r.d.events.snapshot();
+        assert_eq!(
+            (logged[0].action.as_str(), logged[0].outcome.as_str()),
+            ("pause", "accepted")
+        );
+        assert_eq!(
+            operate(&mut r, Command::Pause).message,
+            "the plan was paused already"
+        );
+
+        // A new agent: its offers are declined, and none are asked for.
+        r.input(known(&["a1", "a2", "a3", "a4"]));
+        r.event(offers(&["a4"]));
+        let calls = r.calls();
+        assert!(launched_task(&calls).is_empty());
+        assert!(types(&calls).contains(&call::Type::Decline));
+        assert!(!r.d.model().nodes.contains_key("a4"));
+        assert!(!r.d.needs_offers(r.d.clock.now_ms()));
+        // A newer binary served: no executor is replaced.
+        r.d.ctx.executor_sha256 = Some("1".repeat(64));
+        r.advance(1);
+        assert!(
+            kills(&r.calls()).is_empty(),
+            "nothing replaced while paused"
+        );
+        // An existing node's failed launch is relaunched as ever.
+        r.event(update(&a3, "a3", TaskState::Failed, true));
+        let due = r.d.model().nodes["a3"].retry_after_ms.unwrap();
+        r.advance(due - r.d.clock.now_ms());
+        r.calls();
+        r.event(offers(&["a3"]));
+        assert_eq!(launched_task(&r.calls()).len(), 1, "a3 relaunched");
+
+        let o = operate(&mut r, Command::Resume);
+        assert_eq!(o.status, 200, "{o:?}");
+        assert!(!r.saved_state().model.paused);
+        let calls = r.calls();
+        assert!(
+            types(&calls).contains(&call::Type::Revive),
+            "{:?}",
+            types(&calls)
+        );
+        assert_eq!(kills(&calls), [tasks["a1"].clone()], "the replacement goes");
+        r.event(offers(&["a4"]));
+        assert_eq!(launched_task(&r.calls()).len(), 1, "a4 launched");
+        assert_eq!(
+            operate(&mut r, Command::Resume).message,
+            "the plan was not paused"
+        );
+    }
+
+    /// A pause survives a restart: a dispatcher on the saved state is paused.
+    #[test]
+    fn a_pause_survives_a_restart() {
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        operate(&mut r, crate::scheduler::operator::Command::Pause);
+        let mut again = rig();
+        again.d.state = r.saved_state();
+        again.event(subscribed("fw-1"));
+        again.input(known(&["a9"]));
+        again.event(offers(&["a9"]));
+        assert!(launched_task(&again.calls()).is_empty());
+        assert!(again.d.model().paused);
+    }
+
+    /// Fails `agent`'s launches until the failure budget stops it: the task ids launched.
+    fn fail_until_stopped(r: &mut Rig, agent: &str) -> Vec<String> {
+        let mut launched = Vec::new();
+        for _ in 0..20 {
+            let n = &r.d.model().nodes.get(agent);
+            if n.is_some_and(|n| n.relaunch_stopped) {
+                return launched;
+            }
+            if let Some(due) = n.and_then(|n| n.retry_after_ms) {
+                r.advance(due.saturating_sub(r.d.clock.now_ms()));
+            }
+            r.calls();
+            r.event(offers(&[agent]));
+            let (task, _) = launched_task(&r.calls()).remove(0);
+            r.event(update(&task, agent, TaskState::Failed, true));
+            launched.push(task);
+        }
+        panic!("{agent} was never stopped")
+    }
+
+    #[test]
+    fn a_node_failing_max_failures_times_in_a_row_is_left_failed_until_retried() {
+        use crate::scheduler::operator::NodeAction;
+        let mut r = rig();
+        r.d.set_max_failures(3);
+        r.event(subscribed("fw-1"));
+        r.input(known(&["a1"]));
+        let tasks = fail_until_stopped(&mut r, "a1");
+        assert_eq!(tasks.len(), 3);
+        let n = &r.d.model().nodes["a1"];
+        assert_eq!(
+            (n.phase, n.failures, n.retry_after_ms),
+            (Phase::Failed, 3, None)
+        );
+        assert!(n.last_error.as_deref().unwrap().contains("TASK_FAILED"));
+        assert!(r.saved_state().model.nodes["a1"].relaunch_stopped);
+        let e = &r.d.events.snapshot()[0];
+        assert_eq!(
+            (e.kind, e.action.as_str(), e.outcome.as_str()),
+            ("plan", "relaunch", "stopped")
+        );
+        assert!(
+            e.message.contains("3 launches in a row failed"),
+            "{}",
+            e.message
+        );
+        // Not relaunched, not even asked for: the offers stop.
+        r.advance(24 * 3_600_000);
+        r.event(offers(&["a1"]));
+        let calls = r.calls();
+        assert!(launched_task(&calls).is_empty());
+        assert!(!r.d.needs_offers(r.d.clock.now_ms()));
+
+        // An unknown host, then the retry.
+        assert_eq!(
+            operate(&mut r, on_node("nowhere", NodeAction::Retry)).status,
+            404
+        );
+        let o = operate(&mut r, on_node("host-a1", NodeAction::Retry));
+        assert_eq!(o.status, 200, "{o:?}");
+        assert!(
+            o.message
+                .contains("was not relaunched after 3 failed launch(es)"),
+            "{o:?}"
+        );
+        assert!(o.message.contains("TASK_FAILED"), "{o:?}");
+        let saved = &r.saved_state().model.nodes["a1"];
+        assert_eq!((saved.relaunch_stopped, saved.failures), (false, 0));
+        assert!(types(&r.calls()).contains(&call::Type::Revive));
+        r.event(offers(&["a1"]));
+        let relaunch = launched_task(&r.calls());
+        assert_eq!(relaunch.len(), 1, "launched at once");
+        // Its launch under way: nothing to retry.
+        let o = operate(&mut r, on_node("host-a1", NodeAction::Retry));
+        assert_eq!(o.status, 409, "{o:?}");
+        assert!(o.message.contains("launch under way"), "{o:?}");
+        // A failure now is the first of a new count.
+        r.event(update(&relaunch[0].0, "a1", TaskState::Failed, true));
+        let n = &r.d.model().nodes["a1"];
+        assert_eq!((n.failures, n.relaunch_stopped), (1, false));
+    }
+
+    /// A stuck launch counts against the budget as a failed one.
+    #[test]
+    fn stuck_launches_count_against_the_failure_budget() {
+        let mut r = rig();
+        r.d.set_max_failures(1);
+        r.event(subscribed("fw-1"));
+        r.event(offers(&["a1"]));
+        assert_eq!(launched_task(&r.calls()).len(), 1);
+        r.advance(reconcile::STAGING_TIMEOUT_MS + 1);
+        let n = &r.d.model().nodes["a1"];
+        assert!(n.relaunch_stopped, "{n:?}");
+        assert!(n.last_error.as_deref().unwrap().contains("TASK_STAGING"));
+    }
+
+    /// A new agent for the host, or a target change, gives a stopped node another round.
+    #[test]
+    fn a_new_agent_for_the_host_or_a_target_change_relaunches_a_stopped_node() {
+        let mut r = rig();
+        r.d.set_max_failures(1);
+        r.event(subscribed("fw-1"));
+        r.input(known(&["a1"]));
+        fail_until_stopped(&mut r, "a1");
+        r.input(Input::Agents(vec![KnownAgent {
+            id: "a1-new".into(),
+            hostname: "host-a1".into(),
+        }]));
+        let n = &r.d.model().nodes["a1-new"];
+        assert_eq!((n.relaunch_stopped, n.failures), (false, 0));
+        assert!(r.d.needs_offers(r.d.clock.now_ms()));
+
+        fail_until_stopped(&mut r, "a1-new");
+        let declared = crate::scheduler::rollout::target::Declared {
+            packages: "p2",
+            settings: "s",
+            executor_sha256: "e",
+        };
+        r.d.declare_target(&declared);
+        assert!(!r.d.model().nodes["a1-new"].relaunch_stopped);
+        r.d.flush();
+        assert!(!r.saved_state().model.nodes["a1-new"].relaunch_stopped);
+    }
+
     fn operator(
         r: &mut Rig,
         host: &str,
         action: crate::scheduler::operator::NodeAction,
     ) -> crate::scheduler::operator::Outcome {
-        let (tx, rx) = crossbeam_channel::unbounded();
-        r.input(Input::Operator(
-            crate::scheduler::exchange::OperatorRequest {
-                command: crate::scheduler::operator::Command::Node {
-                    host: host.into(),
-                    action,
-                },
-                reply: tx,
-            },
-        ));
-        rx.try_recv().expect("answered after the batch's save")
+        operate(r, on_node(host, action))
     }
 
     #[test]

@@ -85,12 +85,13 @@ impl Dispatcher {
         };
         let model = &self.state.model;
         // A node's agent is listed unless it is marked gone (`retire_gone_nodes`).
-        unmanaged.iter().any(|id| !model.nodes.contains_key(id))
-            || model.nodes.values().any(|n| {
-                n.gone_since_ms.is_none()
-                    && !n.covered()
-                    && n.retry_after_ms.is_none_or(|t| t <= now)
-            })
+        // While paused no agent without a node is launched on.
+        let new_agent = !model.paused && unmanaged.iter().any(|id| !model.nodes.contains_key(id));
+        new_agent
+            || model
+                .nodes
+                .values()
+                .any(|n| n.gone_since_ms.is_none() && n.awaits_launch(now))
     }
 
     /// The earliest deadline still ahead: a relaunch, the offer mode, reconciliation, data
@@ -147,7 +148,7 @@ impl Dispatcher {
                 .model
                 .nodes
                 .get(&agent)
-                .is_some_and(|n| !n.covered() && n.retry_after_ms.is_none_or(|t| t <= now));
+                .is_some_and(|n| n.awaits_launch(now));
             if needs {
                 self.offer_mode.revive_owed = true;
             }

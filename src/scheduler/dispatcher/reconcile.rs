@@ -181,11 +181,6 @@ impl Dispatcher {
             // TASK_KILLED (if it ever comes) changes nothing.
             task.state = TaskState::Killed;
             let task_id = task.task_id.clone();
-            node.failures += 1;
-            let delay = relaunch_delay(node.failures);
-            node.retry_after_ms = Some(now + delay.as_millis() as u64);
-            self.offer_mode
-                .uncovered(&agent, now + delay.as_millis() as u64);
             node.phase = Phase::Failed;
             node.last_error = Some(
                 format!(
@@ -195,11 +190,9 @@ impl Dispatcher {
                 .into(),
             );
             node.updated_ms = now;
-            warn!(
-                "agent {}: task {task_id} stuck in TASK_STAGING; killing it, relaunch in {} s",
-                node.hostname,
-                delay.as_secs()
-            );
+            let after = self.failure_budget.count(node, None, now);
+            let what = format!("task {task_id} stuck in TASK_STAGING; killing it");
+            self.after_failure(&agent, after, now, &what);
             let mut c = self.call(call::Type::Kill);
             c.kill = Some(call::Kill {
                 task_id: TaskID {

@@ -136,6 +136,8 @@ impl Dispatcher {
                 self.dirty = true;
                 self.touch_view();
             }
+            // Paused: the next replacement waits for the resume.
+            Step::Replace { .. } if self.state.model.paused => {}
             Step::Replace { agent } => self.start_replacement(&agent, &served),
         }
     }

@@ -46,6 +46,7 @@ impl Dispatcher {
         let generation = format!("generation {}", next.generation);
         self.state.model.target = next;
         self.note_plan_change("target", "plan", &generation, message);
+        self.forgive_all();
         self.dirty = true;
         self.touch_view();
     }

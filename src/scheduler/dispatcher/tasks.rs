@@ -136,17 +136,13 @@ impl Dispatcher {
                 }
             }
             Verdict::Ended { lost } => {
-                if was_active {
-                    let due = count_failure(node, running_since, now);
-                    self.offer_mode.uncovered(agent, due);
-                    warn!(
-                        "agent {host}: task {task_id} ended {state} ({why}); relaunch in {} s (failure {})",
-                        (due - now) / 1000,
-                        node.failures
-                    );
-                }
                 node.phase = if lost { Phase::Lost } else { Phase::Failed };
                 node.last_error = Some(format!("{state}: {why}").into());
+                if was_active {
+                    let after = self.failure_budget.count(node, running_since, now);
+                    let what = format!("task {task_id} ended {state} ({why})");
+                    self.after_failure(agent, after, now, &what);
+                }
             }
             Verdict::Other => {
                 if self
@@ -251,16 +247,6 @@ fn clear_unreachable(node: &mut Node) {
     {
         node.last_error = None;
     }
-}
-
-/// A failed launch of `node` counted (a stable run, since `running_since`, starts the count
-/// again); when its relaunch is due.
-fn count_failure(node: &mut Node, running_since: Option<u64>, now: u64) -> u64 {
-    let stable = running_since.is_some_and(|s| now.saturating_sub(s) >= STABLE_RUN_MS);
-    node.failures = if stable { 1 } else { node.failures + 1 };
-    let due = now + relaunch_delay(node.failures).as_millis() as u64;
-    node.retry_after_ms = Some(due);
-    due
 }
 
 /// One line about a status: message, reason and source when Mesos gave them.

@@ -244,6 +244,7 @@ impl Check<'_> {
         let storage = self.storage(experimental);
         let health = self.health();
         let max_disrupted_per_domain = self.max_disrupted();
+        let max_failures = self.max_failures();
         let rexray = self.volume_driver();
         let unverified_packages = self.unverified_packages();
         let store = self.store();
@@ -265,6 +266,7 @@ impl Check<'_> {
             storage,
             health,
             max_disrupted_per_domain,
+            max_failures,
             rexray,
             unverified_packages,
             store,

@@ -36,6 +36,21 @@ impl Check<'_> {
         }
     }
 
+    /// At least 1: a node gets at least its first launch.
+    pub(super) fn max_failures(&mut self) -> u32 {
+        const NAME: &str = "node.max-failures";
+        let Some(v) = self.raw(NAME) else {
+            return 5;
+        };
+        match v.parse::<u32>() {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                self.fail(NAME, format!("{v:?} is not a whole number of at least 1"));
+                5
+            }
+        }
+    }
+
     fn health_interval(&mut self) -> Duration {
         const NAME: &str = "health.interval";
         let Some(v) = self.raw(NAME) else {

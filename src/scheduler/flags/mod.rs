@@ -57,6 +57,9 @@ pub struct Config {
     /// Nodes of one protection domain that may be disrupted at once
     /// (`-rollout.max-disrupted-per-domain`).
     pub max_disrupted_per_domain: usize,
+    /// Launches of a node that may fail in a row before it is no longer relaunched
+    /// (`-node.max-failures`).
+    pub max_failures: u32,
     pub rexray: RexRay,
     /// The package URL flags (as written) given without their SHA-256 under
     /// `-storage.packages.unverified=true`: installed unchecked, one start-up warning each.
@@ -237,7 +240,8 @@ impl Config {
         format!(
             "masters={} encoding={} framework={:?} user={} role={} failover={}s rest={}:{} listen={} \
              {mdms} gateway={gateway} cluster={} pd={:?} pool={:?} api={} \
-             health(interval={}s warn={}% stale={}s) max-disrupted-per-domain={} operator-api={} \
+             health(interval={}s warn={}% stale={}s) max-disrupted-per-domain={} max-failures={} \
+             operator-api={} \
              executor(cpu mdm/non={}/{} mem mdm/non={}/{} factors={}/{}) store={store} \
              loglevel={} debug={} experimental={} teardown={}",
             self.masters.join(","),
@@ -261,6 +265,7 @@ impl Config {
             self.health.capacity_warn_pct,
             self.health.stale.as_secs_f64(),
             self.max_disrupted_per_domain,
+            self.max_failures,
             if self.operator_token.is_some() { "on" } else { "off (no token)" },
             self.executor.cpu_mdm,
             self.executor.cpu_non,
@@ -1038,6 +1043,21 @@ mod tests {
             ),
         ] {
             assert_mentions(&one_error(&with(&[], flags)), &[problem]);
+        }
+    }
+
+    #[test]
+    fn the_failure_budget_is_five_by_default_and_at_least_one() {
+        assert_eq!(run(&base()).max_failures, 5);
+        let c = run(&with(&[], &["-node.max-failures=2"]));
+        assert_eq!(c.max_failures, 2);
+        assert!(c.summary().contains("max-failures=2"), "{}", c.summary());
+        for bad in ["0", "-1", "many"] {
+            let flag = format!("-node.max-failures={bad}");
+            assert_mentions(
+                &one_error(&with(&[], &[flag.as_str()])),
+                &["-node.max-failures", "is not a whole number of at least 1"],
+            );
         }
     }
 

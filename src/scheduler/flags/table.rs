@@ -136,6 +136,8 @@ static HEAD: &[FlagDef] = &[
         "Health data older than this (the gateway's last answered poll, a running executor's last contact) makes the cluster or the node unknown; must be longer than -health.interval. Not given: 180, or three -health.interval when that is longer"),
     flag!(G_ROLLOUT, "rollout.max-disrupted-per-domain", "count", "1",
         "Nodes of one protection domain that may be disrupted (a storage service stopped, a reboot) or not yet back at once; a disruptive step waits while the domain's data is degraded or rebuilding"),
+    flag!(G_ROLLOUT, "node.max-failures", "count", "5",
+        "Launches of a node that may fail in a row (with a jittered backoff between them) before it is left failed and not relaunched until an operator's retry, a target change or a new agent for its host"),
 ];
 
 /// The rows between the storage packages' and the volume driver's packages'.

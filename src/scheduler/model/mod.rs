@@ -299,6 +299,11 @@ pub struct Node {
     /// The node's devices the gateway lists in error (derived from `storage`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub device_errors: Vec<String>,
+    /// `-node.max-failures` launches in a row failed: it is not relaunched until an operator's
+    /// `retry`, a target change, or a new agent for its host (`phase` and `last_error` say
+    /// how the last one ended).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub relaunch_stopped: bool,
 }
 
 /// A node's executor replaced by a newer binary: killed, then relaunched on the next offer.
@@ -368,11 +373,17 @@ impl Node {
             restart: None,
             devices_missing: Vec::new(),
             device_errors: Vec::new(),
+            relaunch_stopped: false,
         }
     }
 
     pub fn covered(&self) -> bool {
         self.task.as_ref().is_some_and(TaskRecord::is_active)
+    }
+
+    /// Waits for a launch at `now_ms`: not covered, past its backoff, not out of relaunches.
+    pub fn awaits_launch(&self, now_ms: u64) -> bool {
+        !self.covered() && !self.relaunch_stopped && self.retry_after_ms.is_none_or(|t| t <= now_ms)
     }
 }
 
@@ -400,6 +411,10 @@ pub struct ClusterModel {
     /// The declared target every node walks toward (stored in the root record).
     #[serde(default)]
     pub target: Target,
+    /// An operator paused the plan: no step, reboot, executor replacement or new node starts
+    /// until resumed; those under way finish (stored in the root record).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
 }
 
 /// The nodes by agent id, each shared (`Arc`) with the views and the store's last save until

@@ -35,6 +35,8 @@ struct Root {
     heartbeat_secs: Option<f64>,
     #[serde(default)]
     target: Target,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    paused: bool,
     // Earlier builds also kept `other_secrets` here: secrets of executors that were no node's
     // current launch, which could not authenticate anyway. They are ignored when read.
 }
@@ -345,6 +347,7 @@ fn root_record(state: &Persisted) -> Root {
         launch_seq: model.launch_seq,
         heartbeat_secs: model.heartbeat_secs,
         target: model.target.clone(),
+        paused: model.paused,
     }
 }
 
@@ -440,6 +443,7 @@ fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<FromRecords, Store
             // Likewise the cluster's health: polled again; until then `unknown`.
             health: Default::default(),
             target: root.target,
+            paused: root.paused,
         },
         gateway_certificate: None,
     };

@@ -324,6 +324,23 @@ fn screen(
             ));
             continue;
         }
+        if let Some(n) = node.filter(|n| n.relaunch_stopped) {
+            decisions[i] = Some(decline(
+                format!(
+                    "{}: {} launches in a row failed; not relaunched until retried",
+                    offer.hostname, n.failures
+                ),
+                REFUSE_COVERED_SECS,
+            ));
+            continue;
+        }
+        if node.is_none() && model.paused {
+            decisions[i] = Some(decline(
+                format!("{}: the plan is paused; no new node starts", offer.hostname),
+                REFUSE_COVERED_SECS,
+            ));
+            continue;
+        }
         if let Some(until) = node.and_then(|n| n.retry_after_ms).filter(|t| *t > now_ms) {
             let secs = ((until - now_ms) as f64 / 1000.0).max(1.0);
             decisions[i] = Some(decline(
@@ -616,6 +633,41 @@ mod tests {
                 matches!(x, Decision::Decline { refuse_seconds, .. } if refuse_seconds == REFUSE_COVERED_SECS)
             );
         }
+    }
+
+    #[test]
+    fn a_node_out_of_relaunches_and_new_nodes_of_a_paused_plan_are_declined() {
+        let mut model = ClusterModel::default();
+        let mut n = node("a1", Persona::Data, Some("TASK_FAILED"));
+        n.relaunch_stopped = true;
+        n.failures = 5;
+        model.nodes.insert("a1", n);
+        model
+            .nodes
+            .insert("a2", node("a2", Persona::Data, Some("TASK_FAILED")));
+        model.paused = true;
+        let offers = [
+            offer("a1", 4.0, 8192.0, vec![]),
+            offer("a2", 4.0, 8192.0, vec![]),
+            offer("a3", 4.0, 8192.0, vec![]),
+        ];
+        let d = decide(&model, &offers, &settings(false), 0);
+        let reason = |d: &Decision| match d {
+            Decision::Decline { reason, .. } => reason.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            reason(&d[0]).contains("5 launches in a row failed"),
+            "{d:?}"
+        );
+        assert!(
+            matches!(&d[1], Decision::Launch { .. }),
+            "a node relaunched while paused"
+        );
+        assert!(reason(&d[2]).contains("the plan is paused"), "{d:?}");
+        model.paused = false;
+        let d = decide(&model, &offers, &settings(false), 0);
+        assert!(matches!(&d[2], Decision::Launch { .. }), "{d:?}");
     }
 
     #[test]

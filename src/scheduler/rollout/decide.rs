@@ -44,6 +44,9 @@ fn seen_back(s: &StepStatus, read_ms: u64) -> bool {
     })
 }
 
+/// Why every waiting step waits while an operator has paused the plan.
+pub const PAUSED: &str = "waiting: the plan is paused by an operator";
+
 /// One waiting ask's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
@@ -114,6 +117,9 @@ impl<'a> Pass<'a> {
             unplanned: None,
             granted: Vec::new(),
         };
+        if model.paused {
+            pass.stopped = Some(PAUSED.into());
+        }
         for n in model.nodes.values() {
             let walk = n.rollout.as_deref().filter(|r| r.generation == target);
             let Some(r) = walk else {
@@ -326,6 +332,23 @@ mod tests {
             .into_iter()
             .map(|d| (d.agent.to_string(), d.answer.map_err(|r| r.0)))
             .collect()
+    }
+
+    #[test]
+    fn a_paused_plan_grants_nothing_and_a_step_under_way_stays_granted() {
+        let mut m = model(&[Step::UpgradeSds]);
+        set(&mut m, "a1", Step::UpgradeSds, StepState::InProgress);
+        for a in ["a4", "a5"] {
+            set(&mut m, a, Step::UpgradeSds, StepState::Waiting);
+        }
+        m.paused = true;
+        let a = answers(&m);
+        assert_eq!(a.len(), 2, "only the waiting asks are decided: {a:?}");
+        for (_, answer) in &a {
+            assert_eq!(answer, &Err(PAUSED.to_string()));
+        }
+        m.paused = false;
+        assert_eq!(answers(&m)[0], ("a4".into(), Ok(())));
     }
 
     #[test]

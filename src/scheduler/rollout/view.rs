@@ -15,6 +15,8 @@ pub const NODES_MAX: usize = 1_000;
 pub struct PlanView {
     pub kind: PlanKind,
     pub generation: u64,
+    /// An operator paused the plan: what is under way finishes, nothing else starts.
+    pub paused: bool,
     pub nodes: Vec<NodeSteps>,
     pub counts: StepCounts,
     /// Nodes with something left to do that `nodes` leaves out (beyond [`NODES_MAX`]).
@@ -247,6 +249,7 @@ pub fn plan_view(model: &ClusterModel) -> PlanView {
     PlanView {
         kind: kind(model),
         generation: target,
+        paused: model.paused,
         nodes: listed
             .iter()
             .map(|(_, n, w)| copy(n, target, &w.steps))
