@@ -223,6 +223,19 @@ fn restart_reinstalls_nothing_and_ctl_exits_non_zero_on_refusal() {
     ] {
         assert!(out.contains(&seen), "{seen:?} not in:\n{out}");
     }
+    // Plan control through the client: the status line says paused until resumed.
+    let (code, out) = ctl(&s, TOKEN, &["pause"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.starts_with("pause plan: accepted: "), "{out}");
+    let (_, out) = ctl(&s, None, &["status"]);
+    assert!(
+        out.lines().next().is_some_and(|l| l.contains(", paused:")),
+        "{out}"
+    );
+    let (code, out) = ctl(&s, TOKEN, &["resume"]);
+    assert_eq!(code, 0, "{out}");
+    let (_, out) = ctl(&s, None, &["status"]);
+    assert!(!out.contains("paused"), "{out}");
 }
 
 /// Experimental mode: the executors built the MDM cluster; the scheduler on the test's own
