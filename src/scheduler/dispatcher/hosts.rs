@@ -116,7 +116,11 @@ impl Dispatcher {
                 self.dirty = true;
                 now
             });
-            if now.saturating_sub(since) >= RETIRE_AFTER_MS && !node.covered() {
+            // A decommissioned node stays, so that its host is never launched on again.
+            if now.saturating_sub(since) >= RETIRE_AFTER_MS
+                && !node.covered()
+                && !node.decommissioned
+            {
                 retire.push(node.agent_id.to_string());
             }
         }

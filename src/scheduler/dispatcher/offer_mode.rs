@@ -88,6 +88,7 @@ impl Dispatcher {
         unmanaged.iter().any(|id| !model.nodes.contains_key(id))
             || model.nodes.values().any(|n| {
                 n.gone_since_ms.is_none()
+                    && n.launchable()
                     && !n.covered()
                     && n.retry_after_ms.is_none_or(|t| t <= now)
             })
@@ -142,12 +143,9 @@ impl Dispatcher {
             .collect();
         for agent in due {
             self.offer_mode.uncovered.remove(&agent);
-            let needs = self
-                .state
-                .model
-                .nodes
-                .get(&agent)
-                .is_some_and(|n| !n.covered() && n.retry_after_ms.is_none_or(|t| t <= now));
+            let needs = self.state.model.nodes.get(&agent).is_some_and(|n| {
+                n.launchable() && !n.covered() && n.retry_after_ms.is_none_or(|t| t <= now)
+            });
             if needs {
                 self.offer_mode.revive_owed = true;
             }

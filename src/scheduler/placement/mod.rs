@@ -324,6 +324,18 @@ fn screen(
             ));
             continue;
         }
+        if let Some(n) = node.filter(|n| !n.launchable()) {
+            let why = if n.decommissioned {
+                "is decommissioned (recommission it to launch it again)"
+            } else {
+                "is having its storage taken out"
+            };
+            decisions[i] = Some(decline(
+                format!("{} {why}", offer.hostname),
+                REFUSE_COVERED_SECS,
+            ));
+            continue;
+        }
         if let Some(until) = node.and_then(|n| n.retry_after_ms).filter(|t| *t > now_ms) {
             let secs = ((until - now_ms) as f64 / 1000.0).max(1.0);
             decisions[i] = Some(decline(
