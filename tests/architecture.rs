@@ -175,7 +175,7 @@ fn scheduler_allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
             ][..],
         ),
         ("signals", &["exchange", "exit"][..]),
-        ("standin", &["exchange", "model"][..]),
+        ("standin", &["exchange", "model", "operator"][..]),
         ("master", &["exchange", "flags", "metrics", "stop"][..]),
         ("gateway_work", &["model", "flags", "metrics"][..]),
         // Pure: the health model reads the model and the gateway worker's poll report.

@@ -35,9 +35,10 @@ const GATEWAY_PASSWORD: &str = "Gw7AdminSecretPass42";
 const REXRAY_USER: &str = "rexray-volumes";
 const REXRAY_PASSWORD: &str = "Rx9VolumeSecretPass31";
 /// The operator API's bearer token, as (flag, token); a flag ending in `.file` gets a file.
-/// TODO: the scheduler has no operator token flag yet (`storage-scheduler -help` names
-/// none): set it here when it lands, and the rollout checks that token too.
-const OPERATOR_TOKEN: Option<(&str, &str)> = None;
+/// The rollout sends one operator command through the recording proxy and checks that token
+/// too.
+const OPERATOR_TOKEN: Option<(&str, &str)> =
+    Some(("rest.operator.token.file", "Op3ratorTokenOfTheE2eRig7"));
 /// A loopback alias no agent of the dev cluster takes (they are 127.0.0.2 and up).
 const ADVERTISED: &str = "127.0.0.200";
 
@@ -152,10 +153,7 @@ impl Rig {
 
     /// `/api/state`, read directly (not through the proxy under test).
     fn state(&self) -> Option<Value> {
-        let mut req = ureq::get(&format!("http://127.0.0.1:{}/api/state", self.port));
-        if let Some((_, token)) = OPERATOR_TOKEN {
-            req = req.header("Authorization", &format!("Bearer {token}"));
-        }
+        let req = ureq::get(&format!("http://127.0.0.1:{}/api/state", self.port));
         let body = req.call().ok()?.into_body().read_to_string().ok()?;
         serde_json::from_str(&body).ok()
     }
@@ -457,6 +455,27 @@ fn no_secret_crosses_the_wire_in_a_whole_rollout() {
     let gateway = Proxy::start(local, rig.gw.addr(), Tamper::default());
     rig.start_scheduler(gateway.addr());
     rig.wait_all_running(|| false);
+    if let Some((_, token)) = OPERATOR_TOKEN {
+        // Through the recording proxy, as an operator's client on the network would.
+        let pin = cluster::logged_fingerprint(&rig.dir.join("scheduler.log")).expect("pin");
+        let url = format!("https://{ADVERTISED}:{}/api/plan/resume", rig.port);
+        let resp = cluster::pinned_agent(pin)
+            .post(&url)
+            .header("Authorization", &format!("Bearer {token}"))
+            .send_empty()
+            .expect("operator command");
+        let status = resp.status().as_u16();
+        assert!(![401, 403].contains(&status), "token refused: {status}");
+        let log = std::fs::read_to_string(rig.dir.join("scheduler.log")).unwrap_or_default();
+        assert!(
+            log.contains("operator resume plan"),
+            "no log line for the command"
+        );
+        assert!(
+            !log.contains(token),
+            "the operator token is in the scheduler's log"
+        );
+    }
 
     let mut secrets = vec![
         (

@@ -111,6 +111,7 @@ fn start_full(state: Persisted, conn: Connection, opts: ServerOptions) -> Server
             secrets: Some(secrets),
             state_warning: None,
             tls: None,
+            operator_token: None,
         },
         opts,
     )
@@ -1745,6 +1746,7 @@ fn a_stuck_or_gone_dispatcher_gives_503_not_a_hang() {
             secrets: None,
             state_warning: None,
             tls: None,
+            operator_token: None,
         },
         ServerOptions {
             dispatcher_timeout: Duration::from_millis(300),

@@ -55,6 +55,7 @@ fn start(state: Persisted) -> Server {
             secrets: None,
             state_warning: None,
             tls: None,
+            operator_token: None,
         },
         ServerOptions {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),

@@ -70,6 +70,7 @@ fn start_with(opts: ServerOptions, identity: Identity) -> Server {
             secrets: Some(secrets),
             state_warning: None,
             tls: Some(server),
+            operator_token: None,
         },
         opts,
     )

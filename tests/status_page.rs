@@ -179,6 +179,7 @@ fn status_page_renders_every_node_in_chromium() {
             secrets: None,
             state_warning: None,
             tls: None,
+            operator_token: None,
         },
         ServerOptions {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
@@ -307,6 +308,7 @@ fn status_page_pages_filters_and_orders_naturally_in_chromium() {
             secrets: None,
             state_warning: None,
             tls: None,
+            operator_token: None,
         },
         ServerOptions {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),

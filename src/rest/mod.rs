@@ -7,6 +7,8 @@
 //! | `GET /version` | `{"versionint": N, "versionstr": "x.y.z", "release": tag, "commit": sha}` |
 //! | `GET /health` | 200 when subscribed, else 503; JSON. The scheduler process alone: a degraded storage cluster leaves it 200, so the launcher never restarts the scheduler for it |
 //! | `GET /api/health` | the storage cluster's health, its pools' and every node's that is not healthy, with reasons (`health.rs`) |
+//! | `GET /api/events` | the last few hundred operator actions and plan changes, newest first (`operator.rs`) |
+//! | `POST /api/plan/{pause,resume}`, `POST /api/nodes/<host>/{restart,retry,decommission,recommission,replace}`, `POST /api/nodes/<host>/devices/<name>/remove` | operators, with `Authorization: Bearer <operator token>`, over TLS only; 403 when no token is configured (`operator.rs`; the commands: `scheduler::operator`) |
 //! | `GET /api/plan` | the plan: what it does (first rollout, upgrade, target change, idle), its target generation, the steps of every node with something left to do and why one waits or failed, counts by state (`scheduler::rollout::view`) |
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /api/state?offset=N&limit=N` | the cluster model as JSON (no secrets: they live outside the model); whole up to 1,000 nodes, else in pages (see `state.rs`) |
@@ -37,6 +39,7 @@ mod gate;
 mod health;
 pub mod http;
 mod json_cache;
+mod operator;
 mod page;
 mod page_health;
 mod page_plan;
@@ -333,6 +336,9 @@ impl Router {
         if let Some(rest) = req.path.strip_prefix(api::PREFIX) {
             return self.executor_route(req, rest);
         }
+        if let Some(resp) = self.operator_route(req) {
+            return resp;
+        }
         if let Some(host) = req.path.strip_prefix("/api/nodes/") {
             if !GET_HEAD.contains(&req.method.as_str()) {
                 return method_not_allowed(&req.method, GET_HEAD);
@@ -350,6 +356,7 @@ impl Router {
             "/api/state" => (GET_HEAD, Router::state),
             "/api/health" => (GET_HEAD, Router::storage_health),
             "/api/plan" => (GET_HEAD, Router::plan),
+            "/api/events" => (GET_HEAD, Router::events),
             p if p.strip_prefix('/') == Some(env::EXECUTOR_BINARY) => {
                 (GET_HEAD, Router::executor_binary)
             }

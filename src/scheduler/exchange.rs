@@ -481,6 +481,8 @@ pub struct RestConfig {
     /// The certificate and key the server presents. With it, the executor API and every
     /// write are served over TLS only; without it (tests of the routes), all is plain HTTP.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// The operator API's bearer token; `None`: operator writes answer 403.
+    pub operator_token: Option<crate::secret::Secret>,
 }
 
 /// A change of the executor secrets the dispatcher accepts, published for the REST side's

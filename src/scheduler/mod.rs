@@ -52,11 +52,9 @@ pub fn run(config: Config, start_rest: exchange::StartRest) -> i32 {
     run_steps(&config, start_rest).unwrap_or_else(|code| code)
 }
 
-fn run_steps(config: &Config, start_rest: exchange::StartRest) -> Step<i32> {
-    // A helper on an explicitly given store needs no master.
-    if let (Some(helper), true) = (&config.store.helper, config.store.explicit) {
-        return Ok(persist::setup::run_helper(&config.store, helper));
-    }
+/// What the flags leave to be said at start: insecure choices, unverified packages, packages
+/// without a URL.
+fn log_settings_warnings(config: &Config) {
     for w in config.rexray.warnings().iter().chain(&config.warnings) {
         warn!("{w}");
     }
@@ -66,6 +64,14 @@ fn run_steps(config: &Config, start_rest: exchange::StartRest) -> Step<i32> {
     for line in config.packages_without_url() {
         info!("{line}");
     }
+}
+
+fn run_steps(config: &Config, start_rest: exchange::StartRest) -> Step<i32> {
+    // A helper on an explicitly given store needs no master.
+    if let (Some(helper), true) = (&config.store.helper, config.store.explicit) {
+        return Ok(persist::setup::run_helper(&config.store, helper));
+    }
+    log_settings_warnings(config);
     let version = master::check_version(config).map_err(fail)?;
     info!("master runs Mesos {version}");
     let (mut store, mut state, state_warning) = open_state(config)?;
@@ -86,6 +92,7 @@ fn run_steps(config: &Config, start_rest: exchange::StartRest) -> Step<i32> {
         secrets: Some(channels.secrets.1.clone()),
         state_warning,
         tls: Some(identity.server),
+        operator_token: config.operator_token.clone(),
     })
     .map_err(fail)?;
     info!(

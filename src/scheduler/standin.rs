@@ -33,6 +33,12 @@ pub fn serve_views(
                     events: Default::default(),
                 }));
             }
+            Ok(Input::Operator(req)) => {
+                let _ = req.reply.send(crate::scheduler::operator::Outcome {
+                    status: 503,
+                    message: format!("not running yet: {reason}"),
+                });
+            }
             Ok(Input::Shutdown) => return false,
             // Nothing else can be served before the dispatcher runs; executor calls get
             // their error from the dropped reply channel and retry.

@@ -207,6 +207,7 @@ fn main() {
             secrets: None,
             state_warning: None,
             tls: None,
+            operator_token: None,
         },
         ServerOptions {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),

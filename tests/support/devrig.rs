@@ -16,6 +16,36 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The operator token [`PreconfigRig`] starts its scheduler with.
+pub const OPERATOR_TOKEN: &str = "devrig-operator-token-0123456789";
+
+/// `-rest.operator.token.file` with `token` in a new owner-only file under `dir`.
+pub fn operator_token_flag(dir: &Path, token: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("operator.token");
+    std::fs::write(&path, format!("{token}\n")).expect("token file");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    format!("-rest.operator.token.file={}", path.display())
+}
+
+/// An operator command: `POST path` over https to the scheduler at `base` (its `http://`
+/// address; the same port serves TLS), pinning the certificate its log in `dir` names, with
+/// `token`. The status and the JSON answer.
+pub fn operator(base: &str, dir: &Path, token: &str, path: &str) -> (u16, Value) {
+    let pin = super::cluster::logged_fingerprint(&dir.join("scheduler.log"))
+        .expect("the scheduler logged no certificate yet");
+    let url = format!("{}{path}", base.replacen("http://", "https://", 1));
+    let resp = super::cluster::pinned_agent(pin)
+        .post(&url)
+        .header("Authorization", &format!("Bearer {token}"))
+        .send_empty()
+        .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+    let status = resp.status().as_u16();
+    let body = resp.into_body().read_to_string().unwrap_or_default();
+    let value = serde_json::from_str(&body).unwrap_or(Value::String(body));
+    (status, value)
+}
+
 /// An empty directory of this run under the temp dir (what a previous run left is removed).
 pub fn fresh_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(name);
@@ -280,6 +310,7 @@ impl PreconfigRig {
         let control = serve_control(listener, &master, gateway);
         let port = super::cluster::free_port();
         let mut args = preconfig_args(&master, port, &dir, password, &gateway_addr);
+        args.push(operator_token_flag(&dir, OPERATOR_TOKEN));
         args.extend(flags);
         let (package_flags, packages) = super::cluster::stage_packages(&dir.join("packages"));
         args.extend(package_flags);

@@ -443,6 +443,7 @@ pub fn serve(inputs: Sender<Input>) -> storage_framework::rest::RestHandle {
             secrets: None,
             state_warning: None,
             tls: None,
+            operator_token: None,
         },
         ServerOptions {
             bind: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),

@@ -229,6 +229,7 @@ impl Check<'_> {
             .ip("rest.listen")
             .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
         let rest_tls = self.rest_tls();
+        let operator_token = self.operator_token();
 
         let executor = ExecutorResources {
             cpu_mdm: self.positive("executor.cpu.mdm", 1.5),
@@ -253,6 +254,7 @@ impl Check<'_> {
             rest_address,
             rest_listen,
             rest_tls,
+            operator_token,
             masters,
             encoding,
             framework,

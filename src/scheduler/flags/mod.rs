@@ -40,6 +40,8 @@ pub struct Config {
     /// The operator's certificate and key for the REST server's TLS; `None`: a self-signed
     /// one made at start.
     pub rest_tls: Option<TlsFiles>,
+    /// The operator API's bearer token; `None`: operator writes answer 403.
+    pub operator_token: Option<crate::secret::Secret>,
     /// `host:port` of each master, `http://` and the API path stripped, in the order given.
     pub masters: Vec<String>,
     pub encoding: Encoding,
@@ -235,7 +237,7 @@ impl Config {
         format!(
             "masters={} encoding={} framework={:?} user={} role={} failover={}s rest={}:{} listen={} \
              {mdms} gateway={gateway} cluster={} pd={:?} pool={:?} api={} \
-             health(interval={}s warn={}% stale={}s) max-disrupted-per-domain={} \
+             health(interval={}s warn={}% stale={}s) max-disrupted-per-domain={} operator-api={} \
              executor(cpu mdm/non={}/{} mem mdm/non={}/{} factors={}/{}) store={store} \
              loglevel={} debug={} experimental={} teardown={}",
             self.masters.join(","),
@@ -259,6 +261,7 @@ impl Config {
             self.health.capacity_warn_pct,
             self.health.stale.as_secs_f64(),
             self.max_disrupted_per_domain,
+            if self.operator_token.is_some() { "on" } else { "off (no token)" },
             self.executor.cpu_mdm,
             self.executor.cpu_non,
             self.executor.mem_mdm,
@@ -1536,6 +1539,43 @@ mod tests {
     fn set_mode(path: &std::path::Path, mode: u32) {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    /// The operator token comes from a file (owner-only) or the environment, never a plain
+    /// flag; a short one is refused; the value is never in a message.
+    #[test]
+    fn the_operator_token_is_read_from_a_file_or_the_environment() {
+        let token = "Op-token-for-the-flag-test-42";
+        assert!(run(&base()).operator_token.is_none());
+        let dir = std::env::temp_dir().join(format!("optoken-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("token");
+        std::fs::write(&file, format!("{token}\n")).unwrap();
+        let flag = format!("-rest.operator.token.file={}", file.display());
+        let a = with(&[], &[&flag]);
+        set_mode(&file, 0o644);
+        assert_mentions(&one_error(&a), &["-rest.operator.token.file:", "0644"]);
+        set_mode(&file, 0o600);
+        assert_eq!(run(&a).operator_token.unwrap().expose(), token);
+        std::fs::write(&file, "short\n").unwrap();
+        let e = one_error(&a);
+        assert_mentions(
+            &e,
+            &["-rest.operator.token.file:", "at least 16 characters"],
+        );
+        assert!(!e.contains("short"), "{e}");
+        let env = env_of(&[
+            ("HOST", "h"),
+            ("STORAGE_OPERATOR_TOKEN", "Op-token-for-the-flag-test-42"),
+        ]);
+        match parse(&base(), &env) {
+            Ok(Parsed::Run(c)) => assert_eq!(c.operator_token.unwrap().expose(), token),
+            _ => panic!("STORAGE_OPERATOR_TOKEN not taken"),
+        }
+        let plain = with(&[], &[&format!("-rest.operator.token={token}")]);
+        let e = one_error(&plain);
+        assert!(!e.contains(token), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A password file others may read is refused, naming the file and its mode; the owner's

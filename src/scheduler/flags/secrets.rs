@@ -125,4 +125,44 @@ impl Check<'_> {
         }
         Some(Secret::new(value))
     }
+
+    /// The operator token: from `-rest.operator.token.file`, else `STORAGE_OPERATOR_TOKEN`;
+    /// never a plain flag value (the process list would show it). `None`: operator writes
+    /// answer 403. A token shorter than 16 characters is refused: it guards root on every
+    /// agent.
+    pub(super) fn operator_token(&mut self) -> Option<Secret> {
+        const FLAG: &str = "rest.operator.token.file";
+        const ENV: &str = "STORAGE_OPERATOR_TOKEN";
+        let (token, source) = match self.given.get(FLAG) {
+            Some(g) => match read_password_file(g.value.trim()) {
+                Ok(t) => (t, format!("-{FLAG}")),
+                Err(e) => {
+                    self.fail(FLAG, e);
+                    return None;
+                }
+            },
+            None => match (self.env)(ENV) {
+                Some(v) if !v.is_empty() => (v, ENV.to_string()),
+                Some(_) => {
+                    self.errors
+                        .push(format!("{ENV}: the environment variable is empty"));
+                    return None;
+                }
+                None => return None,
+            },
+        };
+        if token.chars().count() < 16 || token.chars().any(char::is_whitespace) {
+            let problem = format!(
+                "the operator token from {source} must be at least 16 characters without spaces \
+                 (e.g. `head -c 32 /dev/urandom | base64 -w0`)"
+            );
+            if source == ENV {
+                self.errors.push(problem);
+            } else {
+                self.fail(FLAG, problem);
+            }
+            return None;
+        }
+        Some(Secret::new(token))
+    }
 }

@@ -92,6 +92,8 @@ static HEAD: &[FlagDef] = &[
         "PEM file of the certificate (chain, leaf first) the REST server presents over TLS; give -rest.tls.key with it. Not given: a new self-signed certificate for -rest.address and this machine's hostname at each start, its key never written anywhere. Executors accept only this certificate (they get its SHA-256)"),
     flag!(G_REST, "rest.tls.key", "path", "",
         "PEM file of that certificate's private key (PKCS#8, PKCS#1 or SEC1); refused when group or others may read it"),
+    flag!(G_REST, "rest.operator.token.file", "path", "",
+        "File holding the operator API's bearer token (mode 0600, at least 16 characters; one trailing newline is ignored), else the environment variable STORAGE_OPERATOR_TOKEN. Without either, every operator write (pause, resume, node actions) answers 403"),
     flag!(G_STORAGE, "storage.password", "password", "",
         "Password of the storage gateway's admin user. Required from one of: -storage.password, -storage.password.file, or the environment variable STORAGE_PASSWORD (first given wins, in that order; giving both flags is an error). The file and the environment keep it out of process listings"),
     // The password off the command line.
