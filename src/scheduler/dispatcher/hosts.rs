@@ -83,8 +83,9 @@ impl Dispatcher {
             }
         }
         node.agent_id = new.into();
-        if !rebooted {
-            // A reboot asked for keeps its phase: the next launch resumes after it.
+        if !rebooted && !node.decommissioned {
+            // A reboot asked for keeps its phase: the next launch resumes after it; a
+            // decommissioned node is not launched at all.
             node.phase = Phase::Lost;
             node.last_error =
                 Some(format!("agent {old} was replaced by {new} (host restarted)").into());

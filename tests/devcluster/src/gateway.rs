@@ -1424,10 +1424,12 @@ impl Model {
                 "id": s.id, "name": s.name, "protectionDomainId": s.pd_id,
                 "ips": s.ips.iter().map(|(ip, _)| ip.clone()).collect::<Vec<_>>(),
                 "port": s.port,
+                "sdsState": self.removal_state(Kind::Sds, &s.id, &s.id).unwrap_or("Normal"),
             })).collect::<Vec<_>>(),
             "devices": self.devices.iter().map(|d| json!({
                 "id": d.id, "name": d.name, "path": d.path,
                 "storagePoolId": d.pool_id, "sdsId": d.sds_id, "capacityKb": d.capacity_kb,
+                "deviceState": self.removal_state(Kind::Device, &d.id, &d.sds_id).unwrap_or("Normal"),
             })).collect::<Vec<_>>(),
             "sdc": self.sdcs.iter().map(|s| json!({
                 "id": s.id, "ip": s.ip, "guid": s.guid, "connected": s.connected,
@@ -1952,6 +1954,7 @@ impl Model {
 
     fn observe_if_due(&mut self) {
         let now = Instant::now();
+        self.finish_removals(now);
         if self
             .observed
             .is_none_or(|at| now.duration_since(at) >= OBSERVE_EVERY)
