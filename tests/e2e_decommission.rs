@@ -210,6 +210,40 @@ fn remove_a_device(rig: &Rig) {
     );
 }
 
+/// The storage pool's data in use, as `/api/state` shows it.
+fn used_bytes(base: &str) -> Result<u64, String> {
+    let s = json(base, "/api/state")?;
+    let pools = s["model"]["pools"].as_array().cloned().unwrap_or_default();
+    Ok(pools.iter().filter_map(|p| p["used_bytes"].as_u64()).sum())
+}
+
+/// With the pool mostly full, the other SDSs could not hold agent-2's data: refused, naming
+/// the pool; nothing starts.
+fn a_decommission_without_room_is_refused(rig: &Rig) {
+    let base = &rig.base;
+    rig.control(true, "/control/gateway/fill?pct=80");
+    until("the pool's data in use seen", SOON, || {
+        match used_bytes(base)? {
+            0 => Err("no data in use yet".into()),
+            _ => Ok(()),
+        }
+    });
+    let (status, answer) = rig.operator("/api/nodes/agent-2/decommission");
+    assert_eq!(status, 409, "{answer}");
+    assert_eq!(answer["outcome"], "refused", "{answer}");
+    let why = answer["message"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("could not hold its data") && why.contains("pool"),
+        "{why}"
+    );
+    assert_eq!(rig.sds("agent-2").expect("its SDS")["sdsState"], "Normal");
+    rig.control(true, "/control/gateway/fill?pct=0");
+    until("the pool empty again", SOON, || match used_bytes(base)? {
+        0 => Ok(()),
+        n => Err(format!("{n} bytes in use")),
+    });
+}
+
 /// Decommissions agent-2; its new agent id.
 fn decommission(rig: &Rig) -> String {
     let base = &rig.base;
@@ -333,6 +367,7 @@ fn storage_is_taken_out_without_data_ever_unavailable() {
     rig.control(true, "/control/gateway/events/reset");
 
     remove_a_device(&rig);
+    a_decommission_without_room_is_refused(&rig);
     let agent_2 = decommission(&rig);
     replace_a_killed_host(&rig);
     the_replaced_host_returns_as_a_new_node(&rig, &agent_2);
