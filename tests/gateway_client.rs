@@ -556,3 +556,89 @@ fn a_health_poll_is_stamped_with_when_its_reads_began() {
         after - before
     );
 }
+
+/// `removeSds` and `removeDevice` as the fixtures show them under way: listed `RemovePending`
+/// while their data moves (the pool rebalancing), asked again without harm, gone after; and
+/// refused with the gateway's code when the SDSs that stay could not hold the data.
+#[test]
+fn removals_are_pending_while_data_moves_then_gone_or_refused_without_room() {
+    use api::Removal;
+    let gw = start();
+    gw.set_rebuild_time(Duration::from_millis(400))
+        .expect("rebuild time");
+    let mut c = client(&gw);
+    let pd = api::create_protection_domain(&mut c, &NewProtectionDomain { name: "pd3".into() })
+        .expect("create pd");
+    let new_pool = NewStoragePool {
+        name: "sp3".into(),
+        protection_domain_id: pd.clone(),
+    };
+    let pool = api::create_storage_pool(&mut c, &new_pool).expect("create pool");
+    let mut ids = Vec::new();
+    for (i, ip) in ["10.3.0.1", "10.3.0.2", "10.3.0.3"].into_iter().enumerate() {
+        let mut new_sds = NewSds::at(&format!("r{i}"), &pd, ip);
+        for path in ["/dev/sdb", "/dev/sdc"] {
+            new_sds.device_info_list.push(DeviceInfo {
+                device_path: path.into(),
+                storage_pool_id: pool.clone(),
+            });
+        }
+        ids.push(api::create_sds(&mut c, &new_sds).expect("create sds"));
+    }
+    assert_eq!(
+        api::remove_sds(&mut c, &ids[0]).expect("remove"),
+        Removal::Started
+    );
+    assert_eq!(
+        api::remove_sds(&mut c, &ids[0]).expect("asked again"),
+        Removal::Started
+    );
+    let sds = api::sds(&mut c, &ids[0]).expect("still listed");
+    let want = &decode_fixture::<Vec<Sds>>("removing/sdss.json")[0];
+    assert_eq!(sds.sds_state, want.sds_state);
+    let stats = api::pool_statistics(&mut c, std::slice::from_ref(&pool)).expect("stats");
+    assert!(
+        stats[&pool].pending_rebalance_capacity_in_kb > 0,
+        "{stats:?}"
+    );
+
+    let device = api::sds_devices(&mut c, &ids[1]).expect("devices")[0].clone();
+    assert_eq!(
+        api::remove_device(&mut c, &device.id).expect("remove device"),
+        Removal::Started
+    );
+    let listed = api::devices(&mut c).expect("devices");
+    let pending = listed.iter().find(|d| d.id == device.id).expect("listed");
+    let want = &decode_fixture::<Vec<Device>>("removing/devices.json")[0];
+    assert_eq!(pending.device_state, want.device_state);
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    // The SDS's two devices and the other one.
+    while api::devices(&mut c).expect("devices").len() > 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the removals never ended"
+        );
+        std::thread::yield_now();
+    }
+    assert_eq!(api::sdss(&mut c).expect("sdss").len(), 2);
+    assert_eq!(
+        api::remove_sds(&mut c, &ids[0]).expect("gone"),
+        Removal::Gone
+    );
+    let left = api::devices(&mut c).expect("devices");
+    assert!(left
+        .iter()
+        .all(|d| d.sds_id.as_deref() != Some(ids[0].as_str())));
+    assert!(
+        left.iter().all(|d| d.id != device.id),
+        "the device went too"
+    );
+
+    // Two SDSs left: with data in use, neither may go.
+    gw.inject(gateway::HealthFault::Fill(30)).expect("fill");
+    let e = api::remove_sds(&mut c, &ids[2]).unwrap_err();
+    assert_eq!(e.error_code(), Some(code::NOT_ENOUGH_CAPACITY), "{e}");
+    assert!(e.to_string().contains("Not enough capacity"), "{e}");
+    assert_eq!(api::sdss(&mut c).expect("sdss").len(), 2);
+}

@@ -134,6 +134,10 @@ pub struct PlanBody<'a> {
     /// The day-two step this node may start now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant: Option<super::rollout::Step>,
+    /// The node is decommissioned and its SDS gone from the cluster: a running executor stops
+    /// the node's storage services and ends its task (`TASK_FINISHED`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub decommission: bool,
 }
 
 impl PlanBody<'_> {

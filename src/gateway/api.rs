@@ -145,6 +145,51 @@ pub fn create_device(c: &mut GatewayClient, request: &NewDevice) -> Result<Strin
     create(c, "create device", ObjectType::Device, request)
 }
 
+/// What a removal call started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removal {
+    /// Accepted now, or under way already: the object stays listed until its data moved.
+    Started,
+    /// The gateway has no such object (removed before).
+    Gone,
+}
+
+/// `removeSds`: the SDS's data moves to the other SDSs of its domain (rebuilt from the other
+/// copies when it is down); it stays listed (`sdsState` `RemovePending`) until then.
+/// errorCode 212 (the dev gateway's) when the others could not hold its data.
+pub fn remove_sds(c: &mut GatewayClient, id: &str) -> Result<Removal, GatewayError> {
+    remove(c, "remove SDS", ObjectType::Sds, id, "removeSds")
+}
+
+/// `removeDevice`: as [`remove_sds`], for one device.
+pub fn remove_device(c: &mut GatewayClient, id: &str) -> Result<Removal, GatewayError> {
+    remove(c, "remove device", ObjectType::Device, id, "removeDevice")
+}
+
+fn remove(
+    c: &mut GatewayClient,
+    call: &'static str,
+    t: ObjectType,
+    id: &str,
+    action: &str,
+) -> Result<Removal, GatewayError> {
+    let path = paths::instance_action(t, id, action);
+    // The answer's body carries nothing (often empty): the status says it all.
+    match c.post(call, &path, &Value::Object(Default::default())) {
+        Ok(_) => Ok(Removal::Started),
+        Err(e) if e.error_code() == Some(code::REMOVE_IN_PROGRESS) => Ok(Removal::Started),
+        Err(e)
+            if matches!(
+                e.error_code(),
+                Some(code::NOT_FOUND | code::SDS_NOT_FOUND | code::DEVICE_NOT_FOUND)
+            ) =>
+        {
+            Ok(Removal::Gone)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Capacity figures of these pools, in one `querySelectedStatistics` call (none for no ids).
 pub fn pool_statistics(
     c: &mut GatewayClient,

@@ -32,6 +32,12 @@ pub mod code {
     pub const PD_NAME_IN_USE: i64 = 141;
     pub const POOL_NAME_IN_USE: i64 = 173;
     pub const DEVICE_ALREADY_EXISTS: i64 = 206;
+    pub const SDS_NOT_FOUND: i64 = 78;
+    pub const DEVICE_NOT_FOUND: i64 = 126;
+    /// The dev gateway's own numbers (the real codes are not in the public sources we read):
+    /// a removal already under way, and the other SDSs of the domain could not hold the data.
+    pub const REMOVE_IN_PROGRESS: i64 = 211;
+    pub const NOT_ENOUGH_CAPACITY: i64 = 212;
 }
 
 /// How to reach and authenticate to the gateway.

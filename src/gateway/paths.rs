@@ -46,6 +46,11 @@ pub fn instance(t: ObjectType, id: &str) -> String {
     format!("/api/instances/{}::{id}", t.name())
 }
 
+/// An action on one object (`removeSds`, `removeDevice`).
+pub fn instance_action(t: ObjectType, id: &str, action: &str) -> String {
+    format!("{}/action/{action}", instance(t, id))
+}
+
 /// The objects of type `related` that belong to one object.
 pub fn relationship(t: ObjectType, id: &str, related: ObjectType) -> String {
     format!("{}/relationships/{}", instance(t, id), related.name())
@@ -65,6 +70,10 @@ mod tests {
         assert_eq!(
             instance(ObjectType::Sds, "ab12"),
             "/api/instances/Sds::ab12"
+        );
+        assert_eq!(
+            instance_action(ObjectType::Device, "d1", "removeDevice"),
+            "/api/instances/Device::d1/action/removeDevice"
         );
         assert_eq!(
             relationship(ObjectType::Sds, "ab12", ObjectType::Device),

@@ -526,7 +526,11 @@ fn row(out: &mut String, n: &Node, target: u64, now_ms: u64) {
         if n.persona.is_mdm() { " mdm" } else { "" },
         esc(n.persona.as_str())
     );
-    phase_cells(out, n.phase, &super::page_plan::row_note(n, target));
+    let note = match removal_note(n) {
+        Some(note) => note.to_string(),
+        None => super::page_plan::row_note(n, target),
+    };
+    phase_cells(out, n.phase, &note);
     super::page_health::cell(out, n);
     devices_cell(out, n);
     contact_cell(out, n.last_contact_ms, now_ms);
@@ -541,6 +545,26 @@ fn row(out: &mut String, n: &Node, target: u64, now_ms: u64) {
         (None, None) => out.push_str("<td><span class=\"none\">—</span></td>"),
     }
     out.push_str("</tr>");
+}
+
+/// Where taking the node's storage out is, in place of its plan note.
+fn removal_note(n: &Node) -> Option<&'static str> {
+    use crate::scheduler::model::Removal;
+    Some(match (n.decommissioned, n.removal) {
+        (true, _) => {
+            "<div class=\"plan-note\">decommissioned: never launched until recommissioned</div>"
+        }
+        (_, Some(Removal::Draining)) => {
+            "<div class=\"plan-note\">decommissioning: its SDS's data moves away</div>"
+        }
+        (_, Some(Removal::Stopping)) => {
+            "<div class=\"plan-note\">decommissioning: its services stop</div>"
+        }
+        (_, Some(Removal::Replacing)) => {
+            "<div class=\"plan-note\">replaced: its SDS is being removed</div>"
+        }
+        (false, None) => return None,
+    })
 }
 
 /// The phase badge and the progress along the install path, with `note` (HTML) under it.
@@ -734,6 +758,28 @@ mod tests {
     }
 
     /// A node whose day-two step waits says why in its own row, escaped.
+    #[test]
+    fn a_node_taken_out_says_so_in_its_row() {
+        use crate::scheduler::model::Removal;
+        let mut n = Node::new("a1", "h1", crate::scheduler::model::Persona::Data, 0);
+        n.phase = Phase::Running;
+        n.removal = Some(Removal::Draining);
+        let mut html = String::new();
+        row(&mut html, &n, 0, 0);
+        assert!(
+            html.contains("decommissioning: its SDS's data moves away"),
+            "{html}"
+        );
+        n.removal = None;
+        n.decommissioned = true;
+        let mut html = String::new();
+        row(&mut html, &n, 0, 0);
+        assert!(
+            html.contains("decommissioned: never launched until recommissioned"),
+            "{html}"
+        );
+    }
+
     #[test]
     fn a_waiting_step_shows_in_the_row() {
         use crate::scheduler::model::{NodeRollout, Step, StepState, StepStatus};

@@ -126,10 +126,12 @@ impl Executor {
         let spawned = thread::Builder::new().name("node".into()).spawn(move || {
             let outcome = worker.run();
             let running = outcome == Outcome::Running;
-            let _ = tx.send(Incoming::Node(id, outcome));
-            // The task stays running whatever the host checks find.
+            let _ = tx.send(Incoming::Node(id.clone(), outcome));
+            // The task stays running whatever the host checks find, until decommissioned.
             if running {
-                worker.watch();
+                if let Some(end) = worker.watch() {
+                    let _ = tx.send(Incoming::Node(id, end));
+                }
             }
         });
         match spawned {
@@ -148,6 +150,11 @@ impl Executor {
         match outcome {
             Outcome::Running => {
                 self.send_status(task_id, TaskState::Running, "storage node running", None);
+            }
+            Outcome::Decommissioned(text) => {
+                self.send_status(task_id, TaskState::Finished, &text, None);
+                let wait = self.config.shutdown_grace_period.min(NEVER);
+                self.shutdown_deadline = Some(after(Instant::now(), wait));
             }
             Outcome::Failed(text) | Outcome::Refused(text) => {
                 self.send_status(task_id, TaskState::Failed, &text, None);

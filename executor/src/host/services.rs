@@ -37,7 +37,7 @@ impl<'a> Service<'a> {
     fn cmd(&self, verb: &str) -> Cmd {
         let (program, args) = self.manager().command(self.name, verb);
         let deadline = match verb {
-            "start" | "restart" => Cmd::SERVICE_DEADLINE,
+            "start" | "restart" | "stop" => Cmd::SERVICE_DEADLINE,
             _ => Cmd::QUERY_DEADLINE,
         };
         Cmd::new(program, &args).deadline(deadline)
@@ -50,6 +50,10 @@ impl<'a> Service<'a> {
 
     pub fn start(&self, r: &mut dyn Runner) -> Result<(), CommandError> {
         r.check(&self.cmd("start")).map(drop)
+    }
+
+    pub fn stop(&self, r: &mut dyn Runner) -> Result<(), CommandError> {
+        r.check(&self.cmd("stop")).map(drop)
     }
 
     pub fn restart(&self, r: &mut dyn Runner) -> Result<(), CommandError> {

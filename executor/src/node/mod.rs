@@ -45,6 +45,8 @@ pub enum Outcome {
     Failed(String),
     /// The scheduler refuses this executor (replaced or unknown): nothing left to do.
     Refused(String),
+    /// Decommissioned: the node's storage services are stopped; the task is finished.
+    Decommissioned(String),
 }
 
 /// A phase's failure: what went wrong, without the phase (added by the caller).

@@ -565,7 +565,7 @@ mod tests {
 
         /// A running node's worker on this host and scheduler, watching until the scheduler
         /// ends it.
-        fn watch(&self) {
+        fn watch(&self) -> Option<super::super::Outcome> {
             let host = self.host.clone();
             let runner = Scripted::new(move |cmd: &Cmd| answer(&host, cmd));
             let mut node = Node::with(
@@ -575,7 +575,7 @@ mod tests {
                 self.dir.join("sandbox"),
             );
             node.fetch_plan(None).unwrap();
-            node.watch();
+            node.watch()
         }
 
         fn reports(&self) -> Vec<String> {
@@ -603,6 +603,25 @@ mod tests {
 
     fn rpm(c: &str) -> String {
         format!("EMC-ScaleIO-{c}-{NEW}.x86_64.rpm")
+    }
+
+    #[test]
+    fn a_decommissioned_node_stops_its_sds_and_ends_without_walking() {
+        let w = World::new("decommission", OLD);
+        w.record.lock().unwrap().plan.body.decommission = true;
+        let end = w.watch();
+        assert!(
+            matches!(&end, Some(super::super::Outcome::Decommissioned(t)) if t.contains("sds service is stopped")),
+            "{end:?}"
+        );
+        let ran = w.host.lock().unwrap().ran.clone();
+        assert!(ran.iter().any(|l| l == "systemctl stop sds"), "{ran:?}");
+        assert!(
+            w.reports().is_empty(),
+            "no walk to the target: {:?}",
+            w.reports()
+        );
+        assert_eq!(w.installs(), Vec::<String>::new());
     }
 
     #[test]

@@ -4,16 +4,18 @@
 //! generation (`rollout.rs`). An unchanged host costs no call beyond the poll. Nothing here
 //! fails the task, relaunches anything or walks a phase again.
 
-use super::health::{self, Expected, Look};
-use super::Node;
+use super::health::{self, Expected, Look, SDS_SERVICE};
+use super::{Node, Outcome};
 use crate::host::services::Service;
 use storage_framework::contract::api::Action;
 use storage_framework::contract::health::{HostProblem, HostReport};
 
 impl Node {
     /// Looks, tells the scheduler of a change, waits for the next plan; until the scheduler
-    /// refuses this executor (it was replaced), which ends the watch and nothing else.
-    pub fn watch(&mut self) {
+    /// refuses this executor (it was replaced), which ends the watch and nothing else (`None`),
+    /// or its plan says the node is decommissioned: its storage services are stopped and the
+    /// task ends.
+    pub fn watch(&mut self) -> Option<Outcome> {
         let mut told: Option<HostReport> = None;
         loop {
             let found = self.look();
@@ -24,15 +26,18 @@ impl Node {
                         "node {}: host checks end, the scheduler refused the report: {e}",
                         self.plan.hostname
                     );
-                    return;
+                    return None;
                 }
                 told = Some(found);
             }
+            if self.plan.decommission {
+                return Some(self.stop_storage());
+            }
             if self.rescan().is_err() {
-                return;
+                return None;
             }
             if self.follow_target().is_err() {
-                return;
+                return None;
             }
             let version = self.plan.version;
             if let Err(e) = self.fetch_plan(Some(version)) {
@@ -40,8 +45,25 @@ impl Node {
                     "node {}: host checks end, the scheduler refused the plan: {e}",
                     self.plan.hostname
                 );
-                return;
+                return None;
             }
+        }
+    }
+
+    /// The node's SDS is gone from the cluster: its service stops, and stays stopped across
+    /// reboots only as far as the operator disables it (a recommission starts it again).
+    fn stop_storage(&mut self) -> Outcome {
+        let host = self.plan.hostname.to_string();
+        let platform = match self.platform() {
+            Ok(p) => p,
+            Err(e) => return Outcome::Failed(format!("decommission: {e}")),
+        };
+        log::info!("node {host}: decommissioned; stopping its {SDS_SERVICE} service");
+        match Service::new(platform, SDS_SERVICE).stop(self.runner.as_mut()) {
+            Ok(()) => Outcome::Decommissioned(format!(
+                "decommissioned: its SDS left the storage cluster and its {SDS_SERVICE} service is stopped"
+            )),
+            Err(e) => Outcome::Failed(format!("decommission: stopping {SDS_SERVICE}: {e}")),
         }
     }
 

@@ -496,6 +496,7 @@ impl ExecutorApi {
             target_generation: state.model.target.generation,
             generation: node.generation,
             grant: node.rollout.as_ref().and_then(|r| r.granted),
+            decommission: node.removal == Some(crate::scheduler::model::Removal::Stopping),
         };
         let encode_error =
             |e: serde_json::Error| ApiError::new(500, "cannot encode plan", e.to_string());

@@ -83,8 +83,9 @@ impl Dispatcher {
             }
         }
         node.agent_id = new.into();
-        if !rebooted {
-            // A reboot asked for keeps its phase: the next launch resumes after it.
+        if !rebooted && !node.decommissioned {
+            // A reboot asked for keeps its phase: the next launch resumes after it; a
+            // decommissioned node is not launched at all.
             node.phase = Phase::Lost;
             node.last_error =
                 Some(format!("agent {old} was replaced by {new} (host restarted)").into());
@@ -117,7 +118,11 @@ impl Dispatcher {
                 self.dirty = true;
                 now
             });
-            if now.saturating_sub(since) >= RETIRE_AFTER_MS && !node.covered() {
+            // A decommissioned node stays, so that its host is never launched on again.
+            if now.saturating_sub(since) >= RETIRE_AFTER_MS
+                && !node.covered()
+                && !node.decommissioned
+            {
                 retire.push(node.agent_id.to_string());
             }
         }

@@ -385,6 +385,7 @@ impl Dispatcher {
             }
             Input::Storage(Report::Health(poll)) => self.on_health_poll(&poll),
             Input::Storage(Report::HealthFailed { error, .. }) => self.on_health_failure(&error),
+            Input::Storage(Report::Removed(r)) => self.on_removed(r),
             Input::Storage(report) => {
                 if self.storage.on_report(&mut self.state.model, report) {
                     self.dirty = true;

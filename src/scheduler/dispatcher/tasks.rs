@@ -64,6 +64,7 @@ impl Dispatcher {
             status.agent_id.as_ref().map(|a| a.value.as_str()),
         );
         match ours {
+            Some(agent) if self.decommission_ended(&agent, &status, now) => {}
             Some(agent) => self.on_current_update(&agent, &status, now),
             None => self.on_stray_update(&status),
         }

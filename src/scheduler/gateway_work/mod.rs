@@ -10,11 +10,12 @@ pub mod attach_plan;
 pub mod outage;
 pub mod prereq;
 pub mod reconcile;
+pub mod removal;
 pub mod report;
 pub mod startup;
 pub mod worker;
 
-use crate::scheduler::model::{ClusterModel, Node, Persona, Phase};
+use crate::scheduler::model::{ClusterModel, Node, Persona, Phase, Removal};
 use attach_plan::{DeviceWant, NodeWant};
 use crossbeam_channel::Sender;
 use report::{NodeReport, Report};
@@ -45,6 +46,8 @@ pub struct StorageSide {
     /// A node may reboot after its `devices` phase (`reboot-final`: an isolator to load, and
     /// reboots allowed): its disks join only from `storage-attach` on, after that reboot.
     reboot_after_devices: bool,
+    /// Removals handed to the worker (agent, device; `None` the SDS), until it reports them.
+    removals_sent: std::collections::HashSet<(String, Option<String>)>,
 }
 
 impl StorageSide {
@@ -90,8 +93,48 @@ impl StorageSide {
         })
     }
 
+    /// The node's devices for the cluster, less those an operator takes out.
     fn wanted(&self, node: &Node) -> Vec<DeviceWant> {
-        attach_plan::wanted_devices(node, &self.protection_domain, &self.storage_pool)
+        let mut all =
+            attach_plan::wanted_devices(node, &self.protection_domain, &self.storage_pool);
+        if !node.devices_removed.is_empty() || !node.devices_removing.is_empty() {
+            let out =
+                |p: &String| node.devices_removed.contains(p) || node.devices_removing.contains(p);
+            all.retain(|d| !out(&d.path));
+        }
+        all
+    }
+
+    /// Queues the removals the model holds and the worker has not been given (all of them
+    /// after a restart: the worker finds by name what it had started).
+    fn plan_removals(&mut self, node: &Node) {
+        let sds = matches!(node.removal, Some(Removal::Draining | Removal::Replacing));
+        let devices = node.devices_removing.iter().map(|d| Some(d.clone()));
+        let wanted: Vec<Option<String>> = sds.then_some(None).into_iter().chain(devices).collect();
+        for device in wanted {
+            let key = (node.agent_id.to_string(), device.clone());
+            if self.removals_sent.contains(&key) {
+                continue;
+            }
+            self.removals_sent.insert(key);
+            self.queued.push(Job::Remove(removal::RemoveWant {
+                agent_id: node.agent_id.to_string(),
+                hostname: node.hostname.clone(),
+                sds_name: attach_plan::sds_name(&node.hostname),
+                sds_id: node.sds_id.as_deref().map(str::to_string),
+                device,
+            }));
+        }
+    }
+
+    /// The worker reported this removal's end: a new one may be sent.
+    pub fn removal_done(&mut self, agent: &str, device: Option<&str>) {
+        self.removals_sent
+            .remove(&(agent.to_string(), device.map(str::to_string)));
+        if device.is_none() {
+            self.sent.remove(agent);
+            self.errors.remove(agent);
+        }
     }
 
     /// Whether the cluster should match the node's devices now: they are known, and no reboot
@@ -153,8 +196,11 @@ impl StorageSide {
         self.rebooting = rebooting;
         let mut changed = false;
         for mut node in model.nodes.values_mut() {
+            if node.removal.is_some() || !node.devices_removing.is_empty() {
+                self.plan_removals(&node);
+            }
             // Most nodes of a big cluster are not there yet: skip them before any allocation.
-            if !self.attach_due(&node) {
+            if !node.launchable() || !self.attach_due(&node) {
                 continue;
             }
             let wanted = self.wanted(&node);
@@ -239,6 +285,8 @@ impl StorageSide {
             Report::Node(r) => self.on_node(model, r),
             // The dispatcher keeps it with the state it saves; the model has no place for it.
             Report::Certificate { .. } => false,
+            // The dispatcher acts on these (`dispatcher/op_remove.rs`).
+            Report::Removed(_) => false,
             // The dispatcher hands these to the health model (`scheduler/health/`), which
             // keeps the pools and logs their changes.
             Report::Health(_) | Report::HealthFailed { .. } => false,

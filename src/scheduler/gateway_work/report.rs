@@ -22,6 +22,18 @@ pub enum Report {
         fingerprint: Fingerprint,
         address: String,
     },
+    /// A removal the gateway finished (no longer lists the object) or refused.
+    Removed(RemovalReport),
+}
+
+/// The end of an SDS's or a device's removal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemovalReport {
+    pub agent_id: String,
+    /// `None`: the node's SDS.
+    pub device: Option<String>,
+    /// `Err`: the gateway's refusal.
+    pub outcome: Result<(), String>,
 }
 
 /// The outcome of a node's work.

@@ -12,6 +12,7 @@
 use super::attach_plan::NodeWant;
 use super::outage::{Gate, Outage};
 use super::reconcile::Reconciler;
+use super::removal::{Removals, RemoveWant};
 pub use super::report::{HealthPoll, NodeReport, Report};
 use crate::backoff::Backoff;
 use crate::clock::{self, Clock};
@@ -34,6 +35,9 @@ pub enum Job {
     PollSoon,
     /// The gateway's `host:port`, for a worker started without one (experimental mode).
     Gateway(String),
+    /// Take a node's SDS, or one of its devices, out (`removal.rs`); an SDS's node is
+    /// worked no more.
+    Remove(RemoveWant),
 }
 
 #[derive(Debug, Clone)]
@@ -94,6 +98,7 @@ pub struct Worker {
     polled_ms: Option<u64>,
     /// The gateway as a whole: while it is unreachable only probes go out.
     outage: Outage,
+    removals: Removals,
     clock: Arc<dyn Clock>,
 }
 
@@ -108,6 +113,7 @@ impl Worker {
             hosts: HashMap::new(),
             poll_due: 0,
             polled_ms: None,
+            removals: Removals::default(),
             clock: clock::system(),
         }
     }
@@ -158,6 +164,7 @@ impl Worker {
         self.pending
             .values()
             .map(|p| p.due)
+            .chain(self.removals.next_due())
             .chain(std::iter::once(self.poll_due))
             .min()
             .unwrap_or(self.poll_due)
@@ -240,15 +247,20 @@ impl Worker {
                     },
                 );
             }
+            Job::Remove(want) => {
+                if want.device.is_none() {
+                    self.pending.remove(&want.agent_id);
+                    self.watched.remove(&want.agent_id);
+                    self.hosts.retain(|_, agent| *agent != want.agent_id);
+                }
+                let (base, cap) = (self.settings.retry_base, self.settings.retry_cap);
+                self.removals.take(want, self.clock.now_ms(), base, cap);
+            }
             Job::Poll => self.poll_due = self.clock.now_ms(),
             // A step waiting on a rebuild asks again and again: a quarter of the health
             // interval apart (at least 250 ms), so that a rebuild is seen done soon after it
             // is, without polling a minutes-long one twice a second.
-            Job::PollSoon => {
-                let gap = (ms(self.settings.poll_interval) / 4).max(250);
-                let earliest = self.polled_ms.map_or(0, |t| t + gap);
-                self.poll_due = self.poll_due.min(earliest.max(self.clock.now_ms()));
-            }
+            Job::PollSoon => self.poll_soon(),
             Job::Gateway(address) => {
                 log::info!("storage gateway at {address}");
                 self.gateway.client().set_address(&address);
@@ -256,6 +268,12 @@ impl Worker {
                 self.outage = Outage::new(self.settings.retry_base, self.settings.retry_cap);
             }
         }
+    }
+
+    fn poll_soon(&mut self) {
+        let gap = (ms(self.settings.poll_interval) / 4).max(250);
+        let earliest = self.polled_ms.map_or(0, |t| t + gap);
+        self.poll_due = self.poll_due.min(earliest.max(self.clock.now_ms()));
     }
 
     /// Does whatever is due; the reports to send. The first request that finds the gateway
@@ -281,6 +299,14 @@ impl Worker {
         };
         if !awaiting_sdc.is_empty() {
             reports.extend(self.check_sdcs(&awaiting_sdc));
+        }
+        if self.outage.next_probe().is_none() {
+            reports.extend(self.removals.start_due(self.gateway.client(), now));
+            self.gateway_gone();
+        }
+        // A removal is done when a poll no longer lists its object: look often meanwhile.
+        if self.removals.watching() {
+            self.poll_soon();
         }
         if self.outage.next_probe().is_some() {
             reports.extend(self.poll_missed(now));
@@ -308,6 +334,7 @@ impl Worker {
         match polled {
             Ok(poll) => {
                 reports.extend(self.recheck_watched(&poll.sdcs));
+                reports.extend(self.removals.check(&poll));
                 reports.push(Report::Health(Box::new(poll)));
             }
             Err(e) => {
@@ -777,5 +804,97 @@ mod tests {
         assert!(matches!(report, Report::Health(_)), "{report:?}");
         drop(jobs);
         worker.join().unwrap();
+    }
+
+    fn remove(i: usize) -> Job {
+        Job::Remove(RemoveWant {
+            agent_id: format!("a{i}"),
+            hostname: format!("h{i}"),
+            sds_name: format!("h{i}"),
+            sds_id: None,
+            device: None,
+        })
+    }
+
+    fn removals(reports: &[Report]) -> Vec<&super::super::report::RemovalReport> {
+        reports
+            .iter()
+            .filter_map(|r| match r {
+                Report::Removed(r) => Some(r),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `count` nodes attached and watched on the dev gateway.
+    fn attached(
+        gw: &devcluster::gateway::GatewayHandle,
+        clock: &Arc<ManualClock>,
+        count: usize,
+    ) -> Worker {
+        let mut w = worker_on(&gw.addr().to_string(), clock.clone());
+        for i in 1..=count {
+            let want = with_device(i);
+            gw.sdc_installed(&want.ip, "10.0.0.11").unwrap();
+            w.take(Job::Attach(want));
+        }
+        w.work_due();
+        assert_eq!(w.watched.len(), count);
+        w
+    }
+
+    #[test]
+    fn an_sds_removed_is_reported_once_the_gateway_lists_it_no_more() {
+        let gw = dev_gateway();
+        gw.set_rebuild_time(Duration::from_millis(300)).unwrap();
+        let clock = ManualClock::at(1_000);
+        let mut w = attached(&gw, &clock, 3);
+        w.take(remove(1));
+        assert!(!w.watched.contains_key("a1"), "its node is worked no more");
+        let reports = w.work_due();
+        assert!(removals(&reports).is_empty(), "{reports:?}");
+        let mut c = worker_on(&gw.addr().to_string(), clock.clone()).gateway;
+        let listed = |c: &mut Reconciler| {
+            let sdss = api::sdss(c.client()).unwrap();
+            sdss.into_iter().find(|s| s.name.as_deref() == Some("h1"))
+        };
+        let pending = listed(&mut c).expect("listed while its data moves");
+        assert_eq!(pending.sds_state.as_deref(), Some("RemovePending"));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while listed(&mut c).is_some() {
+            assert!(std::time::Instant::now() < deadline, "the SDS never went");
+            std::thread::yield_now();
+        }
+        // The next poll (soon: a removal is watched) sees it gone.
+        clock.advance(60_000);
+        let reports = w.work_due();
+        let done = removals(&reports);
+        assert_eq!(done.len(), 1, "{reports:?}");
+        assert_eq!(
+            (done[0].agent_id.as_str(), &done[0].outcome),
+            ("a1", &Ok(()))
+        );
+        clock.advance(60_000);
+        assert!(removals(&w.work_due()).is_empty(), "reported once");
+    }
+
+    #[test]
+    fn a_removal_the_other_sdss_could_not_hold_is_refused() {
+        let gw = dev_gateway();
+        let clock = ManualClock::at(1_000);
+        let mut w = attached(&gw, &clock, 2);
+        gw.inject(devcluster::gateway::HealthFault::Fill(60))
+            .unwrap();
+        w.take(remove(2));
+        let reports = w.work_due();
+        let done = removals(&reports);
+        assert_eq!(done.len(), 1, "{reports:?}");
+        let why = done[0].outcome.clone().unwrap_err();
+        assert!(why.contains("Not enough capacity"), "{why}");
+        let sdss = api::sdss(w.gateway.client()).unwrap();
+        assert_eq!(sdss.len(), 2, "nothing removed");
+        assert!(sdss
+            .iter()
+            .all(|s| s.sds_state.as_deref() == Some("Normal")));
     }
 }

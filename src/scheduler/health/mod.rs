@@ -9,6 +9,7 @@ pub mod assess;
 pub mod gate;
 mod node;
 mod pool;
+pub mod room;
 
 use std::time::Duration;
 

@@ -34,6 +34,11 @@ pub(super) struct Context<'a> {
 
 /// The node's health at `cx.now_ms`; `contact_ms`: when its executor was last heard from.
 pub(super) fn node_health(node: &Node, contact_ms: Option<u64>, cx: &Context) -> Health {
+    // Out of the storage cluster, or its SDS gone and its services stopping: nothing of it
+    // is expected any more.
+    if node.decommissioned || node.removal == Some(crate::scheduler::model::Removal::Stopping) {
+        return Health::healthy();
+    }
     let mut problems = Vec::new();
     let mut unknown = Vec::new();
     if gateway_applies(node) {

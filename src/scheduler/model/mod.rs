@@ -304,6 +304,32 @@ pub struct Node {
     /// how the last one ended).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub relaunch_stopped: bool,
+    /// An operator is taking the node's storage out (saved: a restarted scheduler goes on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removal: Option<Removal>,
+    /// Its SDS was removed and its services stopped: never launched again until an operator
+    /// recommissions it, whatever its agent offers.
+    #[serde(default)]
+    pub decommissioned: bool,
+    /// Devices an operator had removed from the pool (and those on their way out): never
+    /// attached again, though the host still has them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices_removed: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices_removing: Vec<String>,
+}
+
+/// Where taking a node's storage out is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Removal {
+    /// `decommission`: the gateway moves its SDS's data away; the SDS goes once that is done.
+    Draining,
+    /// `decommission`: its SDS is gone; its executor stops the node's services and ends.
+    Stopping,
+    /// `replace`: its SDS is removed at once (its data rebuilt from the other copies); the
+    /// node is forgotten once the gateway took the removal.
+    Replacing,
 }
 
 /// A node's executor replaced by a newer binary: killed, then relaunched on the next offer.
@@ -374,6 +400,10 @@ impl Node {
             devices_missing: Vec::new(),
             device_errors: Vec::new(),
             relaunch_stopped: false,
+            removal: None,
+            decommissioned: false,
+            devices_removed: Vec::new(),
+            devices_removing: Vec::new(),
         }
     }
 
@@ -381,9 +411,18 @@ impl Node {
         self.task.as_ref().is_some_and(TaskRecord::is_active)
     }
 
-    /// Waits for a launch at `now_ms`: not covered, past its backoff, not out of relaunches.
+    /// Waits for a launch at `now_ms`: launchable, not covered, past its backoff, not out of
+    /// relaunches.
     pub fn awaits_launch(&self, now_ms: u64) -> bool {
-        !self.covered() && !self.relaunch_stopped && self.retry_after_ms.is_none_or(|t| t <= now_ms)
+        self.launchable()
+            && !self.covered()
+            && !self.relaunch_stopped
+            && self.retry_after_ms.is_none_or(|t| t <= now_ms)
+    }
+
+    /// May be launched (again): not decommissioned, nothing being taken out.
+    pub fn launchable(&self) -> bool {
+        !self.decommissioned && self.removal.is_none()
     }
 }
 

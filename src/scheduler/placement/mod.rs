@@ -293,6 +293,27 @@ pub fn screen_declines(
 /// they pin.
 type Candidate = (usize, Layout, Option<Persona>);
 
+/// Why a launch on this agent waits for an operator: its node out of relaunches,
+/// decommissioned or having its storage taken out, or (no node yet) the plan paused.
+fn held_back(
+    node: Option<&crate::scheduler::model::Node>,
+    paused: bool,
+    host: &str,
+) -> Option<String> {
+    match node {
+        Some(n) if n.relaunch_stopped => Some(format!(
+            "{host}: {} launches in a row failed; not relaunched until retried",
+            n.failures
+        )),
+        Some(n) if n.decommissioned => Some(format!(
+            "{host} is decommissioned (recommission it to launch it again)"
+        )),
+        Some(n) if !n.launchable() => Some(format!("{host} is having its storage taken out")),
+        None if paused => Some(format!("{host}: the plan is paused; no new node starts")),
+        _ => None,
+    }
+}
+
 /// Declines what cannot be a launch (covered agents, relaunch backoff, a second offer of
 /// one agent, unreadable attributes); the rest are candidates.
 fn screen(
@@ -324,21 +345,8 @@ fn screen(
             ));
             continue;
         }
-        if let Some(n) = node.filter(|n| n.relaunch_stopped) {
-            decisions[i] = Some(decline(
-                format!(
-                    "{}: {} launches in a row failed; not relaunched until retried",
-                    offer.hostname, n.failures
-                ),
-                REFUSE_COVERED_SECS,
-            ));
-            continue;
-        }
-        if node.is_none() && model.paused {
-            decisions[i] = Some(decline(
-                format!("{}: the plan is paused; no new node starts", offer.hostname),
-                REFUSE_COVERED_SECS,
-            ));
+        if let Some(why) = held_back(node, model.paused, &offer.hostname) {
+            decisions[i] = Some(decline(why, REFUSE_COVERED_SECS));
             continue;
         }
         if let Some(until) = node.and_then(|n| n.retry_after_ms).filter(|t| *t > now_ms) {

@@ -121,6 +121,10 @@ impl<'a> Pass<'a> {
             pass.stopped = Some(PAUSED.into());
         }
         for n in model.nodes.values() {
+            // Taken out of the storage cluster by an operator: no step is its to walk.
+            if !n.launchable() {
+                continue;
+            }
             let walk = n.rollout.as_deref().filter(|r| r.generation == target);
             let Some(r) = walk else {
                 if n.phase == Phase::Running && n.generation < target {

@@ -173,7 +173,7 @@ fn kind(model: &ClusterModel) -> PlanKind {
         Some(k @ (PlanKind::Upgrade | PlanKind::TargetChange)) => Some(k),
         _ => None,
     };
-    let nodes = || model.nodes.values();
+    let nodes = || model.nodes.values().filter(|n| n.launchable());
     if let Some(k) = change {
         if nodes().any(|n| n.generation < target && !first_install(n)) {
             return k;
@@ -231,7 +231,7 @@ pub fn plan_view(model: &ClusterModel) -> PlanView {
     let target = model.target.generation;
     let mut counts = StepCounts::default();
     let mut listed: Vec<Listed<'_>> = Vec::new();
-    for n in model.nodes.values() {
+    for n in model.nodes.values().filter(|n| n.launchable()) {
         let w = walk(n, target);
         for s in &w.steps {
             counts.add(s.state);
@@ -263,7 +263,7 @@ pub fn plan_view(model: &ClusterModel) -> PlanView {
 pub fn step_counts(model: &ClusterModel) -> StepCounts {
     let target = model.target.generation;
     let mut counts = StepCounts::default();
-    for n in model.nodes.values() {
+    for n in model.nodes.values().filter(|n| n.launchable()) {
         for s in walk(n, target).steps {
             counts.add(s.state);
         }

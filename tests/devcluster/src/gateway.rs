@@ -55,6 +55,7 @@ mod cert;
 mod data;
 mod health;
 mod hosts;
+mod removal;
 
 pub use health::HealthFault;
 pub use hosts::{HostDirectory, HostFacts};
@@ -114,7 +115,15 @@ mod code {
     /// no SDS answers at the address, and the SDS's host has no such device.
     pub const SDS_NOT_REACHABLE: u64 = 209;
     pub const DEVICE_NOT_ON_HOST: u64 = 210;
+    /// Also the simulator's own: a removal under way already, and one the SDSs that stay
+    /// could not hold the data of (the framework's client knows both).
+    pub const REMOVE_IN_PROGRESS: u64 = 211;
+    pub const NOT_ENOUGH_CAPACITY: u64 = 212;
 }
+
+/// An SDS holds this share (1/N) of its pool's usable capacity when its data moves (as an
+/// outage counts it, `data.rs`).
+const SHARE_OF_POOL: u64 = 10;
 
 /// Addresses of the MDM trio the system reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1261,6 +1270,7 @@ impl Capacity {
         self.health.degraded_kb += other.health.degraded_kb;
         self.health.pending_rebuild_kb += other.health.pending_rebuild_kb;
         self.health.moving_kb += other.health.moving_kb;
+        self.health.rebalance_kb += other.health.rebalance_kb;
     }
 }
 
@@ -1287,6 +1297,7 @@ struct Model {
     faults: Faults,
     health: health::Faults,
     data: data::DataModel,
+    removals: removal::Removals,
     /// When the hosts were last looked at.
     observed: Option<Instant>,
     /// Addresses the host directory cannot see into (synthetic agents): not asked again.
@@ -1323,6 +1334,7 @@ impl Model {
             faults: Faults::default(),
             health: health::Faults::default(),
             data: data::DataModel::new(config.rebuild_time),
+            removals: removal::Removals::default(),
             observed: None,
             blind: std::collections::HashSet::new(),
             observed_sdss: usize::MAX,
@@ -1412,10 +1424,12 @@ impl Model {
                 "id": s.id, "name": s.name, "protectionDomainId": s.pd_id,
                 "ips": s.ips.iter().map(|(ip, _)| ip.clone()).collect::<Vec<_>>(),
                 "port": s.port,
+                "sdsState": self.removal_state(Kind::Sds, &s.id, &s.id).unwrap_or("Normal"),
             })).collect::<Vec<_>>(),
             "devices": self.devices.iter().map(|d| json!({
                 "id": d.id, "name": d.name, "path": d.path,
                 "storagePoolId": d.pool_id, "sdsId": d.sds_id, "capacityKb": d.capacity_kb,
+                "deviceState": self.removal_state(Kind::Device, &d.id, &d.sds_id).unwrap_or("Normal"),
             })).collect::<Vec<_>>(),
             "sdc": self.sdcs.iter().map(|s| json!({
                 "id": s.id, "ip": s.ip, "guid": s.guid, "connected": s.connected,
@@ -1427,6 +1441,7 @@ impl Model {
 
     fn handle(&mut self, request: &ApiRequest) -> Reply {
         self.requests += 1;
+        self.finish_removals(Instant::now());
         let mut reply = self.route(request);
         reply.delay = self.latency + self.faults.delay;
         log::debug!(
@@ -1511,6 +1526,15 @@ impl Model {
                         None => kind.not_found(),
                     })
                 }
+            },
+            ["instances", object, "action", action] => match parse_object(object) {
+                Some((_, id)) if !well_formed_id(id) => malformed_id(object),
+                Some((kind, id)) if method == "POST" => match json_params(request) {
+                    Ok(_) => self.instance_action(kind, id, action),
+                    Err(reply) => reply,
+                },
+                Some(_) => not_allowed(method, path),
+                None => not_route(path),
             },
             ["instances", object, "relationships", relation] => match parse_object(object) {
                 Some((kind, id)) if kind.relationships().contains(relation) => {
@@ -1860,11 +1884,17 @@ impl Model {
         if self.data.sds_down(&sds.id) {
             value["mdmConnectionState"] = json!("Disconnected");
         }
+        if let Some(state) = self.removal_state(Kind::Sds, &sds.id, &sds.id) {
+            value["sdsState"] = json!(state);
+        }
         value
     }
 
     fn device_view(&self, device: &Device) -> Value {
         let mut value = device_json(device);
+        if let Some(state) = self.removal_state(Kind::Device, &device.id, &device.sds_id) {
+            value["deviceState"] = json!(state);
+        }
         let ips: Vec<&str> = self
             .sds(&device.sds_id)
             .map(|s| s.ips.iter().map(|(ip, _)| ip.as_str()).collect())
@@ -1924,6 +1954,7 @@ impl Model {
 
     fn observe_if_due(&mut self) {
         let now = Instant::now();
+        self.finish_removals(now);
         if self
             .observed
             .is_none_or(|at| now.duration_since(at) >= OBSERVE_EVERY)
@@ -2136,8 +2167,8 @@ impl Model {
             "inMaintenanceCapacityInKb": 0,
             "pendingFwdRebuildCapacityInKb": h.pending_rebuild_kb,
             "pendingBckRebuildCapacityInKb": 0,
-            "pendingRebalanceCapacityInKb": 0,
-            "movingCapacityInKb": h.moving_kb,
+            "pendingRebalanceCapacityInKb": h.rebalance_kb,
+            "movingCapacityInKb": h.moving_kb + h.rebalance_kb,
             "numOfDevices": capacity.devices,
             "numOfVolumes": 0,
             "numOfSnapshots": 0,
@@ -2185,6 +2216,7 @@ impl Model {
             self.data.pool(pd, max_kb - spare_kb, now),
             max_kb - spare_kb,
         );
+        capacity.health.rebalance_kb = self.rebalance_kb(&pool.id, max_kb - spare_kb, now);
         // Data in use is held twice: half of what is left can take new volumes.
         let free = max_kb - spare_kb - capacity.health.in_use_kb;
         capacity.allocatable_kb = free / 2 / ALLOCATION_UNIT_KB * ALLOCATION_UNIT_KB;

@@ -50,6 +50,8 @@ struct Track {
     cut_off: bool,
     /// When it came back, and how long rebuilding what it missed takes.
     back: Option<(Instant, Duration)>,
+    /// Removed from the gateway while down: kept only while its data is rebuilt.
+    removed: bool,
 }
 
 impl Track {
@@ -135,8 +137,9 @@ impl DataModel {
     /// What the hosts show of every SDS the gateway has now (those it no longer has are
     /// forgotten). `pools_degraded`: an injected fault already has every pool missing copies.
     pub fn observe_sdss(&mut self, seen: &[SdsSeen], pools_degraded: bool, now: Instant) {
-        self.sdss
-            .retain(|id, _| seen.iter().any(|s| s.id == id.as_str()));
+        self.sdss.retain(|id, t| {
+            seen.iter().any(|s| s.id == id.as_str()) || (t.removed && t.missing_any(now))
+        });
         for s in seen {
             let Some(track) = self.sdss.get(s.id) else {
                 self.sdss.insert(s.id.to_string(), first_look(s));
@@ -157,6 +160,30 @@ impl DataModel {
             };
             self.apply(s.id, change, pools_degraded, now);
         }
+    }
+
+    /// How long rebuilding takes now; a removal moves data for as long.
+    pub fn rebuild_time(&self) -> Duration {
+        self.rebuild_time
+    }
+
+    /// The SDS `id`, down, was removed: the copies it held are rebuilt from the others over
+    /// the rebuild time, counted as missing until then.
+    pub fn removed_while_down(&mut self, id: &str, now: Instant) {
+        let Some(mut track) = self.sdss.remove(id) else {
+            return;
+        };
+        track.host_down = false;
+        track.cut_off = false;
+        track.removed = true;
+        track.back = Some((now, self.rebuild_time));
+        self.log(format!(
+            "sds {} of {} removed while down; rebuilding its data for {:.1}s",
+            track.name,
+            track.pd,
+            self.rebuild_time.as_secs_f64()
+        ));
+        self.sdss.insert(format!("{id} (removed)"), track);
     }
 
     /// The control API cuts the SDS `id` off from the MDM, or ends that; false when the model
@@ -422,6 +449,7 @@ fn first_look(s: &SdsSeen) -> Track {
         host_down: s.process == Process::Stopped,
         cut_off: false,
         back: None,
+        removed: false,
     }
 }
 

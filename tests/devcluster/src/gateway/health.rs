@@ -71,6 +71,8 @@ pub struct PoolFigures {
     pub degraded_kb: u64,
     pub pending_rebuild_kb: u64,
     pub moving_kb: u64,
+    /// Data moving off an SDS or device being removed (no copy missing).
+    pub rebalance_kb: u64,
 }
 
 impl PoolFigures {
@@ -83,6 +85,7 @@ impl PoolFigures {
             degraded_kb: degraded,
             pending_rebuild_kb: (self.pending_rebuild_kb + other.pending_rebuild_kb).min(usable_kb),
             moving_kb: (self.moving_kb + other.moving_kb).min(degraded),
+            rebalance_kb: self.rebalance_kb + other.rebalance_kb,
         }
     }
 }
@@ -167,6 +170,7 @@ impl Faults {
             degraded_kb: left,
             pending_rebuild_kb: left,
             moving_kb: per_second.min(left),
+            rebalance_kb: 0,
         }
     }
 }
