@@ -27,6 +27,16 @@ pub(super) fn refusal(node: &Node, target: u64) -> Option<String> {
             r.at.map_or("its relaunch".to_string(), |p| format!("phase {p}"));
         return Some(format!("{host} is restarting already (at {at})"));
     }
+    if node.decommissioned {
+        return Some(format!("{host} is decommissioned; recommission it first"));
+    }
+    if let Some(removal) = node.removal {
+        // Relaunching is held while its storage is taken out: a killed executor stays dead.
+        return Some(format!(
+            "{host}'s storage is being taken out ({}); it is not relaunched meanwhile",
+            format!("{removal:?}").to_lowercase()
+        ));
+    }
     let task = match &node.task {
         Some(t) if t.state == TaskState::Running => t,
         Some(t) => {
@@ -178,6 +188,11 @@ mod tests {
         assert!(why(&|n| n.task.as_mut().unwrap().state = TaskState::Failed)
             .contains("no executor runs on h1 (its launch is TASK_FAILED); retry"));
         assert!(why(&|n| n.task = None).contains("no executor was launched on h1"));
+        assert!(why(&|n| n.decommissioned = true).contains("decommissioned; recommission"));
+        assert!(
+            why(&|n| n.removal = Some(crate::scheduler::model::Removal::Draining))
+                .contains("being taken out (draining)")
+        );
         assert!(why(&|n| n.rebooting = true).contains("h1 is in a reboot"));
         assert!(why(&|n| n.phase = Phase::Packages).contains("at phase packages, not running"));
         assert!(why(&|n| n.generation = 2).contains("generation 2 of 3"));

@@ -115,11 +115,3 @@ impl Dispatcher {
         }
     }
 }
-
-/// Until an action is built: 501, naming it.
-pub(super) fn not_built(action: &str) -> Outcome {
-    Outcome {
-        status: 501,
-        message: format!("{action} is not available in this build"),
-    }
-}
