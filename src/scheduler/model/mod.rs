@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub mod health;
+pub mod maintenance;
 pub mod rollout;
 pub use health::{
     ClusterHealth, DeviceStatus, Health, HealthState, HostHealth, MdmMemberStatus, MdmStatus,
@@ -296,6 +297,9 @@ pub struct Node {
     /// The node's devices the gateway lists in error (derived from `storage`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub device_errors: Vec<String>,
+    /// A Mesos maintenance window on its machine and the answer given; `null` without one.
+    #[serde(default)]
+    pub maintenance: Option<Box<maintenance::NodeMaintenance>>,
 }
 
 /// A node's executor replaced by a newer binary: killed, then relaunched on the next offer.
@@ -343,6 +347,7 @@ impl Node {
             replacing: None,
             devices_missing: Vec::new(),
             device_errors: Vec::new(),
+            maintenance: None,
         }
     }
 
