@@ -526,7 +526,8 @@ fn row(out: &mut String, n: &Node, target: u64, now_ms: u64) {
         if n.persona.is_mdm() { " mdm" } else { "" },
         esc(n.persona.as_str())
     );
-    phase_cells(out, n.phase, &super::page_plan::row_note(n, target));
+    let note = super::page_plan::row_note(n, target) + &super::page_plan::maintenance_note(n);
+    phase_cells(out, n.phase, &note);
     super::page_health::cell(out, n);
     devices_cell(out, n);
     contact_cell(out, n.last_contact_ms, now_ms);
@@ -692,6 +693,31 @@ mod tests {
         row(&mut html, &n, 0, 0);
         assert!(
             html.contains("boom") && !html.contains("credentials"),
+            "{html}"
+        );
+    }
+
+    /// A node under a Mesos maintenance window says in its row whether its machine may go,
+    /// and why not.
+    #[test]
+    fn a_maintenance_window_shows_in_the_row_with_why_it_is_declined() {
+        use crate::scheduler::model::maintenance::{MaintenanceAnswer, NodeMaintenance};
+        let mut n = Node::new("a1", "h1", crate::scheduler::model::Persona::Data, 0);
+        let mut html = String::new();
+        row(&mut html, &n, 0, 0);
+        assert!(!html.contains("maintenance"), "{html}");
+        n.maintenance = Some(Box::new(NodeMaintenance {
+            answer: MaintenanceAnswer::Declined,
+            reason: Some("waiting: h2 of <pd> is drained".into()),
+            start_ms: 0,
+            duration_ms: None,
+            since_ms: 0,
+            drained_task: None,
+        }));
+        let mut html = String::new();
+        row(&mut html, &n, 0, 0);
+        assert!(
+            html.contains("maintenance declined: waiting: h2 of &lt;pd&gt; is drained"),
             "{html}"
         );
     }
