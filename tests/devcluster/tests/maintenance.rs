@@ -193,11 +193,15 @@ fn offers_of_a_draining_agent_carry_its_unavailability() {
     assert_eq!(r.status, 200, "{}", r.text());
     let s = Sched::subscribe(c.addr(), Encoding::Json, framework_info("mt", true));
     let offers = s.offers_from(2);
-    for o in offers {
-        let start = o.unavailability.map(|u| u.start.nanoseconds);
+    for o in &offers {
+        let start = o.unavailability.as_ref().map(|u| u.start.nanoseconds);
         let expected = (o.hostname == "agent-1").then_some(5);
         assert_eq!(start, expected, "{}", o.hostname);
     }
+    // Holding an offer there is holding resources there: the framework is asked for them.
+    let io = inverse_offer(&s);
+    let agent_1 = offers.iter().find(|o| o.hostname == "agent-1").unwrap();
+    assert_eq!(io.agent_id.as_ref(), Some(&agent_1.agent_id));
 }
 
 #[test]

@@ -420,8 +420,8 @@ impl Cluster {
         Some(m.unavailability.clone())
     }
 
-    /// At allocation: an inverse offer to each active framework with tasks or executors on
-    /// an agent of a draining machine, unless one is outstanding or its answer's filter holds.
+    /// At allocation: an inverse offer to each active framework with resources on an agent
+    /// of a draining machine, unless one is outstanding or its answer's filter holds.
     pub(super) fn send_inverse_offers(&mut self) {
         if self.maintenance.machines.is_empty() {
             return;
@@ -483,7 +483,8 @@ impl Cluster {
         }
     }
 
-    /// Active, connected frameworks with a live task or executor on `agent`.
+    /// Active, connected frameworks with resources on `agent`: a live task or executor, or an
+    /// outstanding offer.
     fn frameworks_using(&self, agent: usize) -> Vec<String> {
         let a = &self.agents[agent];
         self.frameworks
@@ -499,7 +500,11 @@ impl Cluster {
                         .values()
                         .any(|e| e.state != ExecState::Terminated)
                 });
-                tasks || executors
+                let offered = self
+                    .offers
+                    .values()
+                    .any(|o| o.agent == agent && o.framework == f.id);
+                tasks || executors || offered
             })
             .map(|f| f.id.clone())
             .collect()
@@ -558,6 +563,12 @@ impl Cluster {
     /// (RESCIND_INVERSE_OFFER to their frameworks).
     fn rescind_inverse_offers_on(&mut self, key: &MachineKey) {
         let agents = self.agents_on(key);
+        self.rescind_inverse_offers_of(&agents);
+    }
+
+    /// The outstanding inverse offers for `agents` are withdrawn, as when the master removes
+    /// an agent.
+    pub(super) fn rescind_inverse_offers_of(&mut self, agents: &[usize]) {
         let gone: Vec<(String, String)> = self
             .maintenance
             .outstanding

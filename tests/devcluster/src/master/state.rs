@@ -1920,9 +1920,9 @@ impl Cluster {
         for f in self.frameworks.values_mut() {
             f.filters.retain(|x| x.until > now);
         }
-        // Suppressing stops offers, not inverse offers.
-        self.send_inverse_offers();
         if ids.is_empty() {
+            // Suppressing stops offers, not inverse offers.
+            self.send_inverse_offers();
             return;
         }
         // Rotate so that no framework always comes first.
@@ -2023,6 +2023,8 @@ impl Cluster {
                 self.send(&fw_id, &ev);
             }
         }
+        // After the offers: a framework holding only an offer on a draining agent is asked too.
+        self.send_inverse_offers();
     }
 
     /// The master's side of a status update from an agent.
