@@ -34,7 +34,9 @@ impl Dispatcher {
                 decline.push(io.id);
                 continue;
             };
-            self.maintenance_asked.insert(agent.clone(), now);
+            if self.state.model.nodes.contains_key(&agent) {
+                self.maintenance_asked.insert(agent.clone(), now);
+            }
             let answer = maintenance::answer(&self.state.model, &agent, &self.gate);
             let start_ms = nanos_to_ms(io.unavailability.start.nanoseconds);
             let duration_ms = io
@@ -116,6 +118,9 @@ impl Dispatcher {
     /// (`executor_api.rs`).
     pub(super) fn end_quiet_maintenance(&mut self, known: &HashSet<&str>) {
         let now = self.clock.now_ms();
+        let nodes = &self.state.model.nodes;
+        // A node that moved to its host's new agent leaves the old id behind.
+        self.maintenance_asked.retain(|a, _| nodes.contains_key(a));
         let mut ended = Vec::new();
         for node in self.state.model.nodes.values() {
             let Some(m) = node.maintenance.as_deref() else {
@@ -129,8 +134,11 @@ impl Dispatcher {
             if now.saturating_sub(asked) < WITHDRAWN_AFTER_MS {
                 continue;
             }
-            let task = node.task.as_ref().map(|t| &*t.task_id);
-            let stayed = known.contains(agent) && m.drained_task.as_deref() == task;
+            // The drained launch still runs where it ran: the machine never went.
+            let live = node.task.as_ref().filter(|t| t.is_active());
+            let task = live.map(|t| &*t.task_id);
+            let stayed =
+                known.contains(agent) && task.is_some() && m.drained_task.as_deref() == task;
             if !m.accepted() || stayed {
                 ended.push(agent.to_string());
             }
@@ -336,5 +344,15 @@ mod tests {
             None,
             "still there with its drained launch"
         );
+
+        // A machine that went: its launch is over, so its window stays until a later launch
+        // runs, however long the master is quiet.
+        r.ask(vec![inverse_offer("io-3", Some("a2"))]);
+        let n2 = r.d.state.model.nodes.get_mut("a2").unwrap();
+        assert!(n2.maintenance.as_ref().unwrap().accepted());
+        n2.task.as_mut().unwrap().state = TaskState::Gone;
+        r.clock.advance(10 * WITHDRAWN_AFTER_MS);
+        r.d.end_quiet_maintenance(&known);
+        assert!(r.maintenance("a2").is_some());
     }
 }
