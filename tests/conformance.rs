@@ -340,6 +340,39 @@ fn small_calls_match_official_proto() {
         }],
     });
     sched_call(&["type: REQUEST", "value: 1.5"], &req);
+
+    let mut accept_io = call_of(call::Type::AcceptInverseOffers);
+    accept_io.accept_inverse_offers = Some(call::AcceptInverseOffers {
+        inverse_offer_ids: vec![OfferID { value: "i1".into() }],
+        filters: Some(Filters {
+            refuse_seconds: Some(5.0),
+        }),
+    });
+    sched_call(
+        &[
+            "type: ACCEPT_INVERSE_OFFERS",
+            "accept_inverse_offers {",
+            "inverse_offer_ids {",
+            "refuse_seconds: 5",
+        ],
+        &accept_io,
+    );
+    let mut decline_io = call_of(call::Type::DeclineInverseOffers);
+    decline_io.decline_inverse_offers = Some(call::DeclineInverseOffers {
+        inverse_offer_ids: vec![
+            OfferID { value: "i2".into() },
+            OfferID { value: "i3".into() },
+        ],
+        filters: None,
+    });
+    sched_call(
+        &[
+            "type: DECLINE_INVERSE_OFFERS",
+            "decline_inverse_offers {",
+            "value: \"i3\"",
+        ],
+        &decline_io,
+    );
 }
 
 fn status(state: TaskState) -> TaskStatus {
@@ -473,6 +506,7 @@ fn offers_event_decodes() {
     assert_eq!(o.attributes[0].text.as_ref().unwrap().value, "pd1,pd2");
     assert_eq!(o.attributes[2].set.as_ref().unwrap().item, vec!["a", "b"]);
     assert_eq!(o.executor_ids[0].value, "storage-executor-host-2");
+    assert_eq!(o.unavailability.as_ref().unwrap().start.nanoseconds, 1);
 }
 
 #[test]
@@ -516,12 +550,28 @@ fn update_subscribed_and_small_events_decode() {
     let ev = sched_event("type: HEARTBEAT");
     assert_eq!(ev.r#type, Some(event::Type::Heartbeat));
 
-    // A type this build does not know (INVERSE_OFFERS carries a message we skip) still decodes.
     let ev = sched_event(
         r#"type: INVERSE_OFFERS inverse_offers { inverse_offers { id { value: "i1" }
-           framework_id { value: "fw-1" } unavailability { start { nanoseconds: 5 } } } }"#,
+           url { scheme: "http" address { hostname: "h1" ip: "10.0.0.1" port: 5051 } }
+           framework_id { value: "fw-1" } agent_id { value: "a1" }
+           unavailability { start { nanoseconds: 5 } duration { nanoseconds: 7 } } } }"#,
     );
     assert_eq!(ev.r#type, Some(event::Type::InverseOffers));
+    let io = &ev.inverse_offers.expect("inverse_offers").inverse_offers[0];
+    assert_eq!(io.id.value, "i1");
+    assert_eq!(io.framework_id.value, "fw-1");
+    assert_eq!(io.agent_id.as_ref().unwrap().value, "a1");
+    assert_eq!(io.url.as_ref().unwrap().address.port, 5051);
+    assert_eq!(io.unavailability.start.nanoseconds, 5);
+    assert_eq!(io.unavailability.duration.as_ref().unwrap().nanoseconds, 7);
+
+    let ev = sched_event(
+        r#"type: RESCIND_INVERSE_OFFER rescind_inverse_offer { inverse_offer_id { value: "i1" } }"#,
+    );
+    assert_eq!(
+        ev.rescind_inverse_offer.unwrap().inverse_offer_id.value,
+        "i1"
+    );
 }
 
 #[test]

@@ -44,7 +44,8 @@ impl RawOffers {
                             let start = offer.as_ptr() as usize - record.as_ptr() as usize;
                             spans.push((start as u32, (start + offer.len()) as u32));
                         } else {
-                            // Inverse offers and fields of later Mesos versions: not read.
+                            // Fields of later Mesos versions: not read (inverse offers come in an
+                            // INVERSE_OFFERS event, decoded whole).
                             inner.skip(wire).ok()?;
                         }
                     }

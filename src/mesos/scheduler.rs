@@ -2,8 +2,8 @@
 //! `/api/v1/scheduler` and the `Event`s the master streams back.
 
 use crate::mesos::types::{
-    offer, AgentID, ExecutorID, Filters, FrameworkID, FrameworkInfo, KillPolicy, MasterInfo, Offer,
-    OfferID, OperationStatus, Request, TaskID, TaskStatus,
+    offer, AgentID, ExecutorID, Filters, FrameworkID, FrameworkInfo, InverseOffer, KillPolicy,
+    MasterInfo, Offer, OfferID, OperationStatus, Request, TaskID, TaskStatus,
 };
 use crate::mesos::{Bytes, Str};
 use crate::message;
@@ -14,6 +14,8 @@ message! {
         opt 2 subscribed: event::Subscribed,
         opt 3 offers: event::Offers,
         opt 4 rescind: event::Rescind,
+        opt 9 inverse_offers: event::InverseOffers,
+        opt 10 rescind_inverse_offer: event::RescindInverseOffer,
         opt 5 update: event::Update,
         opt 11 update_operation_status: event::UpdateOperationStatus,
         opt 6 message: event::Message,
@@ -52,6 +54,16 @@ pub mod event {
     }
     message! { Offers = "mesos.scheduler.Event.Offers" { rep 1 offers: Offer } }
     message! { Rescind = "mesos.scheduler.Event.Rescind" { req 1 offer_id: OfferID } }
+    message! {
+        InverseOffers = "mesos.scheduler.Event.InverseOffers" {
+            rep 1 inverse_offers: InverseOffer,
+        }
+    }
+    message! {
+        RescindInverseOffer = "mesos.scheduler.Event.RescindInverseOffer" {
+            req 1 inverse_offer_id: OfferID,
+        }
+    }
     message! { Update = "mesos.scheduler.Event.Update" { req 1 status: TaskStatus } }
     message! {
         UpdateOperationStatus = "mesos.scheduler.Event.UpdateOperationStatus" {
@@ -88,6 +100,8 @@ message! {
         opt 9 reconcile: call::Reconcile,
         opt 10 message: call::Message,
         opt 11 request: call::Request,
+        opt 13 accept_inverse_offers: call::AcceptInverseOffers,
+        opt 14 decline_inverse_offers: call::DeclineInverseOffers,
         opt 15 revive: call::Revive,
         opt 16 suppress: call::Suppress,
     }
@@ -133,6 +147,18 @@ pub mod call {
     message! {
         Decline = "mesos.scheduler.Call.Decline" {
             rep 1 offer_ids: OfferID,
+            opt 2 filters: Filters,
+        }
+    }
+    message! {
+        AcceptInverseOffers = "mesos.scheduler.Call.AcceptInverseOffers" {
+            rep 1 inverse_offer_ids: OfferID,
+            opt 2 filters: Filters,
+        }
+    }
+    message! {
+        DeclineInverseOffers = "mesos.scheduler.Call.DeclineInverseOffers" {
+            rep 1 inverse_offer_ids: OfferID,
             opt 2 filters: Filters,
         }
     }

@@ -24,6 +24,23 @@ message! { TimeInfo = "mesos.TimeInfo" { req 1 nanoseconds: i64 } }
 message! { DurationInfo = "mesos.DurationInfo" { req 1 nanoseconds: i64 } }
 
 message! {
+    /// When a machine may be away for maintenance: from `start`, for `duration` (forever
+    /// when unset).
+    Unavailability = "mesos.Unavailability" {
+        req 1 start: TimeInfo,
+        opt 2 duration: DurationInfo,
+    }
+}
+
+message! {
+    /// A machine as the maintenance primitives name it.
+    MachineID = "mesos.MachineID" {
+        opt 1 hostname: Str,
+        opt 2 ip: Str,
+    }
+}
+
+message! {
     Address = "mesos.Address" {
         opt 1 hostname: Str,
         opt 2 ip: Str,
@@ -252,8 +269,20 @@ message! {
         rep 6 executor_ids: ExecutorID,
         rep 7 attributes: Attribute,
         opt 8 url: Url,
+        opt 9 unavailability: Box<Unavailability>,
         opt 10 allocation_info: resource::AllocationInfo,
         opt 11 domain: DomainInfo,
+    }
+}
+
+message! {
+    /// The master asks for an agent back: its machine is scheduled for maintenance.
+    InverseOffer = "mesos.InverseOffer" {
+        req 1 id: OfferID,
+        opt 2 url: Url,
+        req 3 framework_id: FrameworkID,
+        opt 4 agent_id: AgentID,
+        req 5 unavailability: Unavailability,
     }
 }
 

@@ -43,6 +43,7 @@ mod operator;
 mod page;
 mod page_health;
 mod page_plan;
+mod page_row;
 mod paging;
 mod plain;
 mod prom;

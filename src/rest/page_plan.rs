@@ -135,6 +135,18 @@ pub(super) fn row_note(n: &Node, target: u64) -> String {
     )
 }
 
+/// A Mesos maintenance window on the node's machine (HTML): given up to it, or why not yet.
+pub(super) fn maintenance_note(n: &Node) -> String {
+    let Some(m) = n.maintenance.as_deref() else {
+        return String::new();
+    };
+    let text = match &m.reason {
+        None => "maintenance: accepted, its machine may go".to_string(),
+        Some(why) => format!("maintenance declined: {why}"),
+    };
+    format!("<div class=\"plan-note maintenance\">{}</div>", esc(&text))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -612,6 +612,10 @@ fn record_phase(node: &mut Node, report: PhaseReport, now_ms: u64) {
     node.warning = report.warning.map(Into::into);
     node.last_contact_ms = Some(now_ms);
     node.updated_ms = now_ms;
+    if crate::scheduler::health::maintenance::back(node) {
+        info!("{}: back from Mesos maintenance", node.hostname);
+        node.maintenance = None;
+    }
 }
 
 /// A host report into its node, only when its problems differ from the last report's (an

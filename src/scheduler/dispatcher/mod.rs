@@ -37,6 +37,7 @@ mod announce;
 mod events;
 mod health;
 mod hosts;
+mod maintenance;
 mod offer_backlog;
 mod offer_mode;
 mod offers;
@@ -127,6 +128,8 @@ pub struct Dispatcher {
     events: events::EventLog,
     /// `-node.max-failures` and the jitter of relaunch delays (see `op_plan.rs`).
     failure_budget: op_plan::FailureBudget,
+    /// When the master last sent an inverse offer, per agent (see `maintenance.rs`).
+    maintenance_asked: HashMap<String, u64>,
 }
 
 impl Dispatcher {
@@ -176,6 +179,7 @@ impl Dispatcher {
             operator_replies: Vec::new(),
             events: Default::default(),
             failure_budget: Default::default(),
+            maintenance_asked: HashMap::new(),
         }
     }
 
@@ -450,6 +454,16 @@ impl Dispatcher {
                     self.admit_decoded_offers(o.offers);
                 }
             }
+            event::Type::InverseOffers => {
+                if let Some(o) = ev.inverse_offers {
+                    self.on_inverse_offers(o.inverse_offers);
+                }
+            }
+            event::Type::RescindInverseOffer => {
+                if let Some(r) = ev.rescind_inverse_offer {
+                    self.on_inverse_offer_rescinded(&r.inverse_offer_id.value);
+                }
+            }
             event::Type::Rescind => {
                 if let Some(r) = ev.rescind {
                     debug!("offer {} rescinded", r.offer_id.value);
@@ -526,6 +540,7 @@ impl Dispatcher {
         let known: HashSet<&str> = agents.iter().map(|a| a.id.as_str()).collect();
         self.retire_gone_nodes(&known);
         self.ask_about_unreachable(&known);
+        self.end_quiet_maintenance(&known);
         // Only the unmanaged agents' ids are kept: host names matter only as they come
         // (above).
         let unmanaged: BTreeSet<String> = agents

@@ -37,6 +37,12 @@ pub(super) fn refusal(node: &Node, target: u64) -> Option<String> {
             format!("{removal:?}").to_lowercase()
         ));
     }
+    if node.maintenance.as_ref().is_some_and(|m| m.accepted()) {
+        // A later launch at `running` is what says its machine is back from maintenance.
+        return Some(format!(
+            "{host} is drained for a Mesos maintenance window; restart it once its machine is up"
+        ));
+    }
     let task = match &node.task {
         Some(t) if t.state == TaskState::Running => t,
         Some(t) => {
@@ -193,6 +199,19 @@ mod tests {
             why(&|n| n.removal = Some(crate::scheduler::model::Removal::Draining))
                 .contains("being taken out (draining)")
         );
+        assert!(why(&|n| {
+            n.maintenance = Some(Box::new(
+                crate::scheduler::model::maintenance::NodeMaintenance {
+                    answer: crate::scheduler::model::maintenance::MaintenanceAnswer::Accepted,
+                    reason: None,
+                    start_ms: 0,
+                    duration_ms: None,
+                    since_ms: 0,
+                    drained_task: Some("storage.h1.1".into()),
+                },
+            ))
+        })
+        .contains("drained for a Mesos maintenance window"));
         assert!(why(&|n| n.rebooting = true).contains("h1 is in a reboot"));
         assert!(why(&|n| n.phase = Phase::Packages).contains("at phase packages, not running"));
         assert!(why(&|n| n.generation = 2).contains("generation 2 of 3"));

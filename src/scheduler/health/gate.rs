@@ -112,8 +112,8 @@ fn holds_data(n: &Node) -> bool {
 }
 
 /// Why a node's host is away now, whatever it holds: its reboot claimed and not yet behind it
-/// (or, by an executor that claims none, its launch ended in a reboot phase), `lost`, or its
-/// agent gone. A node waiting in a reboot phase for its turn is up.
+/// (or, by an executor that claims none, its launch ended in a reboot phase), `lost`, its
+/// agent gone, or its machine given up to a Mesos maintenance window. A node waiting in a reboot phase for its turn is up.
 pub fn down(n: &Node) -> Option<String> {
     let running = n
         .task
@@ -127,6 +127,9 @@ pub fn down(n: &Node) -> Option<String> {
     }
     if n.gone_since_ms.is_some() {
         return Some("is gone (its agent is not listed)".into());
+    }
+    if n.maintenance.as_ref().is_some_and(|m| m.accepted()) {
+        return Some("is drained for Mesos maintenance".into());
     }
     None
 }

@@ -7,6 +7,7 @@
 
 pub mod assess;
 pub mod gate;
+pub mod maintenance;
 mod node;
 mod pool;
 pub mod room;

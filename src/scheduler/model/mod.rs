@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub mod health;
+pub mod maintenance;
 pub mod rollout;
 pub use health::{
     ClusterHealth, DeviceStatus, Health, HealthState, HostHealth, MdmMemberStatus, MdmStatus,
@@ -317,6 +318,9 @@ pub struct Node {
     pub devices_removed: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices_removing: Vec<String>,
+    /// A Mesos maintenance window on its machine and the answer given; `null` without one.
+    #[serde(default)]
+    pub maintenance: Option<Box<maintenance::NodeMaintenance>>,
 }
 
 /// Where taking a node's storage out is.
@@ -404,6 +408,7 @@ impl Node {
             decommissioned: false,
             devices_removed: Vec::new(),
             devices_removing: Vec::new(),
+            maintenance: None,
         }
     }
 

@@ -5,6 +5,8 @@
 //! - Master: `POST /api/v1/scheduler` (protobuf and JSON; RecordIO event stream with
 //!   `Mesos-Stream-Id`), `GET /version`, `GET /master/state`, `GET /flags`,
 //!   `GET /master/redirect`; a second, standby master answers 307 until [`MasterHandle::fail_over`].
+//! - Maintenance: `/master/maintenance/schedule` and `/status`, `/master/machine/down` and
+//!   `/up`, inverse offers to the frameworks on draining agents (`maintenance.rs`).
 //! - Agents: `agent-<n>` on 127.0.0.(n+1) when loopback aliases work (else 127.0.0.1), each
 //!   with its own `POST /api/v1/executor`. Offers come from free resources; a LAUNCH fetches
 //!   the executor's URIs into a sandbox and runs the command as a real child process with the
@@ -32,6 +34,7 @@ mod faults;
 mod http;
 mod ids;
 mod launches;
+mod maintenance;
 mod new_id;
 mod operations;
 mod partition;

@@ -133,6 +133,7 @@ impl Cluster {
             synthetic: true,
             up: true,
             unreachable: false,
+            removed: false,
             partitioned: false,
             unreachable_time: None,
             rebooting_as: None,
@@ -1187,6 +1188,12 @@ impl Cluster {
             .ok_or_else(|| format!("there is no agent with index {agent}"))?;
         if a.up || a.partitioned {
             return Err(format!("{} is already running", a.hostname));
+        }
+        if a.removed {
+            return Err(format!(
+                "{}: its machine is down for maintenance: bring it up first",
+                a.hostname
+            ));
         }
         // A synthetic agent has no server to bring back.
         let server = if a.synthetic {

@@ -4,6 +4,7 @@
 
 use super::http::{Handler, Reply, Request, Response};
 use super::ids::valid_uuid;
+use super::maintenance::MaintenanceCall;
 use super::state::{Cmd, Control};
 use crossbeam_channel::Sender;
 use serde::de::DeserializeOwned;
@@ -128,7 +129,35 @@ impl MasterFront {
                     .into()
             }
             "/health" => Response::new(200).into(),
-            _ => Response::text(404, format!("No endpoint {}", req.path)).into(),
+            _ => match MaintenanceCall::route(&path, &req.method) {
+                Some(_) if leader != self.index => {
+                    self.redirect(leader, &format!("/master{path}"), &req.query)
+                }
+                Some(Ok(call)) => self.maintenance(call, req.body),
+                Some(Err(refusal)) => Response::text(405, refusal).into(),
+                None => Response::text(404, format!("No endpoint {}", req.path)).into(),
+            },
+        }
+    }
+
+    fn maintenance(&self, call: MaintenanceCall, body: Vec<u8>) -> Reply {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        if self
+            .tx
+            .send(Cmd::Maintenance {
+                call,
+                body,
+                reply: tx,
+            })
+            .is_err()
+        {
+            return gone();
+        }
+        match rx.recv() {
+            Ok(Ok(Some(v))) => Response::json(200, &v).into(),
+            Ok(Ok(None)) => Response::new(200).into(),
+            Ok(Err(e)) => Response::text(400, e).into(),
+            Err(_) => gone(),
         }
     }
 
@@ -399,6 +428,12 @@ fn validate_scheduler_call(c: &scheduler::Call) -> Result<(), String> {
         call::Type::Reconcile if c.reconcile.is_none() => missing("reconcile"),
         call::Type::Message if c.message.is_none() => missing("message"),
         call::Type::Request if c.request.is_none() => missing("request"),
+        call::Type::AcceptInverseOffers if c.accept_inverse_offers.is_none() => {
+            missing("accept_inverse_offers")
+        }
+        call::Type::DeclineInverseOffers if c.decline_inverse_offers.is_none() => {
+            missing("decline_inverse_offers")
+        }
         _ => Ok(()),
     }
 }

@@ -52,12 +52,7 @@ impl Cluster {
         }
         // Every process of the host dies now; the agent that comes back knows none of them.
         self.forget_executors(agent);
-        self.renamed_agents += 1;
-        let new_id = format!(
-            "{}-S{}",
-            self.masters[0].id,
-            self.agents.len() - 1 + self.renamed_agents
-        );
+        let new_id = self.fresh_agent_id();
         let outage = outage.unwrap_or_else(|| self.cfg.reboot_outage());
         let a = &mut self.agents[agent];
         log::info!(
@@ -69,6 +64,16 @@ impl Cluster {
         let generation = a.generation;
         self.schedule(outage, Timer::Reboot { agent, generation });
         Ok(new_id)
+    }
+
+    /// An id no agent had: for an agent that registers afresh on a known host.
+    pub(super) fn fresh_agent_id(&mut self) -> String {
+        self.renamed_agents += 1;
+        format!(
+            "{}-S{}",
+            self.masters[0].id,
+            self.agents.len() - 1 + self.renamed_agents
+        )
     }
 
     /// The rebooted host is back: its agent registers under the new id. Void when the agent
@@ -107,7 +112,7 @@ impl Cluster {
     /// `agent` index now means the new agent): unreachable ones for the framework's
     /// unreachable tasks, the others (ended, their last update not acknowledged) for the
     /// completed ones.
-    fn tasks_keep_their_agent(&mut self, agent: usize, old_id: &str) {
+    pub(super) fn tasks_keep_their_agent(&mut self, agent: usize, old_id: &str) {
         for fw in self.frameworks.values_mut() {
             let ids: Vec<String> = fw
                 .tasks
@@ -163,7 +168,7 @@ impl Cluster {
 
     /// The master's side of removing agent `old_id`: its live tasks end, every framework
     /// hears that the agent is lost.
-    fn end_tasks_of_removed_agent(&mut self, agent: usize, old_id: &str, message: &str) {
+    pub(super) fn end_tasks_of_removed_agent(&mut self, agent: usize, old_id: &str, message: &str) {
         let mut updates = Vec::new();
         for fw in self.frameworks.values_mut() {
             let state = if fw.partition_aware() {

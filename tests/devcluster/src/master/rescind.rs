@@ -53,6 +53,7 @@ impl Cluster {
     /// rescinded and the allocator forgets every framework's filters for it.
     pub(super) fn agent_removed_from_allocation(&mut self, agent: usize) {
         self.rescind_offers_of(agent);
+        self.rescind_inverse_offers_of(&[agent]);
         for fw in self.frameworks.values_mut() {
             fw.filters.retain(|f| f.agent != agent);
         }

@@ -62,6 +62,13 @@ pub enum Cmd {
         reply: Sender<Value>,
     },
     Control(Control),
+    /// An operator's maintenance request; the reply is the body of a 200 or the message of
+    /// a 400.
+    Maintenance {
+        call: super::maintenance::MaintenanceCall,
+        body: Vec<u8>,
+        reply: Sender<Result<Option<Value>, String>>,
+    },
 }
 
 pub enum ProcessEvent {
@@ -326,6 +333,9 @@ pub(super) struct Agent {
     pub partitioned: bool,
     /// When the master marked it unreachable.
     pub unreachable_time: Option<TimeInfo>,
+    /// Removed by the master while its machine is down for maintenance: not listed, and
+    /// it may not register until the machine is up.
+    pub removed: bool,
     /// The id this agent registers under when its rebooting host is back.
     pub rebooting_as: Option<String>,
     /// Bumped on every stop and start; an unreachable timer from before is void.
@@ -436,7 +446,7 @@ pub struct Cluster {
     timers: BinaryHeap<Reverse<TimerEntry>>,
     timer_seq: u64,
     next_framework: u64,
-    next_offer: u64,
+    pub(super) next_offer: u64,
     next_key: u64,
     pub(super) next_run: u64,
     allocation_due: Option<Instant>,
@@ -464,6 +474,7 @@ pub struct Cluster {
     pub(super) synthetic_fetched_bytes: u64,
     /// Emulated executors' phase reports, when `synthetic_phase_reports` asks for them.
     pub(super) phases: Option<super::synthetic_phases::PhaseReporter>,
+    pub(super) maintenance: super::maintenance::Maintenance,
 }
 
 pub fn now_secs() -> f64 {
@@ -575,6 +586,7 @@ impl Cluster {
             synthetic_fetches: 0,
             synthetic_fetched_bytes: 0,
             phases: None,
+            maintenance: Default::default(),
         };
         if let Some(rate) = cluster.cfg.synthetic_phase_reports {
             cluster.phases = Some(super::synthetic_phases::PhaseReporter::start(rate));
@@ -753,6 +765,9 @@ impl Cluster {
                 let _ = reply.send(self.agent_state_json(agent));
             }
             Cmd::Control(c) => return self.control(c),
+            Cmd::Maintenance { call, body, reply } => {
+                let _ = reply.send(self.maintenance_call(call, &body));
+            }
         }
         true
     }
@@ -920,6 +935,7 @@ impl Cluster {
             f.generation += 1;
         }
         self.offers.clear();
+        self.forget_all_inverse_offers();
         self.masters[self.leader].addr
     }
 
@@ -1045,10 +1061,28 @@ impl Cluster {
                     self.framework_message(&fw_id, m);
                 }
             }
-            // The built-in allocator ignores requests; inverse offers never exist here.
-            call::Type::Request
-            | call::Type::AcceptInverseOffers
-            | call::Type::DeclineInverseOffers => {}
+            call::Type::AcceptInverseOffers => {
+                if let Some(a) = call.accept_inverse_offers {
+                    self.answer_inverse_offers(
+                        &fw_id,
+                        &a.inverse_offer_ids,
+                        a.filters.as_ref(),
+                        true,
+                    );
+                }
+            }
+            call::Type::DeclineInverseOffers => {
+                if let Some(d) = call.decline_inverse_offers {
+                    self.answer_inverse_offers(
+                        &fw_id,
+                        &d.inverse_offer_ids,
+                        d.filters.as_ref(),
+                        false,
+                    );
+                }
+            }
+            // The built-in allocator ignores requests.
+            call::Type::Request => {}
             call::Type::Subscribe => {}
             call::Type::Unknown | call::Type::Other(_) => {
                 return Response::new(501).into();
@@ -1237,6 +1271,7 @@ impl Cluster {
         let generation = fw.generation;
         let timeout = fw.info.failover_timeout.unwrap_or(0.0);
         self.remove_offers_of(id, false);
+        self.forget_inverse_offers_of(id);
         match secs_duration(timeout) {
             Some(d) => self.schedule(
                 d,
@@ -1259,6 +1294,7 @@ impl Cluster {
             let _ = c.tx.send(StreamMsg::Close);
         }
         self.offers.retain(|_, o| o.framework != id);
+        self.forget_inverse_offers_of(id);
         let agents = self.agents.len();
         for a in 0..agents {
             let executors: Vec<String> = match self.agents[a].frameworks.get_mut(id) {
@@ -1810,7 +1846,7 @@ impl Cluster {
     /// An allocation once a refuse filter expires at `at`, rounded up to a grid of allocation
     /// intervals: the thousands of filters a large cluster's declines leave then share a few
     /// allocations instead of causing one each.
-    fn allocate_at(&mut self, at: Instant) {
+    pub(super) fn allocate_at(&mut self, at: Instant) {
         let step = self.allocation_step().as_nanos();
         let tick = at
             .saturating_duration_since(self.allocation_epoch)
@@ -1885,6 +1921,8 @@ impl Cluster {
             f.filters.retain(|x| x.until > now);
         }
         if ids.is_empty() {
+            // Suppressing stops offers, not inverse offers.
+            self.send_inverse_offers();
             return;
         }
         // Rotate so that no framework always comes first.
@@ -1960,6 +1998,7 @@ impl Cluster {
                         ..Default::default()
                     }),
                     domain: None,
+                    unavailability: self.unavailability_of(agent).map(Box::new),
                     resources: res.to_proto(&role),
                     attributes: a.attributes.clone(),
                     executor_ids,
@@ -1984,6 +2023,8 @@ impl Cluster {
                 self.send(&fw_id, &ev);
             }
         }
+        // After the offers: a framework holding only an offer on a draining agent is asked too.
+        self.send_inverse_offers();
     }
 
     /// The master's side of a status update from an agent.

@@ -493,7 +493,7 @@ impl Cluster {
         self.agents
             .iter()
             .zip(free.iter().zip(offered_on))
-            .filter(|(a, _)| !a.unreachable)
+            .filter(|(a, _)| !a.unreachable && !a.removed)
             .map(|(a, (free, offered))| {
                 let mut used = a.total.clone();
                 used.subtract(free);
@@ -563,7 +563,7 @@ impl Cluster {
             deactivated_slaves: self
                 .agents
                 .iter()
-                .filter(|a| !a.up && !a.unreachable)
+                .filter(|a| !a.up && !a.unreachable && !a.removed)
                 .count(),
             unreachable_slaves: self.agents.iter().filter(|a| a.unreachable).count()
                 + self.unreachable_agents.len(),
