@@ -165,6 +165,11 @@ impl Dispatcher {
         if ended && self.replaced_launch_ended(agent) {
             return Some("as its executor is replaced; relaunch on the next offer".into());
         }
+        if node.maintenance.as_ref().is_some_and(|m| m.accepted()) {
+            return Some(
+                "as its machine goes down for Mesos maintenance; the node waits for it".into(),
+            );
+        }
         self.reboot_asked(agent).then(|| {
             format!(
                 "as its host reboots ({}); the node waits for it",
