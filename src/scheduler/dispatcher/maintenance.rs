@@ -355,4 +355,31 @@ mod tests {
         r.d.end_quiet_maintenance(&known);
         assert!(r.maintenance("a2").is_some());
     }
+
+    /// A machine taken down for maintenance after its window was accepted ends its launch
+    /// `TASK_GONE`: planned, so it costs the node none of its relaunches.
+    #[test]
+    fn a_launch_ended_by_an_accepted_window_is_no_failure() {
+        let mut r = rig();
+        r.ask(vec![inverse_offer("io-1", Some("a1"))]);
+        r.d.handle(Input::Event(Box::new(Event {
+            r#type: Some(event::Type::Update),
+            update: Some(event::Update {
+                status: crate::mesos::types::TaskStatus {
+                    task_id: crate::mesos::types::TaskID {
+                        value: "t-a1".into(),
+                    },
+                    state: TaskState::Gone,
+                    agent_id: Some(AgentID { value: "a1".into() }),
+                    message: Some("agent removed for maintenance".into()),
+                    ..Default::default()
+                },
+            }),
+            ..Default::default()
+        })));
+        r.d.flush();
+        let n = &r.d.state.model.nodes["a1"];
+        assert_eq!(n.failures, 0, "counted as a failure");
+        assert!(!n.relaunch_stopped);
+    }
 }

@@ -169,6 +169,11 @@ impl Dispatcher {
         if ended && self.restarted_launch_ended(agent, &status.task_id.value) {
             return Some("as the operator restarts it; relaunch on the next offer".into());
         }
+        if node.maintenance.as_ref().is_some_and(|m| m.accepted()) {
+            return Some(
+                "as its machine goes down for Mesos maintenance; the node waits for it".into(),
+            );
+        }
         self.reboot_asked(agent).then(|| {
             format!(
                 "as its host reboots ({}); the node waits for it",
