@@ -145,7 +145,7 @@ fn decode(s: &str) -> Option<String> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Outcome {
     /// The HTTP status: 200 done (or started: `message` says which), 404 no such node, 409
-    /// refused now (`message` says why), 501 not built.
+    /// refused now (`message` says why), 503 done but not saved (or not running yet).
     pub status: u16,
     pub message: String,
 }
