@@ -175,32 +175,9 @@ mod tests {
     /// Two running nodes of one protection domain, each holding data, the gateway's data
     /// fresh: either may be disrupted, not both.
     fn rig() -> Rig {
-        let (tx, rx) = crossbeam_channel::unbounded();
         let clock = crate::clock::ManualClock::at(1_000_000);
-        let mut d = Dispatcher::new(
-            Persisted::default(),
-            StateStore::new(Box::new(MemoryStore::new())),
-            Settings {
-                experimental: false,
-                cpu_mdm: 1.5,
-                cpu_non: 0.5,
-                mem_mdm: 3072.0,
-                mem_non: 512.0,
-                cpu_factor: 1.0,
-                mem_factor: 1.0,
-            },
-            LaunchContext {
-                framework_id: String::new(),
-                scheduler_url: "http://sched:8080".into(),
-                api_url: "https://sched:8080".into(),
-                fingerprint: "sha256:ab".into(),
-                loglevel: "info".into(),
-                executor_sha256: None,
-            },
-            tx,
-            Arc::new(Metrics::default()),
-        )
-        .with_clock(clock.clone());
+        let (d, rx) = super::super::test_dispatcher(Persisted::default(), &MemoryStore::new());
+        let mut d = d.with_clock(clock.clone());
         d.state.model.framework_id = Some("fw".into());
         for (agent, host) in [("a1", "h1"), ("a2", "h2")] {
             let mut n = Node::new(agent, host, Default::default(), 0);

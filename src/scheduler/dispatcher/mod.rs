@@ -623,6 +623,40 @@ impl Dispatcher {
     }
 }
 
+/// A dispatcher for the unit tests of this folder: default resources, a framework id, the
+/// executor binary's digest known.
+#[cfg(test)]
+pub(super) fn test_dispatcher(
+    state: Persisted,
+    saved: &crate::store::MemoryStore,
+) -> (Dispatcher, Receiver<Outgoing>) {
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let d = Dispatcher::new(
+        state,
+        StateStore::new(Box::new(saved.clone())),
+        Settings {
+            experimental: false,
+            cpu_mdm: 1.5,
+            cpu_non: 0.5,
+            mem_mdm: 3072.0,
+            mem_non: 512.0,
+            cpu_factor: 1.0,
+            mem_factor: 1.0,
+        },
+        LaunchContext {
+            framework_id: String::new(),
+            scheduler_url: "http://sched:8080".into(),
+            api_url: "https://sched:8080".into(),
+            fingerprint: "sha256:ab".into(),
+            loglevel: "info".into(),
+            executor_sha256: Some("0".repeat(64)),
+        },
+        tx,
+        Arc::new(Metrics::default()),
+    );
+    (d, rx)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -642,30 +676,7 @@ mod tests {
 
     fn rig() -> Rig {
         let saved = MemoryStore::new();
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let d = Dispatcher::new(
-            Persisted::default(),
-            StateStore::new(Box::new(saved.clone())),
-            Settings {
-                experimental: false,
-                cpu_mdm: 1.5,
-                cpu_non: 0.5,
-                mem_mdm: 3072.0,
-                mem_non: 512.0,
-                cpu_factor: 1.0,
-                mem_factor: 1.0,
-            },
-            LaunchContext {
-                framework_id: String::new(),
-                scheduler_url: "http://sched:8080".into(),
-                api_url: "https://sched:8080".into(),
-                fingerprint: "sha256:ab".into(),
-                loglevel: "info".into(),
-                executor_sha256: Some("0".repeat(64)),
-            },
-            tx,
-            Arc::new(Metrics::default()),
-        );
+        let (d, rx) = test_dispatcher(Persisted::default(), &saved);
         let clock = crate::clock::ManualClock::at(clock::SystemClock.now_ms());
         let d = d.with_clock(clock.clone());
         Rig {

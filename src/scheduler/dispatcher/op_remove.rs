@@ -379,31 +379,7 @@ mod tests {
     }
 
     fn dispatcher(state: Persisted, saved: &MemoryStore) -> (Dispatcher, Receiver<Outgoing>) {
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let d = Dispatcher::new(
-            state,
-            StateStore::new(Box::new(saved.clone())),
-            Settings {
-                experimental: false,
-                cpu_mdm: 1.5,
-                cpu_non: 0.5,
-                mem_mdm: 3072.0,
-                mem_non: 512.0,
-                cpu_factor: 1.0,
-                mem_factor: 1.0,
-            },
-            LaunchContext {
-                framework_id: "fw".into(),
-                scheduler_url: "http://sched:8080".into(),
-                api_url: "https://sched:8080".into(),
-                fingerprint: "sha256:ab".into(),
-                loglevel: "info".into(),
-                executor_sha256: Some("0".repeat(64)),
-            },
-            tx,
-            Arc::new(Metrics::default()),
-        );
-        (d, rx)
+        super::super::test_dispatcher(state, saved)
     }
 
     /// A running data node `a1` on `host-a1` with one device in the pool and its SDS `s1`,
