@@ -126,11 +126,7 @@ impl Rig {
         args.push("-rexray.username=rexray-vol".into());
         args.push("-rexray.password=Rexray-Vol-Pa55".into());
         args.extend(self.package_flags.iter().cloned());
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join("scheduler.log"))
-            .expect("log");
+        let log = devrig::append_log(&self.dir);
         self.scheduler = Some(devrig::spawn_scheduler(args, log));
     }
 
@@ -138,25 +134,7 @@ impl Rig {
     /// flags that hand them out instead (digests of the new files).
     fn stage_new_version(&mut self) {
         let dir = self.dir.join("packages");
-        let mut flags = Vec::new();
-        for flag in &self.package_flags {
-            let is_storage = flag.starts_with("-storage.");
-            if is_storage && flag.contains(".sha256=") {
-                continue;
-            }
-            if !is_storage {
-                flags.push(flag.clone());
-                continue;
-            }
-            let (name, url) = flag.split_once('=').expect("flag=value");
-            let new_url = url.replace(OLD, NEW);
-            let file = new_url.rsplit('/').next().expect("file name").to_string();
-            let path = dir.join(&file);
-            std::fs::write(&path, format!("stand-in package {file}\n")).expect("package");
-            flags.push(format!("{name}={new_url}"));
-            flags.push(format!("{name}.sha256={}", cluster::sha256_of(&path)));
-        }
-        self.package_flags = flags;
+        self.package_flags = devrig::storage_packages_at(&self.package_flags, &dir, OLD, NEW);
     }
 
     fn state(&self) -> Option<Value> {

@@ -141,6 +141,47 @@ pub fn spawn_scheduler(args: Vec<String>, log: std::fs::File) -> KillOnDrop {
     KillOnDrop(child)
 }
 
+/// `package_flags` with every storage package moved from version `old` to `new`: the new
+/// files written as stand-ins under `dir` and their digests given instead of the old ones.
+pub fn storage_packages_at(
+    package_flags: &[String],
+    dir: &Path,
+    old: &str,
+    new: &str,
+) -> Vec<String> {
+    let mut flags = Vec::new();
+    for flag in package_flags {
+        let is_storage = flag.starts_with("-storage.");
+        if is_storage && flag.contains(".sha256=") {
+            continue;
+        }
+        if !is_storage {
+            flags.push(flag.clone());
+            continue;
+        }
+        let (name, url) = flag.split_once('=').expect("flag=value");
+        let new_url = url.replace(old, new);
+        let file = new_url.rsplit('/').next().expect("file name").to_string();
+        let path = dir.join(&file);
+        std::fs::write(&path, format!("stand-in package {file}\n")).expect("package");
+        flags.push(format!("{name}={new_url}"));
+        flags.push(format!(
+            "{name}.sha256={}",
+            super::cluster::sha256_of(&path)
+        ));
+    }
+    flags
+}
+
+/// `dir/scheduler.log`, appended to (a restarted scheduler's lines follow the first's).
+pub fn append_log(dir: &Path) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("scheduler.log"))
+        .expect("log")
+}
+
 /// The body of a 200 answer; else what came instead.
 pub fn get(base: &str, path: &str) -> Result<String, String> {
     let resp = ureq::get(&format!("{base}{path}"))
