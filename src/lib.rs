@@ -7,6 +7,7 @@ pub mod contract;
 pub mod hash;
 pub mod logging;
 pub mod mesos;
+pub mod resolver;
 pub mod secret;
 #[cfg(feature = "tls")]
 pub mod sha256;

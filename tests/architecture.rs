@@ -14,11 +14,12 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("hash", &[][..]),
         ("secret", &["sha256"][..]),
         ("sha256", &[][..]),
+        ("resolver", &[][..]),
         // Fingerprints, pinning and the TLS agent: shared by both binaries.
-        ("tls", &["sha256"][..]),
+        ("tls", &["sha256", "resolver"][..]),
         // Built into the executor too: it may use leaves only.
         ("contract", &["secret"][..]),
-        ("mesos", &["contract"][..]),
+        ("mesos", &["contract", "resolver"][..]),
         // The store keeps keyed records and knows nothing of the model it holds.
         ("store", &["hash", "secret", "contract"][..]),
         (

@@ -4,6 +4,7 @@
 use std::io::{Read, Write};
 use std::sync::Arc;
 
+use crate::resolver::LiteralFirst;
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection, StreamOwned};
 use ureq::unversioned::resolver::DefaultResolver;
@@ -15,7 +16,11 @@ use ureq::unversioned::transport::{
 /// An agent with `config` whose https requests are verified by `tls` alone.
 pub fn agent(config: ureq::config::Config, tls: Arc<ClientConfig>) -> ureq::Agent {
     let connector = ().chain(TcpConnector::default()).chain(Tls { config: tls });
-    ureq::Agent::with_parts(config, connector, DefaultResolver::default())
+    ureq::Agent::with_parts(
+        config,
+        connector,
+        LiteralFirst::<DefaultResolver>::default(),
+    )
 }
 
 struct Tls {

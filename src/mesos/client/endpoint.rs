@@ -257,7 +257,7 @@ fn valid_stream_id(raw: &[u8]) -> Result<String, String> {
 }
 
 pub(super) fn new_agent(config: &ClientConfig) -> ureq::Agent {
-    ureq::Agent::config_builder()
+    let config = ureq::Agent::config_builder()
         // Statuses carry the API's answers (307 leader, 4xx reason); read them, do not fail.
         .http_status_as_error(false)
         // A redirect means "talk to another master", which resets the subscription; the
@@ -275,8 +275,8 @@ pub(super) fn new_agent(config: &ClientConfig) -> ureq::Agent {
         // connection, and the sender holds five.
         .input_buffer_size(16 * 1024)
         .output_buffer_size(16 * 1024)
-        .build()
-        .into()
+        .build();
+    crate::resolver::plain_agent(config)
 }
 
 #[cfg(test)]
