@@ -1,18 +1,20 @@
-//! The resolver of every ureq agent the project builds (`plain_agent` here, `tls::agent`).
+//! The resolver of the project's ureq agents (`plain_agent` here, `tls::agent`; only the
+//! executor's package downloads keep ureq's defaults, for its proxy support).
 //! Given a resolve timeout, ureq's own resolver looks a request's host up on a new thread
 //! every time, an IP address included, and even when the request then reuses a pooled
 //! connection. The scheduler's Mesos calls alone started 20,000 such threads at 10,000
 //! agents (a 2 MiB stack mapped and unmapped each: most of the process's system calls).
 //! An IP address needs no lookup; a name still goes to ureq's resolver, under its timeout.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use ureq::config::Config;
 use ureq::http::Uri;
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::{Connector, NextTimeout, TcpConnector};
 
-/// An agent with `config` for plain HTTP (https is refused: it has no TLS), that looks up
-/// names only. The pinned-TLS agent (`tls::agent`) uses the same resolver.
+/// An agent with `config` for plain HTTP (https is refused: it has no TLS; nor does it go
+/// through a proxy), that looks up names only. The pinned-TLS agent (`tls::agent`) uses the
+/// same resolver.
 pub fn plain_agent(config: Config) -> ureq::Agent {
     ureq::Agent::with_parts(
         config,
@@ -45,16 +47,11 @@ impl<R: Resolver> Resolver for LiteralFirst<R> {
     }
 }
 
-/// The address of a URL whose host is an IP address, with its scheme's port if it names none.
+/// The address of a URL whose host is an IP address, with its scheme's port if it names none
+/// (ureq's own `host:port`, which keeps an IPv6 address in brackets, as `SocketAddr` reads it).
 fn literal(uri: &Uri) -> Option<SocketAddr> {
-    let host = uri.host()?.trim_start_matches('[').trim_end_matches(']');
-    let ip: IpAddr = host.parse().ok()?;
-    let port = uri.port_u16().or(match uri.scheme_str()? {
-        "http" => Some(80),
-        "https" => Some(443),
-        _ => None,
-    })?;
-    Some(SocketAddr::new(ip, port))
+    let host_port = DefaultResolver::host_and_port(uri.scheme()?, uri.authority()?)?;
+    host_port.parse().ok()
 }
 
 #[cfg(test)]
