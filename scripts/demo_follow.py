@@ -12,7 +12,9 @@
         row on the status page flags (error, warning, failed launches); the scheduler's
         warning about its state store, if any; one per pool
         (`pd/pool: used X of Y (Z%)`); the storage health (`health: <state>` and its reasons)
-        when the scheduler serves /api/health.
+        when the scheduler serves /api/health. It waits (up to 15 s) for a gateway poll read
+        after the last node's change, so that it shows what the gateway says of the devices
+        just attached.
     demo_follow.py ready-file DEVCLUSTER_JSON SCHEDULER_URL PATH
         Writes PATH (atomically): the scheduler URL and the dev cluster's own ready file.
 """
@@ -127,8 +129,27 @@ def follow(launcher, agents, timeout, tty):
         time.sleep(1)
 
 
+def settled(scheduler, state, wait=15.0):
+    """The state once the gateway was read after the last node's change, so that the summary
+    shows what the gateway says of the devices just attached (their pool, their SDS), not the
+    poll from before them; `state` as it is after `wait` seconds, or when the scheduler has
+    no /api/health to say when it last read the gateway."""
+    deadline = time.monotonic() + wait
+    while True:
+        nodes = state.get("model", {}).get("nodes", {}).values()
+        changed = max((n.get("updated_ms", 0) for n in nodes), default=0)
+        try:
+            read = get(f"{scheduler}/api/health").get("read_ms") or 0
+        except (OSError, ValueError):
+            return state
+        if read >= changed or time.monotonic() >= deadline:
+            return state
+        time.sleep(0.2)
+        state = get(f"{scheduler}/api/state")
+
+
 def summary(scheduler):
-    state = get(f"{scheduler}/api/state")
+    state = settled(scheduler, get(f"{scheduler}/api/state"))
     model = state.get("model", {})
     print(f"{'node':<14} {'persona':<11} {'phase':<9} devices attached")
     for n in sorted(model.get("nodes", {}).values(), key=lambda n: n.get("hostname", "")):
