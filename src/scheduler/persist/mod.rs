@@ -10,6 +10,7 @@
 pub mod setup;
 
 use crate::hash::content_hash;
+use crate::hash::KeyHash;
 use crate::scheduler::model::{ClusterModel, Node, Persisted, Target, STATE_VERSION};
 use crate::secret::{Secret, Token};
 use crate::store::{
@@ -94,7 +95,7 @@ pub struct StateStore {
     /// The gateway record as the backend holds it.
     saved_gateway: Option<Fingerprint>,
     /// Each node record as the backend holds it, found by agent id.
-    saved_nodes: HashSet<SavedNode>,
+    saved_nodes: HashSet<SavedNode, KeyHash>,
     buf: Vec<u8>,
     /// The store holds executor secrets in clear (an earlier build's): the next save rewrites
     /// all of it.
@@ -142,7 +143,7 @@ impl StateStore {
             backend,
             saved_root: None,
             saved_gateway: None,
-            saved_nodes: HashSet::new(),
+            saved_nodes: HashSet::default(),
             buf: Vec::new(),
             clear_secrets: false,
         }
@@ -308,7 +309,8 @@ impl StateStore {
         encode(&mut self.buf, &root_record(state));
         self.saved_root = Some(content_hash(&self.buf));
         self.saved_gateway = state.gateway_certificate;
-        let mut saved = HashSet::with_capacity(state.model.nodes.len());
+        let mut saved =
+            HashSet::with_capacity_and_hasher(state.model.nodes.len(), KeyHash::default());
         for node in state.model.nodes.values_shared() {
             encode_node(&mut self.buf, node);
             saved.replace(SavedNode {
