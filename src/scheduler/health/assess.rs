@@ -30,9 +30,6 @@ pub fn apply_poll(model: &mut ClusterModel, poll: &HealthPoll, settings: &Health
         if node.storage != storage {
             node.storage = storage;
         }
-        if node.attached_after_poll {
-            node.attached_after_poll = false;
-        }
         let sdc = node.ip.as_deref().map(|ip| index.sdc_connected(ip));
         if let Some(connected) = sdc.filter(|c| *c != node.sdc_connected) {
             node.sdc_connected = connected;

@@ -121,7 +121,7 @@ fn gateway_problems(node: &Node, out: &mut Vec<String>) {
     let storage = node.storage.as_deref();
     match storage.and_then(|s| s.sds.as_ref()) {
         Some(sds) => sds_problems(host, sds, planned, out),
-        None if !node.attached.is_empty() && !node.attached_after_poll => {
+        None if !node.attached.is_empty() => {
             out.push(format!("SDS of {host} not listed by the gateway"))
         }
         None => {}
