@@ -62,13 +62,19 @@ impl Rig {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("dir");
         let listener = control::bind(0).expect("control");
+        let mut standins = cluster::host_standins(Some(listener.url()));
+        // An executor waits 2 minutes for the announcement of a failed-over scheduler before
+        // another certificate fails its node; no scheduler fails over here.
+        standins
+            .extra_env
+            .push(("STORAGE_EXECUTOR_NEW_PIN_GRACE".into(), "3".into()));
         let master = Arc::new(
             master::start(master::MasterConfig {
                 agents: AGENTS,
                 heartbeat_interval: Duration::from_secs(1),
                 work_dir: dir.join("mesos"),
                 wire_tap: Some(dir.join("tap")),
-                host_standins: Some(cluster::host_standins(Some(listener.url()))),
+                host_standins: Some(standins),
                 ..Default::default()
             })
             .unwrap_or_else(|e| panic!("dev cluster: {e}")),

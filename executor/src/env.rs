@@ -24,6 +24,10 @@ pub const LOG_LEVEL: &str = storage_framework::contract::env::LOG_LEVEL;
 pub const PLAN_WAIT: &str = "STORAGE_EXECUTOR_PLAN_WAIT";
 /// The plan wait unless [`PLAN_WAIT`] says otherwise.
 pub const DEFAULT_PLAN_WAIT: Duration = Duration::from_secs(50);
+/// How long a scheduler certificate pin that never worked is kept through another
+/// certificate, whole seconds (default `NEW_PIN_GRACE`, at most `PIN_GRACE`, both in
+/// `node::endpoint`). Tests shorten it.
+pub const NEW_PIN_GRACE: &str = "STORAGE_EXECUTOR_NEW_PIN_GRACE";
 
 /// Retry limits that only exist when the framework checkpoints: the agent sets
 /// `MESOS_RECOVERY_TIMEOUT` and `MESOS_SUBSCRIPTION_BACKOFF_MAX` only then.
@@ -54,6 +58,8 @@ pub struct Config {
     pub log_filter: String,
     /// The longest wait of one plan long poll: a running node's host check cycle.
     pub plan_wait: Duration,
+    /// How long a pin that never worked is kept through another certificate.
+    pub new_pin_grace: Duration,
 }
 
 /// One environment variable that is missing or unusable.
@@ -151,8 +157,13 @@ impl Config {
             None => DEFAULT_PLAN_WAIT,
             Some(raw) => parse_plan_wait(&raw).map_err(|why| error(PLAN_WAIT, why))?,
         };
+        let new_pin_grace = match text(NEW_PIN_GRACE)? {
+            None => crate::node::endpoint::NEW_PIN_GRACE,
+            Some(raw) => parse_pin_grace(&raw).map_err(|why| error(NEW_PIN_GRACE, why))?,
+        };
         Ok(Config {
             plan_wait,
+            new_pin_grace,
             framework_id,
             executor_id,
             agent_endpoint,
@@ -173,6 +184,17 @@ fn parse_plan_wait(raw: &str) -> Result<Duration, String> {
         Ok(secs) if (1..=max).contains(&secs) => Ok(Duration::from_secs(secs)),
         _ => Err(format!(
             "{raw:?} is not a plan wait: whole seconds from 1 to {max}"
+        )),
+    }
+}
+
+/// Whole seconds from 1 to the grace of a pin that worked.
+fn parse_pin_grace(raw: &str) -> Result<Duration, String> {
+    let max = crate::node::endpoint::PIN_GRACE.as_secs();
+    match raw.trim().parse::<u64>() {
+        Ok(secs) if (1..=max).contains(&secs) => Ok(Duration::from_secs(secs)),
+        _ => Err(format!(
+            "{raw:?} is not a certificate grace: whole seconds from 1 to {max}"
         )),
     }
 }
@@ -344,6 +366,20 @@ mod tests {
         assert_eq!(c.shutdown_grace_period, Duration::from_secs(5));
         assert_eq!(c.log_filter, "info");
         assert_eq!(c.plan_wait, DEFAULT_PLAN_WAIT);
+        assert_eq!(c.new_pin_grace, crate::node::endpoint::NEW_PIN_GRACE);
+    }
+
+    #[test]
+    fn the_new_pin_grace_is_whole_seconds_up_to_that_of_a_pin_that_worked() {
+        let mut vars = base();
+        vars.insert(NEW_PIN_GRACE, "5");
+        assert_eq!(parse(&vars).unwrap().new_pin_grace, Duration::from_secs(5));
+        for bad in ["0", "901", "1.5", "soon"] {
+            vars.insert(NEW_PIN_GRACE, bad);
+            let e = parse(&vars).unwrap_err();
+            assert_eq!(e.variable, NEW_PIN_GRACE, "{bad}");
+            assert!(e.problem.contains(bad), "{e}");
+        }
     }
 
     #[test]

@@ -120,7 +120,8 @@ impl Executor {
         let (moves, moved) = mpsc::channel();
         self.moves = Some(moves);
         let api = SchedulerApi::new(endpoint, &self.config.executor_id, &secret, moved)
-            .with_plan_wait(self.config.plan_wait);
+            .with_plan_wait(self.config.plan_wait)
+            .with_new_pin_grace(self.config.new_pin_grace);
         let mut worker = node::Node::new(api, Facts::from_env(), self.config.sandbox.clone());
         let id = task_id.to_string();
         let spawned = thread::Builder::new().name("node".into()).spawn(move || {

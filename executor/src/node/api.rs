@@ -16,7 +16,7 @@
 //! Calls go over TLS to the pinned certificate only (`endpoint.rs`, which also decides what
 //! another certificate leads to).
 
-use super::endpoint::{on_mismatch, Endpoint, Mismatch};
+use super::endpoint::{on_mismatch, pin_grace, Endpoint, Mismatch};
 use super::plan::Plan;
 use std::fmt;
 use std::io::Read;
@@ -71,7 +71,13 @@ enum Link {
 }
 
 /// The link after `result` and the one log line the change deserves, if any.
-fn link_change(before: Link, result: &Result<(), ApiError>, root: &str) -> (Link, Option<String>) {
+/// `grace`: how long another certificate is waited through ([`pin_grace`]).
+fn link_change(
+    before: Link,
+    result: &Result<(), ApiError>,
+    root: &str,
+    grace: Duration,
+) -> (Link, Option<String>) {
     let after = match result {
         Ok(()) | Err(ApiError::Refused(_) | ApiError::Conflict(_)) => Link::Up,
         Err(ApiError::Unreachable(_)) => Link::Unreachable,
@@ -89,10 +95,10 @@ fn link_change(before: Link, result: &Result<(), ApiError>, root: &str) -> (Link
         ),
         Err(e @ ApiError::Pin(_)) => format!(
             "{e}; a scheduler that failed over announces its new certificate: the task stays \
-             running, retrying with backoff up to {} s for at most {} min (next log line when \
+             running, retrying with backoff up to {} s for at most {} (next log line when \
              this changes)",
             RETRY_MAX.as_secs(),
-            super::endpoint::PIN_GRACE.as_secs() / 60
+            span(grace)
         ),
         Err(e) => format!(
             "scheduler at {root} answers with errors ({e}); retrying with backoff up to {} s \
@@ -102,6 +108,16 @@ fn link_change(before: Link, result: &Result<(), ApiError>, root: &str) -> (Link
         Ok(()) => format!("scheduler at {root} answers again"),
     };
     (after, Some(line))
+}
+
+/// `15 min`, `2 min`, `90 s`.
+fn span(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs >= 120 && secs % 60 == 0 {
+        format!("{} min", secs / 60)
+    } else {
+        format!("{secs} s")
+    }
 }
 
 /// The scheduler as the node worker calls it: [`SchedulerApi`] over HTTPS, a stand-in in
@@ -158,6 +174,8 @@ pub struct SchedulerApi {
     mismatch_since: Option<Instant>,
     /// The longest wait of one plan long poll.
     plan_wait: Duration,
+    /// How long a pin that never worked is kept through another certificate.
+    new_pin_grace: Duration,
 }
 
 fn agent(endpoint: &Endpoint) -> ureq::Agent {
@@ -190,7 +208,19 @@ impl SchedulerApi {
             pin_worked: false,
             mismatch_since: None,
             plan_wait: crate::env::DEFAULT_PLAN_WAIT,
+            new_pin_grace: super::endpoint::NEW_PIN_GRACE,
         }
+    }
+
+    /// A pin that never worked is kept through another certificate for `grace` (tests
+    /// shorten it).
+    pub fn with_new_pin_grace(mut self, grace: Duration) -> SchedulerApi {
+        self.new_pin_grace = grace;
+        self
+    }
+
+    fn pin_grace(&self) -> Duration {
+        pin_grace(self.pin_worked, self.new_pin_grace)
     }
 
     /// Long polls wait at most `wait` (a running node checks its host once per poll).
@@ -287,7 +317,8 @@ impl SchedulerApi {
             if let Some(refused) = self.judge_pin(&outcome) {
                 return Err(refused);
             }
-            let (link, line) = link_change(self.link, &outcome, &self.endpoint.url);
+            let (link, line) =
+                link_change(self.link, &outcome, &self.endpoint.url, self.pin_grace());
             self.link = link;
             match (&outcome, line) {
                 (Ok(()), Some(line)) => log::info!("{line}"),
@@ -320,7 +351,7 @@ impl SchedulerApi {
         match outcome {
             Err(ApiError::Pin(text)) => {
                 let since = *self.mismatch_since.get_or_insert_with(Instant::now);
-                match on_mismatch(self.pin_worked, since.elapsed()) {
+                match on_mismatch(self.pin_grace(), since.elapsed()) {
                     Mismatch::Wait => None,
                     Mismatch::Fail => {
                         log::error!("{text}; the node fails");
@@ -477,7 +508,7 @@ mod tests {
             &Ok(()),
             &Ok(()),
         ] {
-            let (l, line) = link_change(link, r, "https://s:1");
+            let (l, line) = link_change(link, r, "https://s:1", super::super::endpoint::PIN_GRACE);
             link = l;
             lines.extend(line);
         }
@@ -488,13 +519,39 @@ mod tests {
         assert!(lines[3].contains("answers again"));
     }
 
+    /// The scheduler that launched this executor failed over before its first call: the
+    /// launch's pin never worked, and the new scheduler's certificate is waited through until
+    /// its announcement (a node failed at once here, and its executor was relaunched).
     #[test]
-    fn a_pin_that_never_worked_fails_at_once_and_one_that_worked_is_waited_on() {
-        let (mut api, _tx) = api("https://s:1");
+    fn a_pin_that_never_worked_waits_for_the_announcement_of_a_failed_over_scheduler() {
+        const NEW: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+        let (mut api, tx) = api("https://s:1");
+        let new = Endpoint::new("https://s:1", NEW).unwrap();
+        let mut pins = Vec::new();
+        let r = api.retry(|a| {
+            pins.push(a.endpoint.pin.to_string());
+            if a.endpoint.pin.to_string() == NEW {
+                return Ok(());
+            }
+            if pins.len() == 2 {
+                tx.send(new.clone()).unwrap();
+            }
+            Err(ApiError::Pin("another certificate".into()))
+        });
+        assert_eq!(r, Ok(()));
+        assert_eq!(pins, [PIN, PIN, NEW]);
+    }
+
+    #[test]
+    fn another_certificate_fails_the_node_when_the_grace_runs_out() {
+        let (api, _tx) = api("https://s:1");
+        let mut api = api.with_new_pin_grace(Duration::from_millis(300));
         let mismatch = || Err::<(), _>(ApiError::Pin("another certificate".into()));
+        let start = Instant::now();
         let r = api.retry(|_| mismatch());
         assert_eq!(r, Err(ApiError::Refused("another certificate".into())));
-        // Once the pin has worked, another certificate is retried (a new pin may come).
+        assert!(start.elapsed() >= Duration::from_millis(300));
+        // Once the pin has worked, another certificate is waited through for longer.
         let n = Cell::new(0);
         let r = api.retry(|_| {
             n.set(n.get() + 1);
@@ -514,6 +571,7 @@ mod tests {
             }
         });
         assert_eq!((r, n.get()), (Ok(()), 6));
+        assert_eq!(api.pin_grace(), super::super::endpoint::PIN_GRACE);
     }
 
     #[test]

@@ -5,12 +5,15 @@
 //! trusts no CA, so nobody between the executor and the scheduler reads a plan or a secret,
 //! or answers in the scheduler's name. A plain `http://` URL is refused.
 //!
-//! A certificate other than the pinned one ([`on_mismatch`], pure) fails the node at once
-//! when the pin has never worked: it came from the scheduler that launched or last told this
-//! executor, so the other certificate is someone else's. A pin that worked before is waited
-//! on for [`PIN_GRACE`], retrying as for an unreachable scheduler: a failed-over scheduler
-//! on the same address presents its new certificate before its MESSAGE with the new pin
-//! arrives (it serves before it subscribes, and re-tells quiet executors at a bounded rate).
+//! A certificate other than the pinned one ([`on_mismatch`], pure) is waited through,
+//! retrying as for an unreachable scheduler, and fails the node when the wait runs out: a
+//! failed-over scheduler on the same address presents its new certificate before its MESSAGE
+//! with the new pin arrives (it serves before it subscribes, and re-tells quiet executors at a
+//! bounded rate). A pin that worked is waited on for [`PIN_GRACE`]; one that never worked for
+//! [`NEW_PIN_GRACE`] only: the scheduler that launched this executor may have failed over
+//! before the executor's first call, but past the first announcements the other certificate
+//! is someone else's, and the node fails naming both. No secret is sent meanwhile: the
+//! handshake fails before any request is written.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +27,13 @@ const MAX_ANNOUNCEMENT: usize = 4096;
 /// enough for a failed-over scheduler to tell every executor its new one (at SUBSCRIBED,
 /// then again to each quiet one, 100 per 5 s: 10,000 executors in under 9 minutes).
 pub const PIN_GRACE: Duration = Duration::from_secs(15 * 60);
+
+/// How long a pin that never worked is kept through another certificate. The new scheduler
+/// of a failover tells every executor at its SUBSCRIBED, and again one quiet for 75 s since
+/// its launch (the agent drops a message for an executor not yet registered with it): this
+/// covers both, where failing at once turned a failover during a launch wave into a failed
+/// node and a relaunch per executor that had not called yet.
+pub const NEW_PIN_GRACE: Duration = Duration::from_secs(120);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
@@ -103,10 +113,19 @@ pub enum Mismatch {
     Fail,
 }
 
-/// `worked`: a call with this pin has succeeded; `since`: how long calls have met another
-/// certificate.
-pub fn on_mismatch(worked: bool, since: Duration) -> Mismatch {
-    if worked && since < PIN_GRACE {
+/// How long another certificate is waited through: [`PIN_GRACE`] when a call with this pin
+/// has succeeded, else `new_pin_grace` ([`NEW_PIN_GRACE`] unless tests shorten it).
+pub fn pin_grace(worked: bool, new_pin_grace: Duration) -> Duration {
+    if worked {
+        PIN_GRACE
+    } else {
+        new_pin_grace
+    }
+}
+
+/// `since`: how long calls have met another certificate; `grace`: from [`pin_grace`].
+pub fn on_mismatch(grace: Duration, since: Duration) -> Mismatch {
+    if since < grace {
         Mismatch::Wait
     } else {
         Mismatch::Fail
@@ -154,11 +173,16 @@ mod tests {
     }
 
     #[test]
-    fn only_a_pin_that_worked_waits_for_a_new_one_and_not_forever() {
+    fn another_certificate_is_waited_through_longer_once_the_pin_worked_and_not_forever() {
         let minute = Duration::from_secs(60);
-        assert_eq!(on_mismatch(false, Duration::ZERO), Mismatch::Fail);
-        assert_eq!(on_mismatch(true, Duration::ZERO), Mismatch::Wait);
-        assert_eq!(on_mismatch(true, minute), Mismatch::Wait);
-        assert_eq!(on_mismatch(true, PIN_GRACE), Mismatch::Fail);
+        let new = pin_grace(false, NEW_PIN_GRACE);
+        assert_eq!(new, NEW_PIN_GRACE);
+        assert_eq!(on_mismatch(new, Duration::ZERO), Mismatch::Wait);
+        assert_eq!(on_mismatch(new, minute), Mismatch::Wait);
+        assert_eq!(on_mismatch(new, NEW_PIN_GRACE), Mismatch::Fail);
+        let worked = pin_grace(true, NEW_PIN_GRACE);
+        assert_eq!(on_mismatch(worked, NEW_PIN_GRACE), Mismatch::Wait);
+        assert_eq!(on_mismatch(worked, PIN_GRACE), Mismatch::Fail);
+        assert!(NEW_PIN_GRACE < PIN_GRACE);
     }
 }
