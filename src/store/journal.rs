@@ -187,7 +187,7 @@ impl JournalStore {
             let f = OpenOptions::new()
                 .write(true)
                 .open(self.file.path())
-                .map_err(self.io("open for appending"))?;
+                .map_err(self.io("open for writing"))?;
             if let Some(len) = self.truncate_to {
                 f.set_len(len)
                     .and_then(|()| f.sync_data())
@@ -267,14 +267,19 @@ impl Line {
     }
 }
 
-/// Writes a journal of one line holding every record `each` gives into the empty `file`,
-/// as [`Line`] would make it, without holding the line: the checksum's place is written
-/// first and filled in once the JSON behind it is hashed. Returns the bytes written.
 /// Counts and hashes what goes through to `out`: the JSON of a line, whose checksum leads it.
 struct Hashing<'w, W: Write> {
     out: &'w mut W,
     hash: crate::hash::ContentHasher,
     len: u64,
+}
+
+impl<W: Write> Hashing<'_, W> {
+    /// Starts a line: zeros where its checksum goes, then the JSON's opening.
+    fn open_line(&mut self) -> io::Result<()> {
+        self.out.write_all(b"0000000000000000 ")?;
+        self.write_all(b"{\"put\":{")
+    }
 }
 
 impl<W: Write> Write for Hashing<'_, W> {
@@ -331,8 +336,7 @@ fn stream_line<W: Write>(
         let first = json.len == 0;
         let written = (|| {
             if first {
-                json.out.write_all(b"0000000000000000 ")?;
-                json.write_all(b"{\"put\":{")?;
+                json.open_line()?;
             } else {
                 json.write_all(b",")?;
             }
@@ -351,8 +355,7 @@ fn stream_line<W: Write>(
         if dels.is_empty() {
             return Ok(None);
         }
-        json.out.write_all(b"0000000000000000 ")?;
-        json.write_all(b"{\"put\":{")?;
+        json.open_line()?;
     }
     json.write_all(b"},\"del\":")?;
     serde_json::to_writer(&mut json, &dels)?;
@@ -362,6 +365,9 @@ fn stream_line<W: Write>(
     Ok(Some((sum, 17 + json_len + 1)))
 }
 
+/// Writes a journal of one line holding every record `each` gives into the empty `file`,
+/// streamed as [`stream_line`] makes it, the checksum written back at the line's start.
+/// Returns the bytes written.
 fn write_compacted(file: &File, each: &mut super::Records<'_>) -> io::Result<u64> {
     use std::os::unix::fs::FileExt;
     let mut out = io::BufWriter::with_capacity(64 * 1024, file);
