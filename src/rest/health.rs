@@ -87,6 +87,7 @@ pub(super) struct Kind(&'static str);
 
 impl Kind {
     pub(super) const STALE: Kind = Kind("stale");
+    pub(super) const WAITING: Kind = Kind("waiting");
     pub(super) const OTHER: Kind = Kind("other");
 
     pub(super) fn of(reason: &str) -> Kind {
@@ -114,6 +115,7 @@ impl Kind {
             "stale" => {
                 "check that the gateway is up and reachable from the scheduler (and, for a node, that its executor runs)"
             }
+            "waiting" => "nothing: the gateway poll that follows an attach settles it",
             "pool_full" => "add devices or nodes to the pool, or free space in its volumes",
             "pool_degraded" => {
                 "wait for the rebuild to finish; take no other node of the protection domain down meanwhile"
@@ -124,10 +126,16 @@ impl Kind {
     }
 }
 
-/// The short names of a node's reasons, each once: `stale` alone when the node is unknown.
+/// The short names of a node's reasons, each once; one alone when the node is unknown:
+/// `waiting` when the next gateway poll settles it, else `stale`.
 pub(super) fn node_codes(n: &Node) -> Vec<&'static str> {
     if n.health.state == HealthState::Unknown {
-        return vec![Kind::STALE.code()];
+        let waiting = n
+            .health
+            .reasons
+            .iter()
+            .all(|r| Kind::of(r) == Kind::WAITING);
+        return vec![if waiting { Kind::WAITING } else { Kind::STALE }.code()];
     }
     let mut codes: Vec<&'static str> = n
         .health
@@ -275,6 +283,10 @@ mod tests {
                 "no gateway data for 200s (last poll failed: timeout)",
                 "stale",
             ),
+            (
+                "waiting for the gateway's next poll: the devices of h2 were attached after the last one",
+                "waiting",
+            ),
             ("pool pd1/sp1 is 91% used (warn at 80%)", "pool_full"),
             (
                 "pool pd1/sp1: 12.0 GiB degraded, rebuilding",
@@ -304,5 +316,7 @@ mod tests {
         assert_eq!(node_codes(&n), ["host_service", "sds_disconnected"]);
         n.health = Health::unknown("no host report for 200s");
         assert_eq!(node_codes(&n), ["stale"]);
+        n.health = Health::unknown("waiting for the gateway's next poll: the devices of h1");
+        assert_eq!(node_codes(&n), ["waiting"]);
     }
 }

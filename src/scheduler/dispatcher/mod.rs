@@ -1899,6 +1899,69 @@ mod tests {
         );
     }
 
+    /// Devices the gateway worker attached after the gateway's last poll are not in that
+    /// poll's listing: a host report in between finds the node unknown until the next poll,
+    /// not "SDS ... not listed" (every node of a rollout flashed degraded for the half second
+    /// until the next poll, and a demo's summary printed it), and not healthy (the cluster
+    /// read healthy before any poll had seen the MDM cluster the attach went to). A poll
+    /// that still lists no SDS flags it.
+    #[test]
+    fn a_node_attached_after_the_last_poll_is_unknown_until_a_poll_says() {
+        use crate::contract::health::{HostCheck, HostProblem};
+        use crate::scheduler::exchange::{ExecutorCall, ExecutorRequest};
+        use crate::scheduler::gateway_work::report::{HealthPoll, NodeReport};
+        use crate::scheduler::model::HealthState;
+        let mut r = rig();
+        let (executor_id, secret) = launched_on_a1(&mut r);
+        let unlisted = "SDS of host-a1 not listed by the gateway";
+        let model = &mut r.d.state.model;
+        model.nodes.get_mut("a1").unwrap().phase = Phase::Running;
+        model.health.read_ms = Some(r.clock.now_ms());
+        r.advance(10);
+        r.input(Input::Storage(Report::Node(NodeReport {
+            agent_id: "a1".into(),
+            sds_id: Some("sds-1".into()),
+            attached: vec!["/dev/sdb".into()],
+            sdc_connected: true,
+            error: None,
+        })));
+        let host_report = |r: &mut Rig, problems: Vec<HostProblem>| {
+            let (tx, rx) = crossbeam_channel::unbounded();
+            r.input(Input::Executor(ExecutorRequest {
+                executor_id: executor_id.clone(),
+                secret: secret.clone(),
+                call: ExecutorCall::Health(problems),
+                reply: tx.into(),
+            }));
+            assert!(rx.try_recv().is_ok(), "answered");
+        };
+        host_report(&mut r, Vec::new());
+        let health = r.d.model().nodes["a1"].health.clone();
+        assert_eq!(health.state, HealthState::Unknown, "{health:?}");
+        assert!(
+            health.reasons[0].starts_with(crate::scheduler::health::AWAITING_POLL),
+            "{health:?}"
+        );
+        let cluster = &r.d.model().health.health;
+        assert_eq!(cluster.state, HealthState::Unknown, "{cluster:?}");
+
+        r.advance(10);
+        let poll = HealthPoll {
+            read_ms: r.clock.now_ms(),
+            requests: 5,
+            ..Default::default()
+        };
+        r.input(Input::Storage(Report::Health(Box::new(poll))));
+        let health = r.d.model().nodes["a1"].health.clone();
+        assert!(health.reasons.iter().any(|r| r == unlisted), "{health:?}");
+        // And it stays so: a later host report does not take the flag back.
+        host_report(
+            &mut r,
+            vec![HostProblem::new(HostCheck::Service, "lia", "x")],
+        );
+        let health = &r.d.model().nodes["a1"].health;
+        assert!(health.reasons.iter().any(|r| r == unlisted), "{health:?}");
+    }
     /// Health is shown, never acted upon: a poll or a failed poll, with the node degraded
     /// and its data gone stale, sends no call, relaunches nothing and changes no phase.
     #[test]

@@ -311,6 +311,9 @@ impl StorageSide {
             node.sds_id = r.sds_id.map(Into::into);
         }
         if r.error.is_none() || !r.attached.is_empty() {
+            // Reports and polls come from one worker thread in order: a poll read after
+            // this report is the first that can list what it attached.
+            node.attached_after_poll = !r.attached.is_empty();
             node.attached = r.attached;
         }
         node.sdc_connected = r.sdc_connected;

@@ -30,6 +30,9 @@ pub fn apply_poll(model: &mut ClusterModel, poll: &HealthPoll, settings: &Health
         if node.storage != storage {
             node.storage = storage;
         }
+        if node.attached_after_poll {
+            node.attached_after_poll = false;
+        }
         let sdc = node.ip.as_deref().map(|ip| index.sdc_connected(ip));
         if let Some(connected) = sdc.filter(|c| *c != node.sdc_connected) {
             node.sdc_connected = connected;
@@ -78,7 +81,7 @@ pub fn reassess_heard(
     let mut tally = Tally::default();
     for mut node in model.nodes.values_mut() {
         let health = node_health(&node, contact_ms(&node, heard(&node.agent_id)), &cx);
-        tally.count(&node.hostname, health.state);
+        tally.count(&node.hostname, &health);
         let (missing, errors) = device_trouble(&node);
         if node.devices_missing != missing {
             node.devices_missing = missing;

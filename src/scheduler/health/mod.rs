@@ -47,11 +47,15 @@ pub struct Change {
 pub const GATEWAY_STALE: &str = "no gateway data";
 /// How a reason about a running executor not heard from lately begins.
 pub const CONTACT_STALE: &str = "no word from the executor";
+/// How a reason begins that the next gateway poll settles: a node whose devices were just
+/// attached, which the last poll could not list yet. Logged as information: every node of a
+/// rollout passes through it.
+pub const AWAITING_POLL: &str = "waiting for the gateway's next poll";
 
 /// The short code of a node's reason, for the `storage_node_unhealthy{reason}` gauge:
 /// `sds_disconnected`, `sds_state` (not joined, not `Normal`, in maintenance, not listed),
 /// `sdc_disconnected`, `device_error`, `host_service` (a service or the `scini` module),
-/// `host_device`, `host_reboot`, `volume_driver`, `stale`; the cluster's `pool_full`,
+/// `host_device`, `host_reboot`, `volume_driver`, `stale`, `waiting`; the cluster's `pool_full`,
 /// `pool_degraded`, `mdm`; `other` for a text of none of these shapes.
 pub fn reason_code(reason: &str) -> &'static str {
     let mut words = reason.split_whitespace();
@@ -69,6 +73,7 @@ pub fn reason_code(reason: &str) -> &'static str {
         "device" => "device_error",
         "volume" if second == "driver" => "volume_driver",
         _ if reason.starts_with(GATEWAY_STALE) || reason.starts_with(CONTACT_STALE) => "stale",
+        _ if reason.starts_with(AWAITING_POLL) => "waiting",
         "pool" if reason.contains("% used") => "pool_full",
         "pool" => "pool_degraded",
         "MDM" => "mdm",

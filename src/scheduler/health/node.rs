@@ -14,7 +14,7 @@
 //!   disrupted). A host that is not back within [`REBOOT_GRACE_MS`] is a problem: a planned
 //!   reboot counts no failed launch, so nothing else would flag a host that never returns.
 
-use super::combine;
+use super::{combine, AWAITING_POLL};
 use crate::contract::health::HostCheck;
 use crate::scheduler::model::{DeviceStatus, Health, Node, Phase, SdsStatus};
 
@@ -44,7 +44,7 @@ pub(super) fn node_health(node: &Node, contact_ms: Option<u64>, cx: &Context) ->
     if gateway_applies(node) {
         match cx.gateway_stale {
             Some(why) => unknown.push(why.to_string()),
-            None => gateway_problems(node, &mut problems),
+            None => gateway_problems(node, &mut problems, &mut unknown),
         }
     }
     if node.phase == Phase::Running {
@@ -115,12 +115,17 @@ fn rebooting(phase: Phase) -> bool {
     matches!(phase, Phase::RebootPrerequisites | Phase::RebootFinal)
 }
 
-fn gateway_problems(node: &Node, out: &mut Vec<String>) {
+fn gateway_problems(node: &Node, out: &mut Vec<String>, unknown: &mut Vec<String>) {
     let host = &node.hostname;
     let planned = rebooting(node.phase);
     let storage = node.storage.as_deref();
     match storage.and_then(|s| s.sds.as_ref()) {
         Some(sds) => sds_problems(host, sds, planned, out),
+        // The poll the listing came from was read before the attach: only the next one can
+        // say. (Taken for not listed, every node of a rollout flashed degraded until then.)
+        None if !node.attached.is_empty() && node.attached_after_poll => unknown.push(format!(
+            "{AWAITING_POLL}: the devices of {host} were attached after the last one"
+        )),
         None if !node.attached.is_empty() => {
             out.push(format!("SDS of {host} not listed by the gateway"))
         }

@@ -1,7 +1,7 @@
 //! A pool's and the cluster's health: missing copies and moving data in the pools, capacity
 //! over the operators' threshold, the MDM cluster, and how many nodes are not healthy.
 
-use super::{combine, gib};
+use super::{combine, gib, AWAITING_POLL};
 use crate::scheduler::model::{Health, HealthState, MdmStatus, PoolCapacity};
 
 /// Nodes named in the cluster's reasons, at most (the rest are counted).
@@ -81,13 +81,17 @@ fn warn_text(w: f64) -> String {
 pub(super) struct Tally {
     degraded: (usize, Vec<String>),
     unknown: (usize, Vec<String>),
+    /// Unknown only until the next gateway poll ([`AWAITING_POLL`]).
+    waiting: (usize, Vec<String>),
 }
 
 impl Tally {
-    pub fn count(&mut self, hostname: &str, state: HealthState) {
-        let (n, names) = match state {
+    pub fn count(&mut self, hostname: &str, health: &Health) {
+        let waiting = || health.reasons.iter().all(|r| r.starts_with(AWAITING_POLL));
+        let (n, names) = match health.state {
             HealthState::Healthy => return,
             HealthState::Degraded => &mut self.degraded,
+            HealthState::Unknown if waiting() => &mut self.waiting,
             HealthState::Unknown => &mut self.unknown,
         };
         *n += 1;
@@ -100,6 +104,13 @@ impl Tally {
         let s = if *n == 1 { "" } else { "s" };
         let more = if *n > names.len() { ", ..." } else { "" };
         (*n > 0).then(|| format!("{n} node{s} {state}: {}{more}", names.join(", ")))
+    }
+
+    fn waiting_reason(&self) -> Option<String> {
+        let (n, names) = &self.waiting;
+        let s = if *n == 1 { "" } else { "s" };
+        let more = if *n > names.len() { ", ..." } else { "" };
+        (*n > 0).then(|| format!("{AWAITING_POLL}: {n} node{s}: {}{more}", names.join(", ")))
     }
 }
 
@@ -126,6 +137,7 @@ pub(super) fn cluster_health(
     }
     problems.extend(Tally::reason(&nodes.degraded, "degraded"));
     unknown.extend(Tally::reason(&nodes.unknown, "unknown"));
+    unknown.extend(nodes.waiting_reason());
     combine(problems, unknown)
 }
 
@@ -265,12 +277,12 @@ mod tests {
         sick_pool.health = pool_health(&sick_pool, 80.0, None);
         let mut two_down = Tally::default();
         for h in ["h2", "h3"] {
-            two_down.count(h, HealthState::Degraded);
+            two_down.count(h, &Health::degraded(vec!["x".into()]));
         }
-        two_down.count("h1", HealthState::Healthy);
+        two_down.count("h1", &Health::healthy());
         let mut many = Tally::default();
         for i in 0..7 {
-            many.count(&format!("h{i}"), HealthState::Unknown);
+            many.count(&format!("h{i}"), &Health::unknown("x"));
         }
         let normal = mdm("ClusteredNormal", Some(3), 3);
         let none = Tally::default();
@@ -342,10 +354,35 @@ mod tests {
             );
         }
         let mut one = Tally::default();
-        one.count("h4", HealthState::Degraded);
+        one.count("h4", &Health::degraded(vec!["x".into()]));
         assert_eq!(
             Tally::reason(&one.degraded, "degraded").unwrap(),
             "1 node degraded: h4"
+        );
+    }
+
+    /// Nodes unknown only until the next poll are counted apart, under a reason of the same
+    /// kind as theirs (logged as information); one also unknown for another reason is not.
+    #[test]
+    fn nodes_waiting_for_the_next_poll_are_counted_apart() {
+        let waiting = |h: &str| Health::unknown(format!("{AWAITING_POLL}: the devices of {h}"));
+        let mut t = Tally::default();
+        t.count("h1", &waiting("h1"));
+        t.count("h2", &waiting("h2"));
+        let mut both = waiting("h3");
+        both.reasons
+            .push("no word from the executor in the last 180s".into());
+        t.count("h3", &both);
+        let got = cluster_health(None, &[], &t, None);
+        assert_eq!(
+            got,
+            Health {
+                state: HealthState::Unknown,
+                reasons: vec![
+                    "1 node unknown: h3".into(),
+                    format!("{AWAITING_POLL}: 2 nodes: h1, h2"),
+                ],
+            }
         );
     }
 }

@@ -275,6 +275,11 @@ pub struct Node {
     /// What the gateway's last poll said of this node's SDS and devices.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<Box<NodeStorage>>,
+    /// The gateway worker attached devices after the last poll began, so `storage` (from
+    /// that poll) cannot list this node's SDS yet: its absence is no fault until the next
+    /// poll. Not saved: a restarted scheduler's first poll decides.
+    #[serde(skip)]
+    pub attached_after_poll: bool,
     /// The target generation this node last reached (its executor said `reached`).
     #[serde(default)]
     pub generation: u64,
@@ -409,6 +414,7 @@ impl Node {
             devices_removed: Vec::new(),
             devices_removing: Vec::new(),
             maintenance: None,
+            attached_after_poll: false,
         }
     }
 
