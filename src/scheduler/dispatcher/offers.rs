@@ -372,8 +372,8 @@ impl Dispatcher {
         let Some(binary) = &self.executor_binary else {
             return;
         };
-        let digest = match binary.get() {
-            Ok(b) => Some(b.sha256().to_owned()),
+        let digest = match binary.sha256() {
+            Ok(digest) => Some(digest),
             Err(e) => {
                 error!("agent {host}: the executor binary cannot be read, the launch will not run: {e}");
                 None

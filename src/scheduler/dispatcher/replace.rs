@@ -190,7 +190,7 @@ impl Dispatcher {
     /// The digest of the binary served now; the launch context's when none is served (tests).
     fn served_executor_digest(&self) -> Option<String> {
         match &self.executor_binary {
-            Some(binary) => binary.get().ok().map(|b| b.sha256().to_owned()),
+            Some(binary) => binary.sha256().ok(),
             None => self.ctx.executor_sha256.clone(),
         }
     }
