@@ -14,12 +14,14 @@
 //! within the same nanosecond to the same size is served with the old digest, and the
 //! executor's check of that digest refuses it.
 
-use crate::hash::content_hash;
-use crate::sha256;
+use crate::hash::{content_hash, ContentHasher};
+use crate::sha256::{self, Sha256};
 use log::info;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::SystemTime;
+
+const HINT: &str = "it is served from beside the scheduler binary, or from -executor.altpath";
 
 /// Read again when no fetch holds the bytes, or when the file's size or modification time
 /// changed (an operator replacing the file under a running scheduler).
@@ -60,27 +62,64 @@ impl ExecutorBinary {
 
     fn stat(&self) -> Result<(u64, Option<SystemTime>), String> {
         let shown = self.path.display();
-        let hint = "it is served from beside the scheduler binary, or from -executor.altpath";
-        let meta = std::fs::metadata(&self.path).map_err(|e| format!("{shown}: {e}; {hint}"))?;
+        let meta = std::fs::metadata(&self.path).map_err(|e| format!("{shown}: {e}; {HINT}"))?;
         if !meta.is_file() {
-            return Err(format!("{shown} is not a regular file; {hint}"));
+            return Err(format!("{shown} is not a regular file; {HINT}"));
         }
         Ok((meta.len(), meta.modified().ok()))
     }
 
     /// The SHA-256 of the file as it would be served now, without reading it while its size
-    /// and modification time are those of the last read (every launch asks).
+    /// and modification time are those of the last read (every launch asks). A new file is
+    /// hashed as it is read, not held: the first launch needs the digest long before any
+    /// fetch needs the bytes (held, they were the scheduler's peak at 100 agents).
     pub fn sha256(&self) -> Result<String, String> {
         let (len, modified) = self.stat()?;
-        {
-            let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(k) = known.as_ref() {
-                if k.len == len && k.modified == modified {
-                    return Ok(k.sha256.clone());
-                }
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = known.as_ref() {
+            if k.len == len && k.modified == modified {
+                return Ok(k.sha256.clone());
             }
         }
-        self.get().map(|b| b.sha256)
+        let (read, etag, sha256) = self.digests()?;
+        *known = Some(Known {
+            len: read,
+            modified,
+            etag,
+            sha256: sha256.clone(),
+            bytes: Weak::new(),
+        });
+        Ok(sha256)
+    }
+
+    /// The ETag of new content of `len` bytes whose [`content_hash`] is `hash`, logged.
+    fn new_etag(&self, hash: u64, len: u64) -> String {
+        let etag = format!("\"{hash:016x}-{len:x}\"");
+        info!(
+            "executor binary {}: {len} bytes, ETag {etag}",
+            self.path.display()
+        );
+        etag
+    }
+
+    /// The file's length, ETag and SHA-256, read in pieces.
+    fn digests(&self) -> Result<(u64, String, String), String> {
+        use std::io::Read;
+        let shown = self.path.display();
+        let failed = |e: std::io::Error| format!("{shown}: {e}; {HINT}");
+        let mut file = std::fs::File::open(&self.path).map_err(failed)?;
+        let (mut fast, mut sha, mut len) = (ContentHasher::default(), Sha256::default(), 0u64);
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = file.read(&mut buf).map_err(failed)?;
+            if n == 0 {
+                break;
+            }
+            fast.update(&buf[..n]);
+            sha.update(&buf[..n]);
+            len += n as u64;
+        }
+        Ok((len, self.new_etag(fast.finish(), len), sha.hex()))
     }
 
     pub fn get(&self) -> Result<Binary, String> {
@@ -98,9 +137,7 @@ impl ExecutorBinary {
             }
         }
         let shown = self.path.display();
-        let bytes = std::fs::read(&self.path).map_err(|e| {
-            format!("{shown}: {e}; it is served from beside the scheduler binary, or from -executor.altpath")
-        })?;
+        let bytes = std::fs::read(&self.path).map_err(|e| format!("{shown}: {e}; {HINT}"))?;
         // The same file read again (no fetch held it): its digests are known.
         let same = known
             .as_ref()
@@ -108,11 +145,7 @@ impl ExecutorBinary {
         let (etag, sha256) = match same {
             Some(k) => (k.etag.clone(), k.sha256.clone()),
             None => {
-                let etag = format!("\"{:016x}-{:x}\"", content_hash(&bytes), bytes.len());
-                info!(
-                    "executor binary {shown}: {} bytes loaded, ETag {etag}",
-                    bytes.len()
-                );
+                let etag = self.new_etag(content_hash(&bytes), bytes.len() as u64);
                 (etag, sha256::hex(&bytes))
             }
         };
@@ -159,6 +192,13 @@ mod tests {
         assert_eq!(digest, sha256::hex(b"executor v1"));
         assert!(!b.held(), "kept after the digest was made");
         let fetch = b.get().unwrap();
+        // Hashed as read or from the bytes held: the same digests.
+        let fresh = ExecutorBinary::new(b.path.clone()).get().unwrap();
+        assert_eq!(
+            (fresh.etag.as_str(), fresh.sha256()),
+            (fetch.etag.as_str(), digest.as_str())
+        );
+        drop(fresh);
         let again = b.get().unwrap();
         assert!(
             Arc::ptr_eq(&fetch.bytes, &again.bytes),
