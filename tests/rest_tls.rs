@@ -28,6 +28,14 @@ struct Server {
     addr: SocketAddr,
     fingerprint: Fingerprint,
     cert_der: Vec<u8>,
+    /// The executor binary it serves: absent until a test writes it.
+    binary: std::path::PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.binary);
+    }
 }
 
 fn start(opts: ServerOptions) -> Server {
@@ -57,13 +65,14 @@ fn start_with(opts: ServerOptions, identity: Identity) -> Server {
             reason: None,
         },
     );
+    static SERVERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = SERVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let binary = std::env::temp_dir().join(format!("rest-tls-executor-{}-{n}", std::process::id()));
     let rest = rest::start_with(
         RestConfig {
             port: 0,
             executor_binary: Arc::new(
-                storage_framework::scheduler::executor_binary::ExecutorBinary::new(
-                    std::env::temp_dir().join("rest-tls-no-executor-here"),
-                ),
+                storage_framework::scheduler::executor_binary::ExecutorBinary::new(binary.clone()),
             ),
             inputs: fake.inputs.clone(),
             metrics: Arc::new(Metrics::default()),
@@ -81,6 +90,7 @@ fn start_with(opts: ServerOptions, identity: Identity) -> Server {
         _fake: fake,
         fingerprint,
         cert_der,
+        binary,
     }
 }
 
@@ -194,6 +204,26 @@ fn the_read_only_routes_answer_on_both() {
     }
     // Only the certificate's absence: the route is reached over plain HTTP.
     assert_eq!(get(s.addr, "/storage-executor").status, 404);
+}
+
+/// The executor binary, sent from the page cache on plain HTTP, is read and sealed whole
+/// over TLS: the same bytes on both.
+#[test]
+fn the_executor_binary_is_the_same_over_tls_and_plain_http() {
+    let s = start(options());
+    let content: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
+    std::fs::write(&s.binary, &content).unwrap();
+    let plain = get(s.addr, "/storage-executor");
+    let sealed = tls_request(&s, "GET", "/storage-executor", b"", false);
+    for (r, how) in [(&plain, "plain"), (&sealed, "TLS")] {
+        assert_eq!(r.status, 200, "{how}");
+        assert_eq!(r.header("content-length"), Some("200000"), "{how}");
+        assert!(r.body == content, "{how}: the body differs from the file");
+    }
+    assert_eq!(plain.header("etag"), sealed.header("etag"));
+    let head = tls_request(&s, "HEAD", "/storage-executor", b"", false);
+    assert_eq!(head.header("content-length"), Some("200000"));
+    assert!(head.body.is_empty());
 }
 
 #[test]

@@ -513,7 +513,10 @@ impl Router {
                     Response::new(
                         200,
                         "application/octet-stream",
-                        Body::Shared(b.bytes.clone()),
+                        Body::File {
+                            file: b.file.clone(),
+                            len: b.len,
+                        },
                     )
                 };
                 resp.with_header("ETag", b.etag.clone())

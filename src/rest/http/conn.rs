@@ -150,7 +150,7 @@ pub(super) fn serve(
             req.method,
             req.path,
             resp.status,
-            resp.body.bytes().len(),
+            resp.body.size(),
             started.elapsed().as_secs_f64() * 1000.0
         );
         let deadline = Instant::now() + shared.limits.write_timeout;

@@ -123,17 +123,47 @@ pub enum Body {
     Empty,
     Static(&'static [u8]),
     Owned(Vec<u8>),
-    /// Shared by many responses (the state JSON, the executor binary): never copied.
+    /// Shared by many responses (the state JSON): never copied.
     Shared(Arc<dyn AsRef<[u8]> + Send + Sync>),
+    /// The first `len` bytes of a file (the executor binary): sent from the kernel's page
+    /// cache on a plain connection, never read into the scheduler's memory; read when it
+    /// must be (a TLS connection, an answer handed over).
+    File {
+        file: Arc<std::fs::File>,
+        len: u64,
+    },
 }
 
 impl Body {
+    /// The bytes of a body held in memory; a [`Body::File`]'s are not (see [`Body::size`] and
+    /// [`Body::contents`]).
     pub fn bytes(&self) -> &[u8] {
         match self {
-            Body::Empty => &[],
+            Body::Empty | Body::File { .. } => &[],
             Body::Static(b) => b,
             Body::Owned(b) => b,
             Body::Shared(b) => (**b).as_ref(),
+        }
+    }
+
+    /// Its length in bytes, a file's too.
+    pub fn size(&self) -> u64 {
+        match self {
+            Body::File { len, .. } => *len,
+            other => other.bytes().len() as u64,
+        }
+    }
+
+    /// Its bytes, a file's read (the slow path).
+    pub fn contents(&self) -> std::io::Result<std::borrow::Cow<'_, [u8]>> {
+        use std::os::unix::fs::FileExt;
+        match self {
+            Body::File { file, len } => {
+                let mut out = vec![0u8; usize::try_from(*len).map_err(std::io::Error::other)?];
+                file.read_exact_at(&mut out, 0)?;
+                Ok(out.into())
+            }
+            other => Ok(other.bytes().into()),
         }
     }
 }
