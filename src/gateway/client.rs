@@ -217,7 +217,11 @@ impl GatewayClient {
             .user_agent(concat!("storage-framework/", env!("CARGO_PKG_VERSION")))
             .timeout_resolve(Some(config.connect_timeout))
             .timeout_connect(Some(config.connect_timeout))
-            .timeout_global(Some(config.request_timeout));
+            .timeout_global(Some(config.request_timeout))
+            // Requests are small JSON and a large listing is read as it streams; ureq's
+            // default 128 KiB each way was a quarter of the scheduler's heap at 100 agents.
+            .input_buffer_size(16 * 1024)
+            .output_buffer_size(16 * 1024);
         let tls = tls.unwrap_or_else(|| {
             crate::tls::client_config(Arc::new(crate::tls::Checked(crate::tls::AnyCertificate)))
         });
