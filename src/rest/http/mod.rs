@@ -8,7 +8,10 @@
 //! oversized body is refused from its headers and never read.
 //!
 //! Model: an acceptor thread puts connections in a bounded queue (full: 503 at once); a
-//! fixed pool of workers each serves one connection at a time, keep-alive included. A
+//! pool of workers each serves one connection at a time, keep-alive included. The pool
+//! starts with [`FIRST_WORKERS`] and grows, up to its bound, when connections wait and no
+//! worker is idle: 64 threads started at once were a fifth of the scheduler's anonymous
+//! memory at 100 agents, most of them never used. A
 //! connection idle between requests gives its worker up as soon as other connections wait.
 //! An answer that comes later (a long poll, [`Later`]) is sent by whoever holds it; a
 //! keep-alive connection that took it whole goes back in the queue for its next request.
@@ -32,7 +35,7 @@ use log::warn;
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -47,6 +50,9 @@ pub const MAX_BODY: usize = 1024 * 1024;
 /// Request line plus headers.
 pub const MAX_HEAD: usize = 16 * 1024;
 pub const MAX_HEADERS: usize = 100;
+
+/// Workers started with the server; more are started as connections wait for one.
+const FIRST_WORKERS: usize = 4;
 
 /// How long stopping waits for connections to finish before cutting them.
 const STOP_GRACE: Duration = Duration::from_secs(1);
@@ -114,6 +120,15 @@ struct Shared {
     /// The workers' queue, for connections answered later that stay open; taken at stop
     /// (while it is here, the queue never closes and the workers never end).
     requeue: Mutex<Option<Sender<Queued>>>,
+    /// The workers started, and the queue's receiving end for more; `None` once stopping.
+    pool: Mutex<Option<Pool>>,
+    /// Workers waiting for a connection.
+    idle: AtomicUsize,
+}
+
+struct Pool {
+    rx: Receiver<Queued>,
+    workers: Vec<JoinHandle<()>>,
 }
 
 /// A connection for a worker: a new one, or one answered later that stays open (its TLS
@@ -149,6 +164,8 @@ fn resume(shared: &Arc<Shared>, source: IpAddr) -> Resume {
             if tx.try_send((conn, source)).is_err() {
                 // It had a free place: nobody of its address waits for it.
                 let _ = lock(&shared.slots).release(source);
+            } else {
+                grow(&shared, tx.len());
             }
         }
     })
@@ -158,7 +175,37 @@ pub struct Server {
     addr: SocketAddr,
     shared: Arc<Shared>,
     acceptor: Option<JoinHandle<()>>,
-    workers: Vec<JoinHandle<()>>,
+}
+
+/// Starts a worker when `queued` connections wait and fewer workers are idle, up to the
+/// bound. A worker that fails to start leaves the others serving.
+fn grow(shared: &Arc<Shared>, queued: usize) {
+    if queued <= shared.idle.load(Relaxed) {
+        return;
+    }
+    let mut pool = lock(&shared.pool);
+    let Some(pool) = pool.as_mut() else {
+        return;
+    };
+    if pool.workers.len() >= shared.limits.workers.max(1) {
+        return;
+    }
+    if let Err(e) = spawn_worker(pool, shared) {
+        warn!(
+            "REST server: could not start worker {} of {}: {e}",
+            pool.workers.len() + 1,
+            shared.limits.workers
+        );
+    }
+}
+
+fn spawn_worker(pool: &mut Pool, shared: &Arc<Shared>) -> io::Result<()> {
+    let (rx, shared) = (pool.rx.clone(), shared.clone());
+    let h = std::thread::Builder::new()
+        .name(format!("rest-{}", pool.workers.len()))
+        .spawn(move || worker(rx, shared))?;
+    pool.workers.push(h);
+    Ok(())
 }
 
 impl Server {
@@ -195,30 +242,32 @@ impl Server {
             closer: Closer::start(limits.closing)?,
             tls,
             requeue: Mutex::new(None),
+            pool: Mutex::new(None),
+            idle: AtomicUsize::new(0),
         });
         let (tx, rx) = crossbeam_channel::bounded::<Queued>(limits.queue.max(1));
         *lock(&shared.requeue) = Some(tx.clone());
+        let mut pool = Pool {
+            rx,
+            workers: Vec::new(),
+        };
+        for _ in 0..limits.workers.clamp(1, FIRST_WORKERS) {
+            if let Err(e) = spawn_worker(&mut pool, &shared) {
+                // Closing the queue lets the workers started end.
+                drop(tx);
+                lock(&shared.requeue).take();
+                for w in pool.workers {
+                    let _ = w.join();
+                }
+                return Err(e);
+            }
+        }
+        *lock(&shared.pool) = Some(pool);
         let mut server = Server {
             addr,
             shared: shared.clone(),
             acceptor: None,
-            workers: Vec::new(),
         };
-        for i in 0..limits.workers.max(1) {
-            let (rx, shared) = (rx.clone(), shared.clone());
-            match std::thread::Builder::new()
-                .name(format!("rest-{i}"))
-                .spawn(move || worker(rx, shared))
-            {
-                Ok(h) => server.workers.push(h),
-                Err(e) => {
-                    // Closing the queue first lets `server`'s drop join the workers.
-                    drop(tx);
-                    lock(&server.shared.requeue).take();
-                    return Err(e);
-                }
-            }
-        }
         let acc_shared = shared.clone();
         server.acceptor = Some(
             std::thread::Builder::new()
@@ -267,7 +316,8 @@ impl Drop for Server {
             let _ = s.shutdown(Shutdown::Both);
         }
         drop(open);
-        for w in self.workers.drain(..) {
+        let pool = lock(&self.shared.pool).take();
+        for w in pool.into_iter().flat_map(|p| p.workers) {
             let _ = w.join();
         }
     }
@@ -297,7 +347,7 @@ fn accept(listener: TcpListener, tx: Sender<Queued>, shared: Arc<Shared>) {
         let admitted = lock(&shared.slots).admit(source, Opened::New(stream));
         match admitted {
             Admit::Serve(stream) => match tx.try_send((stream, source)) {
-                Ok(()) => {}
+                Ok(()) => grow(&shared, tx.len()),
                 Err(TrySendError::Full((Opened::New(s) | Opened::Kept(s, _), source))) => {
                     busy(
                         &shared,
@@ -343,7 +393,18 @@ fn busy(shared: &Shared, mut s: TcpStream, why: &str) {
 }
 
 fn worker(rx: Receiver<Queued>, shared: Arc<Shared>) {
-    while let Ok((stream, source)) = rx.recv() {
+    loop {
+        shared.idle.fetch_add(1, Relaxed);
+        let next = rx.recv();
+        shared.idle.fetch_sub(1, Relaxed);
+        let Ok((stream, source)) = next else {
+            break;
+        };
+        // More waiting than idle workers to take them (a burst came faster than the
+        // acceptor saw workers busy): one more.
+        if !rx.is_empty() {
+            grow(&shared, rx.len());
+        }
         let mut next = Some(stream);
         // The connections of that address that waited for its place come next, here.
         while let Some(stream) = next {
@@ -369,4 +430,79 @@ fn serve_one(stream: Opened, source: IpAddr, shared: &Arc<Shared>, rx: &Receiver
         open.remove(&id);
     }
     shared.closed.notify_all();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    fn limits(workers: usize) -> Limits {
+        let t = Duration::from_secs(10);
+        Limits {
+            workers,
+            queue: 64,
+            request_timeout: t,
+            first_byte_timeout: t,
+            per_address: 64,
+            per_address_waiting: 64,
+            closing: 16,
+            idle_timeout: t,
+            write_timeout: t,
+        }
+    }
+
+    fn started(server: &Server) -> usize {
+        lock(&server.shared.pool)
+            .as_ref()
+            .map_or(0, |p| p.workers.len())
+    }
+
+    /// The pool starts small and grows to its bound when that many requests are in
+    /// progress at once, no further.
+    #[test]
+    fn the_pool_grows_to_its_bound_as_connections_wait() {
+        const BOUND: usize = 10;
+        let (entered_tx, entered) = crossbeam_channel::unbounded::<()>();
+        let (release, released) = crossbeam_channel::unbounded::<()>();
+        let handler: Arc<Handler> = Arc::new(move |_req: &Request| {
+            let _ = entered_tx.send(());
+            let _ = released.recv_timeout(Duration::from_secs(10));
+            Response::new(200, "text/plain", Body::Static(b"ok"))
+        });
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = Server::start(
+            listener,
+            limits(BOUND),
+            Arc::new(HttpStats::default()),
+            handler,
+        )
+        .unwrap();
+        assert_eq!(started(&server), FIRST_WORKERS);
+        let clients: Vec<TcpStream> = (0..BOUND + 2)
+            .map(|_| {
+                let mut c = TcpStream::connect(addr).unwrap();
+                c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                    .unwrap();
+                c
+            })
+            .collect();
+        // Every worker of the bound is in the handler at once, each on its own request.
+        for i in 0..BOUND {
+            entered
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("only {i} requests served at once"));
+        }
+        assert_eq!(started(&server), BOUND);
+        for _ in 0..BOUND + 2 {
+            release.send(()).unwrap();
+        }
+        for mut c in clients {
+            let mut answer = String::new();
+            c.read_to_string(&mut answer).unwrap();
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        }
+        assert_eq!(started(&server), BOUND);
+    }
 }
