@@ -398,7 +398,10 @@ impl Node {
             updated_ms: now_ms,
             progress: None,
             rebooting: false,
-            health: Health::default(),
+            // What the health rules say of a node that installs and holds nothing yet: made
+            // `unknown`, every new node was changed (copied away from the save's snapshot,
+            // and logged) by the first reassessment.
+            health: Health::healthy(),
             host: None,
             storage: None,
             generation: 0,
