@@ -8,6 +8,7 @@ use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
+use storage_framework::contract::api::MAX_PLAN_WAIT;
 
 pub const FRAMEWORK_ID: &str = "MESOS_FRAMEWORK_ID";
 pub const EXECUTOR_ID: &str = "MESOS_EXECUTOR_ID";
@@ -155,11 +156,19 @@ impl Config {
         };
         let plan_wait = match text(PLAN_WAIT)? {
             None => DEFAULT_PLAN_WAIT,
-            Some(raw) => parse_plan_wait(&raw).map_err(|why| error(PLAN_WAIT, why))?,
+            // The poll's `wait` parameter counts seconds, up to the scheduler's longest wait.
+            Some(raw) => parse_secs(&raw, MAX_PLAN_WAIT, "a plan wait")
+                .map_err(|why| error(PLAN_WAIT, why))?,
         };
         let new_pin_grace = match text(NEW_PIN_GRACE)? {
             None => crate::node::endpoint::NEW_PIN_GRACE,
-            Some(raw) => parse_pin_grace(&raw).map_err(|why| error(NEW_PIN_GRACE, why))?,
+            // At most the grace of a pin that worked.
+            Some(raw) => parse_secs(
+                &raw,
+                crate::node::endpoint::PIN_GRACE,
+                "a certificate grace",
+            )
+            .map_err(|why| error(NEW_PIN_GRACE, why))?,
         };
         Ok(Config {
             plan_wait,
@@ -176,25 +185,13 @@ impl Config {
     }
 }
 
-/// Whole seconds from 1 to the scheduler's longest wait (the poll's `wait` parameter counts
-/// seconds).
-fn parse_plan_wait(raw: &str) -> Result<Duration, String> {
-    let max = storage_framework::contract::api::MAX_PLAN_WAIT.as_secs();
+/// Whole seconds from 1 to `max` (`what` names the setting in the error).
+fn parse_secs(raw: &str, max: Duration, what: &str) -> Result<Duration, String> {
+    let max = max.as_secs();
     match raw.trim().parse::<u64>() {
         Ok(secs) if (1..=max).contains(&secs) => Ok(Duration::from_secs(secs)),
         _ => Err(format!(
-            "{raw:?} is not a plan wait: whole seconds from 1 to {max}"
-        )),
-    }
-}
-
-/// Whole seconds from 1 to the grace of a pin that worked.
-fn parse_pin_grace(raw: &str) -> Result<Duration, String> {
-    let max = crate::node::endpoint::PIN_GRACE.as_secs();
-    match raw.trim().parse::<u64>() {
-        Ok(secs) if (1..=max).contains(&secs) => Ok(Duration::from_secs(secs)),
-        _ => Err(format!(
-            "{raw:?} is not a certificate grace: whole seconds from 1 to {max}"
+            "{raw:?} is not {what}: whole seconds from 1 to {max}"
         )),
     }
 }
