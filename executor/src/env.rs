@@ -154,22 +154,7 @@ impl Config {
             None => "info".to_string(),
             Some(raw) => parse_log_filter(&raw).map_err(|why| error(LOG_LEVEL, why))?,
         };
-        let plan_wait = match text(PLAN_WAIT)? {
-            None => DEFAULT_PLAN_WAIT,
-            // The poll's `wait` parameter counts seconds, up to the scheduler's longest wait.
-            Some(raw) => parse_secs(&raw, MAX_PLAN_WAIT, "a plan wait")
-                .map_err(|why| error(PLAN_WAIT, why))?,
-        };
-        let new_pin_grace = match text(NEW_PIN_GRACE)? {
-            None => crate::node::endpoint::NEW_PIN_GRACE,
-            // At most the grace of a pin that worked.
-            Some(raw) => parse_secs(
-                &raw,
-                crate::node::endpoint::PIN_GRACE,
-                "a certificate grace",
-            )
-            .map_err(|why| error(NEW_PIN_GRACE, why))?,
-        };
+        let (plan_wait, new_pin_grace) = waits(&text)?;
         Ok(Config {
             plan_wait,
             new_pin_grace,
@@ -183,6 +168,26 @@ impl Config {
             log_filter,
         })
     }
+}
+
+/// The plan wait and the new-pin grace, whole seconds each, from `text` (a variable's value,
+/// if set): the poll's `wait` parameter counts seconds, up to the scheduler's longest wait;
+/// the grace is at most that of a pin that worked.
+fn waits(
+    text: &dyn Fn(&'static str) -> Result<Option<String>, EnvError>,
+) -> Result<(Duration, Duration), EnvError> {
+    let secs = |name, default, max, what| match text(name)? {
+        None => Ok(default),
+        Some(raw) => parse_secs(&raw, max, what).map_err(|why| error(name, why)),
+    };
+    let plan_wait = secs(PLAN_WAIT, DEFAULT_PLAN_WAIT, MAX_PLAN_WAIT, "a plan wait")?;
+    let grace = secs(
+        NEW_PIN_GRACE,
+        crate::node::endpoint::NEW_PIN_GRACE,
+        crate::node::endpoint::PIN_GRACE,
+        "a certificate grace",
+    )?;
+    Ok((plan_wait, grace))
 }
 
 /// Whole seconds from 1 to `max` (`what` names the setting in the error).
