@@ -130,11 +130,7 @@ impl Kind {
 /// `waiting` when the next gateway poll settles it, else `stale`.
 pub(super) fn node_codes(n: &Node) -> Vec<&'static str> {
     if n.health.state == HealthState::Unknown {
-        let waiting = n
-            .health
-            .reasons
-            .iter()
-            .all(|r| Kind::of(r) == Kind::WAITING);
+        let waiting = crate::scheduler::health::awaits_poll_only(&n.health);
         return vec![if waiting { Kind::WAITING } else { Kind::STALE }.code()];
     }
     let mut codes: Vec<&'static str> = n

@@ -215,10 +215,7 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
 fn declare_target(dispatcher: &mut Dispatcher, install: &InstallSettings, binary: &ExecutorBinary) {
     let packages = serde_json::to_string(&install.plan.packages).unwrap_or_default();
     let settings = serde_json::to_string(&install.plan).unwrap_or_default();
-    let executor = binary
-        .get()
-        .map(|b| b.sha256().to_owned())
-        .unwrap_or_default();
+    let executor = binary.sha256().unwrap_or_default();
     dispatcher.declare_target(&crate::scheduler::rollout::target::Declared {
         packages: &packages,
         settings: &settings,

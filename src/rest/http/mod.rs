@@ -402,9 +402,7 @@ fn worker(rx: Receiver<Queued>, shared: Arc<Shared>) {
         };
         // More waiting than idle workers to take them (a burst came faster than the
         // acceptor saw workers busy): one more.
-        if !rx.is_empty() {
-            grow(&shared, rx.len());
-        }
+        grow(&shared, rx.len());
         let mut next = Some(stream);
         // The connections of that address that waited for its place come next, here.
         while let Some(stream) = next {

@@ -5,7 +5,7 @@
 
 use super::Dispatcher;
 use crate::scheduler::gateway_work::report::HealthPoll;
-use crate::scheduler::health::{assess, reason_code, Change, HealthSettings, AWAITING_POLL};
+use crate::scheduler::health::{assess, awaits_poll_only, reason_code, Change, HealthSettings};
 use crate::scheduler::model::HealthState;
 use log::{debug, log, Level};
 
@@ -71,7 +71,7 @@ fn due_after(next: Option<u64>, checked_ms: u64) -> Option<u64> {
 
 /// The log line of a change: a warning when something becomes degraded or unknown (or the
 /// kinds of its reasons change), information when it is healthy again or only waits for the
-/// next gateway poll ([`AWAITING_POLL`]: every node of a rollout does). Only a figure moving
+/// next gateway poll ([`AWAITING_POLL`](crate::scheduler::health::AWAITING_POLL): every node of a rollout does). Only a figure moving
 /// (a rebuild's GiB left, a pool's percent used) is a debug line: a rebuild would otherwise
 /// log a warning at every poll.
 fn change_line(c: &Change) -> (Level, String) {
@@ -97,10 +97,9 @@ fn change_line(c: &Change) -> (Level, String) {
     let kinds = |h: &crate::scheduler::model::Health| -> Vec<&'static str> {
         h.reasons.iter().map(|r| reason_code(r)).collect()
     };
-    let awaiting_poll = c.to.reasons.iter().all(|r| r.starts_with(AWAITING_POLL));
     let level = if c.from.state == c.to.state && kinds(&c.from) == kinds(&c.to) {
         Level::Debug
-    } else if awaiting_poll {
+    } else if awaits_poll_only(&c.to) {
         Level::Info
     } else {
         Level::Warn
@@ -114,6 +113,7 @@ fn change_line(c: &Change) -> (Level, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::health::AWAITING_POLL;
     use crate::scheduler::model::Health;
 
     fn change(subject: &str, from: Health, to: Health) -> Change {

@@ -1962,6 +1962,7 @@ mod tests {
         let health = &r.d.model().nodes["a1"].health;
         assert!(health.reasons.iter().any(|r| r == unlisted), "{health:?}");
     }
+
     /// Health is shown, never acted upon: a poll or a failed poll, with the node degraded
     /// and its data gone stale, sends no call, relaunches nothing and changes no phase.
     #[test]

@@ -52,6 +52,11 @@ pub const CONTACT_STALE: &str = "no word from the executor";
 /// rollout passes through it.
 pub const AWAITING_POLL: &str = "waiting for the gateway's next poll";
 
+/// Whether all `h` waits for is the next gateway poll ([`AWAITING_POLL`]).
+pub fn awaits_poll_only(h: &crate::scheduler::model::Health) -> bool {
+    h.reasons.iter().all(|r| r.starts_with(AWAITING_POLL))
+}
+
 /// The short code of a node's reason, for the `storage_node_unhealthy{reason}` gauge:
 /// `sds_disconnected`, `sds_state` (not joined, not `Normal`, in maintenance, not listed),
 /// `sdc_disconnected`, `device_error`, `host_service` (a service or the `scini` module),

@@ -1,7 +1,7 @@
 //! A pool's and the cluster's health: missing copies and moving data in the pools, capacity
 //! over the operators' threshold, the MDM cluster, and how many nodes are not healthy.
 
-use super::{combine, gib, AWAITING_POLL};
+use super::{awaits_poll_only, combine, gib, AWAITING_POLL};
 use crate::scheduler::model::{Health, HealthState, MdmStatus, PoolCapacity};
 
 /// Nodes named in the cluster's reasons, at most (the rest are counted).
@@ -87,11 +87,10 @@ pub(super) struct Tally {
 
 impl Tally {
     pub fn count(&mut self, hostname: &str, health: &Health) {
-        let waiting = || health.reasons.iter().all(|r| r.starts_with(AWAITING_POLL));
         let (n, names) = match health.state {
             HealthState::Healthy => return,
             HealthState::Degraded => &mut self.degraded,
-            HealthState::Unknown if waiting() => &mut self.waiting,
+            HealthState::Unknown if awaits_poll_only(health) => &mut self.waiting,
             HealthState::Unknown => &mut self.unknown,
         };
         *n += 1;
@@ -100,17 +99,25 @@ impl Tally {
         }
     }
 
-    fn reason((n, names): &(usize, Vec<String>), state: &str) -> Option<String> {
-        let s = if *n == 1 { "" } else { "s" };
-        let more = if *n > names.len() { ", ..." } else { "" };
-        (*n > 0).then(|| format!("{n} node{s} {state}: {}{more}", names.join(", ")))
+    fn reason(counted: &(usize, Vec<String>), state: &str) -> Option<String> {
+        Tally::listed(counted).map(|(nodes, names)| format!("{nodes} {state}: {names}"))
     }
 
     fn waiting_reason(&self) -> Option<String> {
-        let (n, names) = &self.waiting;
+        Tally::listed(&self.waiting)
+            .map(|(nodes, names)| format!("{AWAITING_POLL}: {nodes}: {names}"))
+    }
+
+    /// `2 nodes` and `h1, h2` (`, ...` when more were counted than named); `None` for none.
+    fn listed((n, names): &(usize, Vec<String>)) -> Option<(String, String)> {
         let s = if *n == 1 { "" } else { "s" };
         let more = if *n > names.len() { ", ..." } else { "" };
-        (*n > 0).then(|| format!("{AWAITING_POLL}: {n} node{s}: {}{more}", names.join(", ")))
+        (*n > 0).then(|| {
+            (
+                format!("{n} node{s}"),
+                format!("{}{more}", names.join(", ")),
+            )
+        })
     }
 }
 
