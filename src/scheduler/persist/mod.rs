@@ -10,7 +10,6 @@
 pub mod setup;
 
 use crate::hash::content_hash;
-use crate::hash::KeyHash;
 use crate::scheduler::model::{ClusterModel, Node, Persisted, Target, STATE_VERSION};
 use crate::secret::{Secret, Token};
 use crate::store::{
@@ -18,7 +17,7 @@ use crate::store::{
 };
 use crate::tls::Fingerprint;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// Layout version of the record form (version 1 is the single document of earlier builds).
@@ -94,8 +93,9 @@ pub struct StateStore {
     saved_root: Option<u64>,
     /// The gateway record as the backend holds it.
     saved_gateway: Option<Fingerprint>,
-    /// Each node record as the backend holds it, found by agent id.
-    saved_nodes: HashSet<SavedNode, KeyHash>,
+    /// Each node record as the backend holds it, in the model's order (by agent id), so that
+    /// a save walks both side by side: a pointer comparison per unchanged node, not a lookup.
+    saved_nodes: BTreeSet<SavedNode>,
     buf: Vec<u8>,
     /// The store holds executor secrets in clear (an earlier build's): the next save rewrites
     /// all of it.
@@ -123,12 +123,6 @@ impl std::borrow::Borrow<str> for SavedNode {
     }
 }
 
-impl std::hash::Hash for SavedNode {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        self.agent().hash(h)
-    }
-}
-
 impl PartialEq for SavedNode {
     fn eq(&self, other: &SavedNode) -> bool {
         self.agent() == other.agent()
@@ -137,13 +131,55 @@ impl PartialEq for SavedNode {
 
 impl Eq for SavedNode {}
 
+impl Ord for SavedNode {
+    fn cmp(&self, other: &SavedNode) -> std::cmp::Ordering {
+        self.agent().cmp(other.agent())
+    }
+}
+
+impl PartialOrd for SavedNode {
+    fn partial_cmp(&self, other: &SavedNode) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The saved record of each model node, found by walking the saved records in step with the
+/// model's nodes (both ordered by agent id).
+struct SavedCursor<'a> {
+    saved: std::iter::Peekable<std::collections::btree_set::Iter<'a, SavedNode>>,
+}
+
+impl<'a> SavedCursor<'a> {
+    fn new(saved: &'a BTreeSet<SavedNode>) -> Self {
+        SavedCursor {
+            saved: saved.iter().peekable(),
+        }
+    }
+
+    /// The saved record of `agent`; calls come in ascending agent order.
+    fn find(&mut self, agent: &Arc<str>) -> Option<&'a SavedNode> {
+        while let Some(s) = self.saved.peek() {
+            // The model's key and the saved node's agent id are one `Arc` while the node is
+            // unchanged: equal without comparing the text.
+            if Arc::ptr_eq(&s.node.agent_id, agent) || s.agent() == &**agent {
+                return self.saved.next();
+            }
+            if s.agent() > &**agent {
+                return None;
+            }
+            self.saved.next();
+        }
+        None
+    }
+}
+
 impl StateStore {
     pub fn new(backend: Box<dyn RecordStore>) -> StateStore {
         StateStore {
             backend,
             saved_root: None,
             saved_gateway: None,
-            saved_nodes: HashSet::default(),
+            saved_nodes: BTreeSet::new(),
             buf: Vec::new(),
             clear_secrets: false,
         }
@@ -208,10 +244,10 @@ impl StateStore {
         let mut root_hash = None;
         let mut nodes_seen = Vec::new();
         let mut deleted = Vec::new();
-        let written = std::cell::Cell::new(0usize);
-        let new_nodes = std::cell::Cell::new(0usize);
+        let (written, new_nodes) = (std::cell::Cell::new(0usize), std::cell::Cell::new(0usize));
         let gateway = self.unsaved_gateway(state);
         let (saved_root, saved_nodes, buf) = (self.saved_root, &self.saved_nodes, &mut self.buf);
+        let mut cursor = SavedCursor::new(saved_nodes);
         let result = self.backend.apply_with(
             &mut |put| {
                 encode(buf, &root_record(state));
@@ -223,7 +259,7 @@ impl StateStore {
                 }
                 written.set(written.get() + put_gateway(gateway, buf, put));
                 for (agent, node) in state.model.nodes.iter_shared() {
-                    let before = saved_nodes.get(&**agent);
+                    let before = cursor.find(agent);
                     if before.is_some_and(|b| Arc::ptr_eq(&b.node, node)) {
                         continue;
                     }
@@ -309,8 +345,7 @@ impl StateStore {
         encode(&mut self.buf, &root_record(state));
         self.saved_root = Some(content_hash(&self.buf));
         self.saved_gateway = state.gateway_certificate;
-        let mut saved =
-            HashSet::with_capacity_and_hasher(state.model.nodes.len(), KeyHash::default());
+        let mut saved = BTreeSet::new();
         for node in state.model.nodes.values_shared() {
             encode_node(&mut self.buf, node);
             saved.replace(SavedNode {
@@ -565,6 +600,39 @@ mod tests {
             .unwrap()
             .matches(&"t".repeat(64).into()));
         assert_eq!(back.model.nodes["a2"], st.model.nodes["a2"]);
+    }
+
+    /// The save walks the saved records beside the model's nodes: nodes removed, added and
+    /// changed among unchanged ones, before, between and after them, are each found right.
+    #[test]
+    fn a_save_finds_each_saved_record_while_walking_beside_the_model() {
+        let node = |a: &str| Node::new(a, a, Persona::Data, 1);
+        let mut store = StateStore::new(Box::new(MemoryStore::new()));
+        let mut st = Persisted::default();
+        for a in ["b", "d", "f", "h"] {
+            st.model.nodes.insert(a, node(a));
+        }
+        assert_eq!(store.save(&st).unwrap(), 5, "root and four nodes");
+        // Added before, between and after; one removed; one replaced by an equal node under
+        // another pointer (found by its text, and not written).
+        for a in ["a", "e", "z"] {
+            st.model.nodes.insert(a, node(a));
+        }
+        st.model.nodes.remove("d");
+        st.model.nodes.insert("f", node("f"));
+        st.model.nodes.get_mut("h").unwrap().failures = 2;
+        assert_eq!(store.save(&st).unwrap(), 4, "a, e, z and h; d deleted");
+        assert_eq!(
+            store.save(&st).unwrap(),
+            0,
+            "every record found: nothing again"
+        );
+        let back = StateStore::new(Box::new(store_backend_clone(&mut store)))
+            .load()
+            .unwrap();
+        let agents: Vec<&str> = back.model.nodes.keys().map(|k| &**k).collect();
+        assert_eq!(agents, ["a", "b", "e", "f", "h", "z"]);
+        assert_eq!(back.model.nodes["h"].failures, 2);
     }
 
     #[test]
