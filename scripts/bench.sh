@@ -89,10 +89,12 @@ part rest_changing 1 cargo bench --quiet --bench rest_changing
 part scheduler 1 cargo bench --quiet --bench scheduler
 
 # scheduler_peak_rss_mb_10k, scheduler_peak_rss_mb_100, scheduler_cpu_seconds_10k: the musl
-# scheduler from start
-# to every task TASK_RUNNING on 10,000 (and 100) synthetic agents, at -loglevel=info. Peak RSS
-# is the kernel's high-water mark, VmHWM of /proc/<pid>/status; CPU is utime + stime of
-# /proc/<pid>/stat. See tests/bench/memory.rs.
+# scheduler from start until, on 10,000 (and 100) synthetic agents, every agent has fetched
+# the executor, every emulated executor has reported its phases to running over TLS from an
+# address of its own and holds a plan long poll, at -loglevel=info. Peak RSS is the kernel's
+# high-water mark, VmHWM of /proc/<pid>/status; CPU is utime + stime of /proc/<pid>/stat.
+# plan_change_p99_ms_10k (and _100): the scheduler restarted with a new target, until every
+# executor has a plan of it. See tests/bench/memory.rs.
 part memory 3 cargo bench --quiet --bench memory
 
 # node_install_seconds, executor_peak_rss_mb: one

@@ -15,7 +15,16 @@ use ureq::unversioned::transport::{
 
 /// An agent with `config` whose https requests are verified by `tls` alone.
 pub fn agent(config: ureq::config::Config, tls: Arc<ClientConfig>) -> ureq::Agent {
-    let connector = ().chain(TcpConnector::default()).chain(Tls { config: tls });
+    agent_over(config, tls, TcpConnector::default())
+}
+
+/// [`agent`] over connections that `tcp` opens (the dev cluster's emulated executors bind
+/// each to its own agent's address, as executors on separate hosts are).
+pub fn agent_over<C>(config: ureq::config::Config, tls: Arc<ClientConfig>, tcp: C) -> ureq::Agent
+where
+    C: Connector<()>,
+{
+    let connector = ().chain(tcp).chain(Tls { config: tls });
     ureq::Agent::with_parts(
         config,
         connector,

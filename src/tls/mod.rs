@@ -15,7 +15,7 @@ pub mod selfsigned;
 
 use std::sync::Arc;
 
-pub use connector::agent;
+pub use connector::{agent, agent_over};
 pub use fingerprint::{Fingerprint, FingerprintError};
 pub use pin::{AnyCertificate, Checked, LeafCheck, PinnedVerifier, Pins};
 

@@ -1,29 +1,50 @@
 //! `cargo bench --bench memory`: what the shipped scheduler (the static musl artifact of
-//! `scripts/build-release.sh`, `dist/last-build`) costs in memory and CPU from its start until
-//! every agent's task is TASK_RUNNING, on the dev cluster's synthetic agents (executors
-//! emulated by the dev cluster, so only the scheduler's own work is measured).
+//! `scripts/build-release.sh`, `dist/last-build`) costs in memory and CPU on a cluster doing
+//! what a real one does, from its start until every node runs and every executor waits for
+//! plan changes: on the dev cluster's synthetic agents, each agent fetches the executor
+//! binary from the scheduler (`FETCHERS` at a time), each emulated executor reports its
+//! node's phases through the executor API over TLS (`REPORTS_PER_SEC` in all) and, once its
+//! node runs, holds a plan long poll as the storage executor does (`synthetic_plans.rs`).
 //!
 //! - `scheduler_peak_rss_mb_10k`, `scheduler_peak_rss_mb_100`: the kernel's high-water mark
-//!   of the process's resident set (`VmHWM` in `/proc/<pid>/status`), read once every task
-//!   runs, so no short peak between two samples is missed. Targets: 16 MB (goal 12) at
-//!   10,000 agents, 8 MB at 100; the app definition gives the scheduler `mem: 32`.
+//!   of the process's resident set (`VmHWM` in `/proc/<pid>/status`), read once every
+//!   executor waits, so no short peak between two samples is missed; the app definition gives
+//!   the scheduler `mem: 32`.
 //! - `scheduler_cpu_seconds_10k`: user + system CPU of the process over the same span
-//!   (`utime` + `stime` of `/proc/<pid>/stat`); target 10 s, goal 5.
+//!   (`utime` + `stime` of `/proc/<pid>/stat`).
+//! - `plan_change_p99_ms_10k` (and `_100`): how long a new target takes to reach the idle
+//!   executors: the scheduler is killed and started again on the same port and store with one
+//!   install setting changed (a new target generation, as an operator's redeploy makes), and
+//!   each executor's first plan of the new generation is timed from that start; p99 over the
+//!   executors. It covers the new scheduler's recovery, its announcement to every executor
+//!   (a framework MESSAGE through the master: the new certificate) and the executors' new
+//!   connections.
 //!
 //! `# ` lines add what helps to read them: the resident set once settled, split into anonymous
 //! memory (heap, stacks) and the binary's own pages (about 4.5 MB of its 4 MB code and 1 MB
 //! read-only data at any size: the kernel maps a file's cached pages 64 KB around each fault),
-//! and the thread count.
+//! the thread count and open files, and how the plan change's time splits.
 
 #[path = "../support/cluster.rs"]
 mod cluster;
 
 use devcluster::master;
 use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Clock ticks per second of `/proc/<pid>/stat` (USER_HZ, 100 on Linux).
 const USER_HZ: f64 = 100.0;
+/// Executor downloads at once, across the agents.
+const FETCHERS: usize = 16;
+/// Phase reports a second across the executors: six per node, so 10,000 nodes report for
+/// 30 s.
+const REPORTS_PER_SEC: f64 = 2_000.0;
+/// The open-file limit the scheduler runs with when the bench may set it.
+const PRODUCTION_FILES: libc::rlim_t = 65_536;
+/// The install setting the second start changes (a new target, nothing to install): the
+/// volume driver's gateway user, whose password comes in the environment.
+const NEW_TARGET: &str = "-rexray.username=bench-target-2";
 
 struct Cost {
     peak_kb: u64,
@@ -33,64 +54,283 @@ struct Cost {
     settled_anon_kb: u64,
     settled_file_kb: u64,
     threads: u64,
+    open_files: usize,
+    /// Plan long polls the scheduler held when every executor had its plan.
+    waiting: usize,
     cpu_s: f64,
     elapsed: Duration,
+    fetched_bytes: u64,
 }
 
-/// Starts the scheduler on `n` synthetic agents and measures it until every task runs.
-fn measure(sched: &Path, exec: &Path, n: usize) -> Cost {
+/// How long a new target took to reach the executors, from the new scheduler's start.
+struct PlanChange {
+    announced_p99: Duration,
+    seen_p50: Duration,
+    seen_p99: Duration,
+    seen_max: Duration,
+    /// The new scheduler's VmHWM once every executor has the new plan.
+    peak_kb: u64,
+}
+
+struct Scheduler {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn(
+    sched: &Path,
+    exec: &Path,
+    m: &master::MasterHandle,
+    dir: &Path,
+    port: u16,
+    extra: &[&str],
+) -> Scheduler {
+    let mut args = cluster::scheduler_args(
+        &m.addr().to_string(),
+        port,
+        &dir.join("state.json"),
+        "Scaleio123",
+    );
+    args.retain(|a| !a.starts_with("-executor.altpath=") && !a.starts_with("-loglevel="));
+    // The info level: the debug level's cost is the scheduler bench's `_debug` lines.
+    args.push("-loglevel=info".into());
+    args.push(format!("-executor.altpath={}", exec.display()));
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("scheduler.log"))
+        .expect("scheduler log");
+    let mut cmd = Command::new(sched);
+    // A production agent's open-file limit (systemd's and Mesos' usual 65,536): the scheduler
+    // sizes its long polls from it, and this machine's 20,000 would hold only 9,328 of them.
+    // Raising a hard limit needs root; without it the scheduler keeps what it inherits.
+    // SAFETY: setrlimit only, between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: PRODUCTION_FILES,
+                rlim_max: PRODUCTION_FILES,
+            };
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            Ok(())
+        });
+    }
+    let child = cmd
+        .args(args)
+        .envs(
+            extra
+                .contains(&NEW_TARGET)
+                .then_some(("REXRAY_PASSWORD", "bench-rexray-password")),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .spawn()
+        .expect("start scheduler");
+    Scheduler { child, port }
+}
+
+/// The scheduler's gauge of executors waiting for a plan change (`/metrics`, plain HTTP).
+fn plan_waits(port: u16) -> Option<usize> {
+    let agent = ureq::Agent::config_builder()
+        .proxy(None)
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .new_agent();
+    let text = agent
+        .get(&format!("http://127.0.0.1:{port}/metrics"))
+        .call()
+        .ok()?
+        .body_mut()
+        .read_to_string()
+        .ok()?;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("storage_scheduler_executor_plan_waits "))?;
+    line.split_whitespace()
+        .nth(1)?
+        .parse::<f64>()
+        .ok()
+        .map(|v| v as usize)
+}
+
+/// The long polls the scheduler holds at most, as its log says at start.
+fn long_poll_bound(dir: &Path) -> Option<usize> {
+    let log = std::fs::read_to_string(dir.join("scheduler.log")).ok()?;
+    let line = log
+        .lines()
+        .find(|l| l.contains("waiting plan requests for"))?;
+    let (_, after) = line.split_once("up to ")?;
+    after.split_whitespace().next()?.parse().ok()
+}
+
+fn open_files(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// Waits until every task runs and every executor has its plan and waits for a change of
+/// it; returns how many the scheduler holds then (a poll that ended is renewed at once).
+fn wait_until_all_wait(s: &mut Scheduler, m: &master::MasterHandle, n: usize, dir: &Path) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(900);
+    loop {
+        // An executor with a plan runs (its task did); the dev master's snapshot of 10,000
+        // agents is too slow to read this often.
+        let planned = m
+            .synthetic_plans()
+            .map_or(0, |p| p.iter().filter(|p| p.answers > 0).count());
+        let waiting = if planned == n {
+            plan_waits(s.port).unwrap_or(0)
+        } else {
+            0
+        };
+        // The scheduler holds as many long polls as its open files allow; the others are
+        // told to come back later, as they would be on a real cluster.
+        let held = long_poll_bound(dir).unwrap_or(n).min(n);
+        if planned == n && waiting * 100 >= held * 99 {
+            return waiting;
+        }
+        if let Ok(Some(status)) = s.child.try_wait() {
+            panic!(
+                "the scheduler exited ({status}) with {planned} of {n} executors planned; see {}",
+                dir.join("scheduler.log").display()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{planned} of {n} executors with a plan, {waiting} waiting for a change; see {}",
+            dir.join("scheduler.log").display()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Starts the scheduler on `n` synthetic agents and measures it until every executor waits
+/// for a plan change; then times a new target's way to every executor.
+fn measure(sched: &Path, exec: &Path, n: usize) -> (Cost, PlanChange) {
     let dir = std::env::temp_dir().join(format!("bench-memory-{n}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("bench dir");
     let m = master::start(master::MasterConfig {
         agents: 0,
         synthetic_agents: n,
+        synthetic_fetchers: FETCHERS,
+        synthetic_phase_reports: Some(REPORTS_PER_SEC),
+        synthetic_plan_waits: true,
         work_dir: dir.join("mesos"),
         ..Default::default()
     })
     .expect("dev cluster");
     let start = Instant::now();
-    // The info level: the debug level's cost is the scheduler bench's `_debug` lines.
-    let mut child = cluster::spawn_bench_scheduler(sched, exec, &m, &dir, "info");
-    let pid = child.id();
-    let deadline = start + Duration::from_secs(300);
-    loop {
-        let up = cluster::agents_running(&m);
-        if up == n {
-            break;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!(
-                "the scheduler exited ({status}) with {up} of {n} running; see {}",
-                dir.join("scheduler.log").display()
-            );
-        }
-        assert!(Instant::now() < deadline, "only {up} of {n} agents running");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut s = spawn(sched, exec, &m, &dir, cluster::free_port(), &[]);
+    let pid = s.child.id();
+    let waiting = wait_until_all_wait(&mut s, &m, n, &dir);
     let elapsed = start.elapsed();
     let peak_kb = cluster::proc_status_field(pid, "VmHWM").expect("VmHWM");
     let cpu_s = cluster::cpu_ticks(pid).expect("proc stat") as f64 / USER_HZ;
-    // Settled: what it keeps once the launch wave is over.
+    // Settled: what it keeps while the executors wait.
     std::thread::sleep(Duration::from_secs(3));
-    let settled_kb = cluster::proc_status_field(pid, "VmRSS").unwrap_or(0);
-    let settled_anon_kb = cluster::proc_status_field(pid, "RssAnon").unwrap_or(0);
-    let settled_file_kb = cluster::proc_status_field(pid, "RssFile").unwrap_or(0);
-    let threads = cluster::proc_status_field(pid, "Threads").unwrap_or(0);
-    let _ = child.kill();
-    let _ = child.wait();
+    let cost = Cost {
+        peak_kb,
+        settled_kb: cluster::proc_status_field(pid, "VmRSS").unwrap_or(0),
+        settled_anon_kb: cluster::proc_status_field(pid, "RssAnon").unwrap_or(0),
+        settled_file_kb: cluster::proc_status_field(pid, "RssFile").unwrap_or(0),
+        threads: cluster::proc_status_field(pid, "Threads").unwrap_or(0),
+        open_files: open_files(pid),
+        waiting,
+        cpu_s,
+        elapsed,
+        fetched_bytes: fetched_bytes(&m),
+    };
+    let change = plan_change(s, sched, exec, &m, &dir, n);
     drop(m);
     if std::env::var_os("BENCH_KEEP").is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    Cost {
-        peak_kb,
-        settled_kb,
-        settled_anon_kb,
-        settled_file_kb,
-        threads,
-        cpu_s,
-        elapsed,
+    (cost, change)
+}
+
+fn fetched_bytes(m: &master::MasterHandle) -> u64 {
+    m.snapshot()
+        .ok()
+        .and_then(|s| s["synthetic_fetched_bytes"].as_u64())
+        .unwrap_or(0)
+}
+
+/// Kills the scheduler, starts it again with a new target, and times each executor's first
+/// plan of the new generation from that start.
+fn plan_change(
+    old: Scheduler,
+    sched: &Path,
+    exec: &Path,
+    m: &master::MasterHandle,
+    dir: &Path,
+    n: usize,
+) -> PlanChange {
+    let before = m.synthetic_plans().expect("plan waiters");
+    let generation = before
+        .iter()
+        .map(|p| p.target_generation)
+        .max()
+        .unwrap_or(0);
+    let port = old.port;
+    drop(old);
+    let start = Instant::now();
+    let new = spawn(sched, exec, m, dir, port, &[NEW_TARGET]);
+    let mut new = new;
+    let deadline = start + Duration::from_secs(600);
+    let (seen, announced) = loop {
+        let plans = m.synthetic_plans().expect("plan waiters");
+        let moved: Vec<_> = plans
+            .iter()
+            .filter(|p| p.target_generation > generation)
+            .collect();
+        if moved.len() >= n {
+            let mut seen: Vec<Duration> = moved
+                .iter()
+                .map(|p| p.generation_seen.saturating_duration_since(start))
+                .collect();
+            let mut announced: Vec<Duration> = plans
+                .iter()
+                .filter_map(|p| p.announced)
+                .map(|a| a.saturating_duration_since(start))
+                .collect();
+            seen.sort();
+            announced.sort();
+            break (seen, announced);
+        }
+        if let Ok(Some(status)) = new.child.try_wait() {
+            panic!(
+                "the restarted scheduler exited ({status}); see {}",
+                dir.join("scheduler.log").display()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of {n} executors on the new target; see {}",
+            moved.len(),
+            dir.join("scheduler.log").display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let p = |v: &[Duration], q: f64| {
+        v.get(((v.len() as f64 * q).ceil() as usize).saturating_sub(1))
+            .copied()
+            .unwrap_or_default()
+    };
+    PlanChange {
+        announced_p99: p(&announced, 0.99),
+        seen_p50: p(&seen, 0.5),
+        seen_p99: p(&seen, 0.99),
+        seen_max: seen.last().copied().unwrap_or_default(),
+        peak_kb: cluster::proc_status_field(new.child.id(), "VmHWM").unwrap_or(0),
     }
 }
 
@@ -113,20 +353,37 @@ fn main() {
         if only.is_some_and(|o| o != n) {
             continue;
         }
-        let c = measure(&sched, &exec, n);
+        let (c, change) = measure(&sched, &exec, n);
         println!("bench scheduler_peak_rss_mb_{name} {} MB", mb(c.peak_kb));
         if n == 10_000 {
             println!("bench scheduler_cpu_seconds_{name} {:.2} s", c.cpu_s);
         }
         println!(
-            "# {n} agents: VmHWM {} MB from start to every task running ({} ms); settled VmRSS {} MB \
-             (anonymous {} MB, the binary's file {} MB), {} threads",
+            "bench plan_change_p99_ms_{name} {} ms",
+            change.seen_p99.as_millis()
+        );
+        println!(
+            "# {n} agents: VmHWM {} MB from start to every executor waiting ({} ms, {} MB of executor \
+             downloads); settled VmRSS {} MB (anonymous {} MB, the binary's file {} MB), {} threads, \
+             {} open files, {} plan long polls held",
             mb(c.peak_kb),
             c.elapsed.as_millis(),
+            c.fetched_bytes / 1_000_000,
             mb(c.settled_kb),
             mb(c.settled_anon_kb),
             mb(c.settled_file_kb),
-            c.threads
+            c.threads,
+            c.open_files,
+            c.waiting
+        );
+        println!(
+            "# {n} agents, a new target: announcement p99 {} ms, new plan p50 {} ms, p99 {} ms, last {} ms \
+             after the new scheduler's start; its VmHWM then {} MB",
+            change.announced_p99.as_millis(),
+            change.seen_p50.as_millis(),
+            change.seen_p99.as_millis(),
+            change.seen_max.as_millis(),
+            mb(change.peak_kb)
         );
     }
 }

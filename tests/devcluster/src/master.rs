@@ -29,6 +29,7 @@
 //! agents stay responsive.
 
 mod agent;
+mod bound_tcp;
 mod endpoints;
 mod faults;
 mod http;
@@ -45,6 +46,8 @@ mod state;
 mod synthetic;
 mod synthetic_fetch;
 mod synthetic_phases;
+mod synthetic_plans;
+pub use synthetic_plans::SeenPlan;
 mod tap;
 mod views;
 
@@ -125,6 +128,11 @@ pub struct MasterConfig {
     /// When set, emulated storage executors report node phases to `running` through the
     /// scheduler's executor API, this many reports a second in all (`synthetic_phases.rs`).
     pub synthetic_phase_reports: Option<f64>,
+    /// With `synthetic_phase_reports`: each emulated executor calls the scheduler as the
+    /// storage executor does, from its agent's address over a connection of its own: its
+    /// phase reports, then plan long polls once its node runs; it follows the scheduler's
+    /// announcements (`synthetic_plans.rs`). One thread per executor.
+    pub synthetic_plan_waits: bool,
     pub agent_resources: AgentResources,
     /// Agent attributes by `agent-<n>` hostname or by `<n>` (the same number, 1-based), or by
     /// `synthetic-<n>` for synthetic agents, each a map of name to value in `--attributes` text
@@ -179,6 +187,7 @@ impl Default for MasterConfig {
             synthetic_agents: 0,
             synthetic_fetchers: 0,
             synthetic_phase_reports: None,
+            synthetic_plan_waits: false,
             agent_resources: AgentResources::default(),
             attributes: BTreeMap::new(),
             attributes_file: None,
@@ -572,6 +581,12 @@ impl MasterHandle {
     /// agent, in order, since the cluster started.
     pub fn launch_log(&self) -> Result<Vec<LaunchRecord>, String> {
         endpoints::control(&self.tx, Control::LaunchLog)
+    }
+
+    /// What each emulated executor waiting for plan changes holds
+    /// (`MasterConfig::synthetic_plan_waits`); empty without them.
+    pub fn synthetic_plans(&self) -> Result<Vec<SeenPlan>, String> {
+        endpoints::control(&self.tx, Control::SyntheticPlans)
     }
 
     /// The master refuses (503) the next scheduler call of type `kind` (a Mesos name such

@@ -154,6 +154,7 @@ pub enum Control {
         reply: Sender<Result<(), String>>,
     },
     LaunchLog(Sender<Vec<super::launches::LaunchRecord>>),
+    SyntheticPlans(Sender<Vec<super::synthetic_plans::SeenPlan>>),
     /// Half-open streams: see `MasterHandle::freeze_scheduler_streams`.
     FreezeStreams(Sender<Result<usize, String>>),
     Shutdown(Sender<()>),
@@ -474,6 +475,8 @@ pub struct Cluster {
     pub(super) synthetic_fetched_bytes: u64,
     /// Emulated executors' phase reports, when `synthetic_phase_reports` asks for them.
     pub(super) phases: Option<super::synthetic_phases::PhaseReporter>,
+    /// Their plan long polls, when `synthetic_plan_waits` asks for them.
+    pub(super) plans: Option<super::synthetic_plans::PlanWaiters>,
     pub(super) maintenance: super::maintenance::Maintenance,
 }
 
@@ -586,10 +589,20 @@ impl Cluster {
             synthetic_fetches: 0,
             synthetic_fetched_bytes: 0,
             phases: None,
+            plans: None,
             maintenance: Default::default(),
         };
-        if let Some(rate) = cluster.cfg.synthetic_phase_reports {
-            cluster.phases = Some(super::synthetic_phases::PhaseReporter::start(rate));
+        match (
+            cluster.cfg.synthetic_phase_reports,
+            cluster.cfg.synthetic_plan_waits,
+        ) {
+            (Some(rate), true) => {
+                cluster.plans = Some(super::synthetic_plans::PlanWaiters::start(rate));
+            }
+            (Some(rate), false) => {
+                cluster.phases = Some(super::synthetic_phases::PhaseReporter::start(rate));
+            }
+            (None, _) => {}
         }
         if cluster.cfg.synthetic_fetchers > 0 && cluster.cfg.synthetic_agents > 0 {
             let threads = cluster.cfg.synthetic_fetchers;
@@ -867,6 +880,12 @@ impl Cluster {
             Control::LaunchLog(reply) => {
                 let _ = reply.send(self.launch_log.entries());
             }
+            Control::SyntheticPlans(reply) => match &self.plans {
+                Some(plans) => plans.stats(reply),
+                None => {
+                    let _ = reply.send(Vec::new());
+                }
+            },
             Control::DropNextCall { kind, reply } => {
                 let _ = reply.send(match call::Type::from_name(&kind) {
                     Some(t) => {
@@ -2057,6 +2076,13 @@ impl Cluster {
         };
         let a = &self.agents[agent];
         if !a.up {
+            return;
+        }
+        if a.synthetic {
+            // An emulated executor that waits for plan changes follows the announcement.
+            if let Some(plans) = &self.plans {
+                plans.announce(&m.executor_id.value, &m.data.0);
+            }
             return;
         }
         let Some(e) = a

@@ -59,10 +59,24 @@ pub(super) struct PhaseReportTarget {
     /// The fingerprint of the only certificate the scheduler may present.
     pub pin: String,
     pub executor_id: String,
+    /// The address the executor's connections leave from (`executor_source`).
+    pub source: std::net::Ipv4Addr,
+}
+
+/// The address an emulated executor's calls leave from: one per agent (`127.1.0.0` plus its
+/// index), as executors on separate hosts have, while the synthetic agents themselves share
+/// 127.0.0.1. The scheduler limits what one source address may hold.
+fn executor_source(agent: usize) -> std::net::Ipv4Addr {
+    let base = u32::from(std::net::Ipv4Addr::new(127, 1, 0, 0));
+    std::net::Ipv4Addr::from(base.saturating_add(agent as u32))
 }
 
 impl PhaseReportTarget {
-    fn new(info: &ExecutorInfo, credentials: Option<Credentials>) -> Option<Self> {
+    fn new(
+        info: &ExecutorInfo,
+        credentials: Option<Credentials>,
+        source: std::net::Ipv4Addr,
+    ) -> Option<Self> {
         let url = info
             .command
             .as_ref()
@@ -75,6 +89,7 @@ impl PhaseReportTarget {
             secret,
             pin,
             executor_id: info.executor_id.value.to_string(),
+            source,
         })
     }
 }
@@ -296,13 +311,16 @@ impl Cluster {
             Some(fresh_uuid()),
         );
         let target = custom_executor
-            .then(|| PhaseReportTarget::new(&e.info, credentials))
+            .then(|| PhaseReportTarget::new(&e.info, credentials, executor_source(agent)))
             .flatten();
         // The agent plays a command task's executor: its updates are no executor's to
         // acknowledge, as in `process_event`.
         self.agent_update(agent, fw, status, custom_executor);
-        if let (Some(target), Some(phases)) = (target, &self.phases) {
-            phases.add(target);
+        // An executor that goes on to wait for plan changes walks its phases itself.
+        match (target, &self.plans, &self.phases) {
+            (Some(target), Some(plans), _) => plans.add(target),
+            (Some(target), None, Some(phases)) => phases.add(target),
+            _ => {}
         }
     }
 

@@ -4,12 +4,14 @@
 //! storage executor does while it installs its host, so that the scheduler's state keeps
 //! changing the way it does on a real cluster being installed.
 //!
-//! One thread sends every report, round robin over the executors still walking, at a fixed
+//! One thread paces every report, round robin over the executors still walking, at a fixed
 //! total rate: the load (and how often the scheduler's view changes) stays what the caller
-//! chose whatever the number of agents. Runs off the owner thread.
+//! chose whatever the number of agents. `SENDERS` threads send them, as many executors
+//! report at once on a real cluster: the scheduler answers a report once it is stored, so
+//! one sender alone would be held to one report per fsync. Runs off the owner thread.
 
 use super::synthetic::PhaseReportTarget;
-use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use crossbeam_channel::{select, Receiver, Sender, TryRecvError};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +21,7 @@ use storage_framework::tls::{self, Fingerprint, PinnedVerifier};
 
 /// The phases a pre-configured node without an isolator reports, in order (its disks join
 /// in `storage-attach`, after the volume driver).
-const WALK: [Phase; 6] = [
+pub(super) const WALK: [Phase; 6] = [
     Phase::Environment,
     Phase::Packages,
     Phase::Devices,
@@ -64,18 +66,40 @@ fn pinned(pin: &str) -> Option<ureq::Agent> {
     Some(tls::agent(config, tls::client_config(verifier)))
 }
 
+/// Reports in flight at most.
+const SENDERS: usize = 32;
+
 fn walk(new: &Receiver<PhaseReportTarget>, every: Duration) {
-    // One client per scheduler certificate (a failed-over scheduler has a new one).
-    let mut clients: HashMap<String, Option<ureq::Agent>> = HashMap::new();
+    let (jobs, jobs_rx) = crossbeam_channel::bounded::<(PhaseReportTarget, usize)>(0);
+    let (done_tx, done) = crossbeam_channel::unbounded::<(PhaseReportTarget, usize)>();
+    for i in 0..SENDERS {
+        let (jobs, done) = (jobs_rx.clone(), done_tx.clone());
+        let spawned = std::thread::Builder::new()
+            .name(format!("synthetic-phases-{i}"))
+            .spawn(move || send_reports(&jobs, &done));
+        if let Err(e) = spawned {
+            log::warn!("synthetic phase sender {i}: {e}");
+        }
+    }
+    drop((jobs_rx, done_tx));
     let mut walking: VecDeque<(PhaseReportTarget, usize)> = VecDeque::new();
     let mut next = Instant::now();
     loop {
-        if walking.is_empty() {
-            match new.recv() {
-                Ok(t) => walking.push_back((t, 0)),
-                Err(_) => return,
-            }
+        for d in done.try_iter() {
+            requeue(d, &mut walking);
         }
+        let Some(job) = walking.pop_front() else {
+            select! {
+                recv(new) -> t => match t {
+                    Ok(t) => walking.push_back((t, 0)),
+                    Err(_) => return,
+                },
+                recv(done) -> d => if let Ok(d) = d {
+                    requeue(d, &mut walking);
+                },
+            }
+            continue;
+        };
         loop {
             match new.try_recv() {
                 Ok(t) => walking.push_back((t, 0)),
@@ -83,12 +107,33 @@ fn walk(new: &Receiver<PhaseReportTarget>, every: Duration) {
                 Err(TryRecvError::Disconnected) => return,
             }
         }
-        let Some((target, step)) = walking.pop_front() else {
-            continue;
-        };
         // Paces the load generator itself (not a wait for some condition).
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
         next = Instant::now().max(next) + every;
+        if jobs.send(job).is_err() {
+            return;
+        }
+    }
+}
+
+/// An answered report: the executor's next phase takes its turn, unless its node runs.
+fn requeue(
+    (target, step): (PhaseReportTarget, usize),
+    walking: &mut VecDeque<(PhaseReportTarget, usize)>,
+) {
+    if step < WALK.len() {
+        walking.push_back((target, step));
+    }
+}
+
+/// One sender: a report at a time, answered with the step the executor is at next.
+fn send_reports(
+    jobs: &Receiver<(PhaseReportTarget, usize)>,
+    done: &Sender<(PhaseReportTarget, usize)>,
+) {
+    // One client per scheduler certificate (a failed-over scheduler has a new one).
+    let mut clients: HashMap<String, Option<ureq::Agent>> = HashMap::new();
+    for (target, step) in jobs {
         let url = format!(
             "{}{}",
             target.scheduler_url.trim_end_matches('/'),
@@ -119,8 +164,8 @@ fn walk(new: &Receiver<PhaseReportTarget>, every: Duration) {
                 step
             }
         };
-        if step < WALK.len() {
-            walking.push_back((target, step));
+        if done.send((target, step)).is_err() {
+            return;
         }
     }
 }

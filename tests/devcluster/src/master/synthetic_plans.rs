@@ -1,0 +1,427 @@
+//! Emulated storage executors that call the scheduler as the real one does
+//! (`MasterConfig::synthetic_plan_waits`): each reports its node's phases to `running`
+//! (`POST .../phase`), then waits for plan changes
+//! (`GET <scheduler>/api/v1/executors/<id>/plan?version=N&wait=50`), over one keep-alive TLS
+//! connection pinned to the scheduler's certificate and leaving from its own agent's address
+//! (`bound_tcp.rs`), so that the scheduler holds what a real cluster makes it hold: one
+//! connection per executor, from as many addresses. A framework MESSAGE announcing a new
+//! scheduler address and certificate moves the executor there, as it moves the storage
+//! executor.
+//!
+//! One thread per executor (the storage executor's node worker is one thread too), with a
+//! small stack, so that 10,000 fit; a pacer hands out the phase reports at the rate asked
+//! for, across them all. A registry thread owns what they saw: the plan version and target
+//! generation each executor holds, and when it first saw that generation, which a bench reads
+//! ([`super::MasterHandle::synthetic_plans`]) to time a plan change.
+
+use super::bound_tcp::BoundTcp;
+use super::synthetic::PhaseReportTarget;
+use super::synthetic_phases::WALK;
+use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use storage_framework::contract::api::{self, Action, PhaseReport};
+use storage_framework::tls::{self, Fingerprint, PinnedVerifier};
+
+/// How long one long poll may wait, as the storage executor's default.
+const WAIT_SECS: u64 = 50;
+/// Past a poll's wait: how long the whole request may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(WAIT_SECS + 20);
+/// Between failed polls (the scheduler restarting, or presenting a certificate this
+/// executor does not know yet): an announcement cuts the pause short.
+const RETRY: Duration = Duration::from_millis(500);
+/// Enough for a blocking TLS client; the pages touched are what counts.
+const STACK: usize = 256 * 1024;
+
+/// What one emulated executor holds.
+#[derive(Debug, Clone)]
+pub struct SeenPlan {
+    pub executor_id: String,
+    pub version: u64,
+    pub target_generation: u64,
+    /// When this executor first got a plan of `target_generation`.
+    pub generation_seen: Instant,
+    /// When it last got an announcement of a new scheduler address or certificate.
+    pub announced: Option<Instant>,
+    /// Plan requests answered (200 or 304).
+    pub answers: u64,
+    /// Plan requests that failed (refused, reset, a certificate it does not accept).
+    pub failures: u64,
+}
+
+#[derive(Clone, PartialEq)]
+struct Endpoint {
+    url: String,
+    pin: String,
+}
+
+enum Msg {
+    Add(PhaseReportTarget),
+    Announce { executor_id: String, data: Vec<u8> },
+    Stats(Sender<Vec<SeenPlan>>),
+}
+
+enum Seen {
+    Plan {
+        executor_id: String,
+        version: u64,
+        target_generation: u64,
+    },
+    Unchanged(String),
+    Failed(String),
+    Moved(String),
+}
+
+/// The handle: the registry thread ends when every handle is gone, and each executor's
+/// thread after its poll under way.
+#[derive(Clone)]
+pub(super) struct PlanWaiters {
+    msgs: Sender<Msg>,
+}
+
+impl PlanWaiters {
+    /// `per_sec`: phase reports a second across the executors.
+    pub fn start(per_sec: f64) -> PlanWaiters {
+        let (msgs, rx) = crossbeam_channel::unbounded();
+        let (turns_tx, turns) = crossbeam_channel::bounded::<()>(0);
+        let every = Duration::from_secs_f64(1.0 / per_sec.max(0.001));
+        let pacer = std::thread::Builder::new()
+            .name("synthetic-pacer".into())
+            .spawn(move || pace(&turns_tx, every));
+        let spawned = pacer.and_then(|_| {
+            std::thread::Builder::new()
+                .name("synthetic-plans".into())
+                .spawn(move || registry(&rx, &turns))
+        });
+        if let Err(e) = spawned {
+            log::warn!("synthetic executors: {e}");
+        }
+        PlanWaiters { msgs }
+    }
+
+    /// An executor that has started: it reports its phases, then waits for plan changes.
+    pub fn add(&self, target: PhaseReportTarget) {
+        let _ = self.msgs.send(Msg::Add(target));
+    }
+
+    /// A framework MESSAGE to `executor_id` (the scheduler's announcement).
+    pub fn announce(&self, executor_id: &str, data: &[u8]) {
+        let _ = self.msgs.send(Msg::Announce {
+            executor_id: executor_id.to_string(),
+            data: data.to_vec(),
+        });
+    }
+
+    pub fn stats(&self, reply: Sender<Vec<SeenPlan>>) {
+        let _ = self.msgs.send(Msg::Stats(reply));
+    }
+}
+
+/// The announcement's address and certificate, as the storage executor reads them.
+fn announced(data: &[u8]) -> Option<Endpoint> {
+    use storage_framework::contract::env;
+    let v: serde_json::Value = serde_json::from_slice(data).ok()?;
+    Some(Endpoint {
+        url: v[env::ANNOUNCED_SCHEDULER_URL].as_str()?.to_string(),
+        pin: v[env::ANNOUNCED_FINGERPRINT].as_str()?.to_string(),
+    })
+}
+
+/// One phase report's turn every `every`, to whichever executor asks; ends when none is
+/// left to ask.
+fn pace(turns: &Sender<()>, every: Duration) {
+    let mut next = Instant::now();
+    while turns.send(()).is_ok() {
+        next = Instant::now().max(next + every);
+        // Paces the load generator itself (not a wait for some condition).
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+    }
+}
+
+fn registry(msgs: &Receiver<Msg>, turns: &Receiver<()>) {
+    let (seen_tx, seen) = crossbeam_channel::unbounded::<Seen>();
+    let mut moves: HashMap<String, Sender<Endpoint>> = HashMap::new();
+    let mut plans: HashMap<String, SeenPlan> = HashMap::new();
+    loop {
+        select! {
+            recv(msgs) -> m => match m {
+                Ok(Msg::Add(target)) => {
+                    if moves.contains_key(&target.executor_id) {
+                        continue;
+                    }
+                    let (tx, rx) = crossbeam_channel::unbounded();
+                    let id = target.executor_id.clone();
+                    let (seen, turns) = (seen_tx.clone(), turns.clone());
+                    let spawned = std::thread::Builder::new()
+                        .name("synthetic-executor".into())
+                        .stack_size(STACK)
+                        .spawn(move || run_executor(target, &rx, &seen, &turns));
+                    match spawned {
+                        Ok(_) => {
+                            moves.insert(id, tx);
+                        }
+                        Err(e) => log::warn!("{id}: no plan waiter: {e}"),
+                    }
+                }
+                Ok(Msg::Announce { executor_id, data }) => {
+                    match (moves.get(&executor_id), announced(&data)) {
+                        (Some(tx), Some(to)) => {
+                            let _ = tx.send(to);
+                        }
+                        (_, None) => log::warn!("{executor_id}: announcement unreadable"),
+                        (None, _) => {}
+                    }
+                }
+                Ok(Msg::Stats(reply)) => {
+                    let _ = reply.send(plans.values().cloned().collect());
+                }
+                // Every handle is gone: dropping the move senders ends the executors.
+                Err(_) => return,
+            },
+            recv(seen) -> s => {
+                let Ok(s) = s else { continue };
+                record(&mut plans, s);
+            }
+        }
+    }
+}
+
+fn record(plans: &mut HashMap<String, SeenPlan>, s: Seen) {
+    let now = Instant::now();
+    match s {
+        Seen::Plan {
+            executor_id,
+            version,
+            target_generation,
+        } => {
+            let p = plans
+                .entry(executor_id.clone())
+                .or_insert_with(|| fresh(executor_id, now));
+            if p.target_generation != target_generation || p.answers == 0 {
+                p.generation_seen = now;
+            }
+            p.version = version;
+            p.target_generation = target_generation;
+            p.answers += 1;
+        }
+        Seen::Unchanged(id) => {
+            plans
+                .entry(id.clone())
+                .or_insert_with(|| fresh(id, now))
+                .answers += 1;
+        }
+        Seen::Failed(id) => {
+            plans
+                .entry(id.clone())
+                .or_insert_with(|| fresh(id, now))
+                .failures += 1;
+        }
+        Seen::Moved(id) => {
+            plans
+                .entry(id.clone())
+                .or_insert_with(|| fresh(id, now))
+                .announced = Some(now);
+        }
+    }
+}
+
+fn fresh(executor_id: String, now: Instant) -> SeenPlan {
+    SeenPlan {
+        executor_id,
+        version: 0,
+        target_generation: 0,
+        generation_seen: now,
+        announced: None,
+        answers: 0,
+        failures: 0,
+    }
+}
+
+/// An HTTPS client of its own (one keep-alive connection from `source`, as an executor has)
+/// that accepts the certificate of fingerprint `pin` only. Buffers of a size a plan fits in:
+/// ureq's default 128 KiB each way, 10,000 times, would be 2.5 GB.
+fn pinned(pin: &str, source: std::net::Ipv4Addr) -> Option<ureq::Agent> {
+    let pin = Fingerprint::parse(pin).ok()?;
+    let config = ureq::Agent::config_builder()
+        .proxy(None)
+        .http_status_as_error(false)
+        .timeout_global(Some(REQUEST_TIMEOUT))
+        .max_idle_connections(1)
+        .max_idle_connections_per_host(1)
+        .input_buffer_size(16 * 1024)
+        .output_buffer_size(4 * 1024)
+        .build();
+    let verifier = Arc::new(PinnedVerifier::new(vec![pin]));
+    Some(tls::agent_over(
+        config,
+        tls::client_config(verifier),
+        BoundTcp { local: source },
+    ))
+}
+
+/// The plan's version and target generation, read without the rest.
+fn plan_numbers(body: &[u8]) -> Option<(u64, u64)> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    Some((v["version"].as_u64()?, v["target_generation"].as_u64()?))
+}
+
+/// Where an executor sends its plan requests, and the client that trusts that scheduler.
+struct Scheduler {
+    at: Endpoint,
+    source: std::net::Ipv4Addr,
+    http: Option<ureq::Agent>,
+}
+
+impl Scheduler {
+    fn new(url: &str, pin: &str, source: std::net::Ipv4Addr) -> Scheduler {
+        Scheduler {
+            at: Endpoint {
+                url: url.trim_end_matches('/').to_string(),
+                pin: pin.to_string(),
+            },
+            source,
+            http: pinned(pin, source),
+        }
+    }
+
+    /// An announcement: a new address or certificate gets a new client (and connection).
+    fn follow(&mut self, to: Endpoint) {
+        if to != self.at {
+            *self = Scheduler::new(&to.url, &to.pin, self.source);
+        }
+    }
+}
+
+/// One emulated executor: its phases, then its plan long polls.
+fn run_executor(
+    target: PhaseReportTarget,
+    moves: &Receiver<Endpoint>,
+    seen: &Sender<Seen>,
+    turns: &Receiver<()>,
+) {
+    let id = target.executor_id.clone();
+    let mut to = Scheduler::new(&target.scheduler_url, &target.pin, target.source);
+    let bearer = format!("Bearer {}", target.secret);
+    let mut step = 0;
+    while step < WALK.len() {
+        if turns.recv().is_err() {
+            return;
+        }
+        let Some(client) = &to.http else {
+            log::warn!("{id}: malformed scheduler fingerprint");
+            return;
+        };
+        let url = format!("{}{}", to.at.url, api::path(&id, Action::Phase));
+        let body = serde_json::to_string(&PhaseReport::entered(WALK[step])).unwrap_or_default();
+        let sent = client
+            .post(&url)
+            .header("Authorization", &bearer)
+            .header("Content-Type", "application/json")
+            .send(body.as_bytes())
+            .and_then(|mut r| {
+                // Read whole, so that the connection serves the next call.
+                let _ = r.body_mut().read_to_vec()?;
+                Ok(r.status().as_u16())
+            });
+        match sent {
+            Ok(200..=299) => step += 1,
+            // Tried again on a later turn: the scheduler may be restarting.
+            Ok(status) => log::debug!("{id}: phase report answered {status}"),
+            Err(e) => log::debug!("{id}: phase report failed: {e}"),
+        }
+        if !follow_moves(&id, moves, seen, &mut to) {
+            return;
+        }
+    }
+    wait_for_changes(&id, &bearer, to, moves, seen);
+}
+
+/// Takes the latest announcement; false once the cluster shuts down.
+fn follow_moves(
+    id: &str,
+    moves: &Receiver<Endpoint>,
+    seen: &Sender<Seen>,
+    to: &mut Scheduler,
+) -> bool {
+    loop {
+        match moves.try_recv() {
+            Ok(e) => {
+                let _ = seen.send(Seen::Moved(id.to_string()));
+                to.follow(e);
+            }
+            Err(TryRecvError::Empty) => return true,
+            Err(TryRecvError::Disconnected) => return false,
+        }
+    }
+}
+
+fn wait_for_changes(
+    id: &str,
+    bearer: &str,
+    mut to: Scheduler,
+    moves: &Receiver<Endpoint>,
+    seen: &Sender<Seen>,
+) {
+    let id = id.to_string();
+    let mut version: Option<u64> = None;
+    loop {
+        if !follow_moves(&id, moves, seen, &mut to) {
+            return;
+        }
+        let Some(client) = &to.http else {
+            log::warn!("{id}: malformed scheduler fingerprint");
+            return;
+        };
+        let mut url = format!("{}{}", to.at.url, api::path(&id, Action::Plan));
+        if let Some(v) = version {
+            url.push_str(&format!("?version={v}&wait={WAIT_SECS}"));
+        }
+        let answer = client
+            .get(&url)
+            .header("Authorization", bearer)
+            .call()
+            .map_err(|e| e.to_string())
+            .and_then(|mut r| {
+                let status = r.status().as_u16();
+                let body = r.body_mut().read_to_vec().map_err(|e| e.to_string())?;
+                Ok((status, body))
+            });
+        let outcome = match answer {
+            Ok((200, body)) => plan_numbers(&body).map(|(v, generation)| {
+                version = Some(v);
+                Seen::Plan {
+                    executor_id: id.clone(),
+                    version: v,
+                    target_generation: generation,
+                }
+            }),
+            Ok((304, _)) => Some(Seen::Unchanged(id.clone())),
+            Ok((status, _)) => {
+                log::debug!("{id}: plan answered {status}");
+                Some(Seen::Failed(id.clone()))
+            }
+            Err(e) => {
+                log::debug!("{id}: plan request failed: {e}");
+                Some(Seen::Failed(id.clone()))
+            }
+        };
+        let Some(outcome) = outcome else {
+            log::warn!("{id}: plan without a version or target generation");
+            return;
+        };
+        let failed = matches!(outcome, Seen::Failed(_));
+        let _ = seen.send(outcome);
+        if failed {
+            // Paces retries; an announcement ends the pause at once.
+            match moves.recv_timeout(RETRY) {
+                Ok(e) => {
+                    let _ = seen.send(Seen::Moved(id.clone()));
+                    to.follow(e);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    }
+}
