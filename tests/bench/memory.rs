@@ -180,6 +180,8 @@ fn open_files(pid: u32) -> usize {
 /// it; returns how many the scheduler holds then (a poll that ended is renewed at once).
 fn wait_until_all_wait(s: &mut Scheduler, m: &master::MasterHandle, n: usize, dir: &Path) -> usize {
     let deadline = Instant::now() + Duration::from_secs(900);
+    // Read from the log once it is there, not every turn.
+    let mut bound = None;
     loop {
         // An executor with a plan runs (its task did); the dev master's snapshot of 10,000
         // agents is too slow to read this often.
@@ -193,7 +195,10 @@ fn wait_until_all_wait(s: &mut Scheduler, m: &master::MasterHandle, n: usize, di
         };
         // The scheduler holds as many long polls as its open files allow; the others are
         // told to come back later, as they would be on a real cluster.
-        let held = long_poll_bound(dir).unwrap_or(n).min(n);
+        if bound.is_none() {
+            bound = long_poll_bound(dir);
+        }
+        let held = bound.unwrap_or(n).min(n);
         if planned == n && waiting * 100 >= held * 99 {
             return waiting;
         }

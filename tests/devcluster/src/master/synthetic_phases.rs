@@ -126,6 +126,30 @@ fn requeue(
     }
 }
 
+/// Reports that the executor entered phase `WALK[step]`: the answer's status. The answer is
+/// read whole, so that the connection serves the executor's next call.
+pub(super) fn report_phase(
+    http: &ureq::Agent,
+    scheduler_url: &str,
+    executor_id: &str,
+    secret: &str,
+    step: usize,
+) -> Result<u16, ureq::Error> {
+    let url = format!(
+        "{}{}",
+        scheduler_url.trim_end_matches('/'),
+        api::path(executor_id, Action::Phase)
+    );
+    let body = serde_json::to_string(&PhaseReport::entered(WALK[step])).unwrap_or_default();
+    let mut answer = http
+        .post(&url)
+        .header("Authorization", &format!("Bearer {secret}"))
+        .header("Content-Type", "application/json")
+        .send(body.as_bytes())?;
+    answer.body_mut().read_to_vec()?;
+    Ok(answer.status().as_u16())
+}
+
 /// One sender: a report at a time, answered with the step the executor is at next.
 fn send_reports(
     jobs: &Receiver<(PhaseReportTarget, usize)>,
@@ -134,12 +158,6 @@ fn send_reports(
     // One client per scheduler certificate (a failed-over scheduler has a new one).
     let mut clients: HashMap<String, Option<ureq::Agent>> = HashMap::new();
     for (target, step) in jobs {
-        let url = format!(
-            "{}{}",
-            target.scheduler_url.trim_end_matches('/'),
-            api::path(&target.executor_id, Action::Phase)
-        );
-        let body = serde_json::to_string(&PhaseReport::entered(WALK[step])).unwrap_or_default();
         let http = clients
             .entry(target.pin.clone())
             .or_insert_with(|| pinned(&target.pin));
@@ -147,12 +165,14 @@ fn send_reports(
             log::warn!("{}: malformed scheduler fingerprint", target.executor_id);
             continue;
         };
-        let sent = http
-            .post(&url)
-            .header("Authorization", &format!("Bearer {}", target.secret))
-            .header("Content-Type", "application/json")
-            .send(body.as_bytes());
-        let step = match sent.map(|r| r.status().as_u16()) {
+        let sent = report_phase(
+            http,
+            &target.scheduler_url,
+            &target.executor_id,
+            &target.secret,
+            step,
+        );
+        let step = match sent {
             Ok(200..=299) => step + 1,
             // Tried again on its next turn: the scheduler may be restarting.
             Ok(status) => {

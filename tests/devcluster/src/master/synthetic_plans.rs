@@ -16,12 +16,12 @@
 
 use super::bound_tcp::BoundTcp;
 use super::synthetic::PhaseReportTarget;
-use super::synthetic_phases::WALK;
+use super::synthetic_phases::{report_phase, WALK};
 use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use storage_framework::contract::api::{self, Action, PhaseReport};
+use storage_framework::contract::api::{self, Action};
 use storage_framework::tls::{self, Fingerprint, PinnedVerifier};
 
 /// How long one long poll may wait, as the storage executor's default.
@@ -62,15 +62,20 @@ enum Msg {
     Stats(Sender<Vec<SeenPlan>>),
 }
 
-enum Seen {
+/// What an executor's thread tells the registry.
+struct Seen {
+    executor_id: String,
+    what: What,
+}
+
+enum What {
     Plan {
-        executor_id: String,
         version: u64,
         target_generation: u64,
     },
-    Unchanged(String),
-    Failed(String),
-    Moved(String),
+    Unchanged,
+    Failed,
+    Moved,
 }
 
 /// The handle: the registry thread ends when every handle is gone, and each executor's
@@ -189,15 +194,14 @@ fn registry(msgs: &Receiver<Msg>, turns: &Receiver<()>) {
 
 fn record(plans: &mut HashMap<String, SeenPlan>, s: Seen) {
     let now = Instant::now();
-    match s {
-        Seen::Plan {
-            executor_id,
+    let p = plans
+        .entry(s.executor_id.clone())
+        .or_insert_with(|| fresh(s.executor_id, now));
+    match s.what {
+        What::Plan {
             version,
             target_generation,
         } => {
-            let p = plans
-                .entry(executor_id.clone())
-                .or_insert_with(|| fresh(executor_id, now));
             if p.target_generation != target_generation || p.answers == 0 {
                 p.generation_seen = now;
             }
@@ -205,25 +209,17 @@ fn record(plans: &mut HashMap<String, SeenPlan>, s: Seen) {
             p.target_generation = target_generation;
             p.answers += 1;
         }
-        Seen::Unchanged(id) => {
-            plans
-                .entry(id.clone())
-                .or_insert_with(|| fresh(id, now))
-                .answers += 1;
-        }
-        Seen::Failed(id) => {
-            plans
-                .entry(id.clone())
-                .or_insert_with(|| fresh(id, now))
-                .failures += 1;
-        }
-        Seen::Moved(id) => {
-            plans
-                .entry(id.clone())
-                .or_insert_with(|| fresh(id, now))
-                .announced = Some(now);
-        }
+        What::Unchanged => p.answers += 1,
+        What::Failed => p.failures += 1,
+        What::Moved => p.announced = Some(now),
     }
+}
+
+fn tell(seen: &Sender<Seen>, executor_id: &str, what: What) {
+    let _ = seen.send(Seen {
+        executor_id: executor_id.to_string(),
+        what,
+    });
 }
 
 fn fresh(executor_id: String, now: Instant) -> SeenPlan {
@@ -312,18 +308,7 @@ fn run_executor(
             log::warn!("{id}: malformed scheduler fingerprint");
             return;
         };
-        let url = format!("{}{}", to.at.url, api::path(&id, Action::Phase));
-        let body = serde_json::to_string(&PhaseReport::entered(WALK[step])).unwrap_or_default();
-        let sent = client
-            .post(&url)
-            .header("Authorization", &bearer)
-            .header("Content-Type", "application/json")
-            .send(body.as_bytes())
-            .and_then(|mut r| {
-                // Read whole, so that the connection serves the next call.
-                let _ = r.body_mut().read_to_vec()?;
-                Ok(r.status().as_u16())
-            });
+        let sent = report_phase(client, &to.at.url, &id, &target.secret, step);
         match sent {
             Ok(200..=299) => step += 1,
             // Tried again on a later turn: the scheduler may be restarting.
@@ -347,7 +332,7 @@ fn follow_moves(
     loop {
         match moves.try_recv() {
             Ok(e) => {
-                let _ = seen.send(Seen::Moved(id.to_string()));
+                tell(seen, id, What::Moved);
                 to.follow(e);
             }
             Err(TryRecvError::Empty) => return true,
@@ -390,33 +375,32 @@ fn wait_for_changes(
         let outcome = match answer {
             Ok((200, body)) => plan_numbers(&body).map(|(v, generation)| {
                 version = Some(v);
-                Seen::Plan {
-                    executor_id: id.clone(),
+                What::Plan {
                     version: v,
                     target_generation: generation,
                 }
             }),
-            Ok((304, _)) => Some(Seen::Unchanged(id.clone())),
+            Ok((304, _)) => Some(What::Unchanged),
             Ok((status, _)) => {
                 log::debug!("{id}: plan answered {status}");
-                Some(Seen::Failed(id.clone()))
+                Some(What::Failed)
             }
             Err(e) => {
                 log::debug!("{id}: plan request failed: {e}");
-                Some(Seen::Failed(id.clone()))
+                Some(What::Failed)
             }
         };
         let Some(outcome) = outcome else {
             log::warn!("{id}: plan without a version or target generation");
             return;
         };
-        let failed = matches!(outcome, Seen::Failed(_));
-        let _ = seen.send(outcome);
+        let failed = matches!(outcome, What::Failed);
+        tell(seen, &id, outcome);
         if failed {
             // Paces retries; an announcement ends the pause at once.
             match moves.recv_timeout(RETRY) {
                 Ok(e) => {
-                    let _ = seen.send(Seen::Moved(id.clone()));
+                    tell(seen, &id, What::Moved);
                     to.follow(e);
                 }
                 Err(RecvTimeoutError::Timeout) => {}
