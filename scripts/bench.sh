@@ -91,7 +91,7 @@ part scheduler 1 cargo bench --quiet --bench scheduler
 # scheduler_peak_rss_mb_10k, scheduler_peak_rss_mb_100, scheduler_cpu_seconds_10k: the musl
 # scheduler from start until, on 10,000 (and 100) synthetic agents, every agent has fetched
 # the executor, every emulated executor has reported its phases to running over TLS from an
-# address of its own and holds a plan long poll, at -loglevel=info. Peak RSS is the kernel's
+# address of its own and idles (nudge=1: no connection held), at -loglevel=info. Peak RSS is the kernel's
 # high-water mark, VmHWM of /proc/<pid>/status; CPU is utime + stime of /proc/<pid>/stat.
 # plan_change_p99_ms_10k (and _100): the scheduler restarted with a new target, until every
 # executor has a plan of it. See tests/bench/memory.rs.
@@ -102,8 +102,8 @@ part memory 3 cargo bench --quiet --bench memory
 part node 3 cargo bench --quiet --bench node
 
 # executor_health_bytes_per_hour: one idle running node's executor and the scheduler, both
-# directions through a counting proxy, TLS included, per plan poll times the polls of an hour
-# (tests/bench/host_health.rs).
+# directions through a counting proxy, TLS included, per idle plan request times the 60 of an
+# hour (tests/bench/host_health.rs).
 part host_health 1 cargo bench --quiet --bench host_health
 
 # converge_seconds_100: deploy.sh -> launcher -> every node running

@@ -23,6 +23,9 @@ const PASSWORD: &str = "E2e-Decom-Pa55";
 const PLAN_WAIT_SECS: u64 = 2;
 /// How long the dev gateway takes to move an SDS's data (and to rebuild after an outage).
 const MOVE_SECS: u64 = 3;
+/// Shorter than an idle executor's own plan requests (60 s ± a fifth at the default
+/// `-health.stale`): a decommission that reaches the idle node's executor within it came by
+/// the scheduler's nudge (framework MESSAGE).
 const SOON: Duration = Duration::from_secs(30);
 
 struct Rig {

@@ -1011,9 +1011,32 @@ fn plan_is_returned_and_long_polls_until_it_changes() {
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["attached"], serde_json::json!(["/dev/nvme0n1"]));
 
+    // An idle executor's request: answered at once, 304 with the current version.
+    let v3 = r.json()["version"].as_u64().unwrap();
+    let r = call(
+        s.addr,
+        "GET",
+        H2,
+        &format!("plan?version={v3}&nudge=1"),
+        b"",
+    );
+    assert_eq!(r.status, 304, "{}", r.text());
+    assert!(r.body.is_empty());
+    let r = call(s.addr, "GET", H2, "plan?version=1&nudge=1", b"");
+    assert_eq!(r.status, 200, "a stale version gets the plan");
+    assert_eq!(r.json()["version"], v3);
+
     for q in ["plan?version=abc", "plan?wait=soon", "plan?wait=%zz"] {
         let r = call(s.addr, "GET", H2, q, b"");
         assert_json_error(&r, 400, "bad query parameter", "");
+    }
+    for (q, why) in [
+        ("plan?version=1&nudge=yes", "neither 1 nor 0"),
+        ("plan?nudge=1", "replaces the wait"),
+        ("plan?version=1&wait=5&nudge=1", "replaces the wait"),
+    ] {
+        let r = call(s.addr, "GET", H2, q, b"");
+        assert_json_error(&r, 400, "bad query parameter", why);
     }
 }
 

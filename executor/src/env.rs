@@ -21,7 +21,7 @@ pub const SUBSCRIPTION_BACKOFF_MAX: &str = "MESOS_SUBSCRIPTION_BACKOFF_MAX";
 pub const SHUTDOWN_GRACE_PERIOD: &str = "MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD";
 pub const LOG_LEVEL: &str = storage_framework::contract::env::LOG_LEVEL;
 /// The longest wait of one plan long poll, whole seconds (default 50, at most the scheduler's 60):
-/// a running node checks its host once per poll. Tests shorten it.
+/// a running node checks its host once per plan wait. Tests shorten it.
 pub const PLAN_WAIT: &str = "STORAGE_EXECUTOR_PLAN_WAIT";
 /// The plan wait unless [`PLAN_WAIT`] says otherwise.
 pub const DEFAULT_PLAN_WAIT: Duration = Duration::from_secs(50);

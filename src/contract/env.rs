@@ -25,6 +25,9 @@ pub const ANNOUNCED_SCHEDULER_URL: &str = "scheduler_url";
 /// The MESSAGE's field with the fingerprint of the certificate the scheduler now presents (a
 /// scheduler that failed over has a new one).
 pub const ANNOUNCED_FINGERPRINT: &str = "scheduler_fingerprint";
+/// A framework MESSAGE's JSON field with the node plan's new version: the nudge owed to an
+/// executor that asked for its plan with `nudge=1` (`{"plan_version": N}`).
+pub const NUDGE_PLAN_VERSION: &str = "plan_version";
 
 /// The executor binary's name, and the path the scheduler serves it at (`/<name>`).
 pub const EXECUTOR_BINARY: &str = "storage-executor";

@@ -138,6 +138,15 @@ pub struct PlanBody<'a> {
     /// the node's storage services and ends its task (`TASK_FINISHED`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub decommission: bool,
+    /// An idle running node asks for its plan at least this often (seconds), whether nudged
+    /// or not: its sign of life, a third of the scheduler's `-health.stale`, after which a
+    /// silent executor's node is `unknown`. 0 (an older scheduler): the executor's default.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub idle_poll_s: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl PlanBody<'_> {

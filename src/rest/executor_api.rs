@@ -5,7 +5,9 @@
 use super::http::{self, Request, Response};
 use super::{json_value, method_not_allowed, not_found, unauthorized, Router};
 use crate::contract::api::{self, Action};
-use crate::scheduler::exchange::{ApiError, ExecutorCall, ExecutorReply, ExecutorRequest, Input};
+use crate::scheduler::exchange::{
+    ApiError, ExecutorCall, ExecutorReply, ExecutorRequest, Input, PlanAsk,
+};
 use crate::secret::Secret;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -84,11 +86,36 @@ impl Router {
             })?),
         }
         .min(self.options.max_wait);
+        let nudge = match req
+            .query_param(api::PLAN_NUDGE_PARAM)
+            .map_err(|e| bad(api::PLAN_NUDGE_PARAM, e))?
+            .as_deref()
+        {
+            None | Some("0") => false,
+            Some("1") => true,
+            Some(n) => {
+                return Err(bad(
+                    api::PLAN_NUDGE_PARAM,
+                    format!("{n:?} is neither 1 nor 0"),
+                ))
+            }
+        };
+        if nudge && (version.is_none() || !wait.is_zero()) {
+            return Err(bad(
+                api::PLAN_NUDGE_PARAM,
+                format!(
+                    "a nudge is asked with the {} held and no {}: it replaces the wait",
+                    api::PLAN_VERSION_PARAM,
+                    api::PLAN_WAIT_PARAM
+                ),
+            ));
+        }
         Ok((
-            ExecutorCall::Plan {
+            ExecutorCall::Plan(PlanAsk {
                 version,
                 wait_ms: wait.as_millis() as u64,
-            },
+                nudge,
+            }),
             wait,
         ))
     }
@@ -162,6 +189,8 @@ pub(super) fn reply_response(reply: ExecutorReply) -> Response {
     match reply {
         ExecutorReply::Plan(p) => Response::json(200, p.json)
             .with_header("ETag", format!("\"{}\"", p.version))
+            .with_header("Cache-Control", "no-store"),
+        ExecutorReply::Unchanged => Response::new(304, "application/json", http::Body::Empty)
             .with_header("Cache-Control", "no-store"),
         ExecutorReply::Recorded => json_value(200, serde_json::json!({ "recorded": true })),
         // Only a long poll can be parked, and the waiter handles that.

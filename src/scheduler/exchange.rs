@@ -70,12 +70,8 @@ impl From<Sender<ExecutorReply>> for ReplyTo {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExecutorCall {
-    /// The node plan. Answered at once when `version` is absent or differs from the current
-    /// version, or when `wait_ms` is 0; otherwise parked until the plan changes.
-    Plan {
-        version: Option<u64>,
-        wait_ms: u64,
-    },
+    /// The node plan (see [`PlanAsk`]).
+    Plan(PlanAsk),
     Phase(PhaseReport),
     /// Usable devices the executor found (validated: see [`ExecutorCall::devices_from_json`]).
     Devices(Vec<String>),
@@ -86,6 +82,17 @@ pub enum ExecutorCall {
     Rollout(RolloutReport),
 }
 
+/// A plan request. Answered at once when `version` is absent or differs from the current
+/// version, or when `wait_ms` is 0; otherwise parked until the plan changes. With `nudge`
+/// (and `version`, no wait) an unchanged plan is answered `Unchanged` at once, and a
+/// framework MESSAGE is owed to the executor when the plan moves on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PlanAsk {
+    pub version: Option<u64>,
+    pub wait_ms: u64,
+    pub nudge: bool,
+}
+
 pub use crate::contract::api::PhaseReport;
 pub use crate::contract::rollout::{RolloutEvent, RolloutReport};
 
@@ -94,6 +101,8 @@ pub enum ExecutorReply {
     Plan(PlanReply),
     /// The caller holds the current plan; the plan follows when it changes.
     Parked,
+    /// The caller holds the current plan; a nudge follows when it changes (HTTP 304).
+    Unchanged,
     /// The report is applied to the model.
     Recorded,
     Failed(ApiError),
@@ -104,6 +113,7 @@ impl fmt::Debug for ExecutorReply {
         match self {
             ExecutorReply::Plan(p) => write!(f, "Plan({p:?})"),
             ExecutorReply::Parked => f.write_str("Parked"),
+            ExecutorReply::Unchanged => f.write_str("Unchanged"),
             ExecutorReply::Recorded => f.write_str("Recorded"),
             ExecutorReply::Failed(e) => write!(f, "Failed({e:?})"),
         }

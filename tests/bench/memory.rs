@@ -4,7 +4,8 @@
 //! plan changes: on the dev cluster's synthetic agents, each agent fetches the executor
 //! binary from the scheduler (`FETCHERS` at a time), each emulated executor reports its
 //! node's phases through the executor API over TLS (`REPORTS_PER_SEC` in all) and, once its
-//! node runs, holds a plan long poll as the storage executor does (`synthetic_plans.rs`).
+//! node runs, idles as the storage executor does: it asks for its plan with `nudge=1` and
+//! waits for the scheduler's framework MESSAGE, holding no connection (`synthetic_plans.rs`).
 //!
 //! - `scheduler_peak_rss_mb_10k`, `scheduler_peak_rss_mb_100`: the kernel's high-water mark
 //!   of the process's resident set (`VmHWM` in `/proc/<pid>/status`), read once every
@@ -17,8 +18,8 @@
 //!   install setting changed (a new target generation, as an operator's redeploy makes), and
 //!   each executor's first plan of the new generation is timed from that start; p99 over the
 //!   executors. It covers the new scheduler's recovery, its announcement to every executor
-//!   (a framework MESSAGE through the master: the new certificate) and the executors' new
-//!   connections.
+//!   (a framework MESSAGE through the master: the new certificate, which also has an idle
+//!   executor ask for its plan) and the executors' new connections.
 //!
 //! `# ` lines add what helps to read them: the resident set once settled, split into anonymous
 //! memory (heap, stacks) and the binary's own pages (about 4.5 MB of its 4 MB code and 1 MB
@@ -55,9 +56,11 @@ struct Cost {
     settled_file_kb: u64,
     threads: u64,
     open_files: usize,
-    /// Plan long polls the scheduler held when every executor had its plan.
+    /// Plan long polls the scheduler held when every executor was idle.
     waiting: usize,
     cpu_s: f64,
+    /// Of `cpu_s`, in the kernel (the executor downloads' sendfile, TCP, TLS connections).
+    system_s: f64,
     elapsed: Duration,
     fetched_bytes: u64,
 }
@@ -162,45 +165,23 @@ fn plan_waits(port: u16) -> Option<usize> {
         .map(|v| v as usize)
 }
 
-/// The long polls the scheduler holds at most, as its log says at start.
-fn long_poll_bound(dir: &Path) -> Option<usize> {
-    let log = std::fs::read_to_string(dir.join("scheduler.log")).ok()?;
-    let line = log
-        .lines()
-        .find(|l| l.contains("waiting plan requests for"))?;
-    let (_, after) = line.split_once("up to ")?;
-    after.split_whitespace().next()?.parse().ok()
-}
-
 fn open_files(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }
 
-/// Waits until every task runs and every executor has its plan and waits for a change of
-/// it; returns how many the scheduler holds then (a poll that ended is renewed at once).
+/// Waits until every task runs and every executor idles, owed a nudge by the scheduler;
+/// returns how many plan long polls the scheduler holds then.
 fn wait_until_all_wait(s: &mut Scheduler, m: &master::MasterHandle, n: usize, dir: &Path) -> usize {
     let deadline = Instant::now() + Duration::from_secs(900);
-    // Read from the log once it is there, not every turn.
-    let mut bound = None;
     loop {
         // An executor with a plan runs (its task did); the dev master's snapshot of 10,000
         // agents is too slow to read this often.
-        let planned = m
-            .synthetic_plans()
-            .map_or(0, |p| p.iter().filter(|p| p.answers > 0).count());
-        let waiting = if planned == n {
-            plan_waits(s.port).unwrap_or(0)
-        } else {
-            0
-        };
-        // The scheduler holds as many long polls as its open files allow; the others are
-        // told to come back later, as they would be on a real cluster.
-        if bound.is_none() {
-            bound = long_poll_bound(dir);
-        }
-        let held = bound.unwrap_or(n).min(n);
-        if planned == n && waiting * 100 >= held * 99 {
-            return waiting;
+        let (planned, idle) = m.synthetic_plans().map_or((0, 0), |p| {
+            let planned = p.iter().filter(|p| p.answers > 0).count();
+            (planned, p.iter().filter(|p| p.idle).count())
+        });
+        if idle == n {
+            return plan_waits(s.port).unwrap_or(0);
         }
         if let Ok(Some(status)) = s.child.try_wait() {
             panic!(
@@ -210,7 +191,7 @@ fn wait_until_all_wait(s: &mut Scheduler, m: &master::MasterHandle, n: usize, di
         }
         assert!(
             Instant::now() < deadline,
-            "{planned} of {n} executors with a plan, {waiting} waiting for a change; see {}",
+            "{planned} of {n} executors with a plan, {idle} idle; see {}",
             dir.join("scheduler.log").display()
         );
         std::thread::sleep(Duration::from_millis(200));
@@ -239,7 +220,9 @@ fn measure(sched: &Path, exec: &Path, n: usize) -> (Cost, PlanChange) {
     let waiting = wait_until_all_wait(&mut s, &m, n, &dir);
     let elapsed = start.elapsed();
     let peak_kb = cluster::proc_status_field(pid, "VmHWM").expect("VmHWM");
-    let cpu_s = cluster::cpu_ticks(pid).expect("proc stat") as f64 / USER_HZ;
+    let (user, system) = cluster::cpu_split(pid).expect("proc stat");
+    let (user_s, system_s) = (user as f64 / USER_HZ, system as f64 / USER_HZ);
+    let cpu_s = user_s + system_s;
     // Settled: what it keeps while the executors wait.
     std::thread::sleep(Duration::from_secs(3));
     let cost = Cost {
@@ -251,6 +234,7 @@ fn measure(sched: &Path, exec: &Path, n: usize) -> (Cost, PlanChange) {
         open_files: open_files(pid),
         waiting,
         cpu_s,
+        system_s,
         elapsed,
         fetched_bytes: fetched_bytes(&m),
     };
@@ -362,6 +346,14 @@ fn main() {
         println!("bench scheduler_peak_rss_mb_{name} {} MB", mb(c.peak_kb));
         if n == 10_000 {
             println!("bench scheduler_cpu_seconds_{name} {:.2} s", c.cpu_s);
+            println!(
+                "# {n} agents: CPU {:.1} s user, {:.1} s system (load average at the end {})",
+                c.cpu_s - c.system_s,
+                c.system_s,
+                std::fs::read_to_string("/proc/loadavg")
+                    .unwrap_or_default()
+                    .trim()
+            );
         }
         println!(
             "bench plan_change_p99_ms_{name} {} ms",

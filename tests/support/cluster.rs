@@ -363,10 +363,15 @@ pub fn spawn_bench_scheduler(
 
 /// utime + stime of a process, in clock ticks (USER_HZ, 100 on Linux).
 pub fn cpu_ticks(pid: u32) -> Option<u64> {
+    cpu_split(pid).map(|(user, system)| user + system)
+}
+
+/// User and system CPU ticks of a process (`utime`, `stime` of `/proc/<pid>/stat`).
+pub fn cpu_split(pid: u32) -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after `(comm)`: state is field 3; utime and stime are fields 14 and 15.
     let f: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+    Some((f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?))
 }
 
 /// A field (`VmHWM`, `VmRSS`, `Threads`) of `/proc/<pid>/status`, as its number (kB for sizes).

@@ -112,8 +112,8 @@ struct Executor {
     /// MESSAGE): they win over the launch's, since a scheduler may come back elsewhere and
     /// comes back with a new certificate.
     announced: Option<crate::node::endpoint::Endpoint>,
-    /// Where announced endpoints go to the node worker's API client.
-    moves: Option<Sender<crate::node::endpoint::Endpoint>>,
+    /// Where the scheduler's MESSAGEs go to the node worker's API client.
+    moves: Option<Sender<crate::node::endpoint::Signal>>,
 }
 
 impl Executor {

@@ -3,7 +3,7 @@
 
 use super::{after, show, Executor, Flow, Incoming, NEVER};
 use crate::host::facts::Facts;
-use crate::node::endpoint::{self, Endpoint};
+use crate::node::endpoint::{self, Endpoint, Signal};
 use crate::node::{self, api::SchedulerApi, Outcome};
 use crate::payload::TaskPayload;
 use std::sync::mpsc;
@@ -18,10 +18,11 @@ const SCHEDULER_URL: &str = env::SCHEDULER_URL;
 impl Executor {
     /// The scheduler announces its REST address and certificate after every
     /// (re-)subscription, so that executors follow it to another host or port and to its new
-    /// certificate. The data is logged by size only.
+    /// certificate; and it nudges an idle node whose plan moved on. The data is logged by
+    /// size only.
     pub(super) fn on_message(&mut self, data: &[u8]) {
-        let announced = match endpoint::announced(data) {
-            Ok(e) => e,
+        let signal = match endpoint::message(data) {
+            Ok(s) => s,
             Err(e) => {
                 log::warn!(
                     "MESSAGE from the scheduler ({} bytes) ignored: {e}",
@@ -30,17 +31,23 @@ impl Executor {
                 return;
             }
         };
-        let Endpoint { url, pin } = &announced;
-        if self.announced.as_ref() == Some(&announced) {
-            log::debug!("MESSAGE: the scheduler is still at {url} ({pin})");
-            return;
+        match &signal {
+            Signal::Moved(announced) if self.announced.as_ref() == Some(announced) => {
+                log::debug!("MESSAGE: the scheduler is still at {}", announced.url);
+            }
+            Signal::Moved(announced) => {
+                let Endpoint { url, pin } = announced;
+                log::info!("MESSAGE: the scheduler is at {url}, certificate {pin}");
+                self.announced = Some(announced.clone());
+            }
+            Signal::PlanChanged(v) => log::debug!("MESSAGE: the node's plan is at version {v}"),
         }
-        log::info!("MESSAGE: the scheduler is at {url}, certificate {pin}");
+        // An unchanged address goes to the worker too: it may be a new scheduler on the same
+        // address, which owes no nudge until the idle node asks it again.
         if let Some(moves) = &self.moves {
             // A finished worker has dropped its receiver; nothing is left to tell it.
-            let _ = moves.send(announced.clone());
+            let _ = moves.send(signal);
         }
-        self.announced = Some(announced);
     }
 
     pub(super) fn on_launch(&mut self, task: TaskInfo) {

@@ -11,18 +11,25 @@
 //!
 //! A scheduler may come back on another host or port, and always with another certificate.
 //! It then tells its running executors its new address and certificate with a framework
-//! MESSAGE ([`super::endpoint::announced`]); the executor's main loop forwards them over a
+//! MESSAGE ([`super::endpoint::message`]); the executor's main loop forwards them over a
 //! channel, and the client switches to them at its next call, cutting short any backoff wait.
+//!
+//! An idle node ([`Scheduler::idle_wait`]) holds no connection to the scheduler: it asks for
+//! its plan with `nudge=1`, and asks again when the scheduler's MESSAGE says the plan moved
+//! on (or announces the scheduler anew: a new scheduler owes nobody a nudge), and otherwise
+//! as often as the plan says (`idle_poll_s`, ± a fifth): Mesos delivers a MESSAGE at most
+//! once, and that request is the node's sign of life, without which the scheduler shows it
+//! `unknown` after `-health.stale`.
 //! Calls go over TLS to the pinned certificate only (`endpoint.rs`, which also decides what
 //! another certificate leads to).
 
-use super::endpoint::{on_mismatch, pin_grace, Endpoint, Mismatch};
+use super::endpoint::{on_mismatch, pin_grace, Endpoint, Mismatch, Signal};
 use super::plan::Plan;
 use std::fmt;
 use std::io::Read;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
-use storage_framework::backoff::Backoff;
+use storage_framework::backoff::{Backoff, Jitter};
 use storage_framework::contract::api::{self, Action};
 
 /// The client's own bound on a call: the longest plan wait the scheduler grants, and a margin.
@@ -31,6 +38,12 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_BODY: u64 = 1 << 20;
 const RETRY_START: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(30);
+/// How often an idle node asks for its plan when the plan does not say: a third of the
+/// scheduler's default `-health.stale`. 10,000 idle executors ask 167 times a second, each
+/// over a new TLS connection, which the scheduler holds for milliseconds.
+pub const IDLE_POLL: Duration = Duration::from_secs(60);
+/// The plan's `idle_poll_s` is taken within these bounds.
+const IDLE_POLL_BOUNDS: (Duration, Duration) = (Duration::from_secs(5), Duration::from_secs(300));
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApiError {
@@ -110,6 +123,21 @@ fn link_change(
     (after, Some(line))
 }
 
+/// How often an idle node asks for its plan: the plan's `idle_poll_s`, within bounds, or
+/// [`IDLE_POLL`] when it says nothing.
+pub fn idle_poll(plan_s: u64) -> Duration {
+    match plan_s {
+        0 => IDLE_POLL,
+        s => Duration::from_secs(s).clamp(IDLE_POLL_BOUNDS.0, IDLE_POLL_BOUNDS.1),
+    }
+}
+
+/// `poll` ± a fifth, from `random`, so that executors started together do not ask together.
+fn jittered(poll: Duration, random: u64) -> Duration {
+    let spread = poll.as_millis() as u64 / 5;
+    poll - Duration::from_millis(spread) + Duration::from_millis(random % (2 * spread + 1))
+}
+
 /// `15 min`, `2 min`, `90 s`.
 fn span(d: Duration) -> String {
     let secs = d.as_secs();
@@ -128,6 +156,12 @@ pub trait Scheduler: Send {
     fn plan_after(&mut self, version: Option<u64>) -> Result<Option<Plan>, ApiError>;
     /// Posts `body` (JSON) to `action` until the scheduler records it.
     fn post_json(&mut self, action: Action, body: &str) -> Result<(), ApiError>;
+    /// An idle node's wait for a plan other than `version`, holding no connection while it
+    /// waits, asking at least every `poll`; `None` once the plan wait (the host-check period)
+    /// has passed unchanged.
+    fn idle_wait(&mut self, version: u64, _poll: Duration) -> Result<Option<Plan>, ApiError> {
+        self.plan_after(Some(version))
+    }
 }
 
 impl dyn Scheduler {
@@ -145,12 +179,44 @@ impl dyn Scheduler {
 
 impl Scheduler for SchedulerApi {
     fn plan_after(&mut self, version: Option<u64>) -> Result<Option<Plan>, ApiError> {
+        // The scheduler keeps one request per executor: this one ends an owed nudge.
+        self.nudge_for = None;
         let wait = if version.is_some() {
             self.plan_wait
         } else {
             Duration::ZERO
         };
         self.retry(|api| api.plan(version, wait))
+    }
+
+    fn idle_wait(&mut self, version: u64, poll: Duration) -> Result<Option<Plan>, ApiError> {
+        let until = Instant::now() + self.plan_wait;
+        loop {
+            self.take_signals();
+            let now = Instant::now();
+            let due = self.next_idle_poll.is_none_or(|t| now >= t);
+            if self.signalled || due || self.nudge_for != Some(version) {
+                self.signalled = false;
+                self.nudge_for = None;
+                self.next_idle_poll = Some(now + jittered(poll, self.jitter.next_u64()));
+                if let Some(plan) = self.retry(|api| api.plan_nudged(version))? {
+                    return Ok(Some(plan));
+                }
+                self.nudge_for = Some(version);
+            }
+            let now = Instant::now();
+            if now >= until {
+                return Ok(None);
+            }
+            let wake = self.next_idle_poll.map_or(until, |t| t.min(until));
+            match self.moves.recv_timeout(wake.saturating_duration_since(now)) {
+                Ok(signal) => self.take(signal),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(wake.saturating_duration_since(Instant::now()))
+                }
+            }
+        }
     }
 
     fn post_json(&mut self, action: Action, body: &str) -> Result<(), ApiError> {
@@ -165,8 +231,15 @@ pub struct SchedulerApi {
     secret: String,
     /// Accepts the pinned certificate only; made anew when the pin changes.
     agent: ureq::Agent,
-    /// Newer endpoints the scheduler announced (framework MESSAGE), from the main loop.
-    moves: Receiver<Endpoint>,
+    /// The scheduler's MESSAGEs (newer endpoints, nudges), from the main loop.
+    moves: Receiver<Signal>,
+    /// A MESSAGE came since the last idle plan request: ask again.
+    signalled: bool,
+    /// When an idle node asks for its plan unprompted next.
+    next_idle_poll: Option<Instant>,
+    /// The version the scheduler owes a nudge past (any other plan request ends that).
+    nudge_for: Option<u64>,
+    jitter: Jitter,
     link: Link,
     /// A call with the current pin has succeeded.
     pin_worked: bool,
@@ -196,7 +269,7 @@ impl SchedulerApi {
         endpoint: Endpoint,
         executor_id: &str,
         secret: &str,
-        moves: Receiver<Endpoint>,
+        moves: Receiver<Signal>,
     ) -> SchedulerApi {
         SchedulerApi {
             agent: agent(&endpoint),
@@ -204,6 +277,10 @@ impl SchedulerApi {
             executor_id: executor_id.to_string(),
             secret: secret.to_string(),
             moves,
+            signalled: false,
+            next_idle_poll: None,
+            nudge_for: None,
+            jitter: Jitter::new(),
             link: Link::Up,
             pin_worked: false,
             mismatch_since: None,
@@ -263,10 +340,16 @@ impl SchedulerApi {
             ),
             None => self.url(Action::Plan),
         };
+        self.plan_answer(self.agent.get(&url))
+    }
+
+    /// Sends a plan request: the plan, or `None` for 304 (unchanged).
+    fn plan_answer(
+        &self,
+        request: ureq::RequestBuilder<ureq::typestate::WithoutBody>,
+    ) -> Result<Option<Plan>, ApiError> {
         let what = "GET plan";
-        let response = self
-            .agent
-            .get(&url)
+        let response = request
             .header("Authorization", &format!("Bearer {}", self.secret))
             .call()
             .map_err(|e| self.call_error(what, e))?;
@@ -279,6 +362,19 @@ impl SchedulerApi {
             304 => Ok(None),
             _ => Err(classify(what, status, &body)),
         }
+    }
+
+    /// The plan if it differs from `version`, else `None` and a nudge owed when it changes.
+    /// One attempt, on a connection closed after it: the next call is minutes away.
+    fn plan_nudged(&self, version: u64) -> Result<Option<Plan>, ApiError> {
+        let url = format!(
+            "{}?{}={version}&{}=1",
+            self.url(Action::Plan),
+            api::PLAN_VERSION_PARAM,
+            api::PLAN_NUDGE_PARAM
+        );
+        let request = self.agent.get(&url).header("Connection", "close");
+        self.plan_answer(request)
     }
 
     /// `POST <base>/<action>` once, `body` being JSON.
@@ -309,9 +405,7 @@ impl SchedulerApi {
     ) -> Result<T, ApiError> {
         let mut backoff = Backoff::new(RETRY_START, RETRY_MAX);
         loop {
-            if let Some(url) = latest(&self.moves) {
-                self.follow(url);
-            }
+            self.take_signals();
             let result = f(self);
             let outcome = result.as_ref().map(|_| ()).map_err(Clone::clone);
             if let Some(refused) = self.judge_pin(&outcome) {
@@ -332,8 +426,9 @@ impl SchedulerApi {
             let delay = backoff.next_delay();
             let until = Instant::now() + delay;
             match self.moves.recv_timeout(delay) {
-                Ok(endpoint) => {
-                    self.follow(latest(&self.moves).unwrap_or(endpoint));
+                Ok(signal) => {
+                    self.take(signal);
+                    self.take_signals();
                     backoff.reset();
                 }
                 Err(RecvTimeoutError::Timeout) => {}
@@ -369,6 +464,21 @@ impl SchedulerApi {
         }
     }
 
+    /// Every MESSAGE queued so far.
+    fn take_signals(&mut self) {
+        while let Ok(signal) = self.moves.try_recv() {
+            self.take(signal);
+        }
+    }
+
+    /// A MESSAGE: a new address is followed; either kind has an idle node ask again.
+    fn take(&mut self, signal: Signal) {
+        self.signalled = true;
+        if let Signal::Moved(endpoint) = signal {
+            self.follow(endpoint);
+        }
+    }
+
     /// Switches to the scheduler's announced address and certificate.
     fn follow(&mut self, endpoint: Endpoint) {
         if endpoint == self.endpoint {
@@ -388,11 +498,6 @@ impl SchedulerApi {
         }
         self.endpoint = endpoint;
     }
-}
-
-/// The last of the queued announcements, if any.
-fn latest(moves: &Receiver<Endpoint>) -> Option<Endpoint> {
-    moves.try_iter().last()
 }
 
 /// The certificate's rejection in a failed call, if that is what failed it. The pinning
@@ -435,7 +540,7 @@ mod tests {
         Endpoint::new(url, PIN).unwrap()
     }
 
-    fn api(url: &str) -> (SchedulerApi, mpsc::Sender<Endpoint>) {
+    fn api(url: &str) -> (SchedulerApi, mpsc::Sender<Signal>) {
         let (tx, rx) = mpsc::channel();
         (SchedulerApi::new(at(url), "e1", "s3cret", rx), tx)
     }
@@ -467,7 +572,7 @@ mod tests {
                 return Ok(());
             }
             if calls.len() == 3 {
-                tx.send(at("https://new:2")).unwrap();
+                tx.send(Signal::Moved(at("https://new:2"))).unwrap();
             }
             Err(ApiError::Unreachable("connection refused".into()))
         });
@@ -534,7 +639,7 @@ mod tests {
                 return Ok(());
             }
             if pins.len() == 2 {
-                tx.send(new.clone()).unwrap();
+                tx.send(Signal::Moved(new.clone())).unwrap();
             }
             Err(ApiError::Pin("another certificate".into()))
         });
@@ -572,6 +677,24 @@ mod tests {
         });
         assert_eq!((r, n.get()), (Ok(()), 6));
         assert_eq!(api.pin_grace(), super::super::endpoint::PIN_GRACE);
+    }
+
+    #[test]
+    fn an_idle_node_asks_unprompted_as_the_plan_says_within_a_fifth() {
+        assert_eq!(idle_poll(0), IDLE_POLL, "an older scheduler's plan");
+        assert_eq!(idle_poll(20), Duration::from_secs(20));
+        assert_eq!(idle_poll(1), IDLE_POLL_BOUNDS.0);
+        assert_eq!(idle_poll(86_400), IDLE_POLL_BOUNDS.1);
+        let poll = Duration::from_secs(60);
+        let fifth = poll / 5;
+        assert_eq!(jittered(poll, 0), poll - fifth);
+        let spread = fifth.as_millis() as u64;
+        assert_eq!(jittered(poll, 2 * spread), poll + fifth);
+        assert_eq!(jittered(poll, 2 * spread + 1), poll - fifth, "wraps");
+        let mut jitter = Jitter::new();
+        let polls: std::collections::BTreeSet<Duration> =
+            (0..50).map(|_| jittered(poll, jitter.next_u64())).collect();
+        assert!(polls.len() > 40, "spread out: {polls:?}");
     }
 
     #[test]

@@ -81,10 +81,20 @@ fn https_url(url: &str) -> Result<String, String> {
     Ok(format!("https://{authority}"))
 }
 
-/// The scheduler's address and certificate from a framework MESSAGE's data:
-/// `{"scheduler_url":"https://host:port","scheduler_fingerprint":"sha256:<hex>"}`. Anything
-/// else is refused with the reason (never the data itself, which is not ours to log).
-pub fn announced(data: &[u8]) -> Result<Endpoint, String> {
+/// What a framework MESSAGE from the scheduler tells the node worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Signal {
+    /// The scheduler is at this address with this certificate (after every subscription).
+    Moved(Endpoint),
+    /// The node's plan moved on to this version: the nudge owed after a `nudge=1` request.
+    PlanChanged(u64),
+}
+
+/// A framework MESSAGE's data: the scheduler's address and certificate,
+/// `{"scheduler_url":"https://host:port","scheduler_fingerprint":"sha256:<hex>"}`, or a
+/// nudge, `{"plan_version":N}`. Anything else is refused with the reason (never the data
+/// itself, which is not ours to log).
+pub fn message(data: &[u8]) -> Result<Signal, String> {
     if data.len() > MAX_ANNOUNCEMENT {
         return Err(format!(
             "{} bytes, more than the {MAX_ANNOUNCEMENT} an address needs",
@@ -93,6 +103,12 @@ pub fn announced(data: &[u8]) -> Result<Endpoint, String> {
     }
     let value: serde_json::Value =
         serde_json::from_slice(data).map_err(|e| format!("not JSON: {e}"))?;
+    if let Some(v) = value.get(env::NUDGE_PLAN_VERSION) {
+        return v.as_u64().map(Signal::PlanChanged).ok_or(format!(
+            "{:?} is not a plan version (a whole number)",
+            env::NUDGE_PLAN_VERSION
+        ));
+    }
     let field = |name: &str| {
         value
             .get(name)
@@ -101,7 +117,7 @@ pub fn announced(data: &[u8]) -> Result<Endpoint, String> {
     };
     let url = field(env::ANNOUNCED_SCHEDULER_URL)?;
     let pin = field(env::ANNOUNCED_FINGERPRINT)?;
-    Endpoint::new(url, pin)
+    Endpoint::new(url, pin).map(Signal::Moved)
 }
 
 /// What a call that met another certificate than the pinned one leads to.
@@ -144,6 +160,13 @@ mod tests {
             .into_bytes()
     }
 
+    fn announced(data: &[u8]) -> Result<Endpoint, String> {
+        match message(data)? {
+            Signal::Moved(e) => Ok(e),
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn announcements_are_checked() {
         let ok = announced(&data("https://10.0.0.7:31005/", PIN)).unwrap();
@@ -151,6 +174,14 @@ mod tests {
         assert_eq!(ok.pin.to_string(), PIN);
         let v6 = announced(&data("https://[::1]:8080", PIN)).unwrap();
         assert_eq!(v6.url, "https://[::1]:8080");
+        assert_eq!(
+            message(br#"{"plan_version":9007199254740991}"#),
+            Ok(Signal::PlanChanged(9_007_199_254_740_991))
+        );
+        for bad in [&br#"{"plan_version":-1}"#[..], br#"{"plan_version":"7"}"#] {
+            let e = message(bad).unwrap_err();
+            assert!(e.contains("not a plan version"), "{e}");
+        }
         for (bad, why) in [
             (b"not json".to_vec(), "not JSON"),
             (br#"{"url":"https://a:1"}"#.to_vec(), "no \"scheduler_url\""),

@@ -58,6 +58,12 @@ impl Node {
         result
     }
 
+    /// Nothing to walk now: at the target, or ended (reached, or a failed step) until the
+    /// target moves. Else the walk waits seconds for a grant.
+    pub(super) fn walk_settled(&self) -> bool {
+        self.plan.target_generation <= self.plan.generation || self.walk.ended
+    }
+
     fn restarting_walk(&mut self) -> Result<(), ApiError> {
         for _ in 0..RESTARTS_PER_CYCLE {
             match self.walk_on() {

@@ -1,7 +1,9 @@
-//! A running node keeps an eye on its host: once per plan long poll it looks at what its
-//! install left there (`health.rs` decides what counts and whether to tell) and reports a
-//! change with `POST health`, reads its devices again (`rescan.rs`) and walks to its target
-//! generation (`rollout.rs`). An unchanged host costs no call beyond the poll. Nothing here
+//! A running node keeps an eye on its host: once per plan wait (50 s unless
+//! `STORAGE_EXECUTOR_PLAN_WAIT` says otherwise) it looks at what its install left there
+//! (`health.rs` decides what counts and whether to tell) and reports a change with `POST
+//! health`, reads its devices again (`rescan.rs`) and walks to its target generation
+//! (`rollout.rs`). Between looks an idle node holds no connection to the scheduler: it is
+//! nudged when its plan changes (`api.rs`). An unchanged host costs no call. Nothing here
 //! fails the task, relaunches anything or walks a phase again.
 
 use super::health::{self, Expected, Look, SDS_SERVICE};
@@ -39,13 +41,25 @@ impl Node {
             if self.follow_target().is_err() {
                 return None;
             }
+            // A walk between steps waits seconds for its grant: a long poll. An idle node
+            // holds no connection and is nudged (`api.rs`).
             let version = self.plan.version;
-            if let Err(e) = self.fetch_plan(Some(version)) {
-                log::warn!(
-                    "node {}: host checks end, the scheduler refused the plan: {e}",
-                    self.plan.hostname
-                );
-                return None;
+            let waited = if self.walk_settled() {
+                let poll = super::api::idle_poll(self.plan.idle_poll_s);
+                self.api.idle_wait(version, poll)
+            } else {
+                self.api.plan_after(Some(version))
+            };
+            match waited {
+                Ok(Some(plan)) => self.plan = plan,
+                Ok(None) => {}
+                Err(e) => {
+                    log::warn!(
+                        "node {}: host checks end, the scheduler refused the plan: {e}",
+                        self.plan.hostname
+                    );
+                    return None;
+                }
             }
         }
     }

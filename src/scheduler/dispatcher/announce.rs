@@ -153,6 +153,14 @@ pub(super) fn announcement(api_url: &str, fingerprint: &str) -> Vec<u8> {
         .into_bytes()
 }
 
+/// The MESSAGE data of a nudge: the executor's plan is now at `version`.
+pub(super) fn nudge(version: u64) -> Vec<u8> {
+    use crate::contract::env::NUDGE_PLAN_VERSION;
+    serde_json::json!({ NUDGE_PLAN_VERSION: version })
+        .to_string()
+        .into_bytes()
+}
+
 /// Executors at work (a live launch, not resting in `running`) and what we heard of them.
 fn quiet_executors<'a>(
     model: &'a ClusterModel,
@@ -239,18 +247,50 @@ impl Dispatcher {
     fn send_address(&mut self, targets: Vec<(String, String)>) {
         let data = announcement(&self.ctx.api_url, &self.ctx.fingerprint);
         for (agent_id, executor_id) in targets {
-            let mut c = self.call(call::Type::Message);
-            c.message = Some(call::Message {
-                agent_id: AgentID {
-                    value: agent_id.into(),
-                },
-                executor_id: ExecutorID {
-                    value: executor_id.into(),
-                },
-                data: Bytes(data.clone()),
-            });
-            self.pending.push(c);
+            self.message(agent_id, executor_id, data.clone());
         }
+    }
+
+    /// The nudges owed to idle executors whose plans moved on in this batch. Mesos delivers
+    /// a MESSAGE at most once: an executor that misses one asks again on its own slow timer.
+    pub(super) fn send_nudges(&mut self) {
+        let nudges = self.executors.take_nudges();
+        if nudges.is_empty() {
+            return;
+        }
+        let hosts: Vec<&str> = nudges
+            .iter()
+            .take(5)
+            .filter_map(|n| Some(self.state.model.nodes.get(&n.agent_id)?.hostname.as_str()))
+            .collect();
+        debug!(
+            "telling {} idle executor(s) their plan changed ({}{})",
+            nudges.len(),
+            hosts.join(", "),
+            if nudges.len() > hosts.len() {
+                ", ..."
+            } else {
+                ""
+            }
+        );
+        for n in nudges {
+            self.message(n.agent_id, n.executor_id, nudge(n.version));
+        }
+    }
+
+    /// One framework MESSAGE to the executor `executor_id` on `agent_id`.
+    fn message(&mut self, agent_id: String, executor_id: String, data: Vec<u8>) {
+        let mut c = self.call(call::Type::Message);
+        c.message = Some(call::Message {
+            agent_id: AgentID {
+                value: agent_id.into(),
+            },
+            executor_id: ExecutorID {
+                value: executor_id.into(),
+            },
+            data: Bytes(data),
+        });
+        self.pending.push(c);
     }
 }
 

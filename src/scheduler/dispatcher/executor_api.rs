@@ -15,12 +15,21 @@
 //! dropped on the next batch. After a batch only the plans whose inputs changed are rendered
 //! again (see [`must_render`]): 10,000 parked executors cost one node's plan per report,
 //! not 10,000.
+//!
+//! An idle executor (a running node with no step to take) asks with `nudge=1` instead: it
+//! holds no connection, and is kept here the same way with no reply to send. When its plan
+//! moves on, the dispatcher owes it one framework MESSAGE ([`ExecutorApi::take_nudges`]),
+//! after which the executor asks again. A held long poll costs the scheduler a parked TLS
+//! connection, about 10 KB: 10,000 of them would be three times the app's `mem: 32`.
 
+pub use super::parked::Nudge;
+use super::parked::{Parked, ParkedPlans};
 use crate::contract::health::HostProblem;
 use crate::contract::plan::{ClusterInit, NodePlan, PlanBody, PlanSecrets};
 use crate::hash::content_hash;
 use crate::scheduler::exchange::{
-    ApiError, ExecutorCall, ExecutorReply, ExecutorRequest, PhaseReport, PlanReply, ReplyTo,
+    ApiError, ExecutorCall, ExecutorReply, ExecutorRequest, PhaseReport, PlanAsk, PlanReply,
+    ReplyTo,
 };
 use crate::scheduler::health::gate::{self, GateSettings};
 use crate::scheduler::model::{ClusterModel, HostHealth, Node, Persisted, Phase};
@@ -31,7 +40,6 @@ use crate::secret::Secret;
 use log::{debug, info, warn};
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fmt;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 
@@ -42,31 +50,13 @@ pub const MAX_PARKED: usize = 16_384;
 /// them exactly.
 const VERSION_MASK: u64 = (1 << 53) - 1;
 
-struct Parked {
-    agent: String,
-    version: u64,
-    deadline_ms: u64,
-    reply: ReplyTo,
-    /// What the plan of `version` was rendered from: its node as the model shares it (any
-    /// write to the node makes a new one) and the inputs every plan shares.
-    node: Option<Arc<Node>>,
-    shared: u64,
-}
-
-impl fmt::Debug for Parked {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "Parked {{ agent: {}, version: {}, deadline_ms: {} }}",
-            self.agent, self.version, self.deadline_ms
-        )
-    }
-}
-
 #[derive(Debug, Default)]
 pub struct ExecutorApi {
-    /// Executor id -> its parked plan request.
-    parked: HashMap<String, Parked>,
+    /// Executor id -> its parked plan request (a held long poll, bounded by [`MAX_PARKED`],
+    /// or an owed nudge, bounded by the executors).
+    parked: ParkedPlans,
+    /// Nudges owed since the last [`ExecutorApi::take_nudges`].
+    nudges: Vec<Nudge>,
     /// Executor id (its keyed hash) -> agent id (the model's own `Arc`), to avoid a scan of
     /// every node per call; checked on use, so a stale or colliding entry only costs the scan.
     /// Not two strings per executor (~1.5 MB once 10,000 executors have called).
@@ -90,6 +80,10 @@ pub struct ExecutorApi {
     rerendered: u64,
     /// `-rollout.max-disrupted-per-domain` (0: not set, taken as 1).
     max_disrupted_per_domain: usize,
+    /// Passes over every node to find a caller missing from `index` (for tests).
+    index_scans: u64,
+    /// How often an idle executor asks for its plan (seconds; every plan carries it).
+    idle_poll_s: u64,
 }
 
 /// Whether a parked plan is rendered again after a batch: when its node changed (a new
@@ -117,6 +111,13 @@ impl ExecutorApi {
     /// The install settings every plan carries, from the flags.
     pub fn set_install_settings(&mut self, install: InstallSettings) {
         self.install = install;
+        self.install_generation += 1;
+    }
+
+    /// An idle executor's unprompted plan request is its only sign of life: three fit in
+    /// `stale` (`-health.stale`), between 5 s and 5 minutes.
+    pub fn set_idle_poll(&mut self, stale: std::time::Duration) {
+        self.idle_poll_s = (stale.as_secs() / 3).clamp(5, 300);
         self.install_generation += 1;
     }
 
@@ -203,13 +204,8 @@ impl ExecutorApi {
             }
         };
         match call {
-            ExecutorCall::Plan { version, wait_ms } => {
-                let wait = PlanWait {
-                    version,
-                    wait_ms,
-                    now_ms,
-                };
-                self.on_plan(state, executor_id, agent, wait, reply);
+            ExecutorCall::Plan(ask) => {
+                self.on_plan(state, executor_id, agent, ask, now_ms, reply);
                 false
             }
             ExecutorCall::Phase(report) => {
@@ -265,7 +261,8 @@ impl ExecutorApi {
         state: &Persisted,
         executor_id: String,
         agent: String,
-        wait: PlanWait,
+        wait: PlanAsk,
+        now_ms: u64,
         reply: ReplyTo,
     ) {
         let trio = self.trio(state);
@@ -276,11 +273,17 @@ impl ExecutorApi {
                 return;
             }
         };
-        if wait.wait_ms == 0 || wait.version != Some(plan.version) {
+        let unchanged = wait.version == Some(plan.version);
+        if !unchanged || (wait.wait_ms == 0 && !wait.nudge) {
+            // A nudge owed for an older version would only bring this plan again.
+            if self.parked.holds(&executor_id) == Some(false) {
+                self.parked.remove(&executor_id);
+            }
             let _ = reply.send(ExecutorReply::Plan(plan));
             return;
         }
-        if self.parked.len() >= MAX_PARKED && !self.parked.contains_key(&executor_id) {
+        let holds = self.parked.holds(&executor_id);
+        if !wait.nudge && self.parked.held() >= MAX_PARKED && holds != Some(true) {
             let _ = reply.send(ExecutorReply::Failed(ApiError::new(
                 503,
                 "too many waiting executors",
@@ -293,15 +296,28 @@ impl ExecutorApi {
             shared: self.shared_inputs(state),
             agent,
             version: plan.version,
-            deadline_ms: wait.now_ms.saturating_add(wait.wait_ms),
-            reply: reply.clone(),
+            deadline_ms: if wait.nudge {
+                u64::MAX
+            } else {
+                now_ms.saturating_add(wait.wait_ms)
+            },
+            reply: (!wait.nudge).then(|| reply.clone()),
         };
         // One wait per executor: an older one is from a client that gave up or
         // retried; it gets the (unchanged) plan so its worker is freed.
         if let Some(old) = self.parked.insert(executor_id, parked) {
-            let _ = old.reply.send(ExecutorReply::Plan(plan));
+            let _ = old.send(ExecutorReply::Plan(plan));
         }
-        let _ = reply.send(ExecutorReply::Parked);
+        let _ = reply.send(if wait.nudge {
+            ExecutorReply::Unchanged
+        } else {
+            ExecutorReply::Parked
+        });
+    }
+
+    /// The framework MESSAGEs owed to idle executors whose plans moved on.
+    pub fn take_nudges(&mut self) -> Vec<Nudge> {
+        std::mem::take(&mut self.nudges)
     }
 
     /// The batch's state could not be saved: its reports are answered 503, never
@@ -332,7 +348,7 @@ impl ExecutorApi {
         let shared = self.shared_inputs(state);
         let mut rendered = 0;
         // Taken out while `plan` borrows the rest.
-        let mut parked = std::mem::take(&mut self.parked);
+        let mut parked = self.parked.take_all();
         for (id, p) in parked.iter_mut() {
             if p.deadline_ms <= now {
                 // The REST worker has given up by now and answered "unchanged" itself.
@@ -351,6 +367,14 @@ impl ExecutorApi {
             }
             rendered += 1;
             match self.plan(state, id, &p.agent, trio.as_ref()) {
+                Ok(plan) if plan.version != p.version && p.reply.is_none() => {
+                    self.nudges.push(Nudge {
+                        agent_id: p.agent.clone(),
+                        executor_id: id.clone(),
+                        version: plan.version,
+                    });
+                    done.push((id.clone(), None));
+                }
                 Ok(plan) if plan.version != p.version => {
                     done.push((id.clone(), Some(ExecutorReply::Plan(plan))))
                 }
@@ -358,18 +382,29 @@ impl ExecutorApi {
                 Err(e) => done.push((id.clone(), Some(ExecutorReply::Failed(e)))),
             }
         }
-        self.parked = parked;
+        self.parked.put_back(parked);
         self.rerendered += rendered;
         for (id, reply) in done {
-            if let (Some(p), Some(reply)) = (self.parked.remove(&id), reply) {
-                let _ = p.reply.send(reply);
+            if let (
+                Some(Parked {
+                    reply: Some(to), ..
+                }),
+                Some(reply),
+            ) = (self.parked.remove(&id), reply)
+            {
+                let _ = to.send(reply);
             }
         }
     }
 
-    /// Plan requests parked now (for tests and metrics).
+    /// Plan requests parked now, held long polls and owed nudges (for tests and metrics).
     pub fn parked(&self) -> usize {
         self.parked.len()
+    }
+
+    /// Of [`ExecutorApi::parked`], the idle executors owed a nudge.
+    pub fn nudges_owed(&self) -> usize {
+        self.parked.len() - self.parked.held()
     }
 
     /// Plans rendered again for parked requests after batches so far (for tests).
@@ -393,13 +428,7 @@ impl ExecutorApi {
         let key = self.index_keys.hash_one(executor_id);
         let agent = match self.index.get(&key) {
             Some(agent) if is_current(state, agent, executor_id) => agent.clone(),
-            _ => state
-                .model
-                .nodes
-                .values()
-                .find(|n| n.task.as_ref().is_some_and(|t| t.is_executor(executor_id)))
-                .map(|n| n.agent_id.clone())
-                .ok_or_else(unknown)?,
+            _ => self.index_all(state, executor_id).ok_or_else(unknown)?,
         };
         // Only a launch's own secret, never revoked, and never an empty one (it would match
         // an empty presented one).
@@ -421,6 +450,29 @@ impl ExecutorApi {
         }
         self.index.insert(key, agent.clone());
         Ok(agent.to_string())
+    }
+
+    /// A launch's executor, indexed before its first call (an index filled by first calls
+    /// scanned every node per new executor: 10,000 launches, 10^8 comparisons).
+    pub fn launched(&mut self, executor_id: &str, agent: Arc<str>) {
+        self.index
+            .insert(self.index_keys.hash_one(executor_id), agent);
+    }
+
+    /// One pass over every node, indexing each current executor (after a restart the index
+    /// is empty: the first call fills it); the agent of `executor_id`, if current.
+    fn index_all(&mut self, state: &Persisted, executor_id: &str) -> Option<Arc<str>> {
+        self.index_scans += 1;
+        let mut found = None;
+        for n in state.model.nodes.values() {
+            let Some(t) = n.task.as_ref() else { continue };
+            if t.is_executor(executor_id) {
+                found = Some(n.agent_id.clone());
+            }
+            let key = self.index_keys.hash_one(&*t.executor_id());
+            self.index.insert(key, n.agent_id.clone());
+        }
+        found
     }
 
     /// Experimental mode: the MDM trio's addresses, which every plan carries.
@@ -497,6 +549,7 @@ impl ExecutorApi {
             generation: node.generation,
             grant: node.rollout.as_ref().and_then(|r| r.granted),
             decommission: node.removal == Some(crate::scheduler::model::Removal::Stopping),
+            idle_poll_s: self.idle_poll_s,
         };
         let encode_error =
             |e: serde_json::Error| ApiError::new(500, "cannot encode plan", e.to_string());
@@ -560,13 +613,6 @@ fn gone_executor(executor_id: &str) -> ApiError {
         "unknown executor",
         format!("executor {executor_id:?} is not the current launch of any node"),
     )
-}
-
-/// A plan request's wait: the version the executor has, how long it may wait, from when.
-struct PlanWait {
-    version: Option<u64>,
-    wait_ms: u64,
-    now_ms: u64,
 }
 
 /// A phase report into its node (the log names changes and new errors only).
@@ -727,7 +773,12 @@ mod tests {
         wait_ms: u64,
         secret: &str,
     ) -> (ExecutorRequest, Receiver<ExecutorReply>) {
-        req(ExecutorCall::Plan { version, wait_ms }, secret)
+        let call = ExecutorCall::Plan(PlanAsk {
+            version,
+            wait_ms,
+            nudge: false,
+        });
+        req(call, secret)
     }
 
     fn req(call: ExecutorCall, secret: &str) -> (ExecutorRequest, Receiver<ExecutorReply>) {
@@ -934,6 +985,60 @@ mod tests {
         assert_eq!(api.parked(), 0);
     }
 
+    /// An idle executor holds nothing: its unchanged plan is answered 304 at once, and when
+    /// the plan moves on it is owed one nudge (no reply), then nothing until it asks again.
+    #[test]
+    fn an_idle_executor_is_owed_one_nudge_when_its_plan_changes() {
+        let mut api = ExecutorApi::new();
+        let mut s = state();
+        let (r, rx) = plan_req(None, 0, SECRET);
+        api.handle(&mut s, r, 1);
+        let v = plan_of(rx.try_recv().unwrap()).version;
+        let nudge_req = |version| {
+            let call = ExecutorCall::Plan(PlanAsk {
+                version: Some(version),
+                wait_ms: 0,
+                nudge: true,
+            });
+            req(call, SECRET)
+        };
+        let (r, rx) = nudge_req(v);
+        api.handle(&mut s, r, 2);
+        assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Unchanged)));
+        assert_eq!((api.parked(), api.nudges_owed()), (1, 1));
+        api.after_batch(&s, 3);
+        assert!(api.take_nudges().is_empty(), "the plan did not change");
+
+        s.model.nodes.get_mut("a1").unwrap().phase = Phase::Environment;
+        api.after_batch(&s, 4);
+        let nudges = api.take_nudges();
+        assert_eq!(nudges.len(), 1);
+        assert_eq!(nudges[0].agent_id, "a1");
+        assert_eq!(nudges[0].executor_id, "storage-executor.h1.1");
+        assert_ne!(nudges[0].version, v);
+        assert!(rx.try_recv().is_err(), "a nudge is a MESSAGE, not a reply");
+        assert_eq!(api.parked(), 0, "owed once");
+        s.model.nodes.get_mut("a1").unwrap().phase = Phase::Packages;
+        api.after_batch(&s, 5);
+        assert!(api.take_nudges().is_empty(), "not asked again yet");
+
+        // Asked with an old version, the plan comes at once and nothing is owed.
+        let (r, rx) = nudge_req(v);
+        api.handle(&mut s, r, 6);
+        let now = plan_of(rx.try_recv().unwrap()).version;
+        assert_eq!(api.parked(), 0);
+        // A nudge owed for the current plan is dropped by a plain fetch.
+        let (r, _rx) = nudge_req(now);
+        api.handle(&mut s, r, 7);
+        s.model.nodes.get_mut("a1").unwrap().phase = Phase::Devices;
+        let (r, rx) = plan_req(Some(now), 0, SECRET);
+        api.handle(&mut s, r, 8);
+        assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Plan(_))));
+        api.after_batch(&s, 9);
+        assert!(api.take_nudges().is_empty());
+        assert_eq!((api.parked(), api.nudges_owed()), (0, 0));
+    }
+
     #[test]
     fn only_plans_whose_inputs_changed_are_rendered_again() {
         assert!(!must_render(false, true, true));
@@ -976,7 +1081,11 @@ mod tests {
                 .into_owned();
             let ask = |version, wait_ms| {
                 let (tx, rx) = crossbeam_channel::unbounded();
-                let call = ExecutorCall::Plan { version, wait_ms };
+                let call = ExecutorCall::Plan(PlanAsk {
+                    version,
+                    wait_ms,
+                    nudge: false,
+                });
                 let req = ExecutorRequest {
                     executor_id: id.to_string(),
                     secret: Secret::new(secret),
@@ -1296,6 +1405,48 @@ mod tests {
         }
     }
 
+    /// Neither a launch's first call nor every executor's first call after a restart scans
+    /// every node: 10,000 of them would be 10^8 comparisons.
+    #[test]
+    fn executors_are_indexed_at_launch_and_all_at_once_after_a_restart() {
+        let mut s = state();
+        let mut api = ExecutorApi::new();
+        let heartbeat = |api: &mut ExecutorApi, s: &mut Persisted, id: &str, secret: &str| {
+            let (mut r, rx) = req(ExecutorCall::Heartbeat, secret);
+            r.executor_id = id.into();
+            api.handle(s, r, 5);
+            api.after_batch(s, 6);
+            assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Recorded)), "{id}");
+        };
+        for i in 2..=4 {
+            let (agent, host) = (format!("a{i}"), format!("h{i}"));
+            let (task, executor) = crate::contract::ids::make(&host, 1);
+            let state = crate::mesos::types::TaskState::Staging;
+            let secret = format!("secret-{i}");
+            let launch =
+                TaskRecord::new(&task, &executor, state, 1).with_secret(secret.as_str().into());
+            let node = Node {
+                task: Some(launch),
+                ..Node::new(&agent, &host, Persona::Data, 1)
+            };
+            s.model.nodes.insert(agent.as_str(), node);
+            api.launched(&executor, s.model.nodes[agent.as_str()].agent_id.clone());
+        }
+        for i in 2..=4 {
+            let executor = crate::contract::ids::make(&format!("h{i}"), 1).1;
+            heartbeat(&mut api, &mut s, &executor, &format!("secret-{i}"));
+        }
+        assert_eq!(api.index_scans, 0, "indexed at launch");
+        // A restarted scheduler's first call indexes every executor.
+        let mut api = ExecutorApi::new();
+        heartbeat(&mut api, &mut s, "storage-executor.h1.1", SECRET);
+        for i in 2..=4 {
+            let executor = crate::contract::ids::make(&format!("h{i}"), 1).1;
+            heartbeat(&mut api, &mut s, &executor, &format!("secret-{i}"));
+        }
+        assert_eq!(api.index_scans, 1);
+    }
+
     #[test]
     fn a_replaced_executor_is_refused() {
         let mut api = ExecutorApi::new();
@@ -1443,10 +1594,7 @@ mod captured_plan {
             ExecutorRequest {
                 executor_id: "storage-executor.h-a1.1".into(),
                 secret: "s".into(),
-                call: ExecutorCall::Plan {
-                    version: None,
-                    wait_ms: 0,
-                },
+                call: ExecutorCall::Plan(PlanAsk::default()),
                 reply: tx.into(),
             },
             1,

@@ -12,6 +12,7 @@ use log::{debug, log, Level};
 impl Dispatcher {
     /// The `-health.*` thresholds.
     pub fn set_health_settings(&mut self, settings: HealthSettings) {
+        self.executors.set_idle_poll(settings.stale);
         self.health = settings;
     }
 

@@ -10,6 +10,7 @@
 pub mod debug_tally;
 pub mod executor_api;
 pub mod faults;
+mod parked;
 
 use crate::clock::{self, Clock};
 use crate::gateway::trust;
@@ -601,6 +602,7 @@ impl Dispatcher {
         // (after a failed save it stays in memory, marked dirty, for the next attempt, and
         // its sender was answered 503 above).
         self.executors.after_batch(&self.state, self.clock.now_ms());
+        self.send_nudges();
         self.answer_operators(saved);
         for reply in std::mem::take(&mut self.view_waiters) {
             let _ = reply.send(self.view());

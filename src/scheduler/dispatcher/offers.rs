@@ -307,7 +307,10 @@ impl Dispatcher {
         node.phase = Phase::Launching;
         node.retry_after_ms = None;
         node.updated_ms = now;
+        let executor_id = launch.executor_id().into_owned();
         node.task = Some(launch);
+        let agent = node.agent_id.clone();
+        self.executors.launched(&executor_id, agent);
     }
 
     /// The ACCEPT of each launch and one DECLINE per refusal period.

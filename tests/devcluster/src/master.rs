@@ -130,8 +130,9 @@ pub struct MasterConfig {
     pub synthetic_phase_reports: Option<f64>,
     /// With `synthetic_phase_reports`: each emulated executor calls the scheduler as the
     /// storage executor does, from its agent's address over a connection of its own: its
-    /// phase reports, then plan long polls once its node runs; it follows the scheduler's
-    /// announcements (`synthetic_plans.rs`). One thread per executor.
+    /// phase reports, then its idle plan requests (`nudge=1`) once its node runs; it follows
+    /// the scheduler's nudges and announcements (`synthetic_plans.rs`). One thread per
+    /// executor.
     pub synthetic_plan_waits: bool,
     pub agent_resources: AgentResources,
     /// Agent attributes by `agent-<n>` hostname or by `<n>` (the same number, 1-based), or by

@@ -475,7 +475,7 @@ pub struct Cluster {
     pub(super) synthetic_fetched_bytes: u64,
     /// Emulated executors' phase reports, when `synthetic_phase_reports` asks for them.
     pub(super) phases: Option<super::synthetic_phases::PhaseReporter>,
-    /// Their plan long polls, when `synthetic_plan_waits` asks for them.
+    /// Their idle plan requests, when `synthetic_plan_waits` asks for them.
     pub(super) plans: Option<super::synthetic_plans::PlanWaiters>,
     pub(super) maintenance: super::maintenance::Maintenance,
 }
@@ -2081,7 +2081,7 @@ impl Cluster {
         if a.synthetic {
             // An emulated executor that waits for plan changes follows the announcement.
             if let Some(plans) = &self.plans {
-                plans.announce(&m.executor_id.value, &m.data.0);
+                plans.message(&m.executor_id.value, &m.data.0);
             }
             return;
         }

@@ -1,12 +1,11 @@
 //! Emulated storage executors that call the scheduler as the real one does
 //! (`MasterConfig::synthetic_plan_waits`): each reports its node's phases to `running`
-//! (`POST .../phase`), then waits for plan changes
-//! (`GET <scheduler>/api/v1/executors/<id>/plan?version=N&wait=50`), over one keep-alive TLS
-//! connection pinned to the scheduler's certificate and leaving from its own agent's address
-//! (`bound_tcp.rs`), so that the scheduler holds what a real cluster makes it hold: one
-//! connection per executor, from as many addresses. A framework MESSAGE announcing a new
-//! scheduler address and certificate moves the executor there, as it moves the storage
-//! executor.
+//! (`POST .../phase`) over a keep-alive TLS connection pinned to the scheduler's certificate
+//! and leaving from its own agent's address (`bound_tcp.rs`), then idles as the storage
+//! executor's running node does: it asks for its plan with `nudge=1` on a connection closed
+//! after the answer, and asks again when a framework MESSAGE nudges it (`plan_version`) or
+//! announces the scheduler (a new address and certificate move it there), or when its slow
+//! timer runs out. So the scheduler holds what a real cluster makes it hold.
 //!
 //! One thread per executor (the storage executor's node worker is one thread too), with a
 //! small stack, so that 10,000 fit; a pacer hands out the phase reports at the rate asked
@@ -24,10 +23,11 @@ use std::time::{Duration, Instant};
 use storage_framework::contract::api::{self, Action};
 use storage_framework::tls::{self, Fingerprint, PinnedVerifier};
 
-/// How long one long poll may wait, as the storage executor's default.
-const WAIT_SECS: u64 = 50;
-/// Past a poll's wait: how long the whole request may take.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(WAIT_SECS + 20);
+/// How long one request may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The storage executor's unprompted plan request of an idle node when the plan does not say
+/// (`IDLE_POLL`).
+const IDLE_POLL: Duration = Duration::from_secs(60);
 /// Between failed polls (the scheduler restarting, or presenting a certificate this
 /// executor does not know yet): an announcement cuts the pause short.
 const RETRY: Duration = Duration::from_millis(500);
@@ -48,12 +48,22 @@ pub struct SeenPlan {
     pub answers: u64,
     /// Plan requests that failed (refused, reset, a certificate it does not accept).
     pub failures: u64,
+    /// The scheduler answered its last plan request 304: it owes this executor a nudge.
+    pub idle: bool,
+    /// Nudges received.
+    pub nudges: u64,
 }
 
 #[derive(Clone, PartialEq)]
 struct Endpoint {
     url: String,
     pin: String,
+}
+
+/// A framework MESSAGE, read as the storage executor reads it.
+enum Signal {
+    Moved(Endpoint),
+    Nudge,
 }
 
 enum Msg {
@@ -76,6 +86,7 @@ enum What {
     Unchanged,
     Failed,
     Moved,
+    Nudged,
 }
 
 /// The handle: the registry thread ends when every handle is gone, and each executor's
@@ -110,8 +121,8 @@ impl PlanWaiters {
         let _ = self.msgs.send(Msg::Add(target));
     }
 
-    /// A framework MESSAGE to `executor_id` (the scheduler's announcement).
-    pub fn announce(&self, executor_id: &str, data: &[u8]) {
+    /// A framework MESSAGE to `executor_id` (an announcement or a nudge).
+    pub fn message(&self, executor_id: &str, data: &[u8]) {
         let _ = self.msgs.send(Msg::Announce {
             executor_id: executor_id.to_string(),
             data: data.to_vec(),
@@ -123,14 +134,18 @@ impl PlanWaiters {
     }
 }
 
-/// The announcement's address and certificate, as the storage executor reads them.
-fn announced(data: &[u8]) -> Option<Endpoint> {
+/// A nudge, or the announcement's address and certificate, as the storage executor reads
+/// them.
+fn signal(data: &[u8]) -> Option<Signal> {
     use storage_framework::contract::env;
     let v: serde_json::Value = serde_json::from_slice(data).ok()?;
-    Some(Endpoint {
+    if v[env::NUDGE_PLAN_VERSION].is_u64() {
+        return Some(Signal::Nudge);
+    }
+    Some(Signal::Moved(Endpoint {
         url: v[env::ANNOUNCED_SCHEDULER_URL].as_str()?.to_string(),
         pin: v[env::ANNOUNCED_FINGERPRINT].as_str()?.to_string(),
-    })
+    }))
 }
 
 /// One phase report's turn every `every`, to whichever executor asks; ends when none is
@@ -146,7 +161,7 @@ fn pace(turns: &Sender<()>, every: Duration) {
 
 fn registry(msgs: &Receiver<Msg>, turns: &Receiver<()>) {
     let (seen_tx, seen) = crossbeam_channel::unbounded::<Seen>();
-    let mut moves: HashMap<String, Sender<Endpoint>> = HashMap::new();
+    let mut moves: HashMap<String, Sender<Signal>> = HashMap::new();
     let mut plans: HashMap<String, SeenPlan> = HashMap::new();
     loop {
         select! {
@@ -170,11 +185,11 @@ fn registry(msgs: &Receiver<Msg>, turns: &Receiver<()>) {
                     }
                 }
                 Ok(Msg::Announce { executor_id, data }) => {
-                    match (moves.get(&executor_id), announced(&data)) {
-                        (Some(tx), Some(to)) => {
-                            let _ = tx.send(to);
+                    match (moves.get(&executor_id), signal(&data)) {
+                        (Some(tx), Some(s)) => {
+                            let _ = tx.send(s);
                         }
-                        (_, None) => log::warn!("{executor_id}: announcement unreadable"),
+                        (_, None) => log::warn!("{executor_id}: MESSAGE unreadable"),
                         (None, _) => {}
                     }
                 }
@@ -208,10 +223,18 @@ fn record(plans: &mut HashMap<String, SeenPlan>, s: Seen) {
             p.version = version;
             p.target_generation = target_generation;
             p.answers += 1;
+            p.idle = false;
         }
-        What::Unchanged => p.answers += 1,
-        What::Failed => p.failures += 1,
+        What::Unchanged => {
+            p.answers += 1;
+            p.idle = true;
+        }
+        What::Failed => {
+            p.failures += 1;
+            p.idle = false;
+        }
         What::Moved => p.announced = Some(now),
+        What::Nudged => p.nudges += 1,
     }
 }
 
@@ -231,6 +254,8 @@ fn fresh(executor_id: String, now: Instant) -> SeenPlan {
         announced: None,
         answers: 0,
         failures: 0,
+        idle: false,
+        nudges: 0,
     }
 }
 
@@ -256,10 +281,15 @@ fn pinned(pin: &str, source: std::net::Ipv4Addr) -> Option<ureq::Agent> {
     ))
 }
 
-/// The plan's version and target generation, read without the rest.
-fn plan_numbers(body: &[u8]) -> Option<(u64, u64)> {
+/// The plan's version, target generation and idle poll, read without the rest.
+fn plan_numbers(body: &[u8]) -> Option<(u64, u64, Option<u64>)> {
     let v: serde_json::Value = serde_json::from_slice(body).ok()?;
-    Some((v["version"].as_u64()?, v["target_generation"].as_u64()?))
+    let poll = v["idle_poll_s"].as_u64();
+    Some((
+        v["version"].as_u64()?,
+        v["target_generation"].as_u64()?,
+        poll,
+    ))
 }
 
 /// Where an executor sends its plan requests, and the client that trusts that scheduler.
@@ -289,10 +319,10 @@ impl Scheduler {
     }
 }
 
-/// One emulated executor: its phases, then its plan long polls.
+/// One emulated executor: its phases, then its idle plan requests.
 fn run_executor(
     target: PhaseReportTarget,
-    moves: &Receiver<Endpoint>,
+    moves: &Receiver<Signal>,
     seen: &Sender<Seen>,
     turns: &Receiver<()>,
 ) {
@@ -322,34 +352,48 @@ fn run_executor(
     wait_for_changes(&id, &bearer, to, moves, seen);
 }
 
-/// Takes the latest announcement; false once the cluster shuts down.
+/// Takes the queued MESSAGEs; false once the cluster shuts down.
 fn follow_moves(
     id: &str,
-    moves: &Receiver<Endpoint>,
+    moves: &Receiver<Signal>,
     seen: &Sender<Seen>,
     to: &mut Scheduler,
 ) -> bool {
     loop {
         match moves.try_recv() {
-            Ok(e) => {
-                tell(seen, id, What::Moved);
-                to.follow(e);
-            }
+            Ok(s) => take(id, s, seen, to),
             Err(TryRecvError::Empty) => return true,
             Err(TryRecvError::Disconnected) => return false,
         }
     }
 }
 
+/// A MESSAGE: an announcement moves the executor, a nudge is counted.
+fn take(id: &str, s: Signal, seen: &Sender<Seen>, to: &mut Scheduler) {
+    match s {
+        Signal::Moved(e) => {
+            tell(seen, id, What::Moved);
+            to.follow(e);
+        }
+        Signal::Nudge => tell(seen, id, What::Nudged),
+    }
+}
+
+/// The idle node: asks with `nudge=1` (its connection closed after the answer), then waits
+/// for a MESSAGE or its slow timer; asks at once again after a new plan.
 fn wait_for_changes(
     id: &str,
     bearer: &str,
     mut to: Scheduler,
-    moves: &Receiver<Endpoint>,
+    moves: &Receiver<Signal>,
     seen: &Sender<Seen>,
 ) {
     let id = id.to_string();
     let mut version: Option<u64> = None;
+    let mut poll = IDLE_POLL;
+    // The storage executor's jitter (± a fifth), drawn once per executor.
+    let spread = storage_framework::hash::content_hash(id.as_bytes()) % 401;
+    let jittered = |poll: Duration| poll.mul_f64(0.8 + spread as f64 / 1000.0);
     loop {
         if !follow_moves(&id, moves, seen, &mut to) {
             return;
@@ -360,11 +404,12 @@ fn wait_for_changes(
         };
         let mut url = format!("{}{}", to.at.url, api::path(&id, Action::Plan));
         if let Some(v) = version {
-            url.push_str(&format!("?version={v}&wait={WAIT_SECS}"));
+            url.push_str(&format!("?version={v}&nudge=1"));
         }
         let answer = client
             .get(&url)
             .header("Authorization", bearer)
+            .header("Connection", "close")
             .call()
             .map_err(|e| e.to_string())
             .and_then(|mut r| {
@@ -373,8 +418,9 @@ fn wait_for_changes(
                 Ok((status, body))
             });
         let outcome = match answer {
-            Ok((200, body)) => plan_numbers(&body).map(|(v, generation)| {
+            Ok((200, body)) => plan_numbers(&body).map(|(v, generation, s)| {
                 version = Some(v);
+                poll = s.map_or(IDLE_POLL, Duration::from_secs);
                 What::Plan {
                     version: v,
                     target_generation: generation,
@@ -394,15 +440,17 @@ fn wait_for_changes(
             log::warn!("{id}: plan without a version or target generation");
             return;
         };
-        let failed = matches!(outcome, What::Failed);
+        // A new plan is asked again at once (registering for the next nudge); a failure
+        // after a pause; an unchanged one after a MESSAGE or the slow timer.
+        let pause = match outcome {
+            What::Plan { .. } => None,
+            What::Failed => Some(RETRY),
+            _ => Some(jittered(poll)),
+        };
         tell(seen, &id, outcome);
-        if failed {
-            // Paces retries; an announcement ends the pause at once.
-            match moves.recv_timeout(RETRY) {
-                Ok(e) => {
-                    tell(seen, &id, What::Moved);
-                    to.follow(e);
-                }
+        if let Some(pause) = pause {
+            match moves.recv_timeout(pause) {
+                Ok(s) => take(&id, s, seen, &mut to),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,
             }
