@@ -85,12 +85,19 @@ fn server_config(
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
 ) -> Result<Arc<rustls::ServerConfig>, String> {
-    let config = rustls::ServerConfig::builder_with_provider(crate::tls::provider())
+    let mut config = rustls::ServerConfig::builder_with_provider(crate::tls::provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .with_no_client_auth()
         .with_single_cert(chain, key)
         .map_err(|e| e.to_string())?;
+    // An idle executor asks for its plan on a new connection every minute: a resumed
+    // session skips the certificate and its signature. Tickets, not a session cache: the
+    // scheduler keeps nothing per executor (a cache of 256 would not hold 10,000 anyway).
+    config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| e.to_string())?;
+    config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+    // One ticket a connection is all the next one uses (rustls sends 2 by default).
+    config.send_tls13_tickets = 1;
     Ok(Arc::new(config))
 }
 
