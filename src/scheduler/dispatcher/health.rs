@@ -14,6 +14,7 @@ impl Dispatcher {
     pub fn set_health_settings(&mut self, settings: HealthSettings) {
         self.executors.set_idle_poll(settings.stale);
         self.health = settings;
+        self.stale_at.set(None);
     }
 
     pub(super) fn on_health_poll(&mut self, poll: &HealthPoll) {
@@ -48,9 +49,26 @@ impl Dispatcher {
     }
 
     /// When data next turns stale: the dispatcher wakes then and reassesses.
+    ///
+    /// Exact, it is a pass over every node, and it is asked twice per batch: 10,000 nodes
+    /// under phase reports spent a tenth of the dispatcher's time on it. So it is kept until
+    /// it arrives or health is reassessed. That is sound because, meanwhile, every
+    /// candidate time only moves later: a contact or a gateway read only advances, a node
+    /// that starts running was just heard from (now + stale, after any time kept), and a
+    /// node shown stale drops out. The time kept is never later than the exact one: the
+    /// dispatcher may wake early, never late.
     pub(super) fn health_deadline(&self) -> Option<u64> {
+        let now = self.clock.now_ms();
+        if let Some((checked, at)) = self.stale_at.get() {
+            if checked == self.health_checked_ms && at > now {
+                return due_after(Some(at), checked);
+            }
+        }
         let heard = |agent: &str| self.executors.heard_from(agent);
         let next = assess::next_stale_heard(&self.state.model, &self.health, &heard);
+        // Nothing to turn stale is not kept: a first running node must be seen.
+        self.stale_at
+            .set(next.map(|at| (self.health_checked_ms, at)));
         due_after(next, self.health_checked_ms)
     }
 

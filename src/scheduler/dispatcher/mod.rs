@@ -114,6 +114,9 @@ pub struct Dispatcher {
     /// The `-health.*` thresholds, and when health was last reassessed (see `health.rs`).
     health: crate::scheduler::health::HealthSettings,
     health_checked_ms: u64,
+    /// The next stale time as last computed, and the reassessment it followed: a bound
+    /// never later than the exact one (see `health_deadline`).
+    stale_at: std::cell::Cell<Option<(u64, u64)>>,
     /// The disruption budget's settings (see `rollout.rs`).
     gate: crate::scheduler::health::gate::GateSettings,
     /// When a waiting step last asked for a health poll.
@@ -170,6 +173,7 @@ impl Dispatcher {
             reannounce: Default::default(),
             health: Default::default(),
             health_checked_ms: 0,
+            stale_at: std::cell::Cell::new(None),
             gate: crate::scheduler::health::gate::GateSettings {
                 max_disrupted_per_domain: 1,
                 default_protection_domain: String::new(),
@@ -1849,6 +1853,46 @@ mod tests {
         assert!(messages(&mut r).is_empty());
         r.advance(announce::STALE_MS / 2);
         assert_eq!(messages(&mut r), vec!["a2".to_string()]);
+    }
+
+    /// The next stale time is kept between batches, and what is kept is never later than the
+    /// exact time: contacts only move it later, and it is computed again once it arrives.
+    #[test]
+    fn the_kept_stale_time_is_never_later_than_the_exact_one() {
+        use crate::scheduler::health::assess;
+        use crate::scheduler::model::Persona;
+        let mut r = rig();
+        let stale = Duration::from_secs(180);
+        r.d.set_health_settings(crate::scheduler::health::HealthSettings {
+            capacity_warn_pct: 80.0,
+            stale,
+        });
+        let s = stale.as_millis() as u64;
+        let t0 = r.clock.now_ms();
+        let exact = |r: &Rig| {
+            let heard = |a: &str| r.d.executors.heard_from(a);
+            assess::next_stale_heard(&r.d.state.model, &r.d.health, &heard)
+        };
+        let n = r.d.state.model.nodes.get_mut("a1");
+        assert!(n.is_none(), "a fresh rig");
+        let mut n = Node::new("a1", "h1", Persona::Data, t0);
+        (n.phase, n.last_contact_ms) = (Phase::Running, Some(t0));
+        r.d.state.model.nodes.insert("a1", n);
+        assert_eq!(r.d.health_deadline(), Some(t0 + s));
+        // Heard from again: the exact time moves later, the kept one may wake early.
+        r.advance(10_000);
+        r.d.state.model.nodes.get_mut("a1").unwrap().last_contact_ms = Some(t0 + 10_000);
+        let kept = r.d.health_deadline().unwrap();
+        assert!(kept <= exact(&r).unwrap());
+        // A node that starts running was just heard from.
+        let mut n = Node::new("a2", "h2", Persona::Data, t0);
+        (n.phase, n.last_contact_ms) = (Phase::Running, Some(r.clock.now_ms()));
+        r.d.state.model.nodes.insert("a2", n);
+        assert!(r.d.health_deadline().unwrap() <= exact(&r).unwrap());
+        // Once the kept time arrives it is computed again.
+        r.advance(s - 10_000);
+        assert_eq!(r.d.health_deadline(), Some(t0 + 10_000 + s));
+        assert_eq!(r.d.health_deadline(), exact(&r));
     }
 
     /// A host report is assessed with the operator's `-health.*` settings, as a gateway poll
