@@ -4,7 +4,7 @@
 //! wait at once) and answers each when the dispatcher does, or at its deadline.
 
 use super::executor_api::reply_response;
-use super::http::{Body, Later, Response};
+use super::http::{Later, Response};
 use super::Wait;
 use crate::scheduler::exchange::{ExecutorReply, ReplyTo};
 use crossbeam_channel::{select, Receiver, Sender};
@@ -178,8 +178,7 @@ impl Waiter {
             };
             let resp = if e.parked {
                 // The plan did not change within the wait.
-                Response::new(304, "application/json", Body::Empty)
-                    .with_header("Cache-Control", "no-store")
+                reply_response(ExecutorReply::Unchanged)
             } else {
                 Wait::TimedOut(self.dispatcher_timeout).response()
             };
