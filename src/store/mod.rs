@@ -66,6 +66,23 @@ pub enum Loaded {
     Legacy(Vec<u8>),
 }
 
+/// One record as a store hands it over while loading ([`RecordStore::load_each`]), in the
+/// order it was written: a later put of a key replaces an earlier one, a delete removes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay<'a> {
+    Put(&'a str, &'a [u8]),
+    Delete(&'a str),
+}
+
+/// What a store held when it was opened, its records handed over one at a time
+/// ([`RecordStore::load_each`]); the variants mean what [`Loaded`]'s do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Opened {
+    Empty,
+    Records,
+    Legacy(Vec<u8>),
+}
+
 /// A store of keyed JSON records (see the module docs).
 /// Takes one record (key, bytes).
 pub type PutRecord<'a> = dyn FnMut(&str, &[u8]) + 'a;
@@ -74,6 +91,23 @@ pub type Records<'a> = dyn FnMut(&mut PutRecord<'_>) + 'a;
 
 pub trait RecordStore: Send {
     fn load_all(&mut self) -> Result<Loaded, StoreError>;
+    /// [`RecordStore::load_all`] with the records handed to `each` as they are read, so that
+    /// a store that reads them batch by batch (the journal) never holds their text whole
+    /// beside what the caller makes of them: a restarted scheduler at 10,000 nodes held the
+    /// 11 MB of record text, a copy of it and the decoded model at once (94 MB peak under
+    /// `mem: 32`). By default they are loaded whole, then handed over.
+    fn load_each(&mut self, each: &mut dyn FnMut(Replay<'_>)) -> Result<Opened, StoreError> {
+        Ok(match self.load_all()? {
+            Loaded::Empty => Opened::Empty,
+            Loaded::Legacy(bytes) => Opened::Legacy(bytes),
+            Loaded::Records(records) => {
+                for (key, value) in &records {
+                    each(Replay::Put(key, value));
+                }
+                Opened::Records
+            }
+        })
+    }
     /// Applies the whole batch or, after a crash or an error, none of it: the write-ahead rule
     /// saves a launch (node record and launch sequence) as one batch before its ACCEPT leaves.
     fn apply(&mut self, batch: &[Change]) -> Result<(), StoreError>;

@@ -360,6 +360,10 @@ fn main() {
             change.seen_p99.as_millis()
         );
         println!(
+            "bench scheduler_restart_peak_rss_mb_{name} {} MB",
+            mb(change.peak_kb)
+        );
+        println!(
             "# {n} agents: VmHWM {} MB from start to every executor waiting ({} ms, {} MB of executor \
              downloads); settled VmRSS {} MB (anonymous {} MB, the binary's file {} MB), {} threads, \
              {} open files, {} plan long polls held",

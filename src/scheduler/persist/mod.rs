@@ -7,13 +7,14 @@
 //! the model (one `u64` per record), and cannot forget a change: the write-ahead rule holds
 //! by construction.
 
+mod load;
 pub mod setup;
 
 use crate::hash::content_hash;
 use crate::scheduler::model::{ClusterModel, Node, Persisted, Target, STATE_VERSION};
-use crate::secret::{Secret, Token};
+use crate::secret::Token;
 use crate::store::{
-    decode_versioned, node_key, Loaded, RecordStore, StoreError, FORMAT, GATEWAY_KEY, ROOT_KEY,
+    decode_versioned, node_key, Opened, RecordStore, StoreError, FORMAT, GATEWAY_KEY, ROOT_KEY,
 };
 use crate::tls::Fingerprint;
 use serde::{Deserialize, Serialize};
@@ -199,19 +200,20 @@ impl StateStore {
         let mut stale_root = false;
         let mut clear = false;
         let mut empty = false;
-        let state = match self.backend.load_all()? {
-            Loaded::Empty => {
+        let mut replayed = load::Replayed::default();
+        let state = match self.backend.load_each(&mut |r| replayed.replay(r))? {
+            Opened::Empty => {
                 empty = true;
                 Persisted::default()
             }
-            Loaded::Legacy(bytes) => {
+            Opened::Legacy(bytes) => {
                 let doc = decode_versioned::<LegacyDocument>(&bytes, STATE_VERSION)
                     .map_err(|e| e.at(&origin))?;
                 clear = !doc.executor_secrets.is_empty();
                 doc.into_state()
             }
-            Loaded::Records(records) => {
-                let loaded = from_records(records).map_err(|e| e.at(&origin))?;
+            Opened::Records => {
+                let loaded = replayed.finish().map_err(|e| e.at(&origin))?;
                 stale_root = loaded.stale_root;
                 clear = loaded.clear_secrets;
                 loaded.state
@@ -428,114 +430,6 @@ fn corrupt(detail: String) -> StoreError {
     }
 }
 
-/// The state records hold.
-struct FromRecords {
-    state: Persisted,
-    /// The root holds what this build would not write (an earlier build's `other_secrets`).
-    stale_root: bool,
-    /// A node record holds its executor's secret in clear (an earlier build's).
-    clear_secrets: bool,
-}
-
-fn from_records(records: BTreeMap<String, Vec<u8>>) -> Result<FromRecords, StoreError> {
-    let Some(root) = records.get(ROOT_KEY) else {
-        return Err(corrupt(format!(
-            "{} record(s) but no {ROOT_KEY:?} record",
-            records.len()
-        )));
-    };
-    let header: serde_json::Value = serde_json::from_slice(root)
-        .map_err(|e| corrupt(format!("the root record is not valid JSON: {e}")))?;
-    match header.get("format").and_then(|f| f.as_str()) {
-        Some(FORMAT) => {}
-        Some(other) => {
-            return Err(StoreError::WrongFormat {
-                origin: None,
-                found: other.to_owned(),
-            })
-        }
-        None => return Err(corrupt("the root record has no \"format\"".into())),
-    }
-    let version = header.get("version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
-    if version != RECORD_VERSION {
-        return Err(StoreError::UnsupportedVersion {
-            origin: None,
-            found: version,
-            supported: RECORD_VERSION,
-        });
-    }
-    let stale_root = header
-        .get("other_secrets")
-        .is_some_and(|s| s.as_object().is_none_or(|o| !o.is_empty()));
-    let root: Root = serde_json::from_value(header)
-        .map_err(|e| corrupt(format!("the root record does not fit its layout: {e}")))?;
-    let mut state = Persisted {
-        model: ClusterModel {
-            framework_id: root.framework_id,
-            nodes: Default::default(),
-            launch_seq: root.launch_seq,
-            heartbeat_secs: root.heartbeat_secs,
-            // Pool capacity is read from the gateway again at start; never stored.
-            pools: Vec::new(),
-            // Likewise the cluster's health: polled again; until then `unknown`.
-            health: Default::default(),
-            target: root.target,
-            paused: root.paused,
-        },
-        gateway_certificate: None,
-    };
-    let mut clear_secrets = false;
-    for (key, bytes) in &records {
-        if key == ROOT_KEY {
-            continue;
-        }
-        if key == GATEWAY_KEY {
-            let rec: GatewayRecord = serde_json::from_slice(bytes)
-                .map_err(|e| corrupt(format!("record {key:?} is unreadable: {e}")))?;
-            state.gateway_certificate = Some(rec.fingerprint);
-            continue;
-        }
-        let Some(agent) = key.strip_prefix("node/") else {
-            return Err(corrupt(format!("unknown record {key:?}")));
-        };
-        let (node, clear) = node_from_record(key, agent, bytes)?;
-        clear_secrets |= clear;
-        state.model.nodes.insert(agent, node);
-    }
-    Ok(FromRecords {
-        state,
-        stale_root,
-        clear_secrets,
-    })
-}
-
-/// One node record: the node with its executor secret's digest, and whether the record held
-/// the secret in clear (an earlier build's), which the next save replaces.
-fn node_from_record(key: &str, agent: &str, bytes: &[u8]) -> Result<(Node, bool), StoreError> {
-    let mut rec: NodeRecord<Node, String> = serde_json::from_slice(bytes)
-        .map_err(|e| corrupt(format!("record {key:?} is unreadable: {e}")))?;
-    if &*rec.node.agent_id != agent {
-        return Err(corrupt(format!(
-            "record {key:?} holds agent {:?}",
-            rec.node.agent_id
-        )));
-    }
-    let clear = rec.executor_secret.is_some();
-    let kept = match (rec.executor_secret_sha256, rec.executor_secret) {
-        (Some(hex), _) => Some(Token::from_digest_hex(&hex).ok_or_else(|| {
-            corrupt(format!(
-                "record {key:?}: executor_secret_sha256 is not a SHA-256 in hex"
-            ))
-        })?),
-        (None, Some(clear)) => Some(Token::new(&Secret::new(clear))),
-        (None, None) => None,
-    };
-    if let (Some(t), Some(kept)) = (rec.node.task.as_mut(), kept) {
-        t.secret = Some(kept);
-    }
-    Ok((rec.node, clear))
-}
-
 /// The stored state as one JSON document for operators (`-store.dump`): secrets masked.
 pub fn dump_json(state: &Persisted) -> serde_json::Value {
     let masked: BTreeMap<std::borrow::Cow<str>, &str> = state
@@ -555,7 +449,8 @@ mod tests {
     use super::*;
     use crate::mesos::types::TaskState;
     use crate::scheduler::model::{Persona, TaskRecord};
-    use crate::store::MemoryStore;
+    use crate::secret::Secret;
+    use crate::store::{Loaded, MemoryStore};
 
     fn state() -> Persisted {
         let mut p = Persisted::default();

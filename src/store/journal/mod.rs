@@ -29,12 +29,17 @@
 //! writes, not even to remove a stray temporary file, which may be a holder's compaction
 //! under way.
 
-use super::{Change, FileStore, Loaded, RecordStore, Store, StoreError, WriterLock};
+use super::{
+    Change, FileStore, Loaded, Opened, RecordStore, Replay, Store, StoreError, WriterLock,
+};
+#[cfg(test)]
 use crate::hash::content_hash;
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+
+mod read;
 
 const HEADER: &[u8] = b"storage-framework-journal 2\n";
 /// Below this size the journal is never compacted (a small cluster's journal stays small).
@@ -56,17 +61,6 @@ pub struct JournalStore {
     /// Held from the first write (or [`JournalStore::lock`]) until the store is dropped.
     lock: Option<WriterLock>,
     read_only: bool,
-}
-
-/// A line's records as their JSON text, never parsed into values: a compacted line holds
-/// every node (11 MB at 10,000 nodes), and building its `Value` tree, then writing each value
-/// out again, took a third of the load's time and 5 MB of its peak.
-#[derive(serde::Deserialize)]
-struct Batch<'a> {
-    #[serde(default, borrow)]
-    put: BTreeMap<String, &'a serde_json::value::RawValue>,
-    #[serde(default)]
-    del: Vec<String>,
 }
 
 impl JournalStore {
@@ -132,57 +126,54 @@ impl JournalStore {
         }
     }
 
-    fn read_journal(&mut self, file: File) -> Result<BTreeMap<String, Vec<u8>>, StoreError> {
+    /// Hands each whole line's records to `each` ([`read`]): a line only once its checksum
+    /// holds, and nothing of a torn last line.
+    fn read_journal(
+        &mut self,
+        file: File,
+        each: &mut dyn FnMut(Replay<'_>),
+    ) -> Result<(), StoreError> {
+        let start = HEADER.len() as u64;
         let mut reader = BufReader::new(file);
-        let mut records = BTreeMap::new();
-        let mut line = Vec::new();
-        let mut good = HEADER.len() as u64;
         reader
-            .read_until(b'\n', &mut line)
+            .seek(SeekFrom::Start(start))
             .map_err(self.io("read"))?;
-        let mut number = 1;
-        let mut torn: Option<String> = None;
-        loop {
-            line.clear();
-            let n = reader
-                .read_until(b'\n', &mut line)
-                .map_err(self.io("read"))?;
-            if n == 0 {
-                break;
-            }
-            number += 1;
-            if let Some(why) = torn.take() {
-                // Whatever the damage, the line was whole when the next one was appended
-                // after it (each append is fsynced before the next starts): dropping it would
-                // lose a batch that was reported saved.
-                return Err(self.corrupt(format!(
-                    "line {} (at byte {good}) is damaged ({why}) and more records follow it, so it is not a write cut short by a crash",
-                    number - 1
-                )));
-            }
-            match parse_line(&line) {
-                Ok(batch) => {
-                    for (k, v) in batch.put {
-                        records.insert(k, v.get().as_bytes().to_vec());
-                    }
-                    for k in batch.del {
-                        records.remove(&k);
-                    }
-                    good += n as u64;
-                }
-                Err(why) => torn = Some(why),
-            }
-        }
-        if let Some(why) = torn {
+        let scanned = read::scan(&mut reader, start)
+            .map_err(self.io("read"))?
+            .map_err(|d| {
+                self.damaged(
+                    d,
+                    "and more records follow it, so it is not a write cut short by a crash",
+                )
+            })?;
+        reader
+            .seek(SeekFrom::Start(start))
+            .map_err(self.io("read"))?;
+        read::replay(&mut reader, start, scanned.good, each)
+            .map_err(self.io("read"))?
+            .map_err(|d| {
+                self.damaged(
+                    d,
+                    "although its checksum holds: it was written so (by another build, or by hand)",
+                )
+            })?;
+        if let Some(why) = scanned.torn {
             log::warn!(
                 "{}: dropped its last record, cut short by a crash ({why}); it was never reported saved",
                 self.describe()
             );
-            self.truncate_to = Some(good);
+            self.truncate_to = Some(scanned.good);
         }
-        self.len = good;
-        self.compacted_len = good;
-        Ok(records)
+        self.len = scanned.good;
+        self.compacted_len = scanned.good;
+        Ok(())
+    }
+
+    fn damaged(&self, d: read::Damaged, after: &str) -> StoreError {
+        self.corrupt(format!(
+            "line {} (at byte {}) is damaged ({}) {after}",
+            d.line, d.at, d.why
+        ))
     }
 
     fn open_append(&mut self) -> Result<&mut File, StoreError> {
@@ -202,25 +193,6 @@ impl JournalStore {
         }
         Ok(self.append.as_mut().expect("opened above"))
     }
-}
-
-/// `<hash> <json>\n` -> the batch, or why the line is not one.
-fn parse_line(line: &[u8]) -> Result<Batch<'_>, String> {
-    let Some(body) = line.strip_suffix(b"\n") else {
-        return Err("no end of line".into());
-    };
-    if body.len() < 17 || body[16] != b' ' {
-        return Err("no checksum".into());
-    }
-    let (sum, json) = (&body[..16], &body[17..]);
-    let sum = std::str::from_utf8(sum)
-        .ok()
-        .and_then(|s| u64::from_str_radix(s, 16).ok())
-        .ok_or("checksum is not hexadecimal")?;
-    if sum != content_hash(json) {
-        return Err("checksum mismatch".into());
-    }
-    serde_json::from_slice(json).map_err(|e| format!("not a batch: {e}"))
 }
 
 /// One journal line built whole in a buffer: the tests' reference for what [`stream_line`]
@@ -447,6 +419,23 @@ impl JournalStore {
 
 impl RecordStore for JournalStore {
     fn load_all(&mut self) -> Result<Loaded, StoreError> {
+        let mut records = BTreeMap::new();
+        let opened = self.load_each(&mut |record| match record {
+            Replay::Put(k, v) => {
+                records.insert(k.to_owned(), v.to_vec());
+            }
+            Replay::Delete(k) => {
+                records.remove(k);
+            }
+        })?;
+        Ok(match opened {
+            Opened::Empty => Loaded::Empty,
+            Opened::Records => Loaded::Records(records),
+            Opened::Legacy(bytes) => Loaded::Legacy(bytes),
+        })
+    }
+
+    fn load_each(&mut self, each: &mut dyn FnMut(Replay<'_>)) -> Result<Opened, StoreError> {
         self.append = None;
         self.truncate_to = None;
         if self.lock.is_some() {
@@ -454,7 +443,7 @@ impl RecordStore for JournalStore {
         }
         let mut file = match File::open(self.file.path()) {
             Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded::Empty),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Opened::Empty),
             Err(e) => return Err(self.io("read")(e)),
         };
         let mut head = vec![0; HEADER.len()];
@@ -464,10 +453,11 @@ impl RecordStore for JournalStore {
             // its decoder names (empty, truncated, not JSON, another format or version).
             let bytes = fs::read(self.file.path()).map_err(self.io("read"))?;
             self.rewrite = true;
-            return Ok(Loaded::Legacy(bytes));
+            return Ok(Opened::Legacy(bytes));
         }
         let file = File::open(self.file.path()).map_err(self.io("read"))?;
-        Ok(Loaded::Records(self.read_journal(file)?))
+        self.read_journal(file, each)?;
+        Ok(Opened::Records)
     }
 
     fn apply(&mut self, batch: &[Change]) -> Result<(), StoreError> {
@@ -652,6 +642,41 @@ mod tests {
         j.replace_all(&[]).unwrap();
         assert_eq!(fs::read(&path).unwrap(), HEADER);
         let _ = fs::remove_dir_all(path.parent().unwrap());
+    }
+
+    /// A load hands over each line's records as the line is read, in the order written,
+    /// and nothing of a torn last line.
+    #[test]
+    fn records_are_handed_over_line_by_line_in_the_order_written() {
+        let path = temp_path("replay");
+        let mut s = StateStore::new(Box::new(JournalStore::new(&path).unwrap()));
+        s.load().unwrap();
+        let mut st = state(&["a1", "a2"]);
+        s.save(&st).unwrap();
+        st.model.nodes.remove("a1");
+        s.save(&st).unwrap();
+        let good = fs::read(&path).unwrap().len();
+        st.model.launch_seq = 5;
+        s.save(&st).unwrap();
+        drop(s);
+        let full = fs::read(&path).unwrap();
+        fs::write(&path, &full[..full.len() - 3]).unwrap();
+        let mut seen = Vec::new();
+        let opened = JournalStore::read_only(&path)
+            .unwrap()
+            .load_each(&mut |r| {
+                seen.push(match r {
+                    Replay::Put(k, _) => format!("put {k}"),
+                    Replay::Delete(k) => format!("del {k}"),
+                })
+            })
+            .unwrap();
+        assert_eq!(opened, Opened::Records);
+        assert_eq!(
+            seen,
+            ["put root", "put node/a1", "put node/a2", "del node/a1"],
+            "the first line, the second, and nothing of the torn third ({good} good bytes)"
+        );
     }
 
     #[test]
