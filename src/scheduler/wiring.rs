@@ -27,6 +27,8 @@ pub struct Channels {
     /// Dropped to tell the master-facing threads to stop.
     pub stop: (Sender<()>, Receiver<()>),
     pub secrets: (Sender<SecretUpdate>, Receiver<SecretUpdate>),
+    /// The dispatcher took a batch of inputs: paces the subscription reader.
+    pub taken: (Sender<()>, Receiver<()>),
 }
 
 impl Channels {
@@ -45,6 +47,7 @@ impl Channels {
             calls: crossbeam_channel::unbounded(),
             stop: crossbeam_channel::bounded(0),
             secrets,
+            taken: crossbeam_channel::bounded(1),
         }
     }
 }
@@ -72,6 +75,7 @@ pub fn start_master_threads(
         heartbeat_secs: state.model.heartbeat_secs,
         metrics: metrics.clone(),
         clock: crate::clock::system(),
+        taken: channels.taken.1.clone(),
     };
     let (i, o, s) = (
         channels.inputs.0.clone(),
@@ -136,6 +140,7 @@ pub fn dispatcher(
         metrics,
     );
     dispatcher.set_secret_feed(channels.secrets.0.clone());
+    dispatcher.set_taken_feed(channels.taken.0.clone());
     dispatcher.set_executor_binary(binary.clone());
     let mut install = InstallSettings::from_config(config);
     install.plan.volume_driver.verify_gateway = tls.gateway_verified_by_chain;

@@ -101,6 +101,9 @@ pub struct Dispatcher {
     generation: u64,
     /// Where executor secret changes go to the REST side (see `secrets.rs`).
     secret_feed: Option<Sender<crate::scheduler::exchange::SecretUpdate>>,
+    /// Told each time a batch of inputs is taken: the subscription reader waits on it while
+    /// too many of its events are queued (`master/subscription.rs`).
+    taken: Option<Sender<()>>,
     /// Per-offer, per-update and per-call debug lines past a budget, counted.
     debug_tally: crate::scheduler::dispatcher::debug_tally::DebugTally,
     /// Offers not looked at yet: they wait for room in the launch window.
@@ -166,6 +169,7 @@ impl Dispatcher {
             clock: clock::system(),
             generation: 0,
             secret_feed: None,
+            taken: None,
             debug_tally: Default::default(),
             offer_backlog: Default::default(),
             accepts_in_flight: 0,
@@ -210,6 +214,10 @@ impl Dispatcher {
         self.executors.set_mdm_gateway_password(password);
     }
 
+    pub fn set_taken_feed(&mut self, taken: Sender<()>) {
+        self.taken = Some(taken);
+    }
+
     pub fn model(&self) -> &ClusterModel {
         &self.state.model
     }
@@ -242,6 +250,9 @@ impl Dispatcher {
                     Ok(i) => batch.push(i),
                     Err(_) => break,
                 }
+            }
+            if let Some(taken) = &self.taken {
+                let _ = taken.try_send(());
             }
             for input in batch {
                 if let Some(exit) = self.handle(input) {

@@ -21,6 +21,14 @@ use log::{debug, error, info, warn};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Inputs queued for the dispatcher past which this reader stops reading the stream until
+/// the dispatcher takes a batch. A restarted scheduler at 10,000 agents is sent an UPDATE for
+/// every task while it is still busy starting (a health pass over every node, an announcement
+/// to every executor); read as fast as they came, 28,000 decoded events of about 1 KB queued
+/// up, 36 MB of its 57-68 MB peak. Unread, they wait in the socket and the master, as for
+/// any slow subscriber: the read idle timeout counts only time spent reading, and the
+/// dispatcher takes up to 4,096 inputs a batch anyway.
+pub(crate) const MAX_QUEUED_INPUTS: usize = 1024;
 /// Heartbeat interval assumed before the master has told us one (Mesos' default).
 const DEFAULT_HEARTBEAT_SECS: f64 = 15.0;
 /// Missed heartbeats before the stream counts as dead.
@@ -34,6 +42,8 @@ pub struct Subscriber {
     pub heartbeat_secs: Option<f64>,
     pub metrics: Arc<Metrics>,
     pub clock: Arc<dyn Clock>,
+    /// A token each time the dispatcher takes a batch of inputs ([`MAX_QUEUED_INPUTS`]).
+    pub taken: Receiver<()>,
 }
 
 /// The master to subscribe to next.
@@ -224,7 +234,9 @@ impl Subscriber {
                 Ok(Some(SchedulerItem::Offers(offers))) => {
                     self.metrics
                         .event(event::Type::Offers.as_str(), self.clock.now_ms());
-                    if to_dispatcher.send(Input::Offers(offers)).is_err() {
+                    if !wait_for_room(to_dispatcher, &self.taken)
+                        || to_dispatcher.send(Input::Offers(offers)).is_err()
+                    {
                         return PumpEnd::DispatcherGone;
                     }
                 }
@@ -247,7 +259,9 @@ impl Subscriber {
                         }
                         _ => {}
                     }
-                    if to_dispatcher.send(Input::Event(ev)).is_err() {
+                    if !wait_for_room(to_dispatcher, &self.taken)
+                        || to_dispatcher.send(Input::Event(ev)).is_err()
+                    {
                         return PumpEnd::DispatcherGone;
                     }
                 }
@@ -267,6 +281,19 @@ impl Subscriber {
     }
 }
 
+/// Waits while the dispatcher has [`MAX_QUEUED_INPUTS`] queued, woken when it takes a batch
+/// (the timeout only looks again); false when the dispatcher is gone.
+fn wait_for_room(to: &Sender<Input>, taken: &Receiver<()>) -> bool {
+    while to.len() >= MAX_QUEUED_INPUTS {
+        if let Err(crossbeam_channel::RecvTimeoutError::Disconnected) =
+            taken.recv_timeout(Duration::from_millis(100))
+        {
+            return false;
+        }
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,6 +306,43 @@ mod tests {
             let _ = done_tx.send(());
         });
         done_rx.recv_timeout(limit).is_ok()
+    }
+
+    /// With the dispatcher's queue full the reader waits, whatever wakes it, until the
+    /// dispatcher has taken inputs; it gives up only when the dispatcher is gone.
+    #[test]
+    fn the_reader_waits_while_the_dispatcher_queue_is_full() {
+        let (to, queue) = crossbeam_channel::unbounded();
+        let fill = |to: &Sender<Input>| {
+            while to.len() < MAX_QUEUED_INPUTS {
+                to.send(Input::Shutdown).unwrap();
+            }
+        };
+        fill(&to);
+        let (taken_tx, taken_rx) = crossbeam_channel::bounded(1);
+        let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+        let (waiter_to, waiter_taken) = (to.clone(), taken_rx.clone());
+        std::thread::spawn(move || {
+            let room = wait_for_room(&waiter_to, &waiter_taken);
+            let _ = done_tx.send((room, waiter_to.len()));
+        });
+        // Woken with the queue still full, it goes back to waiting.
+        taken_tx.send(()).unwrap();
+        assert!(
+            done_rx.recv_timeout(Duration::from_millis(300)).is_err(),
+            "the reader went on with the queue full"
+        );
+        for _ in 0..10 {
+            queue.recv().unwrap();
+        }
+        let _ = taken_tx.try_send(());
+        let (room, len) = done_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the reader goes on once the dispatcher took inputs");
+        assert!(room && len < MAX_QUEUED_INPUTS, "{room} {len}");
+        fill(&to);
+        drop(taken_tx);
+        assert!(!wait_for_room(&to, &taken_rx), "the dispatcher is gone");
     }
 
     #[test]
@@ -296,6 +360,7 @@ mod tests {
             heartbeat_secs: None,
             metrics: Arc::new(Metrics::default()),
             clock: crate::clock::system(),
+            taken: crossbeam_channel::never(),
         };
         assert!(
             ends_within(Duration::from_secs(5), move || sub
