@@ -15,8 +15,7 @@
 //! again after a gap that doubles, with at most [`PER_SWEEP`] messages per [`SWEEP_MS`].
 
 use super::*;
-use crate::mesos::types::ExecutorID;
-use crate::mesos::Bytes;
+use crate::scheduler::master::sender::ExecutorMessage;
 use std::collections::HashMap;
 
 /// Quiet for this long, an executor at work may be polling an address we no longer have:
@@ -245,9 +244,15 @@ impl Dispatcher {
 
     /// The address MESSAGE to each (agent, executor).
     fn send_address(&mut self, targets: Vec<(String, String)>) {
-        let data = announcement(&self.ctx.api_url, &self.ctx.fingerprint);
+        let data: Arc<[u8]> = announcement(&self.ctx.api_url, &self.ctx.fingerprint).into();
+        let framework_id = self.framework_id_shared();
         for (agent_id, executor_id) in targets {
-            self.message(agent_id, executor_id, data.clone());
+            self.pending.push_message(ExecutorMessage {
+                framework_id: framework_id.clone(),
+                agent_id,
+                executor_id,
+                data: data.clone(),
+            });
         }
     }
 
@@ -273,24 +278,20 @@ impl Dispatcher {
                 ""
             }
         );
+        let framework_id = self.framework_id_shared();
         for n in nudges {
-            self.message(n.agent_id, n.executor_id, nudge(n.version));
+            self.pending.push_message(ExecutorMessage {
+                framework_id: framework_id.clone(),
+                agent_id: n.agent_id,
+                executor_id: n.executor_id,
+                data: nudge(n.version).into(),
+            });
         }
     }
 
-    /// One framework MESSAGE to the executor `executor_id` on `agent_id`.
-    fn message(&mut self, agent_id: String, executor_id: String, data: Vec<u8>) {
-        let mut c = self.call(call::Type::Message);
-        c.message = Some(call::Message {
-            agent_id: AgentID {
-                value: agent_id.into(),
-            },
-            executor_id: ExecutorID {
-                value: executor_id.into(),
-            },
-            data: Bytes(data),
-        });
-        self.pending.push(c);
+    /// The framework id, once for a batch of MESSAGEs.
+    fn framework_id_shared(&self) -> Option<Arc<str>> {
+        self.state.model.framework_id.as_deref().map(Arc::from)
     }
 }
 

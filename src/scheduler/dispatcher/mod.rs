@@ -628,11 +628,12 @@ impl Dispatcher {
                 crate::scheduler::dispatcher::faults::hold("hold-after-launch-save");
             }
         }
-        for c in self.pending.take() {
-            if !saved && c.r#type == Some(call::Type::Acknowledge) {
+        for o in self.pending.take() {
+            let ack = |c: &Call| c.r#type == Some(call::Type::Acknowledge);
+            if !saved && matches!(&o, Outgoing::Call(c) if ack(c)) {
                 continue;
             }
-            if self.out.send(Outgoing::Call(c)).is_err() {
+            if self.out.send(o).is_err() {
                 error!("call sender is gone; dropping calls");
                 break;
             }
@@ -720,10 +721,7 @@ mod tests {
                 let new: Vec<Call> = self
                     .out
                     .try_iter()
-                    .filter_map(|o| match o {
-                        Outgoing::Call(c) => Some(*c),
-                        _ => None,
-                    })
+                    .filter_map(Outgoing::into_call)
                     .collect();
                 if new.is_empty() {
                     return;

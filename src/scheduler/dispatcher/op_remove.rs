@@ -475,10 +475,7 @@ mod tests {
         fn calls(&mut self) -> Vec<Call> {
             self.out
                 .try_iter()
-                .filter_map(|o| match o {
-                    Outgoing::Call(c) => Some(*c),
-                    _ => None,
-                })
+                .filter_map(Outgoing::into_call)
                 .collect()
         }
         fn offer(&mut self, agent: &str) -> Vec<Call> {

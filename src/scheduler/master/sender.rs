@@ -11,6 +11,8 @@
 
 use crate::mesos::client::SchedulerClient;
 use crate::mesos::scheduler::{call, Call};
+use crate::mesos::types::{AgentID, ExecutorID, FrameworkID};
+use crate::mesos::Bytes;
 use crate::scheduler::exchange::{CallOutcome, Input};
 use crate::scheduler::metrics::Metrics;
 use crossbeam_channel::{Receiver, Sender};
@@ -24,6 +26,54 @@ pub enum Outgoing {
     /// unacknowledged updates and rescinds offers of a disconnected framework anyway).
     Disconnected,
     Call(Box<Call>),
+    /// A framework MESSAGE, made into its `Call` only when it is sent.
+    Message(Box<ExecutorMessage>),
+}
+
+impl Outgoing {
+    /// The call this carries, a MESSAGE made whole (tests read what the dispatcher sent).
+    pub fn into_call(self) -> Option<Call> {
+        match self {
+            Outgoing::Call(c) => Some(*c),
+            Outgoing::Message(m) => Some(m.into_call()),
+            Outgoing::Connected(_) | Outgoing::Disconnected => None,
+        }
+    }
+}
+
+/// A framework MESSAGE to one executor, kept small while it waits for its lane: a new
+/// scheduler tells every executor its address at once (and a new target nudges every idle
+/// one), and as `Call`s, 856 bytes inline each, 10,000 of them held 8 MB while the lanes sent
+/// them (massif, a restart at 10,000 agents).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutorMessage {
+    /// Shared by the messages of one batch.
+    pub framework_id: Option<Arc<str>>,
+    pub agent_id: String,
+    pub executor_id: String,
+    /// Shared by the messages of one announcement.
+    pub data: Arc<[u8]>,
+}
+
+impl ExecutorMessage {
+    pub fn into_call(self) -> Call {
+        Call {
+            framework_id: self.framework_id.map(|id| FrameworkID {
+                value: (*id).into(),
+            }),
+            r#type: Some(call::Type::Message),
+            message: Some(call::Message {
+                agent_id: AgentID {
+                    value: self.agent_id.into(),
+                },
+                executor_id: ExecutorID {
+                    value: self.executor_id.into(),
+                },
+                data: Bytes(self.data.to_vec()),
+            }),
+            ..Default::default()
+        }
+    }
 }
 
 /// Lanes for per-agent calls, beside the ordered lane 0.
@@ -33,6 +83,12 @@ enum Lane {
     Connected(Box<SchedulerClient>),
     Disconnected,
     Call(Box<Call>),
+    Message(Box<ExecutorMessage>),
+}
+
+/// The agent lane of calls to `agent` (1..=AGENT_LANES): any stable spread will do.
+fn agent_lane(agent: &str) -> usize {
+    1 + (crate::hash::content_hash(agent.as_bytes()) % AGENT_LANES as u64) as usize
 }
 
 /// The lane of a call: 0 for calls whose global order matters, else one chosen by agent.
@@ -59,11 +115,7 @@ fn lane_of(call: &Call) -> usize {
         })
         .or_else(|| call.shutdown.as_ref().map(|s| s.agent_id.value.as_str()))
         .or_else(|| call.message.as_ref().map(|m| m.agent_id.value.as_str()));
-    match agent {
-        // Any stable spread will do.
-        Some(a) => 1 + (crate::hash::content_hash(a.as_bytes()) % AGENT_LANES as u64) as usize,
-        None => 0,
-    }
+    agent.map_or(0, agent_lane)
 }
 
 /// Where outcomes go: the dispatcher, which repairs what a lost call leaves undone.
@@ -121,6 +173,7 @@ fn lane(inputs: Receiver<Lane>, reports: Reports) {
             Lane::Connected(c) => client = Some(c),
             Lane::Disconnected => client = None,
             Lane::Call(call) => send(client.as_deref(), call, &reports),
+            Lane::Message(m) => send(client.as_deref(), Box::new(m.into_call()), &reports),
         }
     }
 }
@@ -166,6 +219,11 @@ pub fn run(inputs: Receiver<Outgoing>, reports: Reports) {
                 }
                 _ => send(client.as_deref(), call, &reports),
             },
+            Outgoing::Message(m) if !lanes.is_empty() => {
+                let i = agent_lane(&m.agent_id);
+                let _ = lanes[(i - 1) % lanes.len()].send(Lane::Message(m));
+            }
+            Outgoing::Message(m) => send(client.as_deref(), Box::new(m.into_call()), &reports),
         }
     }
     drop(lanes);
@@ -179,6 +237,28 @@ mod tests {
     use super::*;
     use crate::mesos::scheduler::call;
     use crate::mesos::types::*;
+
+    /// A MESSAGE kept small is the call it stands for, and takes that call's lane.
+    #[test]
+    fn a_small_message_is_the_call_it_stands_for() {
+        let m = ExecutorMessage {
+            framework_id: Some("fw-1".into()),
+            agent_id: "a1".into(),
+            executor_id: "e1".into(),
+            data: Arc::from(&b"{\"plan_version\":3}"[..]),
+        };
+        let c = m.into_call();
+        assert_eq!(c.r#type, Some(call::Type::Message));
+        assert_eq!(c.framework_id.as_ref().unwrap().value, "fw-1");
+        let msg = c.message.as_ref().unwrap();
+        assert_eq!(
+            (msg.agent_id.value.as_str(), msg.executor_id.value.as_str()),
+            ("a1", "e1")
+        );
+        assert_eq!(msg.data.0, b"{\"plan_version\":3}");
+        assert_eq!(lane_of(&c), agent_lane("a1"));
+        assert!(lane_of(&c) > 0, "a per-agent lane, not the ordered one");
+    }
 
     fn of(t: call::Type) -> Call {
         Call {
