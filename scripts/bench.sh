@@ -109,7 +109,13 @@ part host_health 1 cargo bench --quiet --bench host_health
 # converge_seconds_100: deploy.sh -> launcher -> every node running
 # on 100 agents with real executor processes; the release binaries, served as a custom build,
 # with the package flags and gateway demo.sh passes (tests/devcluster/packages.txt).
-part converge 3 env STORAGE_BENCH_BIN_DIR="$release_dir" cargo bench --quiet --bench converge
+# converge_floor_seconds_100, converge_floor_ratio_100: the same rollout with an executor
+# built with the `floor` feature, which does not wait for the scheduler's leave (the floor of
+# this machine), built as the release is but in a target dir of its own, never in dist/.
+cargo build --quiet --release "${musl[@]}" -p storage-executor --features floor --target-dir target/floor
+floor_executor=target/floor/x86_64-unknown-linux-musl/release/storage-executor
+part converge 3 env STORAGE_BENCH_BIN_DIR="$release_dir" STORAGE_BENCH_FLOOR_EXECUTOR="$floor_executor" \
+  cargo bench --quiet --bench converge
 
 # upgrade_seconds_20, upgrade_floor_seconds_20, upgrade_floor_ratio_20: a rolling upgrade of
 # the storage packages on 20 agents in two protection domains of 10 (pre-configured, rebuild

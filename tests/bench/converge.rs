@@ -1,13 +1,21 @@
 //! `cargo bench --bench converge`: `converge_seconds_100`, the operator's wait. 100 dev-cluster
 //! agents with real executor processes and host stand-ins (which take no time), from the
 //! launcher call (`scripts/deploy.sh`, custom build served over HTTP) to every node `running`
-//! on the scheduler's `/api/state`. Target at most 10 s, goal 5 s. The scheduler gets the
-//! package flags and the dev gateway as `scripts/demo.sh` passes them (the package list is
-//! `tests/devcluster/packages.txt`).
+//! on the scheduler's `/api/state`. The scheduler gets the package flags and the dev gateway as
+//! `scripts/demo.sh` passes them (the package list is `tests/devcluster/packages.txt`). Half
+//! the hosts (Ubuntu 14.04) need a kernel and reboot, with the shortest outage the dev master
+//! allows (one agent ping past its 2 s removal timeout).
 //!
-//! While nodes cannot reach `running` (the executor's phases and the gateway work are being
-//! built), it reports `converge_seconds_100_executors_running` instead: the same start, up to
-//! an executor RUNNING on every agent, with a `#` line saying so and where the nodes stopped.
+//! `converge_floor_seconds_100` is the same rollout with executors built with the `floor`
+//! feature (`STORAGE_BENCH_FLOOR_EXECUTOR`, which `scripts/bench.sh` builds): they do not wait
+//! for the scheduler's leave (a reboot's room in the disruption budget, the devices in the
+//! pool), so what is left is what the hosts, Mesos and the reports allow on this machine.
+//! `converge_floor_ratio_100` is the first over the second; the two rollouts alternate, the
+//! real one first.
+//!
+//! While nodes cannot reach `running`, it reports `converge_seconds_100_executors_running`
+//! instead: the same start, up to an executor RUNNING on every agent, with a `#` line saying so
+//! and where the nodes stopped.
 //!
 //! The binaries measured are those in `STORAGE_BENCH_BIN_DIR` (bench.sh points it at the
 //! release build), else the ones cargo built next to this bench.
@@ -70,6 +78,14 @@ fn phases(scheduler: &str) -> Vec<(String, usize)> {
     counts
 }
 
+/// How one rollout ended: every node running after this long, or where it stopped.
+enum Rollout {
+    Running(Duration),
+    /// Every executor ran after this long, the nodes did not all reach `running`.
+    ExecutorsOnly(Duration, String),
+    Stuck(String),
+}
+
 fn main() {
     let bin_dir = std::env::var_os("STORAGE_BENCH_BIN_DIR")
         .map(PathBuf::from)
@@ -88,11 +104,67 @@ fn main() {
     }
     let dir = std::env::temp_dir().join(format!("bench-converge-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
+    let real = rollout(&bin_dir, &standin, &dir.join("real"));
+    let floor = std::env::var_os("STORAGE_BENCH_FLOOR_EXECUTOR").map(|exec| {
+        // The release scheduler beside the floor executor: the scheduler serves the agents
+        // the executor it was shipped with.
+        let bins = dir.join("floor-bins");
+        std::fs::create_dir_all(&bins).expect("floor binaries");
+        std::fs::copy(
+            bin_dir.join("storage-scheduler"),
+            bins.join("storage-scheduler"),
+        )
+        .expect("scheduler copy");
+        std::fs::copy(&exec, bins.join("storage-executor")).expect("floor executor copy");
+        rollout(&bins, &standin, &dir.join("floor"))
+    });
+    if std::env::var_os("BENCH_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let real = match real {
+        Rollout::Running(t) => t,
+        Rollout::ExecutorsOnly(t, phases) => {
+            println!(
+                "bench converge_seconds_100_executors_running {:.2} s",
+                t.as_secs_f64()
+            );
+            println!(
+                "# converge_seconds_100: nodes do not reach running (phases 15 s later: {phases}); \
+                 the figure above is the launcher call to an executor RUNNING on all {AGENTS} agents"
+            );
+            return;
+        }
+        Rollout::Stuck(why) => {
+            println!("# converge_seconds_100: {why}");
+            return;
+        }
+    };
+    println!("bench converge_seconds_100 {:.2} s", real.as_secs_f64());
+    match floor {
+        None => println!(
+            "# converge_floor_seconds_100: not measured (STORAGE_BENCH_FLOOR_EXECUTOR names no \
+             executor built with `--features floor`; scripts/bench.sh builds one)"
+        ),
+        Some(Rollout::Running(f)) => {
+            println!("bench converge_floor_seconds_100 {:.2} s", f.as_secs_f64());
+            println!(
+                "bench converge_floor_ratio_100 {:.2} x",
+                real.as_secs_f64() / f.as_secs_f64()
+            );
+        }
+        Some(Rollout::ExecutorsOnly(_, why) | Rollout::Stuck(why)) => {
+            println!("# converge_floor_seconds_100: the floor rollout did not finish: {why}")
+        }
+    }
+}
 
+/// One rollout on a fresh dev cluster, launcher and gateway in `dir`, the scheduler and
+/// executor served from `bin_dir`: from the launcher call to every node `running`.
+fn rollout(bin_dir: &Path, standin: &Path, dir: &Path) -> Rollout {
     // The hosts reach the cluster through its control API: reboots, and SDCs registering
     // with the gateway (which storage-attach waits for), as in demo.sh and e2e_node.
     let listener = control::bind(0).expect("control API");
-    let mut standins = host::HostStandins::new(standin, Some(listener.url()));
+    let mut standins = host::HostStandins::new(standin.to_path_buf(), Some(listener.url()));
     standins.per_agent = (1..=AGENTS)
         .map(|n| {
             let p = if n % 2 == 1 {
@@ -134,7 +206,7 @@ fn main() {
         ..Default::default()
     })
     .expect("launcher");
-    let (base, _files) = serve(bin_dir);
+    let (base, _files) = serve(bin_dir.to_path_buf());
     // What the executors install and where the storage work goes, as demo.sh passes them.
     let gateway = gw.addr();
     let (packages, _package_server) = cluster::stage_packages(&dir.join("packages"));
@@ -171,60 +243,48 @@ fn main() {
         },
     );
     let deadline = start + Duration::from_secs(120);
+    let show = |phases: &[(String, usize)]| {
+        phases
+            .iter()
+            .map(|(p, c)| format!("{p} {c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let mut executors_at = None;
-    loop {
+    let (mut last, mut moved_at) = (Vec::new(), start);
+    let outcome = loop {
         let now = Instant::now();
         if executors_at.is_none() && cluster::agents_running(&m) == AGENTS {
             executors_at = Some(now);
         }
-        let last = phases(&scheduler);
-        let running = last
+        let phases = phases(&scheduler);
+        let running = phases
             .iter()
             .find(|(p, _)| p == "running")
             .map_or(0, |(_, c)| *c);
         if running == AGENTS {
-            println!(
-                "bench converge_seconds_100 {:.2} s",
-                (now - start).as_secs_f64()
-            );
-            break;
+            break Rollout::Running(now - start);
         }
-        // Nodes make no progress without their executors: give up 15 s after the last one
-        // runs, or at the deadline.
-        if now > deadline || executors_at.is_some_and(|t| now > t + Duration::from_secs(15)) {
-            let Some(t) = executors_at else {
-                println!(
-                    "# converge_seconds_100: only {} of {AGENTS} executors running after {} s \
-                     (node phases: {})",
+        if phases != last {
+            (last, moved_at) = (phases, now);
+        }
+        // Give up when no node has changed phase for 15 s (reboots included), or at the
+        // deadline.
+        if now > deadline || now > moved_at + Duration::from_secs(15) {
+            break match executors_at {
+                Some(t) => Rollout::ExecutorsOnly(t - start, show(&last)),
+                None => Rollout::Stuck(format!(
+                    "only {} of {AGENTS} executors running after {} s (node phases: {})",
                     cluster::agents_running(&m),
                     (now - start).as_secs(),
-                    last.iter()
-                        .map(|(p, c)| format!("{p} {c}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-                break;
+                    show(&last)
+                )),
             };
-            println!(
-                "bench converge_seconds_100_executors_running {:.2} s",
-                (t - start).as_secs_f64()
-            );
-            println!(
-                "# converge_seconds_100: nodes do not reach running yet (phases after 15 s more: {}); \
-                 the figure above is the launcher call to an executor RUNNING on all {AGENTS} agents",
-                last.iter()
-                    .map(|(p, c)| format!("{p} {c}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            break;
         }
         std::thread::sleep(Duration::from_millis(50));
-    }
+    };
     drop(l);
     drop(control);
     drop(m);
-    if std::env::var_os("BENCH_KEEP").is_none() {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
+    outcome
 }

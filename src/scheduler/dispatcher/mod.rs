@@ -2107,6 +2107,53 @@ mod tests {
         }
     }
 
+    /// A host down for the reboot its executor claimed comes back as an agent with a new id,
+    /// which the master offers only to a framework that does not suppress offers: offers are
+    /// revived from the moment the host is gone until the node is relaunched there (before,
+    /// the agent watcher's next poll, up to 30 s later, was the only way to hear of it). A
+    /// host away longer than the wait is left to that poll: offers are suppressed again.
+    #[test]
+    fn offers_are_revived_while_a_rebooting_host_is_away() {
+        for back in [true, false] {
+            let mut r = rig();
+            let task = running_on_a1(&mut r);
+            assert!(r.d.offer_mode.suppressed(), "back {back}");
+            let n = r.d.state.model.nodes.get_mut("a1").unwrap();
+            n.phase = Phase::RebootPrerequisites;
+            n.rebooting = true;
+            // Claimed, the host is still up: nothing to be offered yet.
+            r.input(known(&["a1"]));
+            assert!(!has(&r.calls(), call::Type::Revive), "back {back}");
+            r.event(update_for(
+                &task,
+                "a1",
+                TaskState::Unreachable,
+                Some(task_status::Reason::AgentRemoved),
+            ));
+            assert!(has(&r.calls(), call::Type::Revive), "back {back}");
+            // The master no longer lists the old agent: still waiting for the host.
+            r.input(known(&[]));
+            assert!(!has(&r.calls(), call::Type::Suppress), "back {back}");
+            assert!(!r.d.offer_mode.suppressed(), "back {back}");
+            if back {
+                let mut ev = offers(&["a1b"]);
+                ev.offers.as_mut().unwrap().offers[0].hostname = "host-a1".into();
+                r.event(ev);
+                let calls = r.calls();
+                assert_eq!(launched_task(&calls)[0].1, "a1b");
+                assert!(
+                    has(&calls, call::Type::Suppress),
+                    "relaunched: suppressed again"
+                );
+            } else {
+                r.advance(10 * 60 * 1000 - 1);
+                assert!(!has(&r.calls(), call::Type::Suppress), "within the wait");
+                r.advance(2);
+                assert!(has(&r.calls(), call::Type::Suppress), "away too long");
+            }
+        }
+    }
+
     /// What is not a planned reboot still counts: a launch ending in another phase, one in a
     /// reboot phase when `-debug` forbids reboots, and one whose executor said in its reboot
     /// phase why it does not reboot.

@@ -1,4 +1,5 @@
-//! Offer mode: SUPPRESS when every known agent is covered, REVIVE when one needs a launch.
+//! Offer mode: SUPPRESS when every known agent is covered, REVIVE when one needs a launch or
+//! a rebooting host is due back under a new agent id.
 //!
 //! The master's filters outlive the offer mode: a covered agent is declined for an hour, and
 //! what a launch leaves of its agent is refused as long by the ACCEPT, so an agent whose
@@ -14,6 +15,12 @@ use super::*;
 const REVIVE_EVERY_MS: u64 = 5_000;
 /// Wait before sending a REVIVE/SUPPRESS again after the master did not take it.
 const MODE_RETRY_MS: u64 = 1_000;
+/// How long offers stay revived for a host down for the reboot its executor claimed. The
+/// master tells a framework of a new agent only by offering it, and a suppressed one hears of
+/// it from the agent watcher's next poll (up to 30 s later, every rebooted host of a rollout
+/// waiting for it); a host away longer than this is left to that poll, so that a host that
+/// never comes back does not keep the framework revived.
+const AWAIT_HOST_MS: u64 = 10 * 60 * 1000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Mode {
@@ -78,7 +85,8 @@ impl OfferMode {
 
 impl Dispatcher {
     /// Whether some agent the master lists needs a launch now (no node, or not covered and
-    /// not in backoff). Until the agent watcher has reported, that cannot be known: yes.
+    /// not in backoff), or a host down for its reboot is due back under a new agent id.
+    /// Until the agent watcher has reported, that cannot be known: yes.
     pub(super) fn needs_offers(&self, now: u64) -> bool {
         let Some(unmanaged) = &self.unmanaged_agents else {
             return true;
@@ -87,11 +95,12 @@ impl Dispatcher {
         // A node's agent is listed unless it is marked gone (`retire_gone_nodes`).
         // While paused no agent without a node is launched on.
         let new_agent = !model.paused && unmanaged.iter().any(|id| !model.nodes.contains_key(id));
+        // A rebooting host's old agent is gone (unlisted) until its new one takes the node.
+        let host_since = now.saturating_sub(AWAIT_HOST_MS);
         new_agent
-            || model
-                .nodes
-                .values()
-                .any(|n| n.gone_since_ms.is_none() && n.awaits_launch(now))
+            || model.nodes.values().any(|n| {
+                (n.gone_since_ms.is_none() && n.awaits_launch(now)) || n.awaits_host(host_since)
+            })
     }
 
     /// The earliest deadline still ahead: a relaunch, the offer mode, reconciliation, data

@@ -434,6 +434,18 @@ impl Node {
             && self.retry_after_ms.is_none_or(|t| t <= now_ms)
     }
 
+    /// Its host is down for the reboot its executor claimed (the launch there unreachable or
+    /// over), heard from no later than `since_ms`: it comes back as an agent with a new id,
+    /// which the master offers at once to a framework that does not suppress offers.
+    pub fn awaits_host(&self, since_ms: u64) -> bool {
+        self.rebooting
+            && self.last_contact_ms.is_some_and(|t| t >= since_ms)
+            && self
+                .task
+                .as_ref()
+                .is_none_or(|t| t.state == TaskState::Unreachable || !t.is_active())
+    }
+
     /// May be launched (again): not decommissioned, nothing being taken out.
     pub fn launchable(&self) -> bool {
         !self.decommissioned && self.removal.is_none()
