@@ -39,21 +39,39 @@ enum Received {
 struct FakeAgent {
     addr: SocketAddr,
     rx: Receiver<Received>,
+    /// Calls received and never answered (`start_holding_calls`), kept open.
+    _held: Arc<Mutex<Vec<TcpStream>>>,
 }
 
 impl FakeAgent {
     fn start() -> FakeAgent {
+        FakeAgent::serve(false)
+    }
+
+    /// An agent that takes every call but SUBSCRIBE and never answers it.
+    fn start_holding_calls() -> FakeAgent {
+        FakeAgent::serve(true)
+    }
+
+    fn serve(hold: bool) -> FakeAgent {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
         let (tx, rx) = mpsc::channel();
+        let held = Arc::new(Mutex::new(Vec::new()));
+        let keep = hold.then(|| Arc::clone(&held));
         thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };
                 let tx = tx.clone();
-                thread::spawn(move || serve_connection(conn, tx));
+                let keep = keep.clone();
+                thread::spawn(move || serve_connection(conn, tx, keep));
             }
         });
-        FakeAgent { addr, rx }
+        FakeAgent {
+            addr,
+            rx,
+            _held: held,
+        }
     }
 
     fn next(&self, what: &str, exec: &Executor) -> Received {
@@ -102,7 +120,12 @@ fn check_status(status: &TaskStatus) {
     assert_eq!(uuid[8] >> 6, 0b10, "RFC 4122 variant");
 }
 
-fn serve_connection(conn: TcpStream, tx: Sender<Received>) {
+/// `hold`: calls other than SUBSCRIBE are kept there unanswered.
+fn serve_connection(
+    conn: TcpStream,
+    tx: Sender<Received>,
+    hold: Option<Arc<Mutex<Vec<TcpStream>>>>,
+) {
     let Ok(read_half) = conn.try_clone() else {
         return;
     };
@@ -147,6 +170,9 @@ fn serve_connection(conn: TcpStream, tx: Sender<Received>) {
         if conn.write_all(head.as_bytes()).is_ok() {
             let _ = tx.send(Received::Subscribe(call, conn));
         }
+    } else if let Some(held) = hold {
+        held.lock().unwrap_or_else(|p| p.into_inner()).push(conn);
+        let _ = tx.send(Received::Call(call));
     } else {
         let reply = "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
         let _ = conn.write_all(reply.as_bytes());
@@ -463,6 +489,34 @@ fn launch_kill_acknowledge_and_shutdown() {
     );
     assert!(log.contains("STORAGE_EXECUTOR_SECRET"), "{log}");
     assert_log_is_clean(&log);
+}
+
+/// The node worker starts when the task is launched, not once the agent has taken its
+/// TASK_RUNNING: an agent slow to answer held the whole walk back (0.45 s a launch on the
+/// loaded dev cluster). Here the agent never answers the update; the worker starts (and, this
+/// task data naming no scheduler, says that no host phases run) before the update's request
+/// times out.
+#[test]
+fn the_node_worker_starts_while_the_agent_holds_the_running_update() {
+    let agent = FakeAgent::start_holding_calls();
+    let exec = Executor::start(agent.addr, &[]);
+    let (_, mut stream) = agent.expect_subscribe(&exec);
+    stream.send(&subscribed());
+    stream.send(&launch("task-1"));
+    let running = agent.expect_update(&exec);
+    assert_eq!(running.state, TaskState::Running);
+    let started = "no host phases run";
+    let deadline = Instant::now() + DEADLINE;
+    while !exec.log().contains(started) {
+        assert!(Instant::now() < deadline, "no node worker:\n{}", exec.log());
+        thread::sleep(Duration::from_millis(20));
+    }
+    let log = exec.log();
+    let before = &log[..log.find(started).unwrap_or_default()];
+    assert!(
+        !before.contains("of task task-1 failed"),
+        "the worker waited for the update's request to fail:\n{log}"
+    );
 }
 
 /// KILL ends a task, not its executor: with no live task left and its last update

@@ -24,6 +24,19 @@ impl Executor {
         message: &str,
         reason: Option<task_status::Reason>,
     ) {
+        self.record_status(task_id, state, message, reason);
+        self.flush();
+    }
+
+    /// Records an update with a fresh uuid, to be sent by the next [`flush`](Self::flush)
+    /// in the order recorded.
+    pub(super) fn record_status(
+        &mut self,
+        task_id: &str,
+        state: TaskState,
+        message: &str,
+        reason: Option<task_status::Reason>,
+    ) {
         let agent_id = self
             .book
             .task(task_id)
@@ -54,7 +67,6 @@ impl Executor {
             "UPDATE task {task_id}: {state} (uuid {})",
             uuid::to_text(&uuid)
         );
-        self.flush();
     }
 
     /// Sends pending updates oldest first and stops at the first failure, so that a task's

@@ -80,8 +80,14 @@ impl Executor {
             .or_else(|| self.agent_hostname.clone())
             .unwrap_or_else(|| "an unnamed host".to_string());
         let message = format!("storage executor running on {host}");
-        self.send_status(&id, TaskState::Running, &message, None);
+        // The node worker starts before the agent has taken TASK_RUNNING: its first call, to
+        // the scheduler, does not need it (the scheduler hears the executor while the task
+        // is still staging), and an agent slow to answer held the whole walk back (0.45 s a
+        // launch on the loaded dev cluster). Recorded first, the update still goes before any
+        // the worker's outcome brings.
+        self.record_status(&id, TaskState::Running, &message, None);
         self.start_node(&id);
+        self.flush();
     }
 
     /// Starts the node worker for the task: it needs the scheduler's URL, its certificate's
