@@ -22,7 +22,7 @@ use crate::gateway::types::Sdc;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Work for the gateway worker.
 #[derive(Debug, Clone)]
@@ -54,12 +54,6 @@ pub struct WorkerSettings {
     /// Pools read from the start (pre-configured mode: the flags' pool, which the start-up
     /// checks found), before any attachment has resolved them.
     pub known_pools: Vec<(String, String)>,
-    /// Attachments end their pass after this much work (or ten times the last SDC list
-    /// read, if longer): the nodes attached so far have their SDC checked and are reported,
-    /// and new work is taken, before the rest. One pass over a wave of 50 nodes took 4.7 s
-    /// on the dev cluster, and the first node's storage was ready only at its end. (A
-    /// quarter second was no better there: the checks' own cost ate what it saved.)
-    pub attach_slice: Duration,
 }
 
 impl WorkerSettings {
@@ -71,7 +65,6 @@ impl WorkerSettings {
             retry_cap: Duration::from_secs(60),
             poll_settle: Duration::from_millis(500),
             known_pools: Vec::new(),
-            attach_slice: Duration::from_secs(1),
         }
     }
 }
@@ -79,17 +72,6 @@ impl WorkerSettings {
 /// Milliseconds of `d`, for deadlines on the clock.
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// What one slice of attachments did.
-#[derive(Debug, Default)]
-struct AttachPass {
-    /// A device was added: the health poll follows the wave.
-    attached_any: bool,
-    /// Attached, their SDC to be checked.
-    awaiting_sdc: Vec<String>,
-    /// The slice ended with nodes still due.
-    cut: bool,
 }
 
 struct Pending {
@@ -117,10 +99,6 @@ pub struct Worker {
     /// The gateway as a whole: while it is unreachable only probes go out.
     outage: Outage,
     removals: Removals,
-    /// How long the last SDC list read took: a slice of attachments is at least ten times
-    /// that, so that the checks cost at most a tenth of a wave's time however many SDCs the
-    /// cluster has.
-    sdc_read: Duration,
     clock: Arc<dyn Clock>,
 }
 
@@ -136,7 +114,6 @@ impl Worker {
             poll_due: 0,
             polled_ms: None,
             removals: Removals::default(),
-            sdc_read: Duration::ZERO,
             clock: clock::system(),
         }
     }
@@ -316,17 +293,12 @@ impl Worker {
             return self.poll_missed(now).into_iter().collect();
         }
         let mut reports = Vec::new();
-        let Some(pass) = self.attach_due(now, &mut reports) else {
+        let Some((attached_any, awaiting_sdc)) = self.attach_due(now, &mut reports) else {
             reports.extend(self.poll_missed(now));
             return reports;
         };
-        if !pass.awaiting_sdc.is_empty() {
-            reports.extend(self.check_sdcs(&pass.awaiting_sdc));
-        }
-        if pass.cut {
-            // The rest of the wave comes first; removals and the poll follow it, as they
-            // followed one long pass before.
-            return reports;
+        if !awaiting_sdc.is_empty() {
+            reports.extend(self.check_sdcs(&awaiting_sdc));
         }
         if self.outage.next_probe().is_none() {
             reports.extend(self.removals.start_due(self.gateway.client(), now));
@@ -340,7 +312,7 @@ impl Worker {
             reports.extend(self.poll_missed(now));
             return reports;
         }
-        if pass.attached_any {
+        if attached_any {
             let soon = self.clock.now_ms() + ms(self.settings.poll_settle);
             self.poll_due = self.poll_due.min(soon);
         }
@@ -396,42 +368,35 @@ impl Worker {
         })
     }
 
-    /// Attaches the nodes due at `now`, longest due first, for one slice of work; `None`
-    /// when the gateway turned out to be gone (the pass ends).
-    fn attach_due(&mut self, now: u64, reports: &mut Vec<Report>) -> Option<AttachPass> {
-        let mut due: Vec<(u64, String)> = self
+    /// Attaches every node due at `now`: (added any device, the nodes awaiting their SDC),
+    /// or `None` when the gateway turned out to be gone (the pass ends).
+    fn attach_due(&mut self, now: u64, reports: &mut Vec<Report>) -> Option<(bool, Vec<String>)> {
+        let due: Vec<String> = self
             .pending
             .iter()
             .filter(|(_, p)| p.due <= now)
-            .map(|(a, p)| (p.due, a.clone()))
+            .map(|(a, _)| a.clone())
             .collect();
-        due.sort_unstable();
-        let slice = self.settings.attach_slice.max(self.sdc_read * 10);
-        // Real time, not the injected clock's: the slice bounds how long the worker is busy.
-        let started = Instant::now();
-        let mut pass = AttachPass::default();
-        for (_, agent) in &due {
+        let mut attached_any = false;
+        let mut awaiting_sdc = Vec::new();
+        for agent in &due {
             let Some(p) = self.pending.get(agent) else {
                 continue;
             };
             if p.attached.is_some() {
-                pass.awaiting_sdc.push(agent.clone());
+                awaiting_sdc.push(agent.clone());
                 continue;
-            }
-            if started.elapsed() >= slice {
-                pass.cut = true;
-                break;
             }
             let want = p.want.clone();
             let outcome = self.gateway.attach(&want);
             let gone = self.gateway_gone();
             match outcome {
                 Ok((sds_id, attached, added)) => {
-                    pass.attached_any |= added;
+                    attached_any |= added;
                     if let Some(p) = self.pending.get_mut(agent) {
                         p.attached = Some((sds_id, attached));
                     }
-                    pass.awaiting_sdc.push(agent.clone());
+                    awaiting_sdc.push(agent.clone());
                 }
                 Err(e) => {
                     log::warn!("{}: storage attach: {e}", want.hostname);
@@ -452,7 +417,7 @@ impl Worker {
                 return None;
             }
         }
-        Some(pass)
+        Some((attached_any, awaiting_sdc))
     }
 
     fn retry_later(&mut self, agent: &str) {
@@ -464,15 +429,13 @@ impl Worker {
 
     /// One `GET /api/types/Sdc/instances` for every node awaiting its SDC.
     fn check_sdcs(&mut self, agents: &[String]) -> Vec<Report> {
-        let read = Instant::now();
-        let sdcs = api::sdcs(self.gateway.client());
-        self.sdc_read = read.elapsed();
-        let connected: Result<BTreeSet<String>, GatewayError> = sdcs.map(|sdcs| {
-            sdcs.into_iter()
-                .filter(|s| s.connected())
-                .map(|s| s.sdc_ip)
-                .collect()
-        });
+        let connected: Result<BTreeSet<String>, GatewayError> = api::sdcs(self.gateway.client())
+            .map(|sdcs| {
+                sdcs.into_iter()
+                    .filter(|s| s.connected())
+                    .map(|s| s.sdc_ip)
+                    .collect()
+            });
         if connected.is_err() && self.gateway_gone() {
             return Vec::new();
         }
@@ -753,13 +716,7 @@ mod tests {
             gw.sdc_installed(&want.ip, "10.0.0.11").unwrap();
             w.take(Job::Attach(want));
         }
-        // However many slices a slow machine cuts the wave into.
-        for _ in 0..nodes {
-            if w.pending.is_empty() {
-                break;
-            }
-            w.work_due();
-        }
+        w.work_due();
         assert_eq!(w.watched.len(), nodes, "every node attached and watched");
         w.take(Job::Poll);
         let served = gw.snapshot()["requests"].as_u64().unwrap();
@@ -781,54 +738,6 @@ mod tests {
             Some("ClusteredNormal")
         );
         (poll.requests, served)
-    }
-
-    /// A wave of attachments is worked in slices: each slice's nodes are reported ready
-    /// (their SDC checked) before the rest are attached, and the health poll follows the
-    /// wave. (One pass reported 50 nodes only once all were attached: 4.7 s on the dev
-    /// cluster for the first node's storage to be ready.)
-    #[test]
-    fn a_wave_of_attachments_is_reported_slice_by_slice() {
-        use devcluster::gateway::{start, GatewayConfig as SimConfig, MdmIps};
-        let mut config = SimConfig::new(
-            PASSWORD,
-            MdmIps {
-                primary: "10.0.0.11".into(),
-                secondary: "10.0.0.12".into(),
-                tiebreaker: "10.0.0.13".into(),
-            },
-        );
-        config.latency = Duration::from_millis(5);
-        let gw = start(config).unwrap_or_else(|e| panic!("gateway: {e}"));
-        let mut w = worker_on(&gw.addr().to_string(), ManualClock::at(1_000));
-        w.settings.attach_slice = Duration::from_millis(60);
-        let nodes = 20;
-        for i in 0..nodes {
-            let want = with_device(i);
-            gw.sdc_installed(&want.ip, "10.0.0.11").unwrap();
-            w.take(Job::Attach(want));
-        }
-        // (ready nodes, polled) of each call.
-        let mut slices = Vec::new();
-        while !w.pending.is_empty() && slices.len() < 2 * nodes {
-            let reports = w.work_due();
-            let ready = reports
-                .iter()
-                .filter(|r| matches!(r, Report::Node(n) if n.sdc_connected))
-                .count();
-            let polled = reports.iter().any(|r| matches!(r, Report::Health(_)));
-            slices.push((ready, polled));
-        }
-        assert!(w.pending.is_empty(), "{slices:?}");
-        assert!(slices.len() > 2, "one pass: {slices:?}");
-        assert!(slices.iter().all(|(ready, _)| *ready > 0), "{slices:?}");
-        assert_eq!(slices.iter().map(|(r, _)| r).sum::<usize>(), nodes);
-        let polls: Vec<bool> = slices.iter().map(|(_, p)| *p).collect();
-        assert_eq!(polls.iter().filter(|p| **p).count(), 1, "{slices:?}");
-        assert!(
-            polls[polls.len() - 1],
-            "the poll follows the wave: {slices:?}"
-        );
     }
 
     #[test]
