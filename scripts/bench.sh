@@ -13,7 +13,8 @@ crashed=()
 echo "bench_load $(cut -d' ' -f1-3 /proc/loadavg)"
 awk -v cores="$(nproc)" '$1 > cores { printf "# busy machine: load %s at start on %d cores; time figures are not comparable\n", $1, cores }' /proc/loadavg
 
-# part NAME RUNS COMMAND...: runs COMMAND RUNS times. With one run its figure lines pass
+# part NAME RUNS COMMAND...: runs COMMAND RUNS times (BENCH_RUN=1..RUNS in its environment: a
+# bench may vary its order by it). With one run its figure lines pass
 # through; with more, each figure is the median of the runs and `<name>_runs` gives their
 # spread (min-max), so one noisy run neither passes nor fails a target.
 part() {
@@ -21,7 +22,7 @@ part() {
   shift 2
   local i
   for ((i = 1; i <= runs; i++)); do
-    if ! "$@" >"$work/$name.$i" 2>&1; then
+    if ! BENCH_RUN=$i "$@" >"$work/$name.$i" 2>&1; then
       echo "# part $name crashed (run $i of $runs): $*"
       tail -n 30 "$work/$name.$i" | sed 's/^/#   /'
       crashed+=("$name")

@@ -10,8 +10,8 @@
 //! feature (`STORAGE_BENCH_FLOOR_EXECUTOR`, which `scripts/bench.sh` builds): they do not wait
 //! for the scheduler's leave (a reboot's room in the disruption budget, the devices in the
 //! pool), so what is left is what the hosts, Mesos and the reports allow on this machine.
-//! `converge_floor_ratio_100` is the first over the second; the two rollouts alternate, the
-//! real one first.
+//! `converge_floor_ratio_100` is the first over the second. The real rollout goes first, the
+//! floor first when `BENCH_RUN` (bench.sh's run number) is even.
 //!
 //! While nodes cannot reach `running`, it reports `converge_seconds_100_executors_running`
 //! instead: the same start, up to an executor RUNNING on every agent, with a `#` line saying so
@@ -104,8 +104,7 @@ fn main() {
     }
     let dir = std::env::temp_dir().join(format!("bench-converge-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let real = rollout(&bin_dir, &standin, &dir.join("real"));
-    let floor = std::env::var_os("STORAGE_BENCH_FLOOR_EXECUTOR").map(|exec| {
+    let floor_bins = std::env::var_os("STORAGE_BENCH_FLOOR_EXECUTOR").map(|exec| {
         // The release scheduler beside the floor executor: the scheduler serves the agents
         // the executor it was shipped with.
         let bins = dir.join("floor-bins");
@@ -116,8 +115,22 @@ fn main() {
         )
         .expect("scheduler copy");
         std::fs::copy(&exec, bins.join("storage-executor")).expect("floor executor copy");
-        rollout(&bins, &standin, &dir.join("floor"))
+        bins
     });
+    // The second rollout runs on a box still busy from the first: bench.sh's even runs
+    // (`BENCH_RUN`) measure the floor first, so that the median is not the order's.
+    let floor_first = std::env::var("BENCH_RUN")
+        .ok()
+        .and_then(|r| r.parse::<u32>().ok())
+        .is_some_and(|r| r % 2 == 0);
+    let floor_run = |bins: &PathBuf| rollout(bins, &standin, &dir.join("floor"));
+    let (real, floor) = if floor_first {
+        let floor = floor_bins.as_ref().map(floor_run);
+        (rollout(&bin_dir, &standin, &dir.join("real")), floor)
+    } else {
+        let real = rollout(&bin_dir, &standin, &dir.join("real"));
+        (real, floor_bins.as_ref().map(floor_run))
+    };
     if std::env::var_os("BENCH_KEEP").is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
