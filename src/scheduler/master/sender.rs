@@ -173,9 +173,14 @@ fn lane(inputs: Receiver<Lane>, reports: Reports) {
             Lane::Connected(c) => client = Some(c),
             Lane::Disconnected => client = None,
             Lane::Call(call) => send(client.as_deref(), call, &reports),
-            Lane::Message(m) => send(client.as_deref(), Box::new(m.into_call()), &reports),
+            Lane::Message(m) => send_message(client.as_deref(), *m, &reports),
         }
     }
+}
+
+/// A MESSAGE made into its call at last, and sent.
+fn send_message(client: Option<&SchedulerClient>, m: ExecutorMessage, reports: &Reports) {
+    send(client, Box::new(m.into_call()), reports)
 }
 
 /// Routes the dispatcher's output until the dispatcher hangs up. This thread is lane 0
@@ -219,11 +224,13 @@ pub fn run(inputs: Receiver<Outgoing>, reports: Reports) {
                 }
                 _ => send(client.as_deref(), call, &reports),
             },
-            Outgoing::Message(m) if !lanes.is_empty() => {
-                let i = agent_lane(&m.agent_id);
-                let _ = lanes[(i - 1) % lanes.len()].send(Lane::Message(m));
-            }
-            Outgoing::Message(m) => send(client.as_deref(), Box::new(m.into_call()), &reports),
+            // The lane a `Call` to that agent takes (`lane_of`), always a per-agent one.
+            Outgoing::Message(m) => match lanes.len() {
+                0 => send_message(client.as_deref(), *m, &reports),
+                n => {
+                    let _ = lanes[(agent_lane(&m.agent_id) - 1) % n].send(Lane::Message(m));
+                }
+            },
         }
     }
     drop(lanes);
