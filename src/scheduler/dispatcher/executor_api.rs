@@ -14,7 +14,8 @@
 //! itself and answers "unchanged" when it runs out; parked entries past their deadline are
 //! dropped on the next batch. After a batch only the plans whose inputs changed are rendered
 //! again (see [`must_render`]): 10,000 parked executors cost one node's plan per report,
-//! not 10,000.
+//! not 10,000; and the parked entries are met in one walk beside the model's nodes (both in
+//! agent order), not each looked up: an unchanged node is one pointer compare.
 //!
 //! An idle executor (a running node with no step to take) asks with `nudge=1` instead: it
 //! holds no connection, and is kept here the same way with no reply to send. When its plan
@@ -23,7 +24,7 @@
 //! connection, about 10 KB: 10,000 of them would be three times the app's `mem: 32`.
 
 pub use super::parked::Nudge;
-use super::parked::{Parked, ParkedPlans};
+use super::parked::{gone_executor, node_of, Parked, ParkedPlans};
 use crate::contract::health::HostProblem;
 use crate::contract::plan::{ClusterInit, NodePlan, PlanBody, PlanSecrets};
 use crate::hash::content_hash;
@@ -52,8 +53,8 @@ const VERSION_MASK: u64 = (1 << 53) - 1;
 
 #[derive(Debug, Default)]
 pub struct ExecutorApi {
-    /// Executor id -> its parked plan request (a held long poll, bounded by [`MAX_PARKED`],
-    /// or an owed nudge, bounded by the executors).
+    /// Agent id -> its executor's parked plan request (a held long poll, bounded by
+    /// [`MAX_PARKED`], or an owed nudge, bounded by the executors).
     parked: ParkedPlans,
     /// Nudges owed since the last [`ExecutorApi::take_nudges`].
     nudges: Vec<Nudge>,
@@ -276,13 +277,13 @@ impl ExecutorApi {
         let unchanged = wait.version == Some(plan.version);
         if !unchanged || (wait.wait_ms == 0 && !wait.nudge) {
             // A nudge owed for an older version would only bring this plan again.
-            if self.parked.holds(&executor_id) == Some(false) {
-                self.parked.remove(&executor_id);
+            if self.parked.holds(&agent, &executor_id) == Some(false) {
+                self.parked.remove(&agent);
             }
             let _ = reply.send(ExecutorReply::Plan(plan));
             return;
         }
-        let holds = self.parked.holds(&executor_id);
+        let holds = self.parked.holds(&agent, &executor_id);
         if !wait.nudge && self.parked.held() >= MAX_PARKED && holds != Some(true) {
             let _ = reply.send(ExecutorReply::Failed(ApiError::new(
                 503,
@@ -291,10 +292,15 @@ impl ExecutorApi {
             )));
             return;
         }
+        let node = state.model.nodes.get_shared(&agent).cloned();
+        // The model's own key, so that `after_batch` meets it by pointer.
+        let key = node
+            .as_ref()
+            .map_or_else(|| Arc::from(agent), |n| n.agent_id.clone());
         let parked = Parked {
-            node: state.model.nodes.get_shared(&agent).cloned(),
+            node,
             shared: self.shared_inputs(state),
-            agent,
+            executor: executor_id.clone(),
             version: plan.version,
             deadline_ms: if wait.nudge {
                 u64::MAX
@@ -303,11 +309,7 @@ impl ExecutorApi {
             },
             reply: (!wait.nudge).then(|| reply.clone()),
         };
-        // One wait per executor: an older one is from a client that gave up or
-        // retried; it gets the (unchanged) plan so its worker is freed.
-        if let Some(old) = self.parked.insert(executor_id, parked) {
-            let _ = old.send(ExecutorReply::Plan(plan));
-        }
+        self.parked.park(key, parked, plan);
         let _ = reply.send(if wait.nudge {
             ExecutorReply::Unchanged
         } else {
@@ -342,55 +344,66 @@ impl ExecutorApi {
         if self.parked.is_empty() {
             return;
         }
-        let mut done: Vec<(String, Option<ExecutorReply>)> = Vec::new();
+        let mut done: Vec<(Arc<str>, Option<ExecutorReply>)> = Vec::new();
         // Once per batch, not per plan: it scans every node.
         let trio = self.trio(state);
         let shared = self.shared_inputs(state);
         let mut rendered = 0;
-        // Taken out while `plan` borrows the rest.
+        // Taken out while `plan` borrows the rest. Both are in agent order: one walk.
         let mut parked = self.parked.take_all();
-        for (id, p) in parked.iter_mut() {
+        let mut nodes = state.model.nodes.iter_shared().peekable();
+        for (agent, p) in parked.iter_mut() {
+            let node = node_of(&mut nodes, agent);
             if p.deadline_ms <= now {
                 // The REST worker has given up by now and answered "unchanged" itself.
-                done.push((id.clone(), None));
+                done.push((agent.clone(), None));
                 continue;
             }
-            let node = state.model.nodes.get_shared(&p.agent);
-            let current = node.is_some_and(|n| n.task.as_ref().is_some_and(|t| t.is_executor(id)));
+            // The same node value as when parked: the same task, so the same executor.
+            let same_node = p
+                .node
+                .as_ref()
+                .is_some_and(|n| node.is_some_and(|m| Arc::ptr_eq(n, m)));
+            let unchanged = p.node.as_ref().filter(|_| same_node);
+            if unchanged.is_some_and(|n| !self.reads_others(n)) && p.shared == shared {
+                continue;
+            }
+            let current =
+                node.is_some_and(|n| n.task.as_ref().is_some_and(|t| t.is_executor(&p.executor)));
             let Some(node) = node.filter(|_| current) else {
-                done.push((id.clone(), Some(ExecutorReply::Failed(gone_executor(id)))));
+                let gone = gone_executor(&p.executor);
+                done.push((agent.clone(), Some(ExecutorReply::Failed(gone))));
                 continue;
             };
-            let same_node = p.node.as_ref().is_some_and(|n| Arc::ptr_eq(n, node));
             if !must_render(self.reads_others(node), same_node, p.shared == shared) {
                 continue;
             }
             rendered += 1;
-            match self.plan(state, id, &p.agent, trio.as_ref()) {
+            match self.plan(state, &p.executor, agent, trio.as_ref()) {
                 Ok(plan) if plan.version != p.version && p.reply.is_none() => {
                     self.nudges.push(Nudge {
-                        agent_id: p.agent.clone(),
-                        executor_id: id.clone(),
+                        agent_id: agent.to_string(),
+                        executor_id: p.executor.clone(),
                         version: plan.version,
                     });
-                    done.push((id.clone(), None));
+                    done.push((agent.clone(), None));
                 }
                 Ok(plan) if plan.version != p.version => {
-                    done.push((id.clone(), Some(ExecutorReply::Plan(plan))))
+                    done.push((agent.clone(), Some(ExecutorReply::Plan(plan))))
                 }
                 Ok(_) => (p.node, p.shared) = (Some(node.clone()), shared),
-                Err(e) => done.push((id.clone(), Some(ExecutorReply::Failed(e)))),
+                Err(e) => done.push((agent.clone(), Some(ExecutorReply::Failed(e)))),
             }
         }
         self.parked.put_back(parked);
         self.rerendered += rendered;
-        for (id, reply) in done {
+        for (agent, reply) in done {
             if let (
                 Some(Parked {
                     reply: Some(to), ..
                 }),
                 Some(reply),
-            ) = (self.parked.remove(&id), reply)
+            ) = (self.parked.remove(&agent), reply)
             {
                 let _ = to.send(reply);
             }
@@ -605,14 +618,6 @@ fn is_current(state: &Persisted, agent: &str, executor_id: &str) -> bool {
         .get(agent)
         .and_then(|n| n.task.as_ref())
         .is_some_and(|t| t.is_executor(executor_id))
-}
-
-fn gone_executor(executor_id: &str) -> ApiError {
-    ApiError::new(
-        404,
-        "unknown executor",
-        format!("executor {executor_id:?} is not the current launch of any node"),
-    )
 }
 
 /// A phase report into its node (the log names changes and new errors only).
@@ -983,6 +988,108 @@ mod tests {
         let changed = plan_of(rx.try_recv().unwrap());
         assert_ne!(changed.version, plan.version);
         assert_eq!(api.parked(), 0);
+    }
+
+    /// A node `a<i>` on host `h<i>` whose executor `storage-executor.h<i>.<launch>` runs.
+    fn running_node(i: usize, launch: u64) -> Node {
+        let task = TaskRecord::new(
+            &format!("storage.h{i}.{launch}"),
+            &format!("storage-executor.h{i}.{launch}"),
+            crate::mesos::types::TaskState::Running,
+            launch,
+        )
+        .running_since(2)
+        .with_secret(SECRET.into());
+        Node {
+            task: Some(task),
+            ..Node::new(&format!("a{i}"), &format!("h{i}"), Persona::Data, 1)
+        }
+    }
+
+    /// A plan request of `executor` (`nudge`: an idle one's, else a long poll).
+    fn ask(
+        api: &mut ExecutorApi,
+        s: &mut Persisted,
+        executor: &str,
+        version: Option<u64>,
+        nudge: bool,
+    ) -> (ExecutorReply, Receiver<ExecutorReply>) {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let call = ExecutorCall::Plan(PlanAsk {
+            version,
+            wait_ms: if nudge { 0 } else { 60_000 },
+            nudge,
+        });
+        let r = ExecutorRequest {
+            executor_id: executor.into(),
+            secret: Secret::new(SECRET),
+            call,
+            reply: tx.into(),
+        };
+        api.handle(s, r, 10);
+        (rx.try_recv().expect("an answer or a parking"), rx)
+    }
+
+    /// Parked requests are walked beside the model's nodes, in agent order: only the
+    /// requests whose node changed are answered or nudged, wherever they sit among nodes
+    /// without one, and a request of an earlier launch on an agent is told it is gone.
+    #[test]
+    fn a_batch_answers_exactly_the_parked_requests_whose_node_changed() {
+        let mut api = ExecutorApi::new();
+        let mut s = state();
+        // Agents a1..a12: in the model's order a1, a10, a11, a12, a2, ...
+        for i in 2..=12 {
+            s.model.nodes.insert(format!("a{i}"), running_node(i, 1));
+        }
+        let exec = |i: usize| format!("storage-executor.h{i}.1");
+        let mut idle = Vec::new();
+        for i in [11, 2, 5, 9] {
+            let (first, _) = ask(&mut api, &mut s, &exec(i), None, true);
+            let v = plan_of(first).version;
+            let (parked, _) = ask(&mut api, &mut s, &exec(i), Some(v), true);
+            assert!(matches!(parked, ExecutorReply::Unchanged), "{i}");
+            idle.push(i);
+        }
+        let v3 = plan_of(ask(&mut api, &mut s, &exec(3), None, false).0).version;
+        let (parked, held) = ask(&mut api, &mut s, &exec(3), Some(v3), false);
+        assert!(matches!(parked, ExecutorReply::Parked));
+        assert_eq!((api.parked(), api.nudges_owed()), (5, 4));
+        api.after_batch(&s, 20);
+        assert!(api.take_nudges().is_empty(), "nothing changed");
+        assert_eq!(
+            api.rerendered(),
+            0,
+            "an unchanged node is not rendered again"
+        );
+
+        // a5 and a11 change; a9 is relaunched (a new executor); a3's long poll holds on.
+        s.model.nodes.get_mut("a5").unwrap().phase = Phase::Environment;
+        s.model.nodes.get_mut("a11").unwrap().phase = Phase::Environment;
+        s.model.nodes.insert("a9", running_node(9, 2));
+        api.after_batch(&s, 30);
+        let mut nudged: Vec<String> = api.take_nudges().into_iter().map(|n| n.agent_id).collect();
+        nudged.sort();
+        assert_eq!(nudged, ["a11", "a5"]);
+        assert!(held.try_recv().is_err(), "a3 did not change");
+        assert_eq!(
+            (api.parked(), api.nudges_owed()),
+            (2, 1),
+            "a2 idle, a3 held"
+        );
+
+        // A long poll of the new launch on a3 takes the place of the earlier launch's.
+        s.model.nodes.insert("a3", running_node(3, 2));
+        let new3 = "storage-executor.h3.2";
+        let v = plan_of(ask(&mut api, &mut s, new3, None, false).0).version;
+        assert!(matches!(
+            ask(&mut api, &mut s, new3, Some(v), false).0,
+            ExecutorReply::Parked
+        ));
+        match held.try_recv() {
+            Ok(ExecutorReply::Failed(e)) => assert_eq!(e.status, 404, "{e}"),
+            other => panic!("the earlier launch's poll: {other:?}"),
+        }
+        assert_eq!((api.parked(), api.nudges_owed()), (2, 1));
     }
 
     /// An idle executor holds nothing: its unchanged plan is answered 304 at once, and when
