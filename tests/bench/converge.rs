@@ -123,13 +123,17 @@ fn main() {
         .ok()
         .and_then(|r| r.parse::<u32>().ok())
         .is_some_and(|r| r % 2 == 0);
-    let floor_run = |bins: &PathBuf| rollout(bins, &standin, &dir.join("floor"));
+    let real_run = || rollout(&bin_dir, &standin, &dir.join("real"));
+    let floor_run = || {
+        floor_bins
+            .as_ref()
+            .map(|b| rollout(b, &standin, &dir.join("floor")))
+    };
     let (real, floor) = if floor_first {
-        let floor = floor_bins.as_ref().map(floor_run);
-        (rollout(&bin_dir, &standin, &dir.join("real")), floor)
+        let floor = floor_run();
+        (real_run(), floor)
     } else {
-        let real = rollout(&bin_dir, &standin, &dir.join("real"));
-        (real, floor_bins.as_ref().map(floor_run))
+        (real_run(), floor_run())
     };
     if std::env::var_os("BENCH_KEEP").is_none() {
         let _ = std::fs::remove_dir_all(&dir);

@@ -359,17 +359,13 @@ impl ExecutorApi {
                 done.push((agent.clone(), None));
                 continue;
             }
-            // The same node value as when parked: the same task, so the same executor.
-            let same_node = p
-                .node
-                .as_ref()
-                .is_some_and(|n| node.is_some_and(|m| Arc::ptr_eq(n, m)));
-            let unchanged = p.node.as_ref().filter(|_| same_node);
-            if unchanged.is_some_and(|n| !self.reads_others(n)) && p.shared == shared {
-                continue;
-            }
-            let current =
-                node.is_some_and(|n| n.task.as_ref().is_some_and(|t| t.is_executor(&p.executor)));
+            // The same node value as when parked is the same task, so the same executor.
+            let same_node = node
+                .zip(p.node.as_ref())
+                .is_some_and(|(m, n)| Arc::ptr_eq(m, n));
+            let current = same_node
+                || node
+                    .is_some_and(|n| n.task.as_ref().is_some_and(|t| t.is_executor(&p.executor)));
             let Some(node) = node.filter(|_| current) else {
                 let gone = gone_executor(&p.executor);
                 done.push((agent.clone(), Some(ExecutorReply::Failed(gone))));

@@ -12,7 +12,7 @@
 
 use crate::scheduler::exchange::{ApiError, ExecutorReply, PlanReply, ReplyTo};
 use crate::scheduler::model::Node;
-use std::collections::BTreeMap;
+use std::collections::btree_map::{BTreeMap, Entry};
 use std::fmt;
 use std::sync::Arc;
 
@@ -85,13 +85,20 @@ impl ParkedPlans {
     /// launch on the agent: it is gone.
     pub fn park(&mut self, agent: Arc<str>, p: Parked, plan: PlanReply) {
         self.held += usize::from(p.reply.is_some());
-        let executor = p.executor.clone();
-        let Some(old) = self.by_agent.insert(agent, p) else {
-            return;
+        let (old, same) = match self.by_agent.entry(agent) {
+            Entry::Vacant(v) => {
+                v.insert(p);
+                return;
+            }
+            Entry::Occupied(mut o) => {
+                let old = o.insert(p);
+                let same = old.executor == o.get().executor;
+                (old, same)
+            }
         };
         self.held -= usize::from(old.reply.is_some());
         if let Some(to) = old.reply {
-            let _ = to.send(if old.executor == executor {
+            let _ = to.send(if same {
                 ExecutorReply::Plan(plan)
             } else {
                 ExecutorReply::Failed(gone_executor(&old.executor))

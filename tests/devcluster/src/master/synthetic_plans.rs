@@ -20,6 +20,7 @@ use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender, TryRecvError
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use storage_framework::backoff::Backoff;
 use storage_framework::contract::api::{self, Action};
 use storage_framework::tls::{self, Fingerprint, PinnedVerifier};
 
@@ -29,9 +30,9 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// (`IDLE_POLL`).
 const IDLE_POLL: Duration = Duration::from_secs(60);
 /// Between failed polls (the scheduler restarting, or presenting a certificate this
-/// executor does not know yet), as the storage executor's retry: from `RETRY_START`,
-/// doubling up to `RETRY_MAX`, starting again after an answer or an announcement (which
-/// also cuts the pause short). A fixed short pause made every executor whose slow timer ran
+/// executor does not know yet), as the storage executor's retry: its jittered backoff
+/// from `RETRY_START` up to `RETRY_MAX`, starting again after an answer or an announcement
+/// (which also cuts the pause short). A fixed short pause made every executor whose slow timer ran
 /// out while a restarted scheduler was not yet announced to it retry all along: at 10,000
 /// agents 95,000 failed requests, each a full TLS handshake on the new scheduler, during
 /// the plan change the memory bench times.
@@ -403,7 +404,7 @@ fn wait_for_changes(
     // The storage executor's jitter (± a fifth), drawn once per executor.
     let spread = storage_framework::hash::content_hash(id.as_bytes()) % 401;
     let jittered = |poll: Duration| poll.mul_f64(0.8 + spread as f64 / 1000.0);
-    let mut retry = RETRY_START;
+    let mut retry = Backoff::new(RETRY_START, RETRY_MAX);
     loop {
         if !follow_moves(&id, moves, seen, &mut to) {
             return;
@@ -453,22 +454,21 @@ fn wait_for_changes(
         // A new plan is asked again at once (registering for the next nudge); a failure
         // after a pause; an unchanged one after a MESSAGE or the slow timer.
         let pause = match outcome {
-            What::Plan { .. } => None,
-            What::Failed => {
-                let pause = retry;
-                retry = (retry * 2).min(RETRY_MAX);
-                Some(pause)
+            What::Plan { .. } => {
+                retry.reset();
+                None
             }
-            _ => Some(jittered(poll)),
+            What::Failed => Some(retry.next_delay()),
+            _ => {
+                retry.reset();
+                Some(jittered(poll))
+            }
         };
-        if !matches!(outcome, What::Failed) {
-            retry = RETRY_START;
-        }
         tell(seen, &id, outcome);
         if let Some(pause) = pause {
             match moves.recv_timeout(pause) {
                 Ok(s) => {
-                    retry = RETRY_START;
+                    retry.reset();
                     take(&id, s, seen, &mut to)
                 }
                 Err(RecvTimeoutError::Timeout) => {}
