@@ -55,6 +55,53 @@ pub fn utc_millis(t: SystemTime) -> String {
     )
 }
 
+/// The lines a unit test's own thread logs, for tests that judge what is logged at which
+/// level. Other threads' lines are not kept (tests run side by side in one process).
+#[cfg(test)]
+pub(crate) mod capture {
+    use std::cell::RefCell;
+
+    thread_local! {
+        static LINES: RefCell<Option<Vec<(log::Level, String)>>> = const { RefCell::new(None) };
+    }
+
+    struct Capture;
+
+    impl log::Log for Capture {
+        fn enabled(&self, _: &log::Metadata) -> bool {
+            LINES.with(|l| l.borrow().is_some())
+        }
+        fn log(&self, record: &log::Record) {
+            LINES.with(|l| {
+                if let Some(lines) = l.borrow_mut().as_mut() {
+                    lines.push((record.level(), record.args().to_string()));
+                }
+            });
+        }
+        fn flush(&self) {}
+    }
+
+    /// Keeps this thread's lines from now on.
+    pub(crate) fn start() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            log::set_logger(&Capture).expect("the one logger of the unit tests");
+            log::set_max_level(log::LevelFilter::Trace);
+        });
+        LINES.with(|l| *l.borrow_mut() = Some(Vec::new()));
+    }
+
+    /// This thread's lines since `start` or the last `take`.
+    pub(crate) fn take() -> Vec<(log::Level, String)> {
+        LINES.with(|l| {
+            l.borrow_mut()
+                .as_mut()
+                .map(std::mem::take)
+                .unwrap_or_default()
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -95,6 +95,7 @@ impl Dispatcher {
         let task_id = task.task_id.clone();
         let was_active = task.is_active();
         let verdict = verdict(task.state, status);
+        let as_known = task.state == state;
         task.state = state;
         let running_since = task.running_since_ms;
         node.last_contact_ms = Some(now);
@@ -102,12 +103,14 @@ impl Dispatcher {
         self.dirty = true;
         match verdict {
             Verdict::Running { resumed } => {
-                let line = if resumed {
-                    format!("running again ({why}); the node resumes, nothing relaunched")
+                if resumed {
+                    info!("agent {host}: task {task_id} running again ({why}); the node resumes, nothing relaunched");
+                } else if as_known {
+                    // A reconciliation answer: after a restart, one per task.
+                    debug!("agent {host}: task {task_id} running ({why})");
                 } else {
-                    "running".to_string()
-                };
-                info!("agent {host}: task {task_id} {line}");
+                    info!("agent {host}: task {task_id} running");
+                }
                 running(node, resumed, now);
             }
             Verdict::Unreachable | Verdict::Ended { .. } if planned.is_some() => {
