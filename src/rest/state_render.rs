@@ -12,41 +12,32 @@
 
 use crate::scheduler::model::Node;
 use serde::Serialize;
-use std::any::Any;
 use std::ops::Range;
 use std::sync::Arc;
 
 /// What a render keeps of a node to tell, at the next render, whether its JSON still holds.
-pub(super) type Key = Arc<dyn Any + Send + Sync>;
+pub(super) type Key = u64;
 
 /// A node as the model holds it, and how to tell it has not changed since a render.
 pub(super) trait NodeVersion {
-    fn remember(&self) -> Key;
-    fn unchanged(&self, key: &Key) -> bool;
+    fn version(&self) -> Key;
 }
 
-/// Nodes by value (the tests' plain maps): a copy, compared field by field. The model holds
-/// its nodes shared (below).
+/// Nodes by value (the tests' plain maps): their content. The model holds its nodes shared
+/// (below).
 #[cfg(test)]
 impl NodeVersion for Node {
-    fn remember(&self) -> Key {
-        Arc::new(self.clone())
-    }
-
-    fn unchanged(&self, key: &Key) -> bool {
-        key.downcast_ref::<Node>() == Some(self)
+    fn version(&self) -> Key {
+        crate::hash::content_hash(&serde_json::to_vec(self).expect("a node encodes"))
     }
 }
 
-/// A model of shared nodes, where a node that did not change is the same allocation from one
-/// view to the next: the pointer, held so that its address cannot be reused by another node.
+/// A model node: its revision, new at every write and never repeated. Not the node itself:
+/// a render kept by the cache would make the model's next write to every node copy it
+/// (`model/revision.rs`).
 impl NodeVersion for Arc<Node> {
-    fn remember(&self) -> Key {
-        self.clone()
-    }
-
-    fn unchanged(&self, key: &Key) -> bool {
-        std::ptr::addr_eq(Arc::as_ptr(key), Arc::as_ptr(self))
+    fn version(&self) -> Key {
+        self.revision.get()
     }
 }
 
@@ -110,8 +101,7 @@ pub(super) fn render<'a, K: AsRef<str> + ?Sized + 'a, V: NodeVersion + Serialize
             // Both in agent id order: fragments of nodes gone since are passed over.
             while frags.next_if(|f| f.id.as_str() < id).is_some() {}
             let f = frags.next_if(|f| f.id == id)?;
-            node.unchanged(&f.key)
-                .then(|| (&bytes[f.at.clone()], f.key.clone()))
+            (node.version() == f.key).then(|| (&bytes[f.at.clone()], f.key))
         });
         let key = match same {
             Some((bytes, key)) => {
@@ -125,7 +115,7 @@ pub(super) fn render<'a, K: AsRef<str> + ?Sized + 'a, V: NodeVersion + Serialize
                 serde_json::to_writer(&mut body, node).map_err(|e| e.to_string())?;
                 close_with(&mut body, extra)?;
                 reuse.encoded += 1;
-                node.remember()
+                node.version()
             }
         };
         fragments.push(Fragment {
@@ -325,20 +315,17 @@ mod tests {
     }
 
     #[test]
-    fn shared_nodes_are_unchanged_while_they_are_the_same_allocation() {
+    fn shared_nodes_are_unchanged_while_they_are_the_same_revision() {
         let node = Arc::new(nodes(1).into_values().next().unwrap());
-        let key = node.remember();
-        assert!(node.unchanged(&key));
-        assert!(node.clone().unchanged(&key));
-        // A new allocation is a change, even with the same content.
+        let key = node.version();
+        assert_eq!(node.clone().version(), key);
+        // A copy is a change, even with the same content.
         let copy = Arc::new((*node).clone());
-        assert!(!copy.unchanged(&key));
+        assert_ne!(copy.version(), key);
         let mut changed = node.clone();
         Arc::make_mut(&mut changed).hostname = "moved".into();
-        assert!(!changed.unchanged(&key));
-        assert!(node.unchanged(&key));
-        // A key of a node by value never matches a shared node.
-        assert!(!node.unchanged(&(*node).remember()));
+        assert_ne!(changed.version(), key);
+        assert_eq!(node.version(), key);
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //! dropped on the next batch. After a batch only the plans whose inputs changed are rendered
 //! again (see [`must_render`]): 10,000 parked executors cost one node's plan per report,
 //! not 10,000; and the parked entries are met in one walk beside the model's nodes (both in
-//! agent order), not each looked up: an unchanged node is one pointer compare.
+//! agent order), not each looked up: an unchanged node is one revision compare.
 //!
 //! An idle executor (a running node with no step to take) asks with `nudge=1` instead: it
 //! holds no connection, and is kept here the same way with no reply to send. When its plan
@@ -292,13 +292,11 @@ impl ExecutorApi {
             )));
             return;
         }
-        let node = state.model.nodes.get_shared(&agent).cloned();
+        let node = state.model.nodes.get(&agent);
         // The model's own key, so that `after_batch` meets it by pointer.
-        let key = node
-            .as_ref()
-            .map_or_else(|| Arc::from(agent), |n| n.agent_id.clone());
+        let key = node.map_or_else(|| Arc::from(agent), |n| n.agent_id.clone());
         let parked = Parked {
-            node,
+            revision: node.map(|n| n.revision.get()),
             shared: self.shared_inputs(state),
             executor: executor_id.clone(),
             version: plan.version,
@@ -359,10 +357,8 @@ impl ExecutorApi {
                 done.push((agent.clone(), None));
                 continue;
             }
-            // The same node value as when parked is the same task, so the same executor.
-            let same_node = node
-                .zip(p.node.as_ref())
-                .is_some_and(|(m, n)| Arc::ptr_eq(m, n));
+            // The same node revision as when parked is the same task, so the same executor.
+            let same_node = node.is_some_and(|n| Some(n.revision.get()) == p.revision);
             let current = same_node
                 || node
                     .is_some_and(|n| n.task.as_ref().is_some_and(|t| t.is_executor(&p.executor)));
@@ -387,7 +383,7 @@ impl ExecutorApi {
                 Ok(plan) if plan.version != p.version => {
                     done.push((agent.clone(), Some(ExecutorReply::Plan(plan))))
                 }
-                Ok(_) => (p.node, p.shared) = (Some(node.clone()), shared),
+                Ok(_) => (p.revision, p.shared) = (Some(node.revision.get()), shared),
                 Err(e) => done.push((agent.clone(), Some(ExecutorReply::Failed(e)))),
             }
         }
@@ -1112,7 +1108,10 @@ mod tests {
         api.after_batch(&s, 3);
         assert!(api.take_nudges().is_empty(), "the plan did not change");
 
+        // What is parked keeps the node's revision, not the node: the write is in place.
+        let at = Arc::as_ptr(s.model.nodes.get_shared("a1").unwrap());
         s.model.nodes.get_mut("a1").unwrap().phase = Phase::Environment;
+        assert_eq!(Arc::as_ptr(s.model.nodes.get_shared("a1").unwrap()), at);
         api.after_batch(&s, 4);
         let nudges = api.take_nudges();
         assert_eq!(nudges.len(), 1);

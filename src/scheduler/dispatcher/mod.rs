@@ -92,7 +92,12 @@ pub struct Dispatcher {
     /// on since (plus those whose launch was undone); `None` before the first report. Only these ids are kept: the
     /// managed ones are the nodes whose agent is not gone.
     unmanaged_agents: Option<BTreeSet<String>>,
+    /// The view last handed out, for the next view request while nothing changed. Dropped
+    /// before any other input is handled: a view holds every node, and the model's writes
+    /// to nodes a view holds copy them (at 10,000 nodes, a health poll copied the model).
     view: Option<Arc<View>>,
+    /// A view of `generation` was handed out: the next change makes a new generation.
+    view_out: bool,
     executors: ExecutorApi,
     /// Storage work for the gateway worker (see `gateway_work/`).
     storage: crate::scheduler::gateway_work::StorageSide,
@@ -164,6 +169,7 @@ impl Dispatcher {
             recon: Reconciliation::default(),
             unmanaged_agents: None,
             view: None,
+            view_out: false,
             executors: ExecutorApi::new(),
             storage: Default::default(),
             clock: clock::system(),
@@ -349,6 +355,9 @@ impl Dispatcher {
 
     /// Handles one input; `Some` ends the loop.
     pub fn handle(&mut self, input: Input) -> Option<Exit> {
+        if !matches!(input, Input::View(_)) {
+            self.view = None;
+        }
         match input {
             Input::Connected { master } => {
                 info!("connected to master {master}");
@@ -418,7 +427,8 @@ impl Dispatcher {
     }
 
     fn touch_view(&mut self) {
-        if self.view.take().is_some() {
+        self.view = None;
+        if std::mem::take(&mut self.view_out) {
             self.generation += 1;
         }
     }
@@ -438,6 +448,7 @@ impl Dispatcher {
             events: self.events.snapshot(),
         });
         self.view = Some(v.clone());
+        self.view_out = true;
         v
     }
 
@@ -1108,6 +1119,29 @@ mod tests {
         assert_eq!(more.len(), 100);
         assert_eq!(r.d.model().nodes.len(), n);
         assert_eq!(r.saved_state().model.nodes.len(), n);
+    }
+
+    /// The dispatcher keeps the last view for the next request, but not past another
+    /// input: its writes to nodes the view holds would copy them (a health poll, the model).
+    /// Its generation still moves with the first change after it was handed out.
+    #[test]
+    fn a_view_handed_out_makes_no_later_write_copy_a_node() {
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        r.event(offers(&["a1"]));
+        let (task, _) = launched_task(&r.calls()).remove(0);
+        let view = |r: &mut Rig| {
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            r.input(Input::View(tx));
+            rx.try_recv().expect("a view")
+        };
+        let first = view(&mut r).generation;
+        assert_eq!(view(&mut r).generation, first, "nothing changed");
+        let at = |r: &Rig| Arc::as_ptr(r.d.state.model.nodes.get_shared("a1").unwrap());
+        let before = at(&r);
+        r.event(update(&task, "a1", TaskState::Running, true));
+        assert_eq!(at(&r), before, "written in place");
+        assert!(view(&mut r).generation > first);
     }
 
     /// Reconciliation after a restart answers every task: at 10,000 agents, 20,000 lines at

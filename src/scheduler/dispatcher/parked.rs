@@ -22,9 +22,10 @@ pub(super) struct Parked {
     pub deadline_ms: u64,
     /// `None`: an idle executor's request (`nudge=1`), owed a MESSAGE, not an answer.
     pub reply: Option<ReplyTo>,
-    /// What the plan of `version` was rendered from: its node as the model shares it (any
-    /// write to the node makes a new one) and the inputs every plan shares.
-    pub node: Option<Arc<Node>>,
+    /// What the plan of `version` was rendered from: its node's revision (any write to the
+    /// node makes a new one; the node itself is not kept, see `model/revision.rs`) and the
+    /// inputs every plan shares.
+    pub revision: Option<u64>,
     pub shared: u64,
 }
 

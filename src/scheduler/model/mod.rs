@@ -15,11 +15,13 @@ use std::sync::Arc;
 
 pub mod health;
 pub mod maintenance;
+pub mod revision;
 pub mod rollout;
 pub use health::{
     ClusterHealth, DeviceStatus, Health, HealthState, HostHealth, MdmMemberStatus, MdmStatus,
     NodeStorage, SdsStatus,
 };
+pub use revision::Revision;
 pub use rollout::{NodeRollout, PlanKind, Step, StepState, StepStatus, Target};
 
 /// The version of the persisted state format this build writes and reads.
@@ -326,6 +328,9 @@ pub struct Node {
     /// A Mesos maintenance window on its machine and the answer given; `null` without one.
     #[serde(default)]
     pub maintenance: Option<Box<maintenance::NodeMaintenance>>,
+    /// New at every write through [`Nodes`] (see `revision.rs`). Not saved.
+    #[serde(skip)]
+    pub revision: Revision,
 }
 
 /// Where taking a node's storage out is.
@@ -418,6 +423,7 @@ impl Node {
             devices_removing: Vec::new(),
             maintenance: None,
             attached_after_poll: false,
+            revision: Revision::fresh(),
         }
     }
 
@@ -482,11 +488,12 @@ pub struct ClusterModel {
     pub paused: bool,
 }
 
-/// The nodes by agent id, each shared (`Arc`) with the views and the store's last save until
-/// it changes: a view of 10,000 nodes copies 10,000 pointers, not the nodes, and
-/// a save finds the changed nodes by pointer instead of serializing every node. Writing to
-/// a node ([`Nodes::get_mut`], [`NodeMut`]) copies it first when it is shared, so a view or
-/// the store's copy never changes under their feet.
+/// The nodes by agent id, each shared (`Arc`) with the views until it changes: a view of
+/// 10,000 nodes copies 10,000 pointers, not the nodes. Writing to a node
+/// ([`Nodes::get_mut`], [`NodeMut`]) copies it first when a view shares it, so a view never
+/// changes under a reader's feet, and gives it a new [`Revision`]: the store's save, the
+/// parked plan requests and the `/api/state` render tell a changed node by it, and keep no
+/// node (a kept node is copied by the next write to it).
 ///
 /// A node is keyed by its own `agent_id`, one shared `Arc<str>` (not a second copy
 /// of every agent id).
@@ -498,12 +505,14 @@ impl Nodes {
         self.0.get(agent).map(|n| &**n)
     }
 
+    /// The node to write to: copied first if a view shares it, and of a new revision.
     pub fn get_mut(&mut self, agent: &str) -> Option<&mut Node> {
-        self.0.get_mut(agent).map(Arc::make_mut)
+        self.0.get_mut(agent).map(written)
     }
 
-    /// Inserts `node` under its agent id, which `agent` must be.
-    pub fn insert(&mut self, agent: impl AsRef<str>, node: Node) -> Option<Node> {
+    /// Inserts `node` under its agent id, which `agent` must be, as a new revision.
+    pub fn insert(&mut self, agent: impl AsRef<str>, mut node: Node) -> Option<Node> {
+        node.revision = Revision::fresh();
         debug_assert_eq!(
             agent.as_ref(),
             &*node.agent_id,
@@ -519,7 +528,8 @@ impl Nodes {
         self.0.get(agent)
     }
 
-    /// Puts back a node kept with [`Nodes::get_shared`].
+    /// Puts back a node kept with [`Nodes::get_shared`] (its revision is still what it held
+    /// when kept).
     pub fn insert_shared(&mut self, node: Arc<Node>) {
         self.0.insert(node.agent_id.clone(), node);
     }
@@ -556,7 +566,7 @@ impl Nodes {
         self.0.clear();
     }
 
-    /// Every node as shared (the store keeps what it saved, and compares by pointer).
+    /// Every node as shared (a view's `/api/state` render reads them).
     pub fn iter_shared(&self) -> impl Iterator<Item = (&Arc<str>, &Arc<Node>)> {
         self.0.iter()
     }
@@ -632,8 +642,15 @@ impl std::ops::Deref for NodeMut<'_> {
 
 impl std::ops::DerefMut for NodeMut<'_> {
     fn deref_mut(&mut self) -> &mut Node {
-        Arc::make_mut(self.0)
+        written(self.0)
     }
+}
+
+/// `node`, to be written to: its own copy (if a view shares it) and a new revision.
+fn written(node: &mut Arc<Node>) -> &mut Node {
+    let node = Arc::make_mut(node);
+    node.revision = Revision::fresh();
+    node
 }
 
 /// One storage pool's capacity (`querySelectedStatistics`), in bytes.

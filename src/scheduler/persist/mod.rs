@@ -95,7 +95,7 @@ pub struct StateStore {
     /// The gateway record as the backend holds it.
     saved_gateway: Option<Fingerprint>,
     /// Each node record as the backend holds it, in the model's order (by agent id), so that
-    /// a save walks both side by side: a pointer comparison per unchanged node, not a lookup.
+    /// a save walks both side by side: a revision comparison per unchanged node, not a lookup.
     saved_nodes: BTreeSet<SavedNode>,
     buf: Vec<u8>,
     /// The store holds executor secrets in clear (an earlier build's): the next save rewrites
@@ -103,18 +103,28 @@ pub struct StateStore {
     clear_secrets: bool,
 }
 
-/// A node record as saved: the node itself (shared with the model until the node is written
-/// to, so an unchanged node, its secret included, is the same pointer and is skipped without
-/// serializing it) and the record's content hash.
+/// A node record as saved: the revision of the node value it was made from (an unchanged
+/// node, its secret included, is the same revision and is skipped without serializing it) and
+/// the record's content hash. Not the node itself: a kept node made the model's next write to
+/// it copy it whole (`model/revision.rs`).
 /// Keyed by the node's own agent id (the model's key for it), not by a copy of it.
 struct SavedNode {
-    node: Arc<Node>,
+    agent: Arc<str>,
+    revision: u64,
     hash: u64,
 }
 
 impl SavedNode {
+    fn of(agent: &Arc<str>, node: &Node, hash: u64) -> SavedNode {
+        SavedNode {
+            agent: agent.clone(),
+            revision: node.revision.get(),
+            hash,
+        }
+    }
+
     fn agent(&self) -> &str {
-        &self.node.agent_id
+        &self.agent
     }
 }
 
@@ -162,7 +172,7 @@ impl<'a> SavedCursor<'a> {
         while let Some(s) = self.saved.peek() {
             // The model's key and the saved node's agent id are one `Arc` while the node is
             // unchanged: equal without comparing the text.
-            if Arc::ptr_eq(&s.node.agent_id, agent) || s.agent() == &**agent {
+            if Arc::ptr_eq(&s.agent, agent) || s.agent() == &**agent {
                 return self.saved.next();
             }
             if s.agent() > &**agent {
@@ -262,22 +272,19 @@ impl StateStore {
                 written.set(written.get() + put_gateway(gateway, buf, put));
                 for (agent, node) in state.model.nodes.iter_shared() {
                     let before = cursor.find(agent);
-                    if before.is_some_and(|b| Arc::ptr_eq(&b.node, node)) {
+                    if before.is_some_and(|b| b.revision == node.revision.get()) {
                         continue;
                     }
                     encode_node(buf, node);
                     let hash = content_hash(buf);
-                    // Written to but the same again (a copy was made by a write that put
-                    // back what was there): remember the new pointer, write nothing.
+                    // Written to but the same again (a write that put back what was there):
+                    // remember the new revision, write nothing.
                     if before.map(|b| b.hash) != Some(hash) {
                         put(&node_key(agent), buf);
                         written.set(written.get() + 1);
                     }
                     new_nodes.set(new_nodes.get() + usize::from(before.is_none()));
-                    nodes_seen.push(SavedNode {
-                        node: node.clone(),
-                        hash,
-                    });
+                    nodes_seen.push(SavedNode::of(agent, node, hash));
                 }
             },
             // Records of nodes no longer in the model (teardown clears them all).
@@ -310,7 +317,7 @@ impl StateStore {
         for agent in &deleted {
             self.saved_nodes.remove(agent.as_str());
         }
-        // `replace`, not `insert`: an equal key must take the new pointer and hash.
+        // `replace`, not `insert`: an equal key must take the new revision and hash.
         for seen in nodes_seen {
             self.saved_nodes.replace(seen);
         }
@@ -348,12 +355,9 @@ impl StateStore {
         self.saved_root = Some(content_hash(&self.buf));
         self.saved_gateway = state.gateway_certificate;
         let mut saved = BTreeSet::new();
-        for node in state.model.nodes.values_shared() {
+        for (agent, node) in state.model.nodes.iter() {
             encode_node(&mut self.buf, node);
-            saved.replace(SavedNode {
-                node: node.clone(),
-                hash: content_hash(&self.buf),
-            });
+            saved.replace(SavedNode::of(agent, node, content_hash(&self.buf)));
         }
         self.saved_nodes = saved;
     }
@@ -466,7 +470,7 @@ mod tests {
     }
 
     #[test]
-    fn a_save_writes_what_changed_found_by_pointer_then_by_content() {
+    fn a_save_writes_what_changed_found_by_revision_then_by_content() {
         let mut store = StateStore::new(Box::new(MemoryStore::new()));
         let mut st = state();
         assert_eq!(store.save(&st).unwrap(), 3, "root and two nodes");
@@ -495,6 +499,21 @@ mod tests {
             .unwrap()
             .matches(&"t".repeat(64).into()));
         assert_eq!(back.model.nodes["a2"], st.model.nodes["a2"]);
+    }
+
+    /// The store keeps no node: the model's write to a saved node is made in place, not to a
+    /// copy (a kept node made a health poll that writes every node hold the model twice).
+    #[test]
+    fn a_saved_node_is_written_in_place() {
+        let mut store = StateStore::new(Box::new(MemoryStore::new()));
+        let mut st = state();
+        store.save(&st).unwrap();
+        let at = |st: &Persisted| Arc::as_ptr(st.model.nodes.get_shared("a1").unwrap());
+        let before = at(&st);
+        st.model.nodes.get_mut("a1").unwrap().failures = 3;
+        assert_eq!(at(&st), before, "written in place");
+        assert_eq!(store.save(&st).unwrap(), 1, "and saved");
+        assert_eq!(store.save(&st).unwrap(), 0);
     }
 
     /// The save walks the saved records beside the model's nodes: nodes removed, added and
