@@ -72,7 +72,7 @@ fn attach_100() {
     for i in 0..NODES {
         let host = format!("bench-{i}");
         let job = Job::Attach(NodeWant {
-            agent_id: format!("agent-{i}"),
+            agent_id: format!("agent-{i}").into(),
             hostname: host.clone(),
             ip: ip(i),
             sds_name: host,
@@ -152,7 +152,7 @@ fn health_poll_1000() {
             pool: format!("{pd}-pool{pool}"),
         };
         let job = Job::Attach(NodeWant {
-            agent_id: format!("agent-{i}"),
+            agent_id: format!("agent-{i}").into(),
             hostname: host.clone(),
             ip: ip(i),
             sds_name: host,

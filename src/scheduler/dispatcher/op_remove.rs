@@ -605,7 +605,7 @@ mod tests {
         assert!(r
             .jobs()
             .iter()
-            .all(|j| !matches!(j, Job::Attach(w) if w.agent_id == "a1")));
+            .all(|j| !matches!(j, Job::Attach(w) if &*w.agent_id == "a1")));
         let events = r.events();
         assert!(
             events.contains(&("decommission".into(), "host-a1".into(), "done".into())),

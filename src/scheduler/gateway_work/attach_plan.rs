@@ -7,6 +7,7 @@
 
 use crate::gateway::types::{Device, Sds};
 use crate::scheduler::model::{Layout, Node};
+use std::sync::Arc;
 
 /// Longest object name the storage system accepts.
 pub const MAX_NAME: usize = 31;
@@ -22,7 +23,8 @@ pub struct DeviceWant {
 /// What a node should look like in the storage cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeWant {
-    pub agent_id: String,
+    /// The model's own key: the worker keys its work by it, not by a copy.
+    pub agent_id: Arc<str>,
     pub hostname: String,
     pub ip: String,
     pub sds_name: String,

@@ -20,6 +20,7 @@ use attach_plan::{DeviceWant, NodeWant};
 use crossbeam_channel::Sender;
 use report::{NodeReport, Report};
 use std::collections::HashMap;
+use std::sync::Arc;
 use worker::Job;
 
 #[derive(Debug, Default)]
@@ -30,10 +31,12 @@ pub struct StorageSide {
     storage_pool: String,
     /// Jobs decided in this batch, sent after the save.
     queued: Vec<Job>,
-    /// Agent -> the devices last handed to the worker (it retries those by itself).
-    sent: HashMap<String, Vec<DeviceWant>>,
-    /// Agent -> the gateway error we put in `last_error` (cleared when the node is ready).
-    errors: HashMap<String, String>,
+    /// Agent (the model's own key) -> the devices last handed to the worker (it retries
+    /// those by itself).
+    sent: HashMap<Arc<str>, Vec<DeviceWant>>,
+    /// Agent (the model's own key) -> the gateway error we put in `last_error` (cleared when
+    /// the node is ready).
+    errors: HashMap<Arc<str>, String>,
     /// Experimental mode: the cluster exists only once the primary MDM node has passed
     /// `cluster-init` (its executor ran the `scli` steps); no gateway work before that.
     experimental: bool,
@@ -225,7 +228,7 @@ impl StorageSide {
                 continue;
             }
             let want = NodeWant {
-                agent_id: node.agent_id.to_string(),
+                agent_id: node.agent_id.clone(),
                 hostname: node.hostname.clone(),
                 ip: ip.to_string(),
                 sds_name: attach_plan::sds_name(&node.hostname),
@@ -252,7 +255,7 @@ impl StorageSide {
                 .into(),
             );
             changed = true;
-            self.sent.insert(node.agent_id.to_string(), wanted);
+            self.sent.insert(node.agent_id.clone(), wanted);
             self.queued.push(Job::Attach(want));
         }
         changed
@@ -322,7 +325,7 @@ impl StorageSide {
         match r.error {
             Some(e) => {
                 node.last_error = Some(e.as_str().into());
-                self.errors.insert(node.agent_id.to_string(), e);
+                self.errors.insert(node.agent_id.clone(), e);
             }
             None => self.clear_error(node),
         }

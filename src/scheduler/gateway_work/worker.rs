@@ -86,13 +86,13 @@ struct Pending {
 pub struct Worker {
     gateway: Reconciler,
     settings: WorkerSettings,
-    pending: BTreeMap<String, Pending>,
+    pending: BTreeMap<Arc<str>, Pending>,
     /// Ready nodes whose SDC is checked again with every health poll (a host reboot
     /// disconnects it); one that lost its MDM connection goes back to `pending`.
-    watched: BTreeMap<String, Pending>,
+    watched: BTreeMap<Arc<str>, Pending>,
     /// The agent id each host's work is under: a host back under a new agent id (a reboot)
     /// replaces its old agent's work instead of being worked twice.
-    hosts: HashMap<String, String>,
+    hosts: HashMap<String, Arc<str>>,
     poll_due: u64,
     /// When the last health poll was taken.
     polled_ms: Option<u64>,
@@ -249,9 +249,9 @@ impl Worker {
             }
             Job::Remove(want) => {
                 if want.device.is_none() {
-                    self.pending.remove(&want.agent_id);
-                    self.watched.remove(&want.agent_id);
-                    self.hosts.retain(|_, agent| *agent != want.agent_id);
+                    self.pending.remove(want.agent_id.as_str());
+                    self.watched.remove(want.agent_id.as_str());
+                    self.hosts.retain(|_, agent| **agent != *want.agent_id);
                 }
                 let (base, cap) = (self.settings.retry_base, self.settings.retry_cap);
                 self.removals.take(want, self.clock.now_ms(), base, cap);
@@ -370,8 +370,8 @@ impl Worker {
 
     /// Attaches every node due at `now`: (added any device, the nodes awaiting their SDC),
     /// or `None` when the gateway turned out to be gone (the pass ends).
-    fn attach_due(&mut self, now: u64, reports: &mut Vec<Report>) -> Option<(bool, Vec<String>)> {
-        let due: Vec<String> = self
+    fn attach_due(&mut self, now: u64, reports: &mut Vec<Report>) -> Option<(bool, Vec<Arc<str>>)> {
+        let due: Vec<Arc<str>> = self
             .pending
             .iter()
             .filter(|(_, p)| p.due <= now)
@@ -401,7 +401,7 @@ impl Worker {
                 Err(e) => {
                     log::warn!("{}: storage attach: {e}", want.hostname);
                     reports.push(Report::Node(NodeReport {
-                        agent_id: want.agent_id.clone(),
+                        agent_id: want.agent_id.to_string(),
                         sds_id: None,
                         attached: Vec::new(),
                         sdc_connected: false,
@@ -428,7 +428,7 @@ impl Worker {
     }
 
     /// One `GET /api/types/Sdc/instances` for every node awaiting its SDC.
-    fn check_sdcs(&mut self, agents: &[String]) -> Vec<Report> {
+    fn check_sdcs(&mut self, agents: &[Arc<str>]) -> Vec<Report> {
         let connected: Result<BTreeSet<String>, GatewayError> = api::sdcs(self.gateway.client())
             .map(|sdcs| {
                 sdcs.into_iter()
@@ -457,7 +457,7 @@ impl Worker {
                 Err(e) => (false, Some(e.to_string())),
             };
             reports.push(Report::Node(NodeReport {
-                agent_id: agent.clone(),
+                agent_id: agent.to_string(),
                 sds_id: Some(sds_id),
                 attached,
                 sdc_connected,
@@ -488,7 +488,7 @@ impl Worker {
             .filter(|s| s.connected())
             .map(|s| s.sdc_ip.as_str())
             .collect();
-        let lost: Vec<String> = self
+        let lost: Vec<Arc<str>> = self
             .watched
             .iter()
             .filter(|(_, p)| !connected.contains(p.want.ip.as_str()))
@@ -506,7 +506,7 @@ impl Worker {
             );
             let (sds_id, attached) = p.attached.clone().unwrap_or_default();
             reports.push(Report::Node(NodeReport {
-                agent_id: agent.clone(),
+                agent_id: agent.to_string(),
                 sds_id: Some(sds_id),
                 attached,
                 sdc_connected: false,
@@ -618,8 +618,11 @@ mod tests {
             })
             .collect();
         assert_eq!(lost, ["a2", "a3"]);
-        assert_eq!(w.watched.keys().collect::<Vec<_>>(), ["a1"]);
-        assert_eq!(w.pending.keys().collect::<Vec<_>>(), ["a2", "a3"]);
+        assert_eq!(w.watched.keys().map(|k| &**k).collect::<Vec<_>>(), ["a1"]);
+        assert_eq!(
+            w.pending.keys().map(|k| &**k).collect::<Vec<_>>(),
+            ["a2", "a3"]
+        );
     }
 
     #[test]
@@ -641,7 +644,10 @@ mod tests {
         let p = w.pending.remove("a1").unwrap();
         w.watched.insert("a1".into(), p);
         w.take(Job::Attach(want("a1b", "h1")));
-        assert_eq!(w.pending.keys().collect::<Vec<_>>(), ["a1b", "a2"]);
+        assert_eq!(
+            w.pending.keys().map(|k| &**k).collect::<Vec<_>>(),
+            ["a1b", "a2"]
+        );
         assert!(w.watched.is_empty());
         // The same agent again is no move.
         w.take(Job::Attach(want("a1b", "h1")));
@@ -650,7 +656,7 @@ mod tests {
 
     fn want(i: usize) -> NodeWant {
         NodeWant {
-            agent_id: format!("a{i}"),
+            agent_id: format!("a{i}").into(),
             hostname: format!("h{i}"),
             ip: format!("10.0.0.{i}"),
             sds_name: format!("h{i}"),
