@@ -870,6 +870,13 @@ mod tests {
         (executor_id, secret)
     }
 
+    /// The task id of a launch on `a1`.
+    fn launched_task_on_a1(r: &mut Rig) -> String {
+        launched_on_a1(r);
+        let task = r.d.model().nodes["a1"].task.as_ref().unwrap();
+        task.task_id.to_string()
+    }
+
     fn launched_secrets(
         calls: &[Call],
     ) -> std::collections::HashMap<String, crate::secret::Secret> {
@@ -1127,9 +1134,7 @@ mod tests {
     #[test]
     fn a_view_handed_out_makes_no_later_write_copy_a_node() {
         let mut r = rig();
-        r.event(subscribed("fw-1"));
-        r.event(offers(&["a1"]));
-        let (task, _) = launched_task(&r.calls()).remove(0);
+        let task = launched_task_on_a1(&mut r);
         let view = |r: &mut Rig| {
             let (tx, rx) = crossbeam_channel::bounded(1);
             r.input(Input::View(tx));
@@ -1149,9 +1154,7 @@ mod tests {
     #[test]
     fn a_task_running_again_as_known_is_logged_at_debug_a_new_running_at_info() {
         let mut r = rig();
-        r.event(subscribed("fw-1"));
-        r.event(offers(&["a1"]));
-        let (task, _) = launched_task(&r.calls()).remove(0);
+        let task = launched_task_on_a1(&mut r);
         crate::logging::capture::start();
         let running_lines = |lines: Vec<(log::Level, String)>| -> Vec<log::Level> {
             let about = format!("task {task} running");
