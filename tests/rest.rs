@@ -72,9 +72,12 @@ fn temp_dir() -> PathBuf {
     d
 }
 
+/// Every read asks the fake dispatcher: these tests read back at once what they reported.
+/// Reads sharing a view are `reads_share_a_view_until_it_ages_and_a_write_is_seen_at_once`'s.
 fn options() -> ServerOptions {
     ServerOptions {
         bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        view_max_age: Duration::ZERO,
         ..ServerOptions::default()
     }
 }

@@ -11,8 +11,10 @@ use crossbeam_channel::Receiver;
 use fake::{request, Reply};
 use serde_json::Value;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
+use std::time::Duration;
 use storage_framework::rest::{self, RestConfig, RestHandle, ServerOptions};
 use storage_framework::scheduler::exchange::{Input, LoggedEvent, View};
 use storage_framework::scheduler::metrics::Metrics;
@@ -27,10 +29,16 @@ struct Server {
     addr: SocketAddr,
     /// What the stand-in dispatcher was asked, in order.
     commands: Arc<Mutex<Vec<Command>>>,
+    /// Views it gave.
+    views: Arc<AtomicUsize>,
 }
 
 /// Answers views (one event in them) and commands (refusing to restart `busy`).
-fn dispatcher(inputs: Receiver<Input>, commands: Arc<Mutex<Vec<Command>>>) {
+fn dispatcher(
+    inputs: Receiver<Input>,
+    commands: Arc<Mutex<Vec<Command>>>,
+    views: Arc<AtomicUsize>,
+) {
     let event = LoggedEvent {
         at_ms: 1,
         kind: "action",
@@ -42,6 +50,7 @@ fn dispatcher(inputs: Receiver<Input>, commands: Arc<Mutex<Vec<Command>>>) {
     for input in inputs {
         match input {
             Input::View(reply) => {
+                views.fetch_add(1, Ordering::SeqCst);
                 let _ = reply.send(Arc::new(View {
                     subscribed: true,
                     master: None,
@@ -68,10 +77,15 @@ fn dispatcher(inputs: Receiver<Input>, commands: Arc<Mutex<Vec<Command>>>) {
 }
 
 fn start(token: Option<&str>) -> Server {
+    start_with(token, ServerOptions::default().view_max_age)
+}
+
+fn start_with(token: Option<&str>, view_max_age: Duration) -> Server {
     let (tx, rx) = crossbeam_channel::unbounded();
     let commands = Arc::new(Mutex::new(Vec::new()));
-    let seen = commands.clone();
-    thread::spawn(move || dispatcher(rx, seen));
+    let views = Arc::new(AtomicUsize::new(0));
+    let (seen, given) = (commands.clone(), views.clone());
+    thread::spawn(move || dispatcher(rx, seen, given));
     let dir = std::env::temp_dir().join(format!("rest-operator-{}", std::process::id()));
     let rest = rest::start_with(
         RestConfig {
@@ -90,6 +104,7 @@ fn start(token: Option<&str>) -> Server {
         },
         ServerOptions {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            view_max_age,
             ..ServerOptions::default()
         },
     )
@@ -99,6 +114,7 @@ fn start(token: Option<&str>) -> Server {
         _rest: rest,
         addr,
         commands,
+        views,
     }
 }
 
@@ -189,4 +205,24 @@ fn events_are_served_to_anyone_newest_first() {
     let v: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(v["events"][0]["action"], "pause");
     assert_eq!(v["events"][0]["kind"], "action");
+}
+
+#[test]
+fn reads_share_a_view_and_an_operators_write_is_seen_by_the_next_read() {
+    // Long enough that no read here finds the view aged.
+    let s = start_with(Some(TOKEN), Duration::from_secs(600));
+    for path in ["/api/events", "/api/state", "/metrics", "/api/events"] {
+        let Reply { status, .. } = request(s.addr, "GET", path, &[], b"");
+        assert_eq!(status, 200, "{path}");
+    }
+    assert_eq!(s.views.load(Ordering::SeqCst), 1, "one view for every read");
+    let (status, body) = post(&s, "/api/plan/pause", Some(&format!("Bearer {TOKEN}")));
+    assert_eq!(status, 200, "{body}");
+    let Reply { status, .. } = request(s.addr, "GET", "/api/events", &[], b"");
+    assert_eq!(status, 200);
+    assert_eq!(
+        s.views.load(Ordering::SeqCst),
+        2,
+        "the read after the write asked the dispatcher"
+    );
 }

@@ -51,6 +51,7 @@ mod prom_health;
 mod prom_plan;
 mod state;
 mod state_render;
+mod view_cache;
 mod waits;
 
 use crate::clock::Clock;
@@ -104,6 +105,9 @@ pub struct ServerOptions {
     pub max_wait: Duration,
     /// Time for ages on the status page and in `/metrics`.
     pub clock: Arc<dyn Clock>,
+    /// How long reads share one view of the dispatcher's (`view_cache.rs`); zero: each read
+    /// asks for its own.
+    pub view_max_age: Duration,
 }
 
 impl Default for ServerOptions {
@@ -124,6 +128,9 @@ impl Default for ServerOptions {
             max_long_polls: 10_000,
             max_wait: api::MAX_PLAN_WAIT,
             clock: crate::clock::system(),
+            // Far below what a person or a scraper tells apart, far above the time between
+            // two executor reports on a large cluster.
+            view_max_age: Duration::from_millis(100),
         }
     }
 }
@@ -214,6 +221,8 @@ pub fn start_with(mut config: RestConfig, options: ServerOptions) -> Result<Rest
         waits: Waits::start(stop_rx.clone(), options.dispatcher_timeout)
             .map_err(|e| format!("cannot start the REST waiter thread: {e}"))?,
         state_json: state::StateCache::default(),
+        views: view_cache::ViewCache::start(options.view_max_age)
+            .map_err(|e| format!("cannot start the REST view sweeper thread: {e}"))?,
         stop: stop_rx,
     });
     let limits = http::Limits {
@@ -263,6 +272,7 @@ struct Router {
     stats: Arc<HttpStats>,
     waits: Arc<Waits>,
     state_json: state::StateCache,
+    views: Arc<view_cache::ViewCache>,
     /// Closed when the server stops: ends long waits at once.
     stop: Receiver<()>,
 }
@@ -382,13 +392,16 @@ impl Router {
         self.try_view().map_err(Wait::response)
     }
 
+    /// A view at most `view_max_age` old (`view_cache.rs`), else the dispatcher's.
     fn try_view(&self) -> Result<Arc<View>, Wait> {
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        self.config
-            .inputs
-            .send(Input::View(tx))
-            .map_err(|_| Wait::Gone)?;
-        self.wait(&rx, self.options.dispatcher_timeout)
+        self.views.get(|| {
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            self.config
+                .inputs
+                .send(Input::View(tx))
+                .map_err(|_| Wait::Gone)?;
+            self.wait(&rx, self.options.dispatcher_timeout)
+        })
     }
 
     fn page(&self, req: &Request) -> Response {

@@ -70,6 +70,8 @@ impl Router {
             Ok(()) => self.wait(&rx, self.options.dispatcher_timeout),
             Err(_) => Err(Wait::Gone),
         };
+        // The writer's next read shows its write (even one that timed out here may be done).
+        self.views.forget();
         match outcome {
             Ok(o) => json_value(
                 o.status,

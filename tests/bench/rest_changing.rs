@@ -1,8 +1,9 @@
 //! `cargo bench --bench rest_changing`: `GET /api/state` of the real scheduler (the musl
 //! release artifact, or `STORAGE_BENCH_BIN_DIR`) with its real dispatcher and file store,
 //! on the dev cluster's synthetic agents, while the emulated executors report node phases
-//! through the executor API (`REPORTS_PER_SEC` in all), so that the view changes several
-//! times a second.
+//! through the executor API and, once their node runs, host health (a check that flaps):
+//! `REPORTS_PER_SEC` in all, the floor for 1,000 nodes and the same total for 10,000,
+//! so that the view changes for as long as the bench measures.
 //!
 //! - `rest_state_cold_render_ms_1k`, `_10k`: median time to the last byte of a request that
 //!   found a view no request had rendered yet, for 1,000 and 10,000 nodes: the dispatcher's
@@ -11,9 +12,14 @@
 //!   1,000 nodes of the whole view; the bench checks that the full page came back). A
 //!   `_spread` line gives min-max and count.
 //! - `rest_state_views_per_sec_*`: distinct views the client saw a second (that the state
-//!   really changed).
-//! - `rest_state_p99_ms_changing_*`: p99 latency of 32 concurrent clients doing the same
-//!   (a connection per request) while the state changes.
+//!   really changed; reads share a view for up to 100 ms, `src/rest/view_cache.rs`).
+//! - `rest_state_p99_ms_changing_*`: p99 latency of 32 concurrent clients asking for the
+//!   same (a connection per request) while the state changes, accepting gzip as browsers
+//!   and `curl --compressed` do (as `rest_state_p99_ms`); `rest_state_views_changing_*`: the
+//!   distinct answers they were served (the bench fails if the state stood still);
+//!   `rest_state_identity_p99_ms_changing_*`: the same clients asking for plain JSON.
+//! - `rest_node_p99_ms_changing_*`: the same (gzip accepted) for `GET /api/nodes/<host>`,
+//!   the clients taking the nodes' hosts in turn.
 //!
 //! `BENCH_NODES=1000` (or `10000`) measures one size only.
 //!
@@ -29,7 +35,7 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const REPORTS_PER_SEC: f64 = 50.0;
+const REPORTS_PER_SEC: f64 = 500.0;
 /// `/api/state`'s largest page (src/rest/paging.rs).
 const PAGE_MAX: usize = 1_000;
 const MEASURE: Duration = Duration::from_secs(6);
@@ -41,12 +47,23 @@ fn artifact(name: &str) -> std::path::PathBuf {
     }
 }
 
+/// How a client asks: as browsers and `curl --compressed` do, or for the plain JSON.
+#[derive(Clone, Copy, PartialEq)]
+enum Encoding {
+    Gzip,
+    Identity,
+}
+
 /// One GET on a connection of its own (the server may close a keep-alive connection when
-/// others wait): the body (identity encoding).
-fn get(port: u16, path: &str) -> Vec<u8> {
+/// others wait): the body as sent (gzip only when asked for and given).
+fn get(port: u16, path: &str, encoding: Encoding) -> Vec<u8> {
     let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     let mut conn = BufReader::new(stream);
-    let req = format!("GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n");
+    let accept = match encoding {
+        Encoding::Gzip => "Accept-Encoding: gzip\r\n",
+        Encoding::Identity => "",
+    };
+    let req = format!("GET {path} HTTP/1.1\r\nHost: bench\r\n{accept}Connection: close\r\n\r\n");
     conn.get_mut().write_all(req.as_bytes()).expect("send");
     let mut line = String::new();
     conn.read_line(&mut line).expect("status line");
@@ -70,6 +87,16 @@ fn get(port: u16, path: &str) -> Vec<u8> {
     body
 }
 
+/// What tells one answer's content from another's without decoding it: a gzip body's
+/// trailer (CRC-32 and length of the JSON), else the view's `generated_ms`.
+fn content_key(body: &[u8]) -> Option<u64> {
+    if body.starts_with(&[0x1f, 0x8b]) {
+        let tail: [u8; 8] = body.get(body.len().checked_sub(8)?..)?.try_into().ok()?;
+        return Some(u64::from_le_bytes(tail));
+    }
+    generated_ms(body)
+}
+
 /// The view's `generated_ms`, found without parsing the whole body.
 fn generated_ms(body: &[u8]) -> Option<u64> {
     let key = b"\"generated_ms\":";
@@ -90,6 +117,7 @@ fn measure(nodes: usize, label: &str) {
         agents: 0,
         synthetic_agents: nodes,
         synthetic_phase_reports: Some(REPORTS_PER_SEC),
+        synthetic_health_reports: true,
         work_dir: dir.join("mesos"),
         ..Default::default()
     })
@@ -124,16 +152,24 @@ fn measure(nodes: usize, label: &str) {
     // 1,000-node page of the whole view (the cold render still builds the view of all).
     let page = nodes.min(PAGE_MAX);
     let path = format!("/api/state?limit={page}");
-    let first = get(port, &path);
+    let first = get(port, &path, Encoding::Identity);
     let state: serde_json::Value = serde_json::from_slice(&first).expect("state JSON");
-    let got = state["model"]["nodes"].as_object().map_or(0, |n| n.len());
+    let shown = state["model"]["nodes"].as_object();
+    let got = shown.map_or(0, |n| n.len());
     assert_eq!(got, page, "the render must hold a full page");
+    let node_paths: Vec<String> = shown
+        .into_iter()
+        .flat_map(|n| n.values())
+        .filter_map(|n| n["hostname"].as_str())
+        .map(|h| format!("/api/nodes/{h}"))
+        .collect();
+    assert_eq!(node_paths.len(), page, "every node shows its host");
     let mut last = generated_ms(&first);
     let mut cold = Vec::new();
     let start = Instant::now();
     while start.elapsed() < MEASURE {
         let t0 = Instant::now();
-        let body = get(port, &path);
+        let body = get(port, &path, Encoding::Identity);
         let took = t0.elapsed();
         let g = generated_ms(&body);
         if g != last {
@@ -142,11 +178,15 @@ fn measure(nodes: usize, label: &str) {
         }
     }
     let secs = start.elapsed().as_secs_f64();
-    let p99 = concurrent_p99_ms(port, &path);
+    let state = std::slice::from_ref(&path);
+    let (p99, views) = concurrent_p99_ms(port, state, Encoding::Gzip);
+    let (identity_p99, _) = concurrent_p99_ms(port, state, Encoding::Identity);
+    let (node_p99, _) = concurrent_p99_ms(port, &node_paths, Encoding::Gzip);
     drop(child);
     drop(m);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(!cold.is_empty(), "the state did not change while measured");
+    assert!(views > 1, "the state stood still under the 32 clients");
     cold.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!(
@@ -165,33 +205,61 @@ fn measure(nodes: usize, label: &str) {
         cold.len() as f64 / secs
     );
     println!("bench rest_state_p99_ms_changing_{label} {p99:.2} ms");
+    println!("bench rest_state_views_changing_{label} {views} views");
+    println!("bench rest_state_identity_p99_ms_changing_{label} {identity_p99:.2} ms");
+    println!("bench rest_node_p99_ms_changing_{label} {node_p99:.2} ms");
 }
 
-/// p99 latency of `CLIENTS` clients asking in a loop for `MEASURE` while the state changes.
-fn concurrent_p99_ms(port: u16, path: &str) -> f64 {
+/// p99 latency of `CLIENTS` clients asking in a loop for `MEASURE` while the state changes,
+/// each taking `paths` in turn (from a place of its own), and how many distinct answers
+/// (`content_key`) they were served.
+fn concurrent_p99_ms(port: u16, paths: &[String], encoding: Encoding) -> (f64, usize) {
     const CLIENTS: usize = 32;
     let end = Instant::now() + MEASURE;
     let threads: Vec<_> = (0..CLIENTS)
-        .map(|_| {
-            let path = path.to_string();
+        .map(|c| {
+            let paths = paths.to_vec();
             std::thread::spawn(move || {
                 let mut lat = Vec::new();
-                while Instant::now() < end {
+                let mut views = std::collections::BTreeSet::new();
+                for path in paths.iter().cycle().skip(c * paths.len() / CLIENTS) {
+                    if Instant::now() >= end {
+                        break;
+                    }
                     let t0 = Instant::now();
-                    get(port, &path);
+                    let body = get(port, path, encoding);
                     lat.push(t0.elapsed());
+                    views.extend(content_key(&body));
                 }
-                lat
+                (lat, views)
             })
         })
         .collect();
-    let mut all: Vec<Duration> = threads
-        .into_iter()
-        .flat_map(|t| t.join().expect("client"))
-        .collect();
+    let mut all: Vec<Duration> = Vec::new();
+    let mut views = std::collections::BTreeSet::new();
+    for t in threads {
+        let (lat, seen) = t.join().expect("client");
+        all.extend(lat);
+        views.extend(seen);
+    }
     all.sort();
-    let at = ((all.len() as f64 * 0.99).ceil() as usize).clamp(1, all.len()) - 1;
-    all[at].as_secs_f64() * 1000.0
+    let pct = |p: f64| {
+        let at = ((all.len() as f64 * p).ceil() as usize).clamp(1, all.len()) - 1;
+        all[at].as_secs_f64() * 1000.0
+    };
+    println!(
+        "  ({} {:?}: {} requests, p50 {:.2} ms, max {:.2} ms)",
+        paths.len(),
+        if encoding == Encoding::Gzip {
+            "gzip"
+        } else {
+            "identity"
+        },
+        all.len(),
+        pct(0.5),
+        pct(1.0)
+    );
+    (pct(0.99), views.len())
 }
 
 fn main() {

@@ -457,6 +457,13 @@ impl ExecutorApi {
         Ok(agent.to_string())
     }
 
+    /// The agent of `executor_id` while it runs its node's current launch and has been
+    /// indexed (at its launch or its first call).
+    pub fn agent_of(&self, state: &Persisted, executor_id: &str) -> Option<Arc<str>> {
+        let agent = self.index.get(&self.index_keys.hash_one(executor_id))?;
+        is_current(state, agent, executor_id).then(|| agent.clone())
+    }
+
     /// A launch's executor, indexed before its first call (an index filled by first calls
     /// scanned every node per new executor: 10,000 launches, 10^8 comparisons).
     pub fn launched(&mut self, executor_id: &str, agent: Arc<str>) {

@@ -48,6 +48,24 @@ impl Dispatcher {
         self.touch_view();
     }
 
+    /// What `executor` found on its host changed: its node's health and the cluster's (not
+    /// every node's: host reports come hundreds a second on a large cluster). The stale
+    /// deadline kept stays right: the node was just heard from, so its own moves later.
+    pub(super) fn reassess_host_reported(&mut self, executor: &str) {
+        let Some(agent) = self.executors.agent_of(&self.state, executor) else {
+            return;
+        };
+        let now = self.clock.now_ms();
+        let executors = &self.executors;
+        let heard = |agent: &str| executors.heard_from(agent);
+        let model = &mut self.state.model;
+        for change in assess::reassess_node_heard(model, &agent, &self.health, now, &heard) {
+            let (level, line) = change_line(&change);
+            log!(level, "{line}");
+        }
+        self.touch_view();
+    }
+
     /// When data next turns stale: the dispatcher wakes then and reassesses.
     ///
     /// Exact, it is a pass over every node, and it is asked twice per batch: 10,000 nodes

@@ -379,15 +379,16 @@ impl Dispatcher {
             }
             Input::Operator(req) => self.on_operator(req),
             Input::Executor(req) => {
-                let host_report = matches!(req.call, ExecutorCall::Health(_));
+                let host_report =
+                    matches!(req.call, ExecutorCall::Health(_)).then(|| req.executor_id.clone());
                 let disrupted = req.call.ends_a_disruptive_step();
                 if self
                     .executors
                     .handle(&mut self.state, req, self.clock.now_ms())
                 {
                     self.dirty = true;
-                    if host_report {
-                        self.reassess_health();
+                    if let Some(executor) = host_report {
+                        self.reassess_host_reported(&executor);
                     }
                     if disrupted {
                         // The budget counts the node as not back until a poll sees it.
@@ -1971,8 +1972,9 @@ mod tests {
     }
 
     /// A host report is assessed with the operator's `-health.*` settings, as a gateway poll
-    /// is: a pool at 85% with the warning at 90% stays healthy when a host report comes, and
-    /// the node's change names its reason.
+    /// is: a pool at 85% with the warning at 90% stays healthy when a host report comes (it
+    /// reassesses its node and the cluster, not the pools), and the node's change names its
+    /// reason.
     #[test]
     fn a_host_report_is_assessed_with_the_operators_settings() {
         use crate::contract::health::{HostCheck, HostProblem};
@@ -1993,6 +1995,8 @@ mod tests {
             used_pct: 85.0,
             ..Default::default()
         });
+        // As the last gateway poll left them.
+        r.d.reassess_health();
         let (tx, rx) = crossbeam_channel::unbounded();
         let sds = HostProblem::new(HostCheck::Service, "sds", "not running");
         r.input(Input::Executor(ExecutorRequest {
@@ -2018,6 +2022,12 @@ mod tests {
                 .any(|r| r == "service sds: not running"),
             "{health:?}"
         );
+        let cluster = &m.health.health.reasons;
+        assert!(
+            cluster.iter().all(|r| !r.contains("pd/sp")),
+            "the pool is not flagged: {cluster:?}"
+        );
+        assert_eq!(m.health.health.state, HealthState::Degraded, "{cluster:?}");
     }
 
     /// Devices the gateway worker attached after the gateway's last poll are not in that

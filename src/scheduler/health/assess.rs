@@ -15,6 +15,7 @@ use crate::scheduler::model::{
     NodeStorage, Phase, PoolCapacity, SdsStatus,
 };
 use std::collections::HashMap;
+use std::ops::DerefMut;
 
 /// Puts a poll's answers into the model: each node's `storage` (its SDS found by id, else by
 /// IP) and `sdc_connected`, the pools, the MDM cluster, `health.read_ms`. A node whose facts
@@ -80,19 +81,8 @@ pub fn reassess_heard(
     let mut changes = Vec::new();
     let mut tally = Tally::default();
     for mut node in model.nodes.values_mut() {
-        let health = node_health(&node, contact_ms(&node, heard(&node.agent_id)), &cx);
-        tally.count(&node.hostname, &health);
-        let (missing, errors) = device_trouble(&node);
-        if node.devices_missing != missing {
-            node.devices_missing = missing;
-        }
-        if node.device_errors != errors {
-            node.device_errors = errors;
-        }
-        if node.health != health {
-            let subject = format!("node {}", node.hostname);
-            changes.push(change(subject, &mut node.health, health));
-        }
+        changes.extend(assess_node(&mut node, heard, &cx));
+        tally.count(&node.hostname, &node.health);
     }
     for p in &mut model.pools {
         p.over_threshold = p.used_pct > settings.capacity_warn_pct;
@@ -108,6 +98,64 @@ pub fn reassess_heard(
         changes.push(change("cluster".into(), &mut model.health.health, cluster));
     }
     changes
+}
+
+/// [`reassess_heard`] after what one node's executor found on its host changed (reported at
+/// hundreds a second across a large cluster, each a pass over every node's rules was not
+/// affordable): that node's health, and the cluster's from every node's health as last
+/// assessed. Nothing else can move with a host report; what turns stale meanwhile is the
+/// stale deadline's full reassessment.
+pub fn reassess_node_heard(
+    model: &mut ClusterModel,
+    agent: &str,
+    settings: &HealthSettings,
+    now_ms: u64,
+    heard: &dyn Fn(&str) -> Option<u64>,
+) -> Vec<Change> {
+    let gateway_stale = gateway_stale(&model.health, settings, now_ms);
+    let contact_stale = format!("{CONTACT_STALE} in the last {}", age_text(settings.stale));
+    let cx = Context {
+        gateway_stale: gateway_stale.as_deref(),
+        stale_ms: millis(settings.stale),
+        contact_stale: &contact_stale,
+        now_ms,
+    };
+    let Some(mut node) = model.nodes.get_mut(agent) else {
+        return Vec::new();
+    };
+    let mut changes: Vec<Change> = assess_node(&mut node, heard, &cx).into_iter().collect();
+    let mut tally = Tally::default();
+    for node in model.nodes.values() {
+        tally.count(&node.hostname, &node.health);
+    }
+    let mdm = model.health.mdm.as_ref();
+    let cluster = cluster_health(mdm, &model.pools, &tally, cx.gateway_stale);
+    if model.health.health != cluster {
+        changes.push(change("cluster".into(), &mut model.health.health, cluster));
+    }
+    changes
+}
+
+/// One node's health and device facts at `cx.now_ms`, written only where they changed (a
+/// model node is copied at its first write while a view shares it); the change of its
+/// health, if any.
+fn assess_node<N: DerefMut<Target = Node>>(
+    node: &mut N,
+    heard: &dyn Fn(&str) -> Option<u64>,
+    cx: &Context,
+) -> Option<Change> {
+    let health = node_health(node, contact_ms(node, heard(&node.agent_id)), cx);
+    let (missing, errors) = device_trouble(node);
+    if node.devices_missing != missing {
+        node.devices_missing = missing;
+    }
+    if node.device_errors != errors {
+        node.device_errors = errors;
+    }
+    (node.health != health).then(|| {
+        let subject = format!("node {}", node.hostname);
+        change(subject, &mut node.health, health)
+    })
 }
 
 fn change(subject: String, health: &mut Health, to: Health) -> Change {
@@ -493,6 +541,48 @@ mod tests {
         assert_eq!(same(&after_poll, &model), [true, false, true]);
         let subjects: Vec<_> = changes.iter().map(|c| c.subject.as_str()).collect();
         assert_eq!(subjects, ["node h2", "cluster"]);
+    }
+
+    /// A host report reassesses its node and the cluster as a full pass would, and writes
+    /// no other node.
+    #[test]
+    fn a_host_report_reassesses_its_node_and_the_cluster_alone() {
+        use crate::contract::health::{HostCheck, HostProblem};
+        use crate::scheduler::model::HostHealth;
+        let (mut model, poll) = cluster();
+        apply_poll(&mut model, &poll, &settings());
+        reassess(&mut model, &settings(), T0 + 1);
+        let lia = HostProblem::new(HostCheck::Service, "lia", "not running (status 3)");
+        model.nodes.get_mut("a2").unwrap().host = Some(Box::new(HostHealth {
+            problems: vec![lia],
+            reported_ms: T0 + 2,
+        }));
+        let mut full = model.clone();
+        let before = shared(&model);
+        let changes = reassess_node_heard(&mut model, "a2", &settings(), T0 + 3, &|_| None);
+        assert_eq!(same(&before, &model), [true, false, true]);
+        let subjects: Vec<_> = changes.iter().map(|c| c.subject.as_str()).collect();
+        assert_eq!(subjects, ["node h2", "cluster"]);
+        assert_eq!(model.nodes["a2"].health.state, HealthState::Degraded);
+        let reasons = &model.health.health.reasons;
+        assert!(reasons.iter().any(|r| r.contains("h2")), "{reasons:?}");
+        reassess(&mut full, &settings(), T0 + 3);
+        assert_eq!(model.health.health, full.health.health);
+        assert_eq!(model.nodes["a2"].health, full.nodes["a2"].health);
+        // Cleared: healthy again, node and cluster; an unknown agent changes nothing.
+        model
+            .nodes
+            .get_mut("a2")
+            .unwrap()
+            .host
+            .as_mut()
+            .unwrap()
+            .problems
+            .clear();
+        let changes = reassess_node_heard(&mut model, "a2", &settings(), T0 + 4, &|_| None);
+        assert_eq!(changes.len(), 2);
+        assert_eq!(model.health.health.state, HealthState::Healthy);
+        assert!(reassess_node_heard(&mut model, "nope", &settings(), T0 + 5, &|_| None).is_empty());
     }
 
     #[test]

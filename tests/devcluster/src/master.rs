@@ -128,6 +128,11 @@ pub struct MasterConfig {
     /// When set, emulated storage executors report node phases to `running` through the
     /// scheduler's executor API, this many reports a second in all (`synthetic_phases.rs`).
     pub synthetic_phase_reports: Option<f64>,
+    /// With `synthetic_phase_reports` (without `synthetic_plan_waits`): once its node runs,
+    /// each emulated executor goes on reporting its host's health in its turn, a problem
+    /// found then cleared, so that the scheduler's state keeps changing at the reporter's
+    /// rate for as long as the cluster lives (the REST benches' changing state).
+    pub synthetic_health_reports: bool,
     /// With `synthetic_phase_reports`: each emulated executor calls the scheduler as the
     /// storage executor does, from its agent's address over a connection of its own: its
     /// phase reports, then its idle plan requests (`nudge=1`) once its node runs; it follows
@@ -188,6 +193,7 @@ impl Default for MasterConfig {
             synthetic_agents: 0,
             synthetic_fetchers: 0,
             synthetic_phase_reports: None,
+            synthetic_health_reports: false,
             synthetic_plan_waits: false,
             agent_resources: AgentResources::default(),
             attributes: BTreeMap::new(),

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
+use storage_framework::contract::health::HostReport;
 use storage_framework::mesos::scheduler::{self, call, event};
 use storage_framework::mesos::types::*;
 use storage_framework::mesos::Encoding;
@@ -550,9 +551,13 @@ fn read_request(stream: &mut impl Read) -> Option<(String, Option<String>, Strin
     Some((path, auth, String::from_utf8(body).ok()?))
 }
 
-#[test]
-fn emulated_executors_report_phases_to_running_with_their_secret() {
-    // Plays the scheduler's executor API over TLS: records each phase report it is sent.
+/// One emulated executor launched on a cluster whose executors report at 100/s (and, with
+/// `health`, report host health once their node runs), against a stand-in of the scheduler's
+/// executor API over TLS that records each report it is sent; `check` reads them.
+fn with_one_reporting_executor(
+    health: bool,
+    check: impl FnOnce(&crossbeam_channel::Receiver<(String, Option<String>, String)>),
+) {
     let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
     let pin = storage_framework::tls::Fingerprint::of(made.cert.der());
     let key = rustls::pki_types::PrivateKeyDer::Pkcs8(made.key_pair.serialize_der().into());
@@ -582,6 +587,7 @@ fn emulated_executors_report_phases_to_running_with_their_secret() {
     let c = cluster(0, |cfg| {
         cfg.synthetic_agents = 1;
         cfg.synthetic_phase_reports = Some(100.0);
+        cfg.synthetic_health_reports = health;
     });
     let s = Sched::subscribe(c.addr(), Encoding::Json, framework_info("phases", false));
     let o = s.offers().remove(0);
@@ -596,7 +602,13 @@ fn emulated_executors_report_phases_to_running_with_their_secret() {
     s.accept(&[&o], vec![task]);
     let st = s.update_for("t1", TaskState::Running);
     s.acknowledge(&st);
+    check(&reports);
+}
 
+/// The phases `reports` brings, up to `running`.
+fn phases_to_running(
+    reports: &crossbeam_channel::Receiver<(String, Option<String>, String)>,
+) -> Vec<String> {
     let mut phases = Vec::new();
     while phases.last().map(String::as_str) != Some("running") {
         let (path, auth, body) = reports.recv_timeout(WAIT).expect("a phase report");
@@ -605,15 +617,38 @@ fn emulated_executors_report_phases_to_running_with_their_secret() {
         let v: serde_json::Value = serde_json::from_str(&body).expect("JSON body");
         phases.push(v["phase"].as_str().expect("phase").to_string());
     }
-    assert_eq!(
-        phases,
-        [
-            "environment",
-            "packages",
-            "devices",
-            "volume-driver",
-            "storage-attach",
-            "running"
-        ]
-    );
+    phases
+}
+
+const WALK: [&str; 6] = [
+    "environment",
+    "packages",
+    "devices",
+    "volume-driver",
+    "storage-attach",
+    "running",
+];
+
+#[test]
+fn emulated_executors_report_phases_to_running_with_their_secret() {
+    with_one_reporting_executor(false, |reports| {
+        assert_eq!(phases_to_running(reports), WALK);
+    });
+}
+
+#[test]
+fn emulated_executors_asked_to_report_health_flap_a_host_check_once_running() {
+    with_one_reporting_executor(true, |reports| {
+        assert_eq!(phases_to_running(reports), WALK);
+        let problems: Vec<usize> = (0..4)
+            .map(|_| {
+                let (path, auth, body) = reports.recv_timeout(WAIT).expect("a health report");
+                assert_eq!(path, "/api/v1/executors/e1/health");
+                assert_eq!(auth.as_deref(), Some("Bearer s3cret"));
+                let r: HostReport = serde_json::from_str(&body).expect("a host report");
+                r.problems.len()
+            })
+            .collect();
+        assert_eq!(problems, [1, 0, 1, 0], "a problem found, then cleared");
+    });
 }

@@ -600,7 +600,10 @@ impl Cluster {
                 cluster.plans = Some(super::synthetic_plans::PlanWaiters::start(rate));
             }
             (Some(rate), false) => {
-                cluster.phases = Some(super::synthetic_phases::PhaseReporter::start(rate));
+                cluster.phases = Some(super::synthetic_phases::PhaseReporter::start(
+                    rate,
+                    cluster.cfg.synthetic_health_reports,
+                ));
             }
             (None, _) => {}
         }

@@ -4,6 +4,11 @@
 //! storage executor does while it installs its host, so that the scheduler's state keeps
 //! changing the way it does on a real cluster being installed.
 //!
+//! With `synthetic_health_reports`, an executor whose node runs goes on reporting its host's
+//! health (`POST .../health`) in its turn: a stopped LIA found, then cleared, and so on, as a
+//! flapping host check would. Each report changes the node, so the state keeps changing at
+//! the chosen rate after the walks end.
+//!
 //! One thread paces every report, round robin over the executors still walking, at a fixed
 //! total rate: the load (and how often the scheduler's view changes) stays what the caller
 //! chose whatever the number of agents. `SENDERS` threads send them, as many executors
@@ -16,6 +21,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use storage_framework::contract::api::{self, Action, PhaseReport};
+use storage_framework::contract::health::{HostCheck, HostProblem, HostReport};
 use storage_framework::contract::Phase;
 use storage_framework::tls::{self, Fingerprint, PinnedVerifier};
 
@@ -35,13 +41,13 @@ pub(super) struct PhaseReporter {
 }
 
 impl PhaseReporter {
-    /// `per_sec` reports a second in all.
-    pub fn start(per_sec: f64) -> PhaseReporter {
+    /// `per_sec` reports a second in all; `health`: host health reports after the walk.
+    pub fn start(per_sec: f64, health: bool) -> PhaseReporter {
         let (targets, rx) = crossbeam_channel::unbounded();
         let every = Duration::from_secs_f64(1.0 / per_sec.max(0.001));
         let spawned = std::thread::Builder::new()
             .name("synthetic-phases".into())
-            .spawn(move || walk(&rx, every));
+            .spawn(move || walk(&rx, every, health));
         if let Err(e) = spawned {
             log::warn!("synthetic phase reporter: {e}");
         }
@@ -69,7 +75,7 @@ fn pinned(pin: &str) -> Option<ureq::Agent> {
 /// Reports in flight at most.
 const SENDERS: usize = 32;
 
-fn walk(new: &Receiver<PhaseReportTarget>, every: Duration) {
+fn walk(new: &Receiver<PhaseReportTarget>, every: Duration, health: bool) {
     let (jobs, jobs_rx) = crossbeam_channel::bounded::<(PhaseReportTarget, usize)>(0);
     let (done_tx, done) = crossbeam_channel::unbounded::<(PhaseReportTarget, usize)>();
     for i in 0..SENDERS {
@@ -86,7 +92,7 @@ fn walk(new: &Receiver<PhaseReportTarget>, every: Duration) {
     let mut next = Instant::now();
     loop {
         for d in done.try_iter() {
-            requeue(d, &mut walking);
+            requeue(d, health, &mut walking);
         }
         let Some(job) = walking.pop_front() else {
             select! {
@@ -95,7 +101,7 @@ fn walk(new: &Receiver<PhaseReportTarget>, every: Duration) {
                     Err(_) => return,
                 },
                 recv(done) -> d => if let Ok(d) = d {
-                    requeue(d, &mut walking);
+                    requeue(d, health, &mut walking);
                 },
             }
             continue;
@@ -116,17 +122,35 @@ fn walk(new: &Receiver<PhaseReportTarget>, every: Duration) {
     }
 }
 
-/// An answered report: the executor's next phase takes its turn, unless its node runs.
+/// An answered report: the executor's next report takes its turn: its next phase, or once
+/// its node runs, its next health report (with `health`), else none.
 fn requeue(
     (target, step): (PhaseReportTarget, usize),
+    health: bool,
     walking: &mut VecDeque<(PhaseReportTarget, usize)>,
 ) {
-    if step < WALK.len() {
+    if step < WALK.len() || health {
         walking.push_back((target, step));
     }
 }
 
-/// Reports that the executor entered phase `WALK[step]`: the answer's status. The answer is
+/// The host report an executor sends at `step` past its walk: a problem on even steps, none
+/// on odd ones, so that every report changes what the scheduler shows.
+fn host_report(step: usize) -> HostReport {
+    let problems = if (step - WALK.len()) % 2 == 0 {
+        vec![HostProblem::new(
+            HostCheck::Service,
+            "lia",
+            "not running (status 3)",
+        )]
+    } else {
+        Vec::new()
+    };
+    HostReport { problems }
+}
+
+/// Reports that the executor entered phase `WALK[step]` (past the walk: its host's health,
+/// `host_report`): the answer's status. The answer is
 /// read whole, so that the connection serves the executor's next call.
 pub(super) fn report_phase(
     http: &ureq::Agent,
@@ -135,12 +159,19 @@ pub(super) fn report_phase(
     secret: &str,
     step: usize,
 ) -> Result<u16, ureq::Error> {
+    let (action, body) = match WALK.get(step) {
+        Some(&phase) => (
+            Action::Phase,
+            serde_json::to_string(&PhaseReport::entered(phase)),
+        ),
+        None => (Action::Health, serde_json::to_string(&host_report(step))),
+    };
     let url = format!(
         "{}{}",
         scheduler_url.trim_end_matches('/'),
-        api::path(executor_id, Action::Phase)
+        api::path(executor_id, action)
     );
-    let body = serde_json::to_string(&PhaseReport::entered(WALK[step])).unwrap_or_default();
+    let body = body.unwrap_or_default();
     let mut answer = http
         .post(&url)
         .header("Authorization", &format!("Bearer {secret}"))
