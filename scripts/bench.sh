@@ -72,16 +72,17 @@ part wire 1 cargo bench --quiet "${musl[@]}" --bench wire
 # rest_state_p99_ms, rest_state_rps: GET /api/state with 1,000 nodes, 32 concurrent clients
 # (in-process server, fake dispatcher, a view that never changes: the cache-hit path; see
 # tests/bench/rest.rs; the changing state is rest_changing's, below).
-part rest 1 cargo bench --quiet "${musl[@]}" --bench rest
+part rest 3 cargo bench --quiet "${musl[@]}" --bench rest
 
 # The benches' shared test helpers look for the executor and the host stand-ins beside the
 # (bench) scheduler.
 cargo build --quiet --release -p storage-executor -p storage-devcluster
 
 # rest_state_cold_render_ms_1k, _10k, rest_state_p99_ms_changing_1k, _10k: the musl
-# scheduler's /api/state (every node) while 1,000 / 10,000 synthetic nodes report phases
-# (tests/bench/rest_changing.rs).
-part rest_changing 1 cargo bench --quiet --bench rest_changing
+# scheduler's /api/state (every node, 32 clients accepting gzip; _identity_: plain JSON) and
+# rest_node_p99_ms_changing_*: /api/nodes/<host>, while 1,000 / 10,000 synthetic nodes report
+# phases and then flapping host health, 500 reports/s in all (tests/bench/rest_changing.rs).
+part rest_changing 3 cargo bench --quiet --bench rest_changing
 
 # scheduler_*: the musl scheduler process on the dev cluster, at -loglevel=info and (suffix
 # _debug) at the shipped -loglevel=debug: cover 5 agents, idle CPU, 10,000 agents RUNNING,

@@ -24,7 +24,10 @@ pub mod version;
 /// own unit tests: they link the library again (through the dev cluster), allocator and all.
 #[cfg(all(feature = "scheduler", not(test)))]
 #[global_allocator]
-static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+static ALLOCATOR: heap::Heap = heap::Heap;
+
+#[cfg(all(feature = "scheduler", not(test)))]
+mod heap;
 
 #[cfg(feature = "scheduler")]
 pub mod cli;
