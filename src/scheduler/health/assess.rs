@@ -70,34 +70,24 @@ pub fn reassess_heard(
     now_ms: u64,
     heard: &dyn Fn(&str) -> Option<u64>,
 ) -> Vec<Change> {
-    let gateway_stale = gateway_stale(&model.health, settings, now_ms);
-    let contact_stale = format!("{CONTACT_STALE} in the last {}", age_text(settings.stale));
-    let cx = Context {
-        gateway_stale: gateway_stale.as_deref(),
-        stale_ms: millis(settings.stale),
-        contact_stale: &contact_stale,
-        now_ms,
-    };
-    let mut changes = Vec::new();
-    let mut tally = Tally::default();
-    for mut node in model.nodes.values_mut() {
-        changes.extend(assess_node(&mut node, heard, &cx));
-        tally.count(&node.hostname, &node.health);
-    }
-    for p in &mut model.pools {
-        p.over_threshold = p.used_pct > settings.capacity_warn_pct;
-        let health = pool_health(p, settings.capacity_warn_pct, cx.gateway_stale);
-        if p.health != health {
-            let subject = format!("pool {}/{}", p.protection_domain, p.pool);
-            changes.push(change(subject, &mut p.health, health));
+    in_context(model, settings, now_ms, |model, cx| {
+        let mut changes = Vec::new();
+        let mut tally = Tally::default();
+        for mut node in model.nodes.values_mut() {
+            changes.extend(assess_node(&mut node, heard, cx));
+            tally.count(&node.hostname, &node.health);
         }
-    }
-    let mdm = model.health.mdm.as_ref();
-    let cluster = cluster_health(mdm, &model.pools, &tally, cx.gateway_stale);
-    if model.health.health != cluster {
-        changes.push(change("cluster".into(), &mut model.health.health, cluster));
-    }
-    changes
+        for p in &mut model.pools {
+            p.over_threshold = p.used_pct > settings.capacity_warn_pct;
+            let health = pool_health(p, settings.capacity_warn_pct, cx.gateway_stale);
+            if p.health != health {
+                let subject = format!("pool {}/{}", p.protection_domain, p.pool);
+                changes.push(change(subject, &mut p.health, health));
+            }
+        }
+        changes.extend(cluster_change(model, &tally, cx));
+        changes
+    })
 }
 
 /// [`reassess_heard`] after what one node's executor found on its host changed (reported at
@@ -112,28 +102,46 @@ pub fn reassess_node_heard(
     now_ms: u64,
     heard: &dyn Fn(&str) -> Option<u64>,
 ) -> Vec<Change> {
+    in_context(model, settings, now_ms, |model, cx| {
+        let Some(mut node) = model.nodes.get_mut(agent) else {
+            return Vec::new();
+        };
+        let mut changes: Vec<Change> = assess_node(&mut node, heard, cx).into_iter().collect();
+        let mut tally = Tally::default();
+        for node in model.nodes.values() {
+            tally.count(&node.hostname, &node.health);
+        }
+        changes.extend(cluster_change(model, &tally, cx));
+        changes
+    })
+}
+
+/// `f` on `model` with what every node's assessment at `now_ms` shares.
+fn in_context<T>(
+    model: &mut ClusterModel,
+    settings: &HealthSettings,
+    now_ms: u64,
+    f: impl FnOnce(&mut ClusterModel, &Context) -> T,
+) -> T {
     let gateway_stale = gateway_stale(&model.health, settings, now_ms);
     let contact_stale = format!("{CONTACT_STALE} in the last {}", age_text(settings.stale));
-    let cx = Context {
-        gateway_stale: gateway_stale.as_deref(),
-        stale_ms: millis(settings.stale),
-        contact_stale: &contact_stale,
-        now_ms,
-    };
-    let Some(mut node) = model.nodes.get_mut(agent) else {
-        return Vec::new();
-    };
-    let mut changes: Vec<Change> = assess_node(&mut node, heard, &cx).into_iter().collect();
-    let mut tally = Tally::default();
-    for node in model.nodes.values() {
-        tally.count(&node.hostname, &node.health);
-    }
+    f(
+        model,
+        &Context {
+            gateway_stale: gateway_stale.as_deref(),
+            stale_ms: millis(settings.stale),
+            contact_stale: &contact_stale,
+            now_ms,
+        },
+    )
+}
+
+/// The cluster's health from the MDM, the pools and `nodes`, written when it changed.
+fn cluster_change(model: &mut ClusterModel, nodes: &Tally, cx: &Context) -> Option<Change> {
     let mdm = model.health.mdm.as_ref();
-    let cluster = cluster_health(mdm, &model.pools, &tally, cx.gateway_stale);
-    if model.health.health != cluster {
-        changes.push(change("cluster".into(), &mut model.health.health, cluster));
-    }
-    changes
+    let cluster = cluster_health(mdm, &model.pools, nodes, cx.gateway_stale);
+    (model.health.health != cluster)
+        .then(|| change("cluster".into(), &mut model.health.health, cluster))
 }
 
 /// One node's health and device facts at `cx.now_ms`, written only where they changed (a
