@@ -59,6 +59,8 @@ fn start(state: Persisted) -> Server {
         },
         ServerOptions {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            // Every read asks the fake dispatcher: tests read back at once what they changed.
+            view_max_age: std::time::Duration::ZERO,
             ..ServerOptions::default()
         },
     )

@@ -97,6 +97,8 @@ fn start_with(opts: ServerOptions, identity: Identity) -> Server {
 fn options() -> ServerOptions {
     ServerOptions {
         bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        // Every read asks the fake dispatcher: tests read back at once what they changed.
+        view_max_age: std::time::Duration::ZERO,
         ..ServerOptions::default()
     }
 }

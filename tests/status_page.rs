@@ -183,6 +183,8 @@ fn status_page_renders_every_node_in_chromium() {
         },
         ServerOptions {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            // Every read asks the fake dispatcher: tests read back at once what they changed.
+            view_max_age: std::time::Duration::ZERO,
             ..ServerOptions::default()
         },
     )
@@ -312,6 +314,8 @@ fn status_page_pages_filters_and_orders_naturally_in_chromium() {
         },
         ServerOptions {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            // Every read asks the fake dispatcher: tests read back at once what they changed.
+            view_max_age: std::time::Duration::ZERO,
             ..ServerOptions::default()
         },
     )

@@ -447,6 +447,8 @@ pub fn serve(inputs: Sender<Input>) -> storage_framework::rest::RestHandle {
         },
         ServerOptions {
             bind: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            // Every read asks the fake dispatcher: tests read back at once what they changed.
+            view_max_age: std::time::Duration::ZERO,
             ..ServerOptions::default()
         },
     )
