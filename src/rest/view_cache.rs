@@ -18,29 +18,32 @@
 
 use crate::scheduler::exchange::View;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub(super) struct ViewCache {
     max_age: Duration,
     /// A view no read asked for this long is let go.
     idle: Duration,
-    kept: Mutex<Option<Kept>>,
-    /// A read is asking the dispatcher for a newer view.
-    refreshing: AtomicBool,
-    /// Bumped by `forget`: a refresh asked for before a write does not keep its view.
-    epoch: AtomicU64,
-    /// When a read was last served the kept view, in nanoseconds since `base`.
-    last_read: AtomicU64,
-    base: Instant,
+    state: Mutex<State>,
     /// A view was kept: the sweeper's cue.
     kept_one: Option<Sender<()>>,
+}
+
+#[derive(Default)]
+struct State {
+    kept: Option<Kept>,
+    /// A read is asking the dispatcher for a newer view.
+    refreshing: bool,
+    /// Bumped by `forget`: a refresh asked for before a write does not keep its view.
+    epoch: u64,
 }
 
 struct Kept {
     /// When the view was asked for (it is at least this fresh).
     asked: Instant,
+    /// When a read was last served it.
+    read: Instant,
     view: Arc<View>,
 }
 
@@ -66,18 +69,13 @@ impl ViewCache {
         ViewCache {
             max_age,
             idle,
-            kept: Mutex::new(None),
-            refreshing: AtomicBool::new(false),
-            epoch: AtomicU64::new(0),
-            last_read: AtomicU64::new(0),
-            base: Instant::now(),
+            state: Mutex::new(State::default()),
             kept_one,
         }
     }
 
-    fn note_read(&self, now: Instant) {
-        let at = now.saturating_duration_since(self.base).as_nanos() as u64;
-        self.last_read.store(at, Ordering::Relaxed);
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The kept view while it is fresh, or while another read refreshes it; else a view
@@ -89,50 +87,49 @@ impl ViewCache {
         if self.max_age.is_zero() {
             return ask();
         }
-        let now = Instant::now();
-        let refresh = {
-            let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-            match kept.as_ref() {
-                Some(k) if now.duration_since(k.asked) < self.max_age => {
-                    self.note_read(now);
-                    return Ok(k.view.clone());
-                }
-                Some(k) if self.refreshing.swap(true, Ordering::AcqRel) => {
-                    self.note_read(now);
+        let (refresh, epoch) = {
+            let mut state = self.state();
+            let now = Instant::now();
+            let fresh = |k: &Kept| now.duration_since(k.asked) < self.max_age;
+            let State {
+                kept, refreshing, ..
+            } = &mut *state;
+            let refresh = match kept {
+                // Fresh, or another read refreshes it: served as it is.
+                Some(k) if fresh(k) || *refreshing => {
+                    k.read = now;
                     return Ok(k.view.clone());
                 }
                 // This read refreshes it.
                 Some(_) => true,
                 // None kept: every read asks, none waits for another.
-                None => !self.refreshing.swap(true, Ordering::AcqRel),
-            }
+                None => !*refreshing,
+            };
+            *refreshing |= refresh;
+            (refresh, state.epoch)
         };
-        let epoch = self.epoch.load(Ordering::Acquire);
         let asked = Instant::now();
         let got = ask();
-        if let Ok(view) = &got {
-            self.keep(epoch, asked, view);
-        }
+        let mut state = self.state();
         if refresh {
-            self.refreshing.store(false, Ordering::Release);
+            state.refreshing = false;
+        }
+        if let Ok(view) = &got {
+            self.keep(&mut state, epoch, asked, view);
         }
         got
     }
 
-    fn keep(&self, epoch: u64, asked: Instant, view: &Arc<View>) {
-        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        if self.epoch.load(Ordering::Acquire) != epoch {
+    fn keep(&self, state: &mut State, epoch: u64, asked: Instant, view: &Arc<View>) {
+        // Asked for before a write, or answered out of order (the one asked for last stays).
+        if state.epoch != epoch || state.kept.as_ref().is_some_and(|k| k.asked > asked) {
             return;
         }
-        // Views answered out of order: the one asked for last stays.
-        if kept.as_ref().is_some_and(|k| k.asked > asked) {
-            return;
-        }
-        *kept = Some(Kept {
+        state.kept = Some(Kept {
             asked,
+            read: Instant::now(),
             view: view.clone(),
         });
-        self.note_read(Instant::now());
         if let Some(s) = &self.kept_one {
             let _ = s.send(());
         }
@@ -140,21 +137,20 @@ impl ViewCache {
 
     /// Drops the kept view: the next read asks the dispatcher (after an operator's write).
     pub(super) fn forget(&self) {
-        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        self.epoch.fetch_add(1, Ordering::AcqRel);
-        *kept = None;
+        let mut state = self.state();
+        state.epoch += 1;
+        state.kept = None;
     }
 
     /// Drops the kept view if at `now` it is `max_age` old or was not read for `idle`; else
     /// when to look again.
     fn expire(&self, now: Instant) -> Option<Instant> {
-        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        let k = kept.as_ref()?;
-        let read = self.base + Duration::from_nanos(self.last_read.load(Ordering::Relaxed));
+        let mut state = self.state();
+        let k = state.kept.as_ref()?;
         let old = k.asked + self.max_age;
-        let unread = read + self.idle;
+        let unread = k.read + self.idle;
         if now >= old || now >= unread {
-            *kept = None;
+            state.kept = None;
             return None;
         }
         Some(old.min(unread))
@@ -212,9 +208,14 @@ mod tests {
 
     /// Makes the kept view `AGE` old, as if asked for that long ago.
     fn age(cache: &ViewCache) {
-        let mut kept = cache.kept.lock().unwrap();
-        let k = kept.as_mut().expect("a kept view");
+        let mut state = cache.state();
+        let k = state.kept.as_mut().expect("a kept view");
         k.asked = Instant::now().checked_sub(AGE).expect("a clock past AGE");
+    }
+
+    /// As if a read was served the kept view at `at`.
+    fn read_at(cache: &ViewCache, at: Instant) {
+        cache.state().kept.as_mut().expect("a kept view").read = at;
     }
 
     #[test]
@@ -285,15 +286,15 @@ mod tests {
         let next = cache.expire(t).expect("kept: read just now");
         assert!(next <= t + secs(1.0), "looked at again once idle");
         // Reads keep it past one idle time...
-        cache.note_read(t + secs(2.0));
+        read_at(&cache, t + secs(2.0));
         assert_eq!(cache.expire(t + secs(2.5)), Some(t + secs(3.0)));
         // ...and none for that long lets it go.
         assert_eq!(cache.expire(t + secs(3.0)), None);
         assert_eq!(read(&cache, &asked, 2), 2, "asked again");
         // However often it is read, it goes once old.
-        cache.note_read(t + AGE + secs(0.5));
+        read_at(&cache, t + AGE + secs(0.5));
         assert_eq!(cache.expire(t + AGE + secs(1.0)), None);
-        assert!(cache.kept.lock().unwrap().is_none());
+        assert!(cache.state().kept.is_none());
     }
 
     #[test]
@@ -308,6 +309,6 @@ mod tests {
             assert!(Instant::now() < deadline, "the sweeper kept the view");
             std::thread::yield_now();
         }
-        assert!(cache.kept.lock().unwrap().is_none());
+        assert!(cache.state().kept.is_none());
     }
 }
