@@ -29,6 +29,10 @@ static ALLOCATOR: heap::Heap = heap::Heap;
 #[cfg(all(feature = "scheduler", not(test)))]
 mod heap;
 
+/// musl's `memcmp` compares a byte at a time; the scheduler's takes words (see the module).
+#[cfg(all(feature = "scheduler", any(test, target_env = "musl")))]
+mod memcmp;
+
 #[cfg(feature = "scheduler")]
 pub mod cli;
 #[cfg(feature = "scheduler")]
