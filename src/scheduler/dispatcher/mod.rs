@@ -556,7 +556,7 @@ impl Dispatcher {
         }
         self.dirty = true;
         self.subscribed = true;
-        self.offer_mode.subscribed();
+        self.offer_mode.subscribed(self.clock.now_ms());
         self.touch_view();
 
         self.reconcile_all();
@@ -1557,6 +1557,7 @@ mod tests {
     fn lost_offer_mode_calls_are_sent_again() {
         let mut r = rig();
         r.auto_outcomes = false;
+        r.input(known(&["a1"]));
         r.event(subscribed("fw-1"));
         let calls = r.calls();
         let revive = calls
@@ -1597,6 +1598,39 @@ mod tests {
         // A new subscription: the wanted mode again.
         r.event(subscribed("fw-1"));
         assert!(has(&r.calls(), call::Type::Suppress));
+    }
+
+    /// The subscription leaves offers suppressed: they are revived for an agent without a
+    /// node once the agent watcher lists one, or, when no list comes, after the wait.
+    #[test]
+    fn a_subscription_revives_offers_for_listed_agents_or_after_waiting_for_a_list() {
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        let calls = r.calls();
+        assert!(
+            !has(&calls, call::Type::Revive),
+            "revived for unseen agents"
+        );
+        assert!(has(&calls, call::Type::Suppress), "the wanted mode is sent");
+        r.input(known(&["a1"]));
+        assert!(
+            has(&r.calls(), call::Type::Revive),
+            "a listed agent needs offers"
+        );
+
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        r.calls();
+        r.advance(29_999);
+        assert!(
+            !has(&r.calls(), call::Type::Revive),
+            "revived before the wait"
+        );
+        r.advance(1);
+        assert!(
+            has(&r.calls(), call::Type::Revive),
+            "no agent list: offers revived after the wait"
+        );
     }
 
     /// An ACCEPT the master did not take leaves the task in STAGING: the master is

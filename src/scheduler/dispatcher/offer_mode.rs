@@ -21,6 +21,11 @@ const MODE_RETRY_MS: u64 = 1_000;
 /// waiting for it); a host away longer than this is left to that poll, so that a host that
 /// never comes back does not keep the framework revived.
 const AWAIT_HOST_MS: u64 = 10 * 60 * 1000;
+/// How long after SUBSCRIBED the agents without a node wait for the agent watcher's first
+/// list before offers are revived for them unseen: the subscription leaves offers suppressed
+/// (`subscription.rs`), the watcher lists the agents at once, and one that cannot list them
+/// must not keep a new agent from its executor for longer than its own poll would.
+const AGENT_LIST_WAIT_MS: u64 = 30_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Mode {
@@ -42,6 +47,8 @@ pub(super) struct OfferMode {
     revive_owed: bool,
     last_revive_ms: Option<u64>,
     retry_at_ms: Option<u64>,
+    /// The last SUBSCRIBED.
+    subscribed_ms: Option<u64>,
 }
 
 impl OfferMode {
@@ -51,12 +58,18 @@ impl OfferMode {
 
     /// A new subscription: what the master believes is unknown, so the wanted mode is sent
     /// again; agents needing a launch now are covered by that.
-    pub(super) fn subscribed(&mut self) {
+    pub(super) fn subscribed(&mut self, now: u64) {
         *self = OfferMode {
             last_revive_ms: self.last_revive_ms,
             uncovered: std::mem::take(&mut self.uncovered),
+            subscribed_ms: Some(now),
             ..OfferMode::default()
         };
+    }
+
+    /// When agents no list has shown yet count as needing offers.
+    fn agent_list_due(&self) -> Option<u64> {
+        self.subscribed_ms.map(|t| t + AGENT_LIST_WAIT_MS)
     }
 
     /// `agent`'s node lost its launch; it may be relaunched from `due_ms`.
@@ -86,15 +99,18 @@ impl OfferMode {
 impl Dispatcher {
     /// Whether some agent the master lists needs a launch now (no node, or not covered and
     /// not in backoff), or a host down for its reboot is due back under a new agent id.
-    /// Until the agent watcher has reported, that cannot be known: yes.
+    /// Until the agent watcher has reported, agents without a node are unknown: only the
+    /// nodes count, and after `AGENT_LIST_WAIT_MS` without a list, yes.
     pub(super) fn needs_offers(&self, now: u64) -> bool {
-        let Some(unmanaged) = &self.unmanaged_agents else {
-            return true;
-        };
         let model = &self.state.model;
         // A node's agent is listed unless it is marked gone (`retire_gone_nodes`).
         // While paused no agent without a node is launched on.
-        let new_agent = !model.paused && unmanaged.iter().any(|id| !model.nodes.contains_key(id));
+        let new_agent = match &self.unmanaged_agents {
+            Some(unmanaged) => {
+                !model.paused && unmanaged.iter().any(|id| !model.nodes.contains_key(id))
+            }
+            None => self.offer_mode.agent_list_due().is_none_or(|t| now >= t),
+        };
         // A rebooting host's old agent is gone (unlisted) until its new one takes the node.
         let host_since = now.saturating_sub(AWAIT_HOST_MS);
         new_agent
@@ -116,8 +132,15 @@ impl Dispatcher {
             .filter_map(|n| n.retry_after_ms)
             .filter(|t| *t > now)
             .min();
+        let agent_list = self
+            .unmanaged_agents
+            .is_none()
+            .then(|| self.offer_mode.agent_list_due())
+            .flatten()
+            .filter(|t| *t > now);
         [
             relaunch,
+            agent_list,
             self.offer_mode.deadline(),
             self.reconcile_deadline(),
             self.reannounce_deadline(),
