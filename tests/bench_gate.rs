@@ -17,6 +17,11 @@ fn tree(name: &str) -> PathBuf {
     let root = Path::new(ROOT);
     std::fs::copy(root.join("scripts/bench.sh"), d.join("scripts/bench.sh")).unwrap();
     write(&d.join("scripts/build-release.sh"), "#!/bin/sh\n");
+    // The upb stand-in: Google's upb at a million events a second.
+    write(
+        &d.join("tests/bench/upb.sh"),
+        "#!/bin/sh\necho 'bench wire_decode_upb 1000000 events/s'\n",
+    );
     write(&d.join("Cargo.toml"), "name = \"store\"\n");
     std::fs::write(
         d.join("dist/last-build/storage-scheduler"),
@@ -88,6 +93,21 @@ fn figures_within_their_targets_pass_and_repeated_parts_give_the_median() {
     );
     assert!(
         out.contains("bench_check release_size_scheduler_bytes 4000000 ok"),
+        "{out}"
+    );
+
+    // A figure with a goal and no target (`-`) is shown beside its goal and holds nothing:
+    // the decode over upb's, 1.2 against a goal of 5.
+    let targets = format!("{TARGETS}wire_decode_protobuf_upb_x - 5 x min\n");
+    let (code, out) = run(
+        &d,
+        &targets,
+        "wire) echo 'bench wire_decode_protobuf 1200000 events/s';;\n\
+         node) echo 'bench node_install_seconds 0.4 s';;",
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("bench_check wire_decode_protobuf_upb_x 1.20 goal-only goal 5"),
         "{out}"
     );
 }

@@ -14,6 +14,9 @@
 //! - `wire_decode_json`: the one-offer OFFERS event in Mesos JSON, decoded whole (a JSON
 //!   stream is not split).
 //!
+//! `WIRE_BENCH_STREAMS=<dir>` also writes the one-offer OFFERS and the UPDATE streams there
+//! (`offers.recordio`, `update.recordio`), for `tests/bench/upb.sh` to decode with upb.
+//!
 //! Knobs, for instruction counts under callgrind: `WIRE_BENCH_PASSES` fixes the number of
 //! passes, `WIRE_BENCH_EVENTS` the events per pass, `WIRE_BENCH_PROTOBUF_ONLY` skips JSON.
 //! The timed work of each figure runs in one `#[inline(never)]` function named `pass_*`,
@@ -292,7 +295,15 @@ fn main() {
     let pb = Encoding::Protobuf;
     let one_offer = |i: usize| offers_event(vec![offer(i, i % 100)]);
 
+    let streams = std::env::var_os("WIRE_BENCH_STREAMS").map(std::path::PathBuf::from);
+    let keep = |name: &str, stream: &[u8]| {
+        if let Some(dir) = &streams {
+            std::fs::create_dir_all(dir).expect("stream directory");
+            std::fs::write(dir.join(name), stream).expect("stream written");
+        }
+    };
     let stream = build("one-offer OFFERS", pb, events, one_offer);
+    keep("offers.recordio", &stream);
     let secs = measure(&stream, events, pass_offers);
     report_rate("wire_decode_protobuf", events, &secs);
     let secs = measure(&stream, events, pass_whole_event);
@@ -306,6 +317,7 @@ fn main() {
     drop(stream);
 
     let stream = build("UPDATE", pb, events, update_event);
+    keep("update.recordio", &stream);
     let secs = measure(&stream, events, pass_update);
     report_rate("wire_decode_protobuf_update", events, &secs);
     drop(stream);
