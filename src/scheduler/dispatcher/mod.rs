@@ -576,8 +576,9 @@ impl Dispatcher {
             .filter(|a| !self.state.model.nodes.contains_key(&a.id))
             .map(|a| a.id.clone())
             .collect();
-        // An agent seen for the first time (not at the first report: the subscription's
-        // own REVIVE covers those) needs offers, also from agents the master filters.
+        // An agent seen for the first time (not at the first report: the REVIVE that report
+        // makes wanted covers those, filters and all) needs offers, also from agents the
+        // master filters.
         if let Some(before) = &self.unmanaged_agents {
             if unmanaged.iter().any(|id| !before.contains(id)) {
                 self.offer_mode.new_agent();
