@@ -71,84 +71,78 @@ const TARGETS: &str = "# name target goal unit direction\n\
     node_install_seconds 1 0.5 s max\n\
     release_size_scheduler_bytes 4718592 4194304 bytes max\n";
 
+/// The benches that print one chosen figure each (a shell `case` body for `run`).
+const WIRE_AND_NODE: &str = "wire) echo 'bench wire_decode_protobuf 1200000 events/s';;\n\
+    node) echo 'bench node_install_seconds 0.3 s';;";
+
+/// Asserts that a run (`run`'s answer) exited with `code` and printed each of `lines`.
+fn expect((got, out): (i32, String), code: i32, lines: &[&str]) {
+    assert_eq!(got, code, "{out}");
+    for line in lines {
+        assert!(out.contains(line), "{line:?} not in:\n{out}");
+    }
+}
+
 #[test]
 fn figures_within_their_targets_pass_and_repeated_parts_give_the_median() {
     let d = tree("pass");
-    let (code, out) = run(
-        &d,
-        TARGETS,
-        // node runs three times: 0.9, 0.2, 0.4 -> median 0.4, spread 0.2-0.9.
-        "wire) echo 'bench wire_decode_protobuf 1200000 events/s';;\n\
-         node) case $n in 1) v=0.9;; 2) v=0.2;; *) v=0.4;; esac; echo \"bench node_install_seconds $v s\";;",
-    );
-    assert_eq!(code, 0, "{out}");
-    assert!(out.contains("bench node_install_seconds 0.4 s\n"), "{out}");
-    assert!(
-        out.contains("bench node_install_seconds_runs 0.2-0.9 s\n"),
-        "{out}"
-    );
-    assert!(
-        out.contains("bench_check node_install_seconds 0.4 ok target 1 goal 0.5"),
-        "{out}"
-    );
-    assert!(
-        out.contains("bench_check release_size_scheduler_bytes 4000000 ok"),
-        "{out}"
+    expect(
+        run(
+            &d,
+            TARGETS,
+            // node runs three times: 0.9, 0.2, 0.4 -> median 0.4, spread 0.2-0.9.
+            "wire) echo 'bench wire_decode_protobuf 1200000 events/s';;\n\
+             node) case $n in 1) v=0.9;; 2) v=0.2;; *) v=0.4;; esac; echo \"bench node_install_seconds $v s\";;",
+        ),
+        0,
+        &[
+            "bench node_install_seconds 0.4 s\n",
+            "bench node_install_seconds_runs 0.2-0.9 s\n",
+            "bench_check node_install_seconds 0.4 ok target 1 goal 0.5",
+            "bench_check release_size_scheduler_bytes 4000000 ok",
+        ],
     );
 
     // A figure with a goal and no target (`-`) is shown beside its goal and holds nothing:
     // the decode over upb's, 1.2 against a goal of 5.
     let targets = format!("{TARGETS}wire_decode_protobuf_upb_x - 5 x min\n");
-    let (code, out) = run(
-        &d,
-        &targets,
-        "wire) echo 'bench wire_decode_protobuf 1200000 events/s';;\n\
-         node) echo 'bench node_install_seconds 0.4 s';;",
-    );
-    assert_eq!(code, 0, "{out}");
-    assert!(
-        out.contains("bench_check wire_decode_protobuf_upb_x 1.20 goal-only goal 5"),
-        "{out}"
+    expect(
+        run(&d, &targets, WIRE_AND_NODE),
+        0,
+        &["bench_check wire_decode_protobuf_upb_x 1.20 goal-only goal 5"],
     );
 }
 
 #[test]
 fn a_missed_target_a_missing_figure_and_a_crash_each_fail_the_run() {
     let d = tree("fail");
-    let (code, out) = run(
-        &d,
-        TARGETS,
-        "wire) echo 'bench wire_decode_protobuf 292000 events/s';;\n\
-         node) echo 'bench node_install_seconds 0.3 s';;",
-    );
-    assert_eq!(code, 1, "{out}");
-    assert!(
-        out.contains("bench_check wire_decode_protobuf 292000 MISSED target 1000000"),
-        "{out}"
+    expect(
+        run(
+            &d,
+            TARGETS,
+            "wire) echo 'bench wire_decode_protobuf 292000 events/s';;\n\
+             node) echo 'bench node_install_seconds 0.3 s';;",
+        ),
+        1,
+        &["bench_check wire_decode_protobuf 292000 MISSED target 1000000"],
     );
 
     let targets = format!("{TARGETS}converge_seconds_100 5 3 s max\n");
-    let (code, out) = run(
-        &d,
-        &targets,
-        "wire) echo 'bench wire_decode_protobuf 1200000 events/s';;\n\
-         node) echo 'bench node_install_seconds 0.3 s';;",
-    );
-    assert_eq!(code, 1, "{out}");
-    assert!(
-        out.contains("bench_check converge_seconds_100 missing"),
-        "{out}"
+    expect(
+        run(&d, &targets, WIRE_AND_NODE),
+        1,
+        &["bench_check converge_seconds_100 missing"],
     );
 
-    let (code, out) = run(
-        &d,
-        TARGETS,
-        "wire) echo 'bench wire_decode_protobuf 1200000 events/s';;\n\
-         node) echo 'bench node_install_seconds 0.3 s';;\n\
-         gateway) echo 'only 3 of 100 nodes attached' >&2; exit 101;;",
+    let crash =
+        format!("{WIRE_AND_NODE}\ngateway) echo 'only 3 of 100 nodes attached' >&2; exit 101;;");
+    expect(
+        run(&d, TARGETS, &crash),
+        1,
+        &[
+            "# part gateway crashed",
+            "#   only 3 of 100 nodes attached",
+            "bench_check crashed: gateway",
+        ],
     );
-    assert_eq!(code, 1, "{out}");
-    assert!(out.contains("# part gateway crashed"), "{out}");
-    assert!(out.contains("#   only 3 of 100 nodes attached"), "{out}");
-    assert!(out.contains("bench_check crashed: gateway"), "{out}");
 }
