@@ -205,4 +205,51 @@ fq8h2a+VsUwEy2ZCH5n6y7T7U9LDqJt+Kg==
         assert_eq!(names("node-1", Some("node-1")), ["node-1"]);
         assert_eq!(names("node-1", None), ["node-1"]);
     }
+
+    /// Moves records between the two ends until neither has anything to send.
+    fn exchange(c: &mut rustls::ClientConnection, s: &mut rustls::ServerConnection) {
+        let mut wire = Vec::new();
+        loop {
+            wire.clear();
+            c.write_tls(&mut wire).unwrap();
+            let from_client = !wire.is_empty();
+            s.read_tls(&mut &wire[..]).unwrap();
+            s.process_new_packets().unwrap();
+            wire.clear();
+            s.write_tls(&mut wire).unwrap();
+            let from_server = !wire.is_empty();
+            c.read_tls(&mut &wire[..]).unwrap();
+            c.process_new_packets().unwrap();
+            if !from_client && !from_server {
+                return;
+            }
+        }
+    }
+
+    #[test]
+    fn an_executor_and_the_scheduler_agree_on_tls13_with_aes128_and_sha256_and_resume() {
+        let id = self_signed(&["127.0.0.1".to_string()]).unwrap();
+        let pins = crate::tls::PinnedVerifier::new(vec![id.fingerprint]);
+        let client = crate::tls::client_config(Arc::new(pins));
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        for round in ["first", "resumed"] {
+            let mut c = rustls::ClientConnection::new(client.clone(), name.clone()).unwrap();
+            let mut s = rustls::ServerConnection::new(id.server.clone()).unwrap();
+            exchange(&mut c, &mut s);
+            assert!(!c.is_handshaking() && !s.is_handshaking(), "{round}");
+            assert_eq!(c.protocol_version(), Some(rustls::ProtocolVersion::TLSv1_3));
+            assert_eq!(
+                s.negotiated_cipher_suite().map(|x| x.suite()),
+                Some(rustls::CipherSuite::TLS13_AES_128_GCM_SHA256),
+                "{round}"
+            );
+            let kind = c.handshake_kind();
+            let expected = if round == "first" {
+                rustls::HandshakeKind::Full
+            } else {
+                rustls::HandshakeKind::Resumed
+            };
+            assert_eq!(kind, Some(expected), "{round}");
+        }
+    }
 }
