@@ -15,10 +15,11 @@ pub const PREFIX: &str = "/api/v1/executors/";
 /// for another (whole seconds).
 pub const PLAN_VERSION_PARAM: &str = "version";
 pub const PLAN_WAIT_PARAM: &str = "wait";
-/// `nudge=1` (with `version`, no wait): an idle executor's plan request. Answered at once
-/// (304 when `version` is current), and the scheduler then owes the executor one framework
-/// MESSAGE ([`super::env::NUDGE_PLAN_VERSION`]) when its plan moves past `version`: a running
-/// node waits for a change without holding a connection.
+/// `nudge=1` (with `version`, no wait): an idle executor's plan request. Answered at once,
+/// 304 when `version` is current, else 200 with the plan; either way the scheduler then owes
+/// the executor one framework MESSAGE ([`super::env::NUDGE_PLAN_VERSION`]) when its plan
+/// moves past the version it holds now: a running node waits for a change without holding a
+/// connection, and a new plan needs no second request to register.
 pub const PLAN_NUDGE_PARAM: &str = "nudge";
 /// The longest plan wait the scheduler grants.
 pub const MAX_PLAN_WAIT: Duration = Duration::from_secs(60);

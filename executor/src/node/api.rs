@@ -200,6 +200,9 @@ impl Scheduler for SchedulerApi {
                 self.nudge_for = None;
                 self.next_idle_poll = Some(now + jittered(poll, self.jitter.next_u64()));
                 if let Some(plan) = self.retry(|api| api.plan_nudged(version))? {
+                    // That answer also owes us the nudge past this plan
+                    // (`contract::api::PLAN_NUDGE_PARAM`): no second request to register.
+                    self.nudge_for = Some(plan.version);
                     return Ok(Some(plan));
                 }
                 self.nudge_for = Some(version);

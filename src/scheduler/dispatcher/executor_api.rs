@@ -275,7 +275,7 @@ impl ExecutorApi {
             }
         };
         let unchanged = wait.version == Some(plan.version);
-        if !unchanged || (wait.wait_ms == 0 && !wait.nudge) {
+        if !wait.nudge && (!unchanged || wait.wait_ms == 0) {
             // A nudge owed for an older version would only bring this plan again.
             if self.parked.holds(&agent, &executor_id) == Some(false) {
                 self.parked.remove(&agent);
@@ -283,6 +283,10 @@ impl ExecutorApi {
             let _ = reply.send(ExecutorReply::Plan(plan));
             return;
         }
+        // An idle executor's request that finds a newer plan gets it, and the nudge past
+        // it is owed from now on, as if it had asked again with that version: it need not
+        // (at a new target, 10,000 second TLS connections, a third of the plan change's
+        // handshakes).
         let holds = self.parked.holds(&agent, &executor_id);
         if !wait.nudge && self.parked.held() >= MAX_PARKED && holds != Some(true) {
             let _ = reply.send(ExecutorReply::Failed(ApiError::new(
@@ -307,12 +311,13 @@ impl ExecutorApi {
             },
             reply: (!wait.nudge).then(|| reply.clone()),
         };
+        let answer = match (wait.nudge, unchanged) {
+            (false, _) => ExecutorReply::Parked,
+            (true, true) => ExecutorReply::Unchanged,
+            (true, false) => ExecutorReply::Plan(plan.clone()),
+        };
         self.parked.park(key, parked, plan);
-        let _ = reply.send(if wait.nudge {
-            ExecutorReply::Unchanged
-        } else {
-            ExecutorReply::Parked
-        });
+        let _ = reply.send(answer);
     }
 
     /// The framework MESSAGEs owed to idle executors whose plans moved on.
@@ -1091,8 +1096,9 @@ mod tests {
         assert_eq!((api.parked(), api.nudges_owed()), (2, 1));
     }
 
-    /// An idle executor holds nothing: its unchanged plan is answered 304 at once, and when
-    /// the plan moves on it is owed one nudge (no reply), then nothing until it asks again.
+    /// An idle executor holds nothing: its unchanged plan is answered 304 at once, a newer
+    /// one 200 at once, and when the plan moves past what it was answered it is owed one
+    /// nudge (no reply), then nothing until it asks again.
     #[test]
     fn an_idle_executor_is_owed_one_nudge_when_its_plan_changes() {
         let mut api = ExecutorApi::new();
@@ -1131,19 +1137,30 @@ mod tests {
         api.after_batch(&s, 5);
         assert!(api.take_nudges().is_empty(), "not asked again yet");
 
-        // Asked with an old version, the plan comes at once and nothing is owed.
+        // Asked with an old version, the plan comes at once, and the nudge past it is owed
+        // from then on: the executor does not ask a second time to register.
         let (r, rx) = nudge_req(v);
         api.handle(&mut s, r, 6);
         let now = plan_of(rx.try_recv().unwrap()).version;
-        assert_eq!(api.parked(), 0);
-        // A nudge owed for the current plan is dropped by a plain fetch.
-        let (r, _rx) = nudge_req(now);
-        api.handle(&mut s, r, 7);
+        assert_eq!((api.parked(), api.nudges_owed()), (1, 1));
+        api.after_batch(&s, 7);
+        assert!(api.take_nudges().is_empty(), "unchanged since that answer");
         s.model.nodes.get_mut("a1").unwrap().phase = Phase::Devices;
-        let (r, rx) = plan_req(Some(now), 0, SECRET);
-        api.handle(&mut s, r, 8);
+        api.after_batch(&s, 8);
+        let nudges = api.take_nudges();
+        assert_eq!(nudges.len(), 1);
+        let later = nudges[0].version;
+        assert_ne!(later, now);
+
+        // A nudge owed for the current plan is dropped by a plain fetch.
+        let (r, rx) = nudge_req(later);
+        api.handle(&mut s, r, 9);
+        assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Unchanged)));
+        s.model.nodes.get_mut("a1").unwrap().phase = Phase::Environment;
+        let (r, rx) = plan_req(Some(later), 0, SECRET);
+        api.handle(&mut s, r, 10);
         assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Plan(_))));
-        api.after_batch(&s, 9);
+        api.after_batch(&s, 11);
         assert!(api.take_nudges().is_empty());
         assert_eq!((api.parked(), api.nudges_owed()), (0, 0));
     }

@@ -3,7 +3,8 @@
 //! (`POST .../phase`) over a keep-alive TLS connection pinned to the scheduler's certificate
 //! and leaving from its own agent's address (`bound_tcp.rs`), then idles as the storage
 //! executor's running node does: it asks for its plan with `nudge=1` on a connection closed
-//! after the answer, and asks again when a framework MESSAGE nudges it (`plan_version`) or
+//! after the answer (which registers it for a nudge past the plan it holds then, a new one
+//! too), and asks again when a framework MESSAGE nudges it (`plan_version`) or
 //! announces the scheduler (a new address and certificate move it there), or when its slow
 //! timer runs out. So the scheduler holds what a real cluster makes it hold.
 //!
@@ -55,7 +56,8 @@ pub struct SeenPlan {
     pub answers: u64,
     /// Plan requests that failed (refused, reset, a certificate it does not accept).
     pub failures: u64,
-    /// The scheduler answered its last plan request 304: it owes this executor a nudge.
+    /// The scheduler answered its last plan request 304, or 200 to a `nudge=1` request: it
+    /// owes this executor a nudge.
     pub idle: bool,
     /// Nudges received.
     pub nudges: u64,
@@ -91,6 +93,8 @@ enum What {
     Plan {
         version: u64,
         target_generation: u64,
+        /// It answered a `nudge=1` request: the scheduler owes this executor a nudge.
+        registered: bool,
     },
     Unchanged,
     Failed,
@@ -225,6 +229,7 @@ fn record(plans: &mut HashMap<String, SeenPlan>, s: Seen) {
         What::Plan {
             version,
             target_generation,
+            registered,
         } => {
             if p.target_generation != target_generation || p.answers == 0 {
                 p.generation_seen = now;
@@ -232,7 +237,7 @@ fn record(plans: &mut HashMap<String, SeenPlan>, s: Seen) {
             p.version = version;
             p.target_generation = target_generation;
             p.answers += 1;
-            p.idle = false;
+            p.idle = registered;
         }
         What::Unchanged => {
             p.answers += 1;
@@ -414,6 +419,7 @@ fn wait_for_changes(
             return;
         };
         let mut url = format!("{}{}", to.at.url, api::path(&id, Action::Plan));
+        let nudged = version.is_some();
         if let Some(v) = version {
             url.push_str(&format!("?version={v}&nudge=1"));
         }
@@ -435,6 +441,7 @@ fn wait_for_changes(
                 What::Plan {
                     version: v,
                     target_generation: generation,
+                    registered: nudged,
                 }
             }),
             Ok((304, _)) => Some(What::Unchanged),
@@ -451,10 +458,11 @@ fn wait_for_changes(
             log::warn!("{id}: plan without a version or target generation");
             return;
         };
-        // A new plan is asked again at once (registering for the next nudge); a failure
-        // after a pause; an unchanged one after a MESSAGE or the slow timer.
+        // The first plan is asked again at once (registering for the next nudge); one that
+        // answered a `nudge=1` request registered it already, so, as an unchanged one, it
+        // waits for a MESSAGE or the slow timer; a failure after a pause.
         let pause = match outcome {
-            What::Plan { .. } => {
+            What::Plan { .. } if !nudged => {
                 retry.reset();
                 None
             }
