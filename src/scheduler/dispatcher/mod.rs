@@ -35,6 +35,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod announce;
+mod batch;
 mod events;
 mod health;
 mod hosts;
@@ -129,6 +130,9 @@ pub struct Dispatcher {
     gate: crate::scheduler::health::gate::GateSettings,
     /// When a waiting step last asked for a health poll.
     poll_asked_ms: u64,
+    /// When `after_inputs` last walked the model, and how often it has (tests).
+    walked_ms: u64,
+    walks: u64,
     /// Views asked for while the batch held unsaved changes: answered after the save, so
     /// that nothing (`/health` 200 included) shows what a crash could still lose.
     view_waiters: Vec<Sender<Arc<View>>>,
@@ -190,6 +194,8 @@ impl Dispatcher {
                 default_pool: String::new(),
             },
             poll_asked_ms: 0,
+            walked_ms: 0,
+            walks: 0,
             view_waiters: Vec::new(),
             operator_replies: Vec::new(),
             events: Default::default(),
@@ -232,9 +238,8 @@ impl Dispatcher {
     /// deadline (a relaunch, data turning stale): no fixed-period polling.
     pub fn run(mut self, inputs: Receiver<Input>) -> Exit {
         loop {
-            let timeout = self
-                .next_deadline()
-                .map(|t| Duration::from_millis(t.saturating_sub(self.clock.now_ms())));
+            let due = self.next_deadline();
+            let timeout = due.map(|t| Duration::from_millis(t.saturating_sub(self.clock.now_ms())));
             let first = match timeout {
                 Some(t) => inputs.recv_timeout(t),
                 None => inputs.recv().map_err(|_| RecvTimeoutError::Disconnected),
@@ -260,18 +265,8 @@ impl Dispatcher {
             if let Some(taken) = &self.taken {
                 let _ = taken.try_send(());
             }
-            for input in batch {
-                if let Some(exit) = self.handle(input) {
-                    self.flush();
-                    return exit;
-                }
-            }
-            self.after_inputs();
-            self.flush();
-            self.debug_tally.flush_due(self.clock.now_ms());
-            // Write-ahead: storage work leaves only once its intent is saved.
-            if !self.dirty {
-                self.storage.release();
+            if let Some(exit) = self.take_batch(batch, due) {
+                return exit;
             }
         }
     }
@@ -1722,6 +1717,69 @@ mod tests {
         r.event(offers(&["a1"]));
         let (second, _) = launched_task(&r.calls()).remove(0);
         assert_ne!(second, task);
+    }
+
+    /// Batches of plan requests and view reads only skip the walks of every node, for at
+    /// most `QUIET_WALK_MS`, and never past a deadline; any other input walks. Each request
+    /// is answered either way, and what the walks decide (here a stuck launch's KILL) comes
+    /// within that bound.
+    #[test]
+    fn reads_only_skip_the_walks_for_a_second_at_most() {
+        use crate::scheduler::exchange::{ExecutorCall, ExecutorReply, ExecutorRequest};
+        let mut r = rig();
+        let (executor_id, secret) = launched_on_a1(&mut r);
+        let ask = |call: ExecutorCall| {
+            let (tx, rx) = crossbeam_channel::unbounded();
+            let req = ExecutorRequest {
+                executor_id: executor_id.clone(),
+                secret: secret.clone(),
+                call,
+                reply: tx.into(),
+            };
+            (Input::Executor(req), rx)
+        };
+        let plan = || ask(ExecutorCall::Plan(Default::default()));
+        let now = r.d.clock.now_ms();
+        assert!(r.d.take_batch(Vec::new(), None).is_none());
+        let walked = r.d.walks();
+        let (view_tx, view_rx) = crossbeam_channel::unbounded();
+        let ((a, a_rx), (b, b_rx)) = (plan(), plan());
+        r.d.take_batch(vec![a, Input::View(view_tx), b], Some(now + 10));
+        assert_eq!(r.d.walks(), walked, "reads only, nothing due");
+        assert!(matches!(a_rx.try_recv(), Ok(ExecutorReply::Plan(_))));
+        assert!(matches!(b_rx.try_recv(), Ok(ExecutorReply::Plan(_))));
+        assert!(view_rx.try_recv().is_ok());
+
+        let (a, _a_rx) = plan();
+        r.d.take_batch(vec![a], Some(now));
+        assert_eq!(r.d.walks(), walked + 1, "a deadline reached");
+
+        // A launch stuck past its timeout, and only plan requests coming: killed at the
+        // first batch a second after the last walk.
+        r.clock.advance(reconcile::STAGING_TIMEOUT_MS - 500);
+        r.d.take_batch(Vec::new(), None);
+        r.clock.advance(600);
+        let (a, _a_rx) = plan();
+        r.d.take_batch(vec![a], None);
+        // Read straight from the channel: the rig's `collect` walks.
+        let killed = |r: &Rig| {
+            r.out
+                .try_iter()
+                .filter_map(Outgoing::into_call)
+                .any(|c| c.kill.is_some())
+        };
+        assert!(!killed(&r));
+        assert_eq!(r.d.walks(), walked + 2);
+        r.clock.advance(batch::QUIET_WALK_MS - 600);
+        let (a, _a_rx) = plan();
+        r.d.take_batch(vec![a], None);
+        assert!(killed(&r), "killed");
+        assert_eq!(r.d.walks(), walked + 3);
+
+        let report = ExecutorCall::phase_from_json(br#"{"phase":"packages"}"#).unwrap();
+        let ((a, _a_rx), (b, _b_rx)) = (plan(), ask(report));
+        r.d.take_batch(vec![a, b], None);
+        assert_eq!(r.d.walks(), walked + 4, "a report is not a read");
     }
 
     /// Executors follow the scheduler: every SUBSCRIBED tells each live launch's executor

@@ -26,6 +26,12 @@ impl Revision {
     pub fn get(&self) -> u64 {
         self.0
     }
+
+    /// The next number to be handed out: unchanged from one call to the next, no node was
+    /// written (nor copied) in between.
+    pub fn latest() -> u64 {
+        NEXT.load(Ordering::Relaxed)
+    }
 }
 
 impl Default for Revision {
