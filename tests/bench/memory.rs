@@ -13,6 +13,11 @@
 //!   samples is missed; the app definition gives the scheduler `mem: 32`.
 //! - `scheduler_cpu_seconds_10k`: user + system CPU of the process over the same span
 //!   (`utime` + `stime` of `/proc/<pid>/stat`).
+//! - `scheduler_idle_cpu_pct_10k`: the scheduler's CPU (user + system, percent of one core)
+//!   over 20 s once the cluster is idle: from 75 s after the last executor went idle, when
+//!   every executor's slow timer (48-72 s) runs, so that they ask for their plans at their
+//!   steady rate, n / 60 a second, each over a new (resumed) TLS connection. The app gives the
+//!   scheduler `cpus: 0.2`, so this is what a quiet cluster costs out of 20.
 //! - `plan_change_p99_ms_10k` (and `_100`): how long a new target takes to reach the idle
 //!   executors: the scheduler is killed and started again on the same port and store with one
 //!   install setting changed (a new target generation, as an operator's redeploy makes), and
@@ -63,6 +68,17 @@ struct Cost {
     system_s: f64,
     elapsed: Duration,
     fetched_bytes: u64,
+}
+
+/// When the idle window starts, after the last executor went idle, and how long it lasts.
+const IDLE_FROM: Duration = Duration::from_secs(75);
+const IDLE_WINDOW: Duration = Duration::from_secs(20);
+
+/// The scheduler's cost while every executor idles.
+struct Idle {
+    cpu_pct: f64,
+    /// Plan requests the executors made meanwhile (answered or not), a second.
+    requests_per_s: f64,
 }
 
 /// How long a new target took to reach the executors, from the new scheduler's start.
@@ -206,7 +222,7 @@ fn wait_until_all_wait(s: &mut Scheduler, m: &master::MasterHandle, n: usize, di
 
 /// Starts the scheduler on `n` synthetic agents and measures it until every executor waits
 /// for a plan change; then times a new target's way to every executor.
-fn measure(sched: &Path, exec: &Path, n: usize) -> (Cost, PlanChange) {
+fn measure(sched: &Path, exec: &Path, n: usize) -> (Cost, Option<Idle>, PlanChange) {
     let dir = std::env::temp_dir().join(format!("bench-memory-{n}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("bench dir");
@@ -246,12 +262,32 @@ fn measure(sched: &Path, exec: &Path, n: usize) -> (Cost, PlanChange) {
         elapsed,
         fetched_bytes: fetched_bytes(&m),
     };
+    let idle = (n >= 10_000).then(|| idle_cost(pid, &m, start + elapsed));
     let change = plan_change(s, sched, exec, &m, &dir, n);
     drop(m);
     if std::env::var_os("BENCH_KEEP").is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    (cost, change)
+    (cost, idle, change)
+}
+
+/// The scheduler's CPU over [`IDLE_WINDOW`], [`IDLE_FROM`] after `all_waiting`.
+fn idle_cost(pid: u32, m: &master::MasterHandle, all_waiting: Instant) -> Idle {
+    let asked = || -> u64 {
+        m.synthetic_plans()
+            .map(|p| p.iter().map(|p| p.answers + p.failures).sum())
+            .unwrap_or(0)
+    };
+    let ticks = || cluster::cpu_split(pid).map_or(0, |(u, s)| u + s);
+    // The window is the measurement: a fixed span of the idle cluster's life.
+    std::thread::sleep((all_waiting + IDLE_FROM).saturating_duration_since(Instant::now()));
+    let (t0, a0, at) = (ticks(), asked(), Instant::now());
+    std::thread::sleep(IDLE_WINDOW);
+    let (t1, a1, span) = (ticks(), asked(), at.elapsed().as_secs_f64());
+    Idle {
+        cpu_pct: t1.saturating_sub(t0) as f64 / USER_HZ / span * 100.0,
+        requests_per_s: a1.saturating_sub(a0) as f64 / span,
+    }
 }
 
 fn fetched_bytes(m: &master::MasterHandle) -> u64 {
@@ -358,7 +394,7 @@ fn main() {
         if only.is_some_and(|o| o != n) {
             continue;
         }
-        let (c, change) = measure(&sched, &exec, n);
+        let (c, idle, change) = measure(&sched, &exec, n);
         println!("bench scheduler_peak_rss_mb_{name} {} MB", mb(c.peak_kb));
         if n == 10_000 {
             println!("bench scheduler_cpu_seconds_{name} {:.2} s", c.cpu_s);
@@ -369,6 +405,14 @@ fn main() {
                 std::fs::read_to_string("/proc/loadavg")
                     .unwrap_or_default()
                     .trim()
+            );
+        }
+        if let Some(idle) = idle {
+            println!("bench scheduler_idle_cpu_pct_{name} {:.1} %", idle.cpu_pct);
+            println!(
+                "# {n} agents idle: {:.0} plan requests a second during the {} s window",
+                idle.requests_per_s,
+                IDLE_WINDOW.as_secs()
             );
         }
         println!(
