@@ -126,6 +126,8 @@ pub struct Dispatcher {
     /// The next stale time as last computed, and the reassessment it followed: a bound
     /// never later than the exact one (see `health_deadline`).
     stale_at: std::cell::Cell<Option<(u64, u64)>>,
+    /// The last walk of `next_deadline` (`offer_mode.rs`).
+    node_deadlines: std::cell::Cell<Option<offer_mode::NodeDeadlines>>,
     /// The disruption budget's settings (see `rollout.rs`).
     gate: crate::scheduler::health::gate::GateSettings,
     /// When a waiting step last asked for a health poll.
@@ -188,6 +190,7 @@ impl Dispatcher {
             health: Default::default(),
             health_checked_ms: 0,
             stale_at: std::cell::Cell::new(None),
+            node_deadlines: std::cell::Cell::new(None),
             gate: crate::scheduler::health::gate::GateSettings {
                 max_disrupted_per_domain: 1,
                 default_protection_domain: String::new(),
@@ -1717,6 +1720,40 @@ mod tests {
         r.event(offers(&["a1"]));
         let (second, _) = launched_task(&r.calls()).remove(0);
         assert_ne!(second, task);
+    }
+
+    /// The deadlines found by walking every node are kept while no node is written, added or
+    /// removed, and a relaunch's only while it lies ahead: each change is seen at once.
+    #[test]
+    fn node_deadlines_follow_every_write_removal_and_the_clock() {
+        let mut r = rig();
+        launched_on_a1(&mut r);
+        let now = r.d.clock.now_ms();
+        let launched = r.d.model().nodes["a1"]
+            .task
+            .as_ref()
+            .unwrap()
+            .launched_at_ms;
+        let timeout = launched + reconcile::STAGING_TIMEOUT_MS;
+        assert_eq!(r.d.node_deadlines(now).staging, Some(timeout));
+        let set_state = |r: &mut Rig, state: TaskState| {
+            let node = r.d.state.model.nodes.get_mut("a1").unwrap();
+            node.task.as_mut().unwrap().state = state;
+        };
+        set_state(&mut r, TaskState::Running);
+        assert_eq!(r.d.node_deadlines(now).staging, None, "a write");
+        set_state(&mut r, TaskState::Staging);
+        assert_eq!(r.d.node_deadlines(now).staging, Some(timeout));
+        let node = r.d.state.model.nodes.remove("a1").unwrap();
+        assert_eq!(r.d.node_deadlines(now).staging, None, "a removal");
+
+        let mut node = node;
+        node.task = None;
+        node.retry_after_ms = Some(now + 100);
+        r.d.state.model.nodes.insert("a1", node);
+        assert_eq!(r.d.node_deadlines(now).relaunch, Some(now + 100));
+        assert_eq!(r.d.node_deadlines(now + 99).relaunch, Some(now + 100));
+        assert_eq!(r.d.node_deadlines(now + 100).relaunch, None, "passed");
     }
 
     /// Batches of plan requests and view reads only skip the walks of every node, for at

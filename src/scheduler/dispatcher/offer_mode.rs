@@ -10,6 +10,7 @@
 //! the wanted mode.
 
 use super::*;
+use crate::scheduler::model::Revision;
 
 /// At most one REVIVE per this long for nodes that newly need a launch.
 const REVIVE_EVERY_MS: u64 = 5_000;
@@ -123,15 +124,7 @@ impl Dispatcher {
     /// turning stale.
     pub(super) fn next_deadline(&self) -> Option<u64> {
         let now = self.clock.now_ms();
-        let relaunch = self
-            .state
-            .model
-            .nodes
-            .values()
-            .filter(|n| !n.covered())
-            .filter_map(|n| n.retry_after_ms)
-            .filter(|t| *t > now)
-            .min();
+        let relaunch = self.node_deadlines(now).relaunch;
         let agent_list = self
             .unmanaged_agents
             .is_none()
@@ -150,6 +143,35 @@ impl Dispatcher {
         .flatten()
         .map(|t| t.max(now))
         .min()
+    }
+
+    /// The deadlines only a walk of every node finds, walked again only once a node was
+    /// written (or the earliest relaunch passed): `next_deadline` runs before every batch,
+    /// and at 10,000 idle executors these two walks were a fifth of the dispatcher's CPU.
+    pub(super) fn node_deadlines(&self, now: u64) -> NodeDeadlines {
+        // A write or an insert makes a new revision; a removal leaves one node fewer.
+        let revision = (Revision::latest(), self.state.model.nodes.len());
+        if let Some(d) = self.node_deadlines.get() {
+            if d.revision == revision && d.relaunch.is_none_or(|t| t > now) {
+                return d;
+            }
+        }
+        let nodes = || self.state.model.nodes.values();
+        let d = NodeDeadlines {
+            revision,
+            relaunch: nodes()
+                .filter(|n| !n.covered())
+                .filter_map(|n| n.retry_after_ms)
+                .filter(|t| *t > now)
+                .min(),
+            staging: nodes()
+                .filter_map(|n| n.task.as_ref())
+                .filter(|t| t.state == TaskState::Staging)
+                .map(|t| t.launched_at_ms + super::reconcile::STAGING_TIMEOUT_MS)
+                .min(),
+        };
+        self.node_deadlines.set(Some(d));
+        d
     }
 
     /// SUPPRESS when every agent is covered (or waiting out its backoff); REVIVE when one
@@ -240,4 +262,16 @@ impl Dispatcher {
         }
         self.touch_view();
     }
+}
+
+/// What [`Dispatcher::node_deadlines`] found, at which [`Revision::latest`] and node count:
+/// without a node written, added or removed since, the nodes are the same (a relaunch's time
+/// filters on `now`, so it is kept only while it lies ahead).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct NodeDeadlines {
+    revision: (u64, usize),
+    /// The earliest relaunch still ahead.
+    pub relaunch: Option<u64>,
+    /// When the earliest launch still staging times out.
+    pub staging: Option<u64>,
 }

@@ -125,15 +125,7 @@ impl Dispatcher {
         if !self.subscribed {
             return None;
         }
-        let staging = self
-            .state
-            .model
-            .nodes
-            .values()
-            .filter_map(|n| n.task.as_ref())
-            .filter(|t| t.state == TaskState::Staging)
-            .map(|t| t.launched_at_ms + STAGING_TIMEOUT_MS)
-            .min();
+        let staging = self.node_deadlines(self.clock.now_ms()).staging;
         [self.recon.retry_at_ms, self.recon.implicit_at_ms, staging]
             .into_iter()
             .flatten()
