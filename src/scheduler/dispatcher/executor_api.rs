@@ -23,8 +23,13 @@
 //! after which the executor asks again. A held long poll costs the scheduler a parked TLS
 //! connection, about 10 KB: 10,000 of them would be three times the app's `mem: 32`.
 
+mod walk;
+#[cfg(test)]
+use walk::must_render;
+use walk::Walked;
+
 pub use super::parked::Nudge;
-use super::parked::{gone_executor, node_of, Parked, ParkedPlans};
+use super::parked::{gone_executor, Parked, ParkedPlans};
 use crate::contract::health::HostProblem;
 use crate::contract::plan::{ClusterInit, NodePlan, PlanBody, PlanSecrets};
 use crate::hash::content_hash;
@@ -33,7 +38,7 @@ use crate::scheduler::exchange::{
     ReplyTo,
 };
 use crate::scheduler::health::gate::{self, GateSettings};
-use crate::scheduler::model::{ClusterModel, HostHealth, Node, Persisted, Phase};
+use crate::scheduler::model::{ClusterModel, HostHealth, Node, Persisted, Phase, Revision};
 use crate::scheduler::node_plan::mdm_cluster;
 use crate::scheduler::node_plan::{self, InstallSettings};
 use crate::scheduler::rollout;
@@ -77,6 +82,10 @@ pub struct ExecutorApi {
     heard: HashMap<Arc<str>, u64>,
     /// Changes with the install settings (an input of every plan).
     install_generation: u64,
+    /// The last full walk of the parked requests (see [`Walked`]); `None`: walk next batch.
+    walked: Option<Walked>,
+    /// Full walks so far (for tests).
+    full_walks: u64,
     /// Plans rendered for parked requests after batches (for tests).
     rerendered: u64,
     /// `-rollout.max-disrupted-per-domain` (0: not set, taken as 1).
@@ -85,14 +94,6 @@ pub struct ExecutorApi {
     index_scans: u64,
     /// How often an idle executor asks for its plan (seconds; every plan carries it).
     idle_poll_s: u64,
-}
-
-/// Whether a parked plan is rendered again after a batch: when its node changed (a new
-/// node value), when an input every plan shares changed, or always when it reads other
-/// nodes too (the scheduler's own node waits for the others; experimental mode's plans
-/// carry the MDM trio).
-fn must_render(reads_others: bool, same_node: bool, same_shared: bool) -> bool {
-    reads_others || !same_node || !same_shared
 }
 
 impl ExecutorApi {
@@ -311,6 +312,14 @@ impl ExecutorApi {
             },
             reply: (!wait.nudge).then(|| reply.clone()),
         };
+        // A request parked now was answered from the model as it is; the next quiet walk
+        // must still see its deadline, and a plan that reads other nodes.
+        let expiry = parked.deadline_ms;
+        let own_node_only = node.is_some_and(|n| !self.reads_others(n));
+        match &mut self.walked {
+            Some(w) if own_node_only => w.parked_since(expiry),
+            _ => self.walked = None,
+        }
         let answer = match (wait.nudge, unchanged) {
             (false, _) => ExecutorReply::Parked,
             (true, true) => ExecutorReply::Unchanged,
@@ -337,76 +346,6 @@ impl ExecutorApi {
         }
     }
 
-    /// Answers the reports of the batch, then the parked plan requests whose plan changed.
-    /// Reports are answered here rather than in `handle` so that, called after the batch is
-    /// saved, an acknowledged report is a persisted one.
-    pub fn after_batch(&mut self, state: &Persisted, now: u64) {
-        for reply in self.acks.drain(..) {
-            let _ = reply.send(ExecutorReply::Recorded);
-        }
-        if self.parked.is_empty() {
-            return;
-        }
-        let mut done: Vec<(Arc<str>, Option<ExecutorReply>)> = Vec::new();
-        // Once per batch, not per plan: it scans every node.
-        let trio = self.trio(state);
-        let shared = self.shared_inputs(state);
-        let mut rendered = 0;
-        // Taken out while `plan` borrows the rest. Both are in agent order: one walk.
-        let mut parked = self.parked.take_all();
-        let mut nodes = state.model.nodes.iter_shared().peekable();
-        for (agent, p) in parked.iter_mut() {
-            let node = node_of(&mut nodes, agent);
-            if p.deadline_ms <= now {
-                // The REST worker has given up by now and answered "unchanged" itself.
-                done.push((agent.clone(), None));
-                continue;
-            }
-            // The same node revision as when parked is the same task, so the same executor.
-            let same_node = node.is_some_and(|n| Some(n.revision.get()) == p.revision);
-            let current = same_node
-                || node
-                    .is_some_and(|n| n.task.as_ref().is_some_and(|t| t.is_executor(&p.executor)));
-            let Some(node) = node.filter(|_| current) else {
-                let gone = gone_executor(&p.executor);
-                done.push((agent.clone(), Some(ExecutorReply::Failed(gone))));
-                continue;
-            };
-            if !must_render(self.reads_others(node), same_node, p.shared == shared) {
-                continue;
-            }
-            rendered += 1;
-            match self.plan(state, &p.executor, agent, trio.as_ref()) {
-                Ok(plan) if plan.version != p.version && p.reply.is_none() => {
-                    self.nudges.push(Nudge {
-                        agent_id: agent.to_string(),
-                        executor_id: p.executor.clone(),
-                        version: plan.version,
-                    });
-                    done.push((agent.clone(), None));
-                }
-                Ok(plan) if plan.version != p.version => {
-                    done.push((agent.clone(), Some(ExecutorReply::Plan(plan))))
-                }
-                Ok(_) => (p.revision, p.shared) = (Some(node.revision.get()), shared),
-                Err(e) => done.push((agent.clone(), Some(ExecutorReply::Failed(e)))),
-            }
-        }
-        self.parked.put_back(parked);
-        self.rerendered += rendered;
-        for (agent, reply) in done {
-            if let (
-                Some(Parked {
-                    reply: Some(to), ..
-                }),
-                Some(reply),
-            ) = (self.parked.remove(&agent), reply)
-            {
-                let _ = to.send(reply);
-            }
-        }
-    }
-
     /// Plan requests parked now, held long polls and owed nudges (for tests and metrics).
     pub fn parked(&self) -> usize {
         self.parked.len()
@@ -415,6 +354,11 @@ impl ExecutorApi {
     /// Of [`ExecutorApi::parked`], the idle executors owed a nudge.
     pub fn nudges_owed(&self) -> usize {
         self.parked.len() - self.parked.held()
+    }
+
+    /// Walks of every parked request after batches so far (for tests).
+    pub fn full_walks(&self) -> u64 {
+        self.full_walks
     }
 
     /// Plans rendered again for parked requests after batches so far (for tests).
@@ -1163,6 +1107,48 @@ mod tests {
         api.after_batch(&s, 11);
         assert!(api.take_nudges().is_empty());
         assert_eq!((api.parked(), api.nudges_owed()), (0, 0));
+    }
+
+    /// After a batch that wrote no node and changed nothing every plan reads, the parked
+    /// requests are not walked, until a held poll's deadline or a write.
+    #[test]
+    fn a_batch_that_wrote_no_node_walks_no_parked_request() {
+        let mut api = ExecutorApi::new();
+        let mut s = state();
+        let (r, rx) = plan_req(None, 0, SECRET);
+        api.handle(&mut s, r, 1);
+        let v = plan_of(rx.try_recv().unwrap()).version;
+        let nudge = PlanAsk {
+            version: Some(v),
+            wait_ms: 0,
+            nudge: true,
+        };
+        let (r, rx) = req(ExecutorCall::Plan(nudge), SECRET);
+        api.handle(&mut s, r, 2);
+        assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Unchanged)));
+        api.after_batch(&s, 3);
+        assert_eq!(api.full_walks(), 1);
+        api.after_batch(&s, 4);
+        assert_eq!(api.full_walks(), 1, "nothing changed");
+
+        // A held poll parked meanwhile: walked once its deadline has come, and dropped.
+        let (r, rx) = plan_req(Some(v), 1_000, SECRET);
+        api.handle(&mut s, r, 5);
+        assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Parked)));
+        api.after_batch(&s, 1_004);
+        assert_eq!((api.full_walks(), api.parked()), (1, 1));
+        api.after_batch(&s, 1_005);
+        assert_eq!((api.full_walks(), api.parked()), (2, 0));
+
+        // A write: walked, and the idle executor owed its nudge.
+        let (r, _rx) = req(ExecutorCall::Plan(nudge), SECRET);
+        api.handle(&mut s, r, 1_006);
+        api.after_batch(&s, 1_007);
+        let walks = api.full_walks();
+        s.model.nodes.get_mut("a1").unwrap().phase = Phase::Environment;
+        api.after_batch(&s, 1_008);
+        assert_eq!(api.full_walks(), walks + 1);
+        assert_eq!(api.take_nudges().len(), 1);
     }
 
     #[test]

@@ -1,0 +1,180 @@
+//! The walk of the parked plan requests after a batch (`ExecutorApi::after_batch`): every
+//! request whose plan may have moved is rendered again and answered, or its executor owed a
+//! nudge; a batch that wrote no node walks only the few plans that read other nodes.
+
+use super::*;
+use crate::scheduler::dispatcher::parked::{gone_executor, node_of, Parked};
+
+/// Whether a parked plan is rendered again after a batch: when its node changed (a new
+/// node value), when an input every plan shares changed, or always when it reads other
+/// nodes too (the scheduler's own node waits for the others; experimental mode's plans
+/// carry the MDM trio).
+pub(super) fn must_render(reads_others: bool, same_node: bool, same_shared: bool) -> bool {
+    reads_others || !same_node || !same_shared
+}
+
+/// What one walk of the parked requests carries from request to request.
+struct Walk<'t> {
+    trio: Option<&'t mdm_cluster::Trio>,
+    shared: u64,
+    now: u64,
+    rendered: u64,
+    /// Requests to take out, with the reply owed to a held poll.
+    done: Vec<(Arc<str>, Option<ExecutorReply>)>,
+}
+
+/// What the last full walk of the parked requests saw. Until a node is written, added or
+/// removed, the inputs every plan shares change or a held poll's deadline comes, a plan that
+/// reads only its own node cannot move: a batch then looks only at the plans that read
+/// others (a reboot's hold, the scheduler's own node), not at all of them. At 10,000 idle
+/// executors asking for their plans, the full walk after each batch was two fifths of the
+/// dispatcher's CPU.
+#[derive(Debug)]
+pub(super) struct Walked {
+    /// [`Revision::latest`] and the node count.
+    nodes: (u64, usize),
+    shared: u64,
+    /// The earliest deadline of a held poll parked since.
+    expiry_ms: u64,
+    reading_others: Vec<Arc<str>>,
+}
+
+impl Walked {
+    /// A request of a plan that reads only its node, parked since: answered from the model
+    /// as it is, so only its deadline matters.
+    pub(super) fn parked_since(&mut self, deadline_ms: u64) {
+        self.expiry_ms = self.expiry_ms.min(deadline_ms);
+    }
+
+    fn still(&self, nodes: (u64, usize), shared: u64, now: u64) -> bool {
+        self.nodes == nodes && self.shared == shared && now < self.expiry_ms
+    }
+}
+
+impl ExecutorApi {
+    /// Answers the reports of the batch, then the parked plan requests whose plan changed.
+    /// Reports are answered here rather than in `handle` so that, called after the batch is
+    /// saved, an acknowledged report is a persisted one.
+    pub fn after_batch(&mut self, state: &Persisted, now: u64) {
+        for reply in self.acks.drain(..) {
+            let _ = reply.send(ExecutorReply::Recorded);
+        }
+        if self.parked.is_empty() {
+            return;
+        }
+        // Once per batch, not per plan: it scans every node.
+        let trio = self.trio(state);
+        let shared = self.shared_inputs(state);
+        let nodes_now = (Revision::latest(), state.model.nodes.len());
+        let mut walk = Walk {
+            trio: trio.as_ref(),
+            shared,
+            now,
+            rendered: 0,
+            done: Vec::new(),
+        };
+        // Taken out while `plan` borrows the rest. Both are in agent order: one walk.
+        let mut parked = self.parked.take_all();
+        let few = |w: &&Walked| w.reading_others.len() <= parked.len() / 16;
+        let quiet = self
+            .walked
+            .as_ref()
+            .filter(|w| w.still(nodes_now, shared, now))
+            .filter(few);
+        if let Some(w) = quiet {
+            // No node written, added or removed, nothing shared changed, no held poll due:
+            // only the plans that read more than their node can have moved.
+            for agent in w.reading_others.clone() {
+                if let Some(p) = parked.get_mut(&agent) {
+                    let node = state.model.nodes.get_shared(&agent);
+                    self.visit(state, &mut walk, &agent, p, node);
+                }
+            }
+        } else {
+            let mut next = Walked {
+                nodes: nodes_now,
+                shared,
+                expiry_ms: u64::MAX,
+                reading_others: Vec::new(),
+            };
+            let mut nodes = state.model.nodes.iter_shared().peekable();
+            for (agent, p) in parked.iter_mut() {
+                let node = node_of(&mut nodes, agent);
+                let before = walk.done.len();
+                self.visit(state, &mut walk, agent, p, node);
+                if walk.done.len() == before {
+                    if p.reply.is_some() {
+                        next.expiry_ms = next.expiry_ms.min(p.deadline_ms);
+                    }
+                    if node.is_some_and(|n| self.reads_others(n)) {
+                        next.reading_others.push(agent.clone());
+                    }
+                }
+            }
+            self.walked = Some(next);
+            self.full_walks += 1;
+        }
+        let Walk { rendered, done, .. } = walk;
+        self.parked.put_back(parked);
+        self.rerendered += rendered;
+        for (agent, reply) in done {
+            if let (
+                Some(Parked {
+                    reply: Some(to), ..
+                }),
+                Some(reply),
+            ) = (self.parked.remove(&agent), reply)
+            {
+                let _ = to.send(reply);
+            }
+        }
+    }
+
+    /// One parked request in a walk after a batch: dropped past its deadline, refused when
+    /// its executor is no longer its node's, answered (or nudged) when its plan moved on.
+    fn visit(
+        &mut self,
+        state: &Persisted,
+        walk: &mut Walk,
+        agent: &Arc<str>,
+        p: &mut Parked,
+        node: Option<&Arc<Node>>,
+    ) {
+        if p.deadline_ms <= walk.now {
+            // The REST worker has given up by now and answered "unchanged" itself.
+            walk.done.push((agent.clone(), None));
+            return;
+        }
+        // The same node revision as when parked is the same task, so the same executor.
+        let same_node = node.is_some_and(|n| Some(n.revision.get()) == p.revision);
+        let current = same_node
+            || node.is_some_and(|n| n.task.as_ref().is_some_and(|t| t.is_executor(&p.executor)));
+        let Some(node) = node.filter(|_| current) else {
+            let gone = gone_executor(&p.executor);
+            walk.done
+                .push((agent.clone(), Some(ExecutorReply::Failed(gone))));
+            return;
+        };
+        if !must_render(self.reads_others(node), same_node, p.shared == walk.shared) {
+            return;
+        }
+        walk.rendered += 1;
+        match self.plan(state, &p.executor, agent, walk.trio) {
+            Ok(plan) if plan.version != p.version && p.reply.is_none() => {
+                self.nudges.push(Nudge {
+                    agent_id: agent.to_string(),
+                    executor_id: p.executor.clone(),
+                    version: plan.version,
+                });
+                walk.done.push((agent.clone(), None));
+            }
+            Ok(plan) if plan.version != p.version => walk
+                .done
+                .push((agent.clone(), Some(ExecutorReply::Plan(plan)))),
+            Ok(_) => (p.revision, p.shared) = (Some(node.revision.get()), walk.shared),
+            Err(e) => walk
+                .done
+                .push((agent.clone(), Some(ExecutorReply::Failed(e)))),
+        }
+    }
+}
