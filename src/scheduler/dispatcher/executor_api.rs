@@ -747,6 +747,33 @@ mod tests {
         )
     }
 
+    /// The plan version an executor gets at its first request.
+    fn first_version(api: &mut ExecutorApi, s: &mut Persisted) -> u64 {
+        let (r, rx) = plan_req(None, 0, SECRET);
+        api.handle(s, r, 1);
+        plan_of(rx.try_recv().unwrap()).version
+    }
+
+    /// The executor of `a1` fetches its plan, then idles (`nudge=1`, answered 304 at 2):
+    /// the version it holds.
+    fn idle_executor(api: &mut ExecutorApi, s: &mut Persisted) -> u64 {
+        let v = first_version(api, s);
+        let (r, rx) = nudge_req(v);
+        api.handle(s, r, 2);
+        assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Unchanged)));
+        v
+    }
+
+    /// An idle executor's plan request (`nudge=1`); it holds `version`.
+    fn nudge_req(version: u64) -> (ExecutorRequest, Receiver<ExecutorReply>) {
+        let ask = PlanAsk {
+            version: Some(version),
+            wait_ms: 0,
+            nudge: true,
+        };
+        req(ExecutorCall::Plan(ask), SECRET)
+    }
+
     fn plan_of(r: ExecutorReply) -> PlanReply {
         match r {
             ExecutorReply::Plan(p) => p,
@@ -1047,17 +1074,8 @@ mod tests {
     fn an_idle_executor_is_owed_one_nudge_when_its_plan_changes() {
         let mut api = ExecutorApi::new();
         let mut s = state();
-        let (r, rx) = plan_req(None, 0, SECRET);
-        api.handle(&mut s, r, 1);
-        let v = plan_of(rx.try_recv().unwrap()).version;
-        let nudge_req = |version| {
-            let call = ExecutorCall::Plan(PlanAsk {
-                version: Some(version),
-                wait_ms: 0,
-                nudge: true,
-            });
-            req(call, SECRET)
-        };
+        let v = first_version(&mut api, &mut s);
+        // Kept: a nudge is never sent as a reply to it.
         let (r, rx) = nudge_req(v);
         api.handle(&mut s, r, 2);
         assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Unchanged)));
@@ -1115,17 +1133,7 @@ mod tests {
     fn a_batch_that_wrote_no_node_walks_no_parked_request() {
         let mut api = ExecutorApi::new();
         let mut s = state();
-        let (r, rx) = plan_req(None, 0, SECRET);
-        api.handle(&mut s, r, 1);
-        let v = plan_of(rx.try_recv().unwrap()).version;
-        let nudge = PlanAsk {
-            version: Some(v),
-            wait_ms: 0,
-            nudge: true,
-        };
-        let (r, rx) = req(ExecutorCall::Plan(nudge), SECRET);
-        api.handle(&mut s, r, 2);
-        assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Unchanged)));
+        let v = idle_executor(&mut api, &mut s);
         api.after_batch(&s, 3);
         assert_eq!(api.full_walks(), 1);
         api.after_batch(&s, 4);
@@ -1141,7 +1149,7 @@ mod tests {
         assert_eq!((api.full_walks(), api.parked()), (2, 0));
 
         // A write: walked, and the idle executor owed its nudge.
-        let (r, _rx) = req(ExecutorCall::Plan(nudge), SECRET);
+        let (r, _rx) = nudge_req(v);
         api.handle(&mut s, r, 1_006);
         api.after_batch(&s, 1_007);
         let walks = api.full_walks();
