@@ -22,10 +22,10 @@ pub use pin::{AnyCertificate, Checked, LeafCheck, PinnedVerifier, Pins};
 /// The one crypto provider of the crate: ring, named here because neither ureq nor rustls is
 /// built with a default one. Of TLS 1.3's suites, AES-128-GCM with SHA-256 comes first
 /// (ring's order starts with AES-256-GCM with SHA-384): a handshake runs about twenty HMACs
-/// of its hash, x86-64 CPUs have SHA-256 instructions (ring uses them) and none for SHA-512,
-/// and at 10,000 executors the scheduler makes a handshake for nearly every report. SHA-384
-/// in software was 17% of a resumed handshake's CPU, more than either side's key exchange
-/// half. The other suites keep ring's order.
+/// of its hash, server CPUs of recent years have SHA-256 instructions (AMD since Zen, Intel
+/// since Ice Lake; ring uses them) but not SHA-512 ones, and at 10,000 executors the
+/// scheduler makes a handshake for nearly every report. On such a CPU, SHA-384 in software
+/// was 17% of a handshake's CPU. The other suites keep ring's order.
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     let mut provider = rustls::crypto::ring::default_provider();
     provider
