@@ -28,7 +28,7 @@ impl Dispatcher {
     /// [`Dispatcher::next_deadline`] from before it.
     pub(super) fn take_batch(&mut self, batch: Vec<Input>, due: Option<u64>) -> Option<Exit> {
         let reads_only = !batch.is_empty() && batch.iter().all(reads_only);
-        let written = Revision::latest();
+        let written = Revision::made_here();
         for input in batch {
             if let Some(exit) = self.handle(input) {
                 self.flush();
@@ -38,7 +38,7 @@ impl Dispatcher {
         let now = self.clock.now_ms();
         // Nothing the walks read has changed since they last ran, and nothing timed is due:
         // they would decide nothing new.
-        let unchanged = reads_only && !self.dirty && Revision::latest() == written;
+        let unchanged = reads_only && !self.dirty && Revision::made_here() == written;
         let timely = due.is_none_or(|t| now < t) && now < self.walked_ms + QUIET_WALK_MS;
         if !(unchanged && timely) {
             self.after_inputs();

@@ -150,7 +150,7 @@ impl Dispatcher {
     /// and at 10,000 idle executors these two walks were a fifth of the dispatcher's CPU.
     pub(super) fn node_deadlines(&self, now: u64) -> NodeDeadlines {
         // A write or an insert makes a new revision; a removal leaves one node fewer.
-        let revision = (Revision::latest(), self.state.model.nodes.len());
+        let revision = (Revision::made_here(), self.state.model.nodes.len());
         if let Some(d) = self.node_deadlines.get() {
             if d.revision == revision && d.relaunch.is_none_or(|t| t > now) {
                 return d;
@@ -264,7 +264,7 @@ impl Dispatcher {
     }
 }
 
-/// What [`Dispatcher::node_deadlines`] found, at which [`Revision::latest`] and node count:
+/// What [`Dispatcher::node_deadlines`] found, at which [`Revision::made_here`] and node count:
 /// without a node written, added or removed since, the nodes are the same (a relaunch's time
 /// filters on `now`, so it is kept only while it lies ahead).
 #[derive(Debug, Clone, Copy)]

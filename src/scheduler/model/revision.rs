@@ -7,6 +7,7 @@
 //! health poll or a restart's reconciliation, which write every node, the model was held
 //! twice (about 16 MB at 10,000 nodes, against the app's `mem: 32`).
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Not part of what a node is: two nodes that hold the same facts are equal whatever their
@@ -18,8 +19,14 @@ pub struct Revision(u64);
 /// repeats a number that something kept.
 static NEXT: AtomicU64 = AtomicU64::new(1);
 
+thread_local! {
+    /// Revisions made on this thread.
+    static MADE_HERE: Cell<u64> = const { Cell::new(0) };
+}
+
 impl Revision {
     pub fn fresh() -> Revision {
+        MADE_HERE.with(|n| n.set(n.get() + 1));
         Revision(NEXT.fetch_add(1, Ordering::Relaxed))
     }
 
@@ -27,10 +34,12 @@ impl Revision {
         self.0
     }
 
-    /// The next number to be handed out: unchanged from one call to the next, no node was
-    /// written (nor copied) in between.
-    pub fn latest() -> u64 {
-        NEXT.load(Ordering::Relaxed)
+    /// How many revisions this thread has made: unchanged from one call to the next, this
+    /// thread wrote (or copied) no node in between. The model has one writer, the dispatcher's
+    /// thread, so there it tells whether any node of the model changed; other threads' copies
+    /// do not count (nor, in unit tests, other tests running beside).
+    pub fn made_here() -> u64 {
+        MADE_HERE.with(Cell::get)
     }
 }
 
@@ -50,5 +59,23 @@ impl Clone for Revision {
 impl PartialEq for Revision {
     fn eq(&self, _: &Revision) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The dispatcher's "nothing written" checks count its own thread's revisions: another
+    /// thread's (a test beside it, a view's copy) do not make it walk, nor hide its writes.
+    #[test]
+    fn another_threads_revisions_do_not_count_here() {
+        let before = Revision::made_here();
+        std::thread::spawn(|| Revision::fresh().get())
+            .join()
+            .unwrap();
+        assert_eq!(Revision::made_here(), before);
+        Revision::fresh();
+        assert_eq!(Revision::made_here(), before + 1);
     }
 }
