@@ -38,7 +38,7 @@ use crate::scheduler::exchange::{
     ReplyTo,
 };
 use crate::scheduler::health::gate::{self, GateSettings};
-use crate::scheduler::model::{ClusterModel, HostHealth, Node, Persisted, Phase, Revision};
+use crate::scheduler::model::{ClusterModel, HostHealth, Node, Persisted, Phase};
 use crate::scheduler::node_plan::mdm_cluster;
 use crate::scheduler::node_plan::{self, InstallSettings};
 use crate::scheduler::rollout;

@@ -10,7 +10,6 @@
 //! the wanted mode.
 
 use super::*;
-use crate::scheduler::model::Revision;
 
 /// At most one REVIVE per this long for nodes that newly need a launch.
 const REVIVE_EVERY_MS: u64 = 5_000;
@@ -149,8 +148,7 @@ impl Dispatcher {
     /// written (or the earliest relaunch passed): `next_deadline` runs before every batch,
     /// and at 10,000 idle executors these two walks were a fifth of the dispatcher's CPU.
     pub(super) fn node_deadlines(&self, now: u64) -> NodeDeadlines {
-        // A write or an insert makes a new revision; a removal leaves one node fewer.
-        let revision = (Revision::made_here(), self.state.model.nodes.len());
+        let revision = self.state.model.nodes.stamp();
         if let Some(d) = self.node_deadlines.get() {
             if d.revision == revision && d.relaunch.is_none_or(|t| t > now) {
                 return d;
@@ -264,7 +262,7 @@ impl Dispatcher {
     }
 }
 
-/// What [`Dispatcher::node_deadlines`] found, at which [`Revision::made_here`] and node count:
+/// What [`Dispatcher::node_deadlines`] found, at which `Nodes::stamp`:
 /// without a node written, added or removed since, the nodes are the same (a relaunch's time
 /// filters on `now`, so it is kept only while it lies ahead).
 #[derive(Debug, Clone, Copy)]

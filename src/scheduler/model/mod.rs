@@ -546,6 +546,13 @@ impl Nodes {
         self.0.len()
     }
 
+    /// Changes when a node is written, added or removed on this thread, the model's one
+    /// writer (a write or an insert makes a revision, a removal leaves one node fewer): the
+    /// dispatcher's walks after a batch are skipped while it holds.
+    pub fn stamp(&self) -> (u64, usize) {
+        (Revision::made_here(), self.0.len())
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -31,7 +31,7 @@ struct Walk<'t> {
 /// dispatcher's CPU.
 #[derive(Debug)]
 pub(super) struct Walked {
-    /// [`Revision::made_here`] and the node count.
+    /// `Nodes::stamp`.
     nodes: (u64, usize),
     shared: u64,
     /// The earliest deadline of a held poll parked since.
@@ -65,7 +65,7 @@ impl ExecutorApi {
         // Once per batch, not per plan: it scans every node.
         let trio = self.trio(state);
         let shared = self.shared_inputs(state);
-        let nodes_now = (Revision::made_here(), state.model.nodes.len());
+        let nodes_now = state.model.nodes.stamp();
         let mut walk = Walk {
             trio: trio.as_ref(),
             shared,
