@@ -94,6 +94,9 @@ cargo build --quiet --release -p storage-executor -p storage-devcluster
 # scheduler's /api/state (every node, 32 clients accepting gzip; _identity_: plain JSON) and
 # rest_node_p99_ms_changing_*: /api/nodes/<host>, while 1,000 / 10,000 synthetic nodes report
 # phases and then flapping host health, 500 reports/s in all (tests/bench/rest_changing.rs).
+# rest_state_floor_p99_ms_changing_*, rest_state_floor_ratio_changing_*: the same clients and
+# load against a server that only answers the same body (this machine's floor), and the
+# scheduler's p99 over it.
 part rest_changing 3 cargo bench --quiet --bench rest_changing
 
 # scheduler_*: the musl scheduler process on the dev cluster, at -loglevel=info and (suffix

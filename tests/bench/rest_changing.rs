@@ -21,6 +21,13 @@
 //! - `rest_node_p99_ms_changing_*`: the same (gzip accepted) for `GET /api/nodes/<host>`,
 //!   the clients taking the nodes' hosts in turn.
 //!
+//! - `rest_state_floor_p99_ms_changing_*`: this machine's floor for the same clients: the same
+//!   requests, answered with the same gzip body by a server that does nothing else (`floor`,
+//!   threads that each accept and answer, in this process), while the cluster keeps reporting
+//!   as before; `rest_state_floor_ratio_changing_*` is the scheduler's p99 over it. What the
+//!   scheduler adds is the ratio; what is left under the floor is the kernel's TCP and the
+//!   CPU scheduling of 32 clients on this machine's cores.
+//!
 //! `BENCH_NODES=1000` (or `10000`) measures one size only.
 //!
 //! The executor downloads of `scheduler`'s bench are left out here (the agents fetch
@@ -182,6 +189,14 @@ fn measure(nodes: usize, label: &str) {
     let (p99, views) = concurrent_p99_ms(port, state, Encoding::Gzip);
     let (identity_p99, _) = concurrent_p99_ms(port, state, Encoding::Identity);
     let (node_p99, _) = concurrent_p99_ms(port, &node_paths, Encoding::Gzip);
+    let body = get(port, &path, Encoding::Gzip);
+    assert!(
+        body.starts_with(&[0x1f, 0x8b]),
+        "the state came back uncompressed"
+    );
+    let floor = Floor::start(body);
+    let (floor_p99, _) = concurrent_p99_ms(floor.port, state, Encoding::Gzip);
+    drop(floor);
     drop(child);
     drop(m);
     let _ = std::fs::remove_dir_all(&dir);
@@ -208,6 +223,79 @@ fn measure(nodes: usize, label: &str) {
     println!("bench rest_state_views_changing_{label} {views} views");
     println!("bench rest_state_identity_p99_ms_changing_{label} {identity_p99:.2} ms");
     println!("bench rest_node_p99_ms_changing_{label} {node_p99:.2} ms");
+    println!("bench rest_state_floor_p99_ms_changing_{label} {floor_p99:.2} ms");
+    println!(
+        "bench rest_state_floor_ratio_changing_{label} {:.2} x",
+        p99 / floor_p99
+    );
+}
+
+/// The floor: a server that answers every request with one body and does nothing else, as
+/// fast as std sockets allow (threads that each take the next connection from the kernel).
+struct Floor {
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Floor {
+    /// As many threads as the scheduler's REST pool had under this load (16 workers in a
+    /// profile of it); 64 gave the floor a higher p99 here, not a lower one.
+    const THREADS: usize = 16;
+
+    fn start(body: Vec<u8>) -> Floor {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("floor bind");
+        let port = listener.local_addr().expect("floor address").port();
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        let answer = std::sync::Arc::new([head.into_bytes(), body].concat());
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let threads = (0..Self::THREADS)
+            .map(|_| {
+                let listener = listener.try_clone().expect("floor listener");
+                let (answer, stop) = (answer.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    while let Ok((mut conn, _)) = listener.accept() {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        // The request's head, then the answer; the client closes.
+                        let mut head = Vec::new();
+                        let mut buf = [0u8; 1024];
+                        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match conn.read(&mut buf) {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => head.extend_from_slice(&buf[..n]),
+                            }
+                        }
+                        let _ = conn.write_all(&answer);
+                    }
+                })
+            })
+            .collect();
+        Floor {
+            port,
+            stop,
+            threads,
+        }
+    }
+}
+
+impl Drop for Floor {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        // Each thread waits in accept: one connection each wakes it to see the stop.
+        for _ in &self.threads {
+            let _ = TcpStream::connect(("127.0.0.1", self.port));
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
 }
 
 /// p99 latency of `CLIENTS` clients asking in a loop for `MEASURE` while the state changes,
