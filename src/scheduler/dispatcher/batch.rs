@@ -1,6 +1,7 @@
 //! One batch of the dispatcher's inputs: handled in order, then what falls due after it
 //! (the walks of every node, `after_inputs`), then one save. A batch that wrote nothing
-//! skips the walks (see [`QUIET_WALK_MS`]).
+//! skips the walks (see [`QUIET_WALK_MS`]); under a stream of executor reports they run
+//! at most once per [`Dispatcher::walk_gap_ms`] (see [`NODES_PER_WALK_GAP_MS`]).
 
 use super::*;
 use crate::scheduler::model::Revision;
@@ -12,6 +13,22 @@ use crate::scheduler::model::Revision;
 /// dispatcher's CPU. Something timed that the wake-up deadline does not cover still waits
 /// at most this long.
 pub(super) const QUIET_WALK_MS: u64 = 1_000;
+
+/// Under a stream of executor reports, the walks after a batch run at most once per
+/// millisecond for each this many nodes (100 ms at 10,000 nodes, none below 100 nodes).
+/// Executors report one at a time, so batches of one or two reports follow each other,
+/// and at 10,000 nodes each batch's walks of every node (about a millisecond each: a
+/// cache miss per node) kept a busy rollout's dispatcher on the CPU the REST workers
+/// needed. What they decide after a report (its storage work, a grant, a replacement)
+/// waits that long at most: a walk owed is a deadline (`next_deadline`). The gap grows with
+/// the walks' cost, so a small cluster walks after every batch, as before.
+pub(super) const NODES_PER_WALK_GAP_MS: usize = 100;
+
+/// Inputs whose batches may put their walks off: an executor's call writes its own node
+/// only, and nothing in it must be acted on sooner than the gap.
+fn from_executors(input: &Input) -> bool {
+    matches!(input, Input::View(_) | Input::Executor(_))
+}
 
 /// Inputs that write nothing the walks after a batch read: a plan request writes no node
 /// (`ExecutorApi::handle`), a view read nothing at all.
@@ -28,6 +45,7 @@ impl Dispatcher {
     /// [`Dispatcher::next_deadline`] from before it.
     pub(super) fn take_batch(&mut self, batch: Vec<Input>, due: Option<u64>) -> Option<Exit> {
         let reads_only = !batch.is_empty() && batch.iter().all(reads_only);
+        let executors_only = !batch.is_empty() && batch.iter().all(from_executors);
         let written = Revision::made_here();
         for input in batch {
             if let Some(exit) = self.handle(input) {
@@ -39,10 +57,14 @@ impl Dispatcher {
         // Nothing the walks read has changed since they last ran, and nothing timed is due:
         // they would decide nothing new.
         let unchanged = reads_only && !self.dirty && Revision::made_here() == written;
-        let timely = due.is_none_or(|t| now < t) && now < self.walked_ms + QUIET_WALK_MS;
-        if !(unchanged && timely) {
+        let before = |gap: u64| due.is_none_or(|t| now < t) && now < self.walked_ms + gap;
+        if unchanged && before(QUIET_WALK_MS) {
+            // Nothing to walk for.
+        } else if executors_only && before(self.walk_gap_ms()) {
+            self.walk_owed = true;
+        } else {
             self.after_inputs();
-            (self.walked_ms, self.walks) = (now, self.walks + 1);
+            (self.walked_ms, self.walks, self.walk_owed) = (now, self.walks + 1, false);
         }
         self.flush();
         self.debug_tally.flush_due(now);
@@ -51,6 +73,16 @@ impl Dispatcher {
             self.storage.release();
         }
         None
+    }
+
+    /// How long after the last walk a batch of executor inputs may leave its walk owed.
+    pub(super) fn walk_gap_ms(&self) -> u64 {
+        (self.state.model.nodes.len() / NODES_PER_WALK_GAP_MS) as u64
+    }
+
+    /// When a walk put off must run (`None`: none is owed).
+    pub(super) fn owed_walk_deadline(&self) -> Option<u64> {
+        self.walk_owed.then(|| self.walked_ms + self.walk_gap_ms())
     }
 
     /// How many times the walks have run (tests).

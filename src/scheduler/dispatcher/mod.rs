@@ -135,6 +135,9 @@ pub struct Dispatcher {
     /// When `after_inputs` last walked the model, and how often it has (tests).
     walked_ms: u64,
     walks: u64,
+    /// A batch of executor inputs wrote nodes and its walk was put off (`batch.rs`): due
+    /// at the latest [`Dispatcher::walk_gap_ms`] after the last one.
+    walk_owed: bool,
     /// Views asked for while the batch held unsaved changes: answered after the save, so
     /// that nothing (`/health` 200 included) shows what a crash could still lose.
     view_waiters: Vec<Sender<Arc<View>>>,
@@ -199,6 +202,7 @@ impl Dispatcher {
             poll_asked_ms: 0,
             walked_ms: 0,
             walks: 0,
+            walk_owed: false,
             view_waiters: Vec::new(),
             operator_replies: Vec::new(),
             events: Default::default(),
@@ -1817,6 +1821,75 @@ mod tests {
         let ((a, _a_rx), (b, _b_rx)) = (plan(), ask(report));
         r.d.take_batch(vec![a, b], None);
         assert_eq!(r.d.walks(), walked + 4, "a report is not a read");
+    }
+
+    /// Under a stream of executor reports a big cluster's walks run once per gap (20 ms at
+    /// 2,000 nodes), owed meanwhile as a deadline; any other input, or the gap's end, walks.
+    #[test]
+    fn reports_of_a_big_cluster_walk_once_per_gap() {
+        use crate::scheduler::exchange::{ExecutorCall, ExecutorRequest};
+        let mut r = rig();
+        let (executor_id, secret) = launched_on_a1(&mut r);
+        let a1 = r.d.model().nodes["a1"].clone();
+        for i in 2..=2_000 {
+            let mut n = a1.clone();
+            n.hostname = format!("h{i}");
+            n.agent_id = format!("a{i}").into();
+            r.d.state.model.nodes.insert(format!("a{i}"), n);
+        }
+        assert_eq!(r.d.walk_gap_ms(), 20);
+        let report = |phase: &str| {
+            let (tx, _rx) = crossbeam_channel::unbounded();
+            let json = format!(r#"{{"phase":"{phase}"}}"#);
+            Input::Executor(ExecutorRequest {
+                executor_id: executor_id.clone(),
+                secret: secret.clone(),
+                call: ExecutorCall::phase_from_json(json.as_bytes()).unwrap(),
+                reply: tx.into(),
+            })
+        };
+        let batch = |r: &mut Rig, input: Input| {
+            let due = r.d.next_deadline();
+            assert!(r.d.take_batch(vec![input], due).is_none());
+            r.d.walks()
+        };
+        r.d.take_batch(Vec::new(), None);
+        let (walked, at) = (r.d.walks(), r.d.clock.now_ms());
+        assert_eq!(batch(&mut r, report("packages")), walked, "put off");
+        assert_eq!(r.d.owed_walk_deadline(), Some(at + 20));
+        assert!(r.d.next_deadline().is_some_and(|t| t <= at + 20));
+        // A relaunch time written meanwhile: the walks that find it wait for the owed one.
+        let a2 = r.d.state.model.nodes.get_mut("a2").unwrap();
+        (a2.task, a2.retry_after_ms) = (None, Some(at + 30));
+        assert_eq!(
+            r.d.node_deadlines(at).relaunch,
+            None,
+            "not walked while owed"
+        );
+        r.clock.advance(19);
+        assert_eq!(
+            batch(&mut r, report("devices")),
+            walked,
+            "still within the gap"
+        );
+        r.clock.advance(1);
+        assert_eq!(
+            batch(&mut r, report("volume-driver")),
+            walked + 1,
+            "the gap's end"
+        );
+        assert_eq!(r.d.owed_walk_deadline(), None);
+        assert_eq!(r.d.node_deadlines(at + 20).relaunch, Some(at + 30));
+        assert_eq!(batch(&mut r, report("devices")), walked + 1);
+        r.clock.advance(20);
+        r.d.take_batch(Vec::new(), r.d.next_deadline());
+        assert_eq!(r.d.walks(), walked + 2, "the deadline's wake-up walks");
+        assert_eq!(batch(&mut r, report("packages")), walked + 2);
+        assert_eq!(
+            batch(&mut r, Input::Agents(Vec::new())),
+            walked + 3,
+            "not an executor's"
+        );
     }
 
     /// Executors follow the scheduler: every SUBSCRIBED tells each live launch's executor

@@ -137,6 +137,7 @@ impl Dispatcher {
             self.reconcile_deadline(),
             self.reannounce_deadline(),
             self.health_deadline(),
+            self.owed_walk_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -147,10 +148,14 @@ impl Dispatcher {
     /// The deadlines only a walk of every node finds, walked again only once a node was
     /// written (or the earliest relaunch passed): `next_deadline` runs before every batch,
     /// and at 10,000 idle executors these two walks were a fifth of the dispatcher's CPU.
+    /// While a walk is owed (`batch.rs`) they are not walked again either: its deadline, at
+    /// most one gap away, is the latest a deadline written meanwhile is seen, and under a
+    /// stream of reports these walks after every batch were the dispatcher's largest cost.
     pub(super) fn node_deadlines(&self, now: u64) -> NodeDeadlines {
         let revision = self.state.model.nodes.stamp();
         if let Some(d) = self.node_deadlines.get() {
-            if d.revision == revision && d.relaunch.is_none_or(|t| t > now) {
+            let current = d.revision == revision || self.walk_owed;
+            if current && d.relaunch.is_none_or(|t| t > now) {
                 return d;
             }
         }
