@@ -178,22 +178,25 @@ fn quiet_executors<'a>(
 impl Dispatcher {
     /// One MESSAGE per executor of a live launch, carrying this scheduler's address.
     pub(super) fn announce_address(&mut self) {
-        let targets: Vec<(String, String)> = self
+        self.reannounce.announced_to_all(self.clock.now_ms());
+        // Queued straight from the model: after a restart this is one MESSAGE per node.
+        let targets = self
             .state
             .model
             .active_tasks()
-            .map(|(n, t)| (n.agent_id.to_string(), t.executor_id().into_owned()))
-            .collect();
-        if !targets.is_empty() {
+            .map(|(n, t)| (n.agent_id.clone(), t.executor_id().into_owned()));
+        let told = send_address(
+            &mut self.pending,
+            &self.ctx,
+            framework_id_shared(&self.state.model),
+            targets,
+        );
+        if told > 0 {
             info!(
-                "telling {} executor(s) this scheduler is at {} ({})",
-                targets.len(),
-                self.ctx.api_url,
-                self.ctx.fingerprint
+                "telling {told} executor(s) this scheduler is at {} ({})",
+                self.ctx.api_url, self.ctx.fingerprint
             );
         }
-        self.reannounce.announced_to_all(self.clock.now_ms());
-        self.send_address(targets);
     }
 
     /// When an executor may next be due the address again (while subscribed).
@@ -215,18 +218,18 @@ impl Dispatcher {
         if agents.is_empty() {
             return;
         }
-        let targets: Vec<(String, String)> = agents
+        let targets: Vec<(Arc<str>, String)> = agents
             .into_iter()
             .filter_map(|a| {
                 let n = self.state.model.nodes.get(a.as_str())?;
                 let executor = n.task.as_ref()?.executor_id().into_owned();
-                Some((a, executor))
+                Some((n.agent_id.clone(), executor))
             })
             .collect();
         let hosts: Vec<&str> = targets
             .iter()
             .take(5)
-            .filter_map(|(a, _)| Some(self.state.model.nodes.get(a.as_str())?.hostname.as_str()))
+            .filter_map(|(a, _)| Some(self.state.model.nodes.get(a)?.hostname.as_str()))
             .collect();
         info!(
             "telling {} quiet executor(s) again that this scheduler is at {} ({}{})",
@@ -239,21 +242,13 @@ impl Dispatcher {
                 ""
             }
         );
-        self.send_address(targets);
-    }
-
-    /// The address MESSAGE to each (agent, executor).
-    fn send_address(&mut self, targets: Vec<(String, String)>) {
-        let data: Arc<[u8]> = announcement(&self.ctx.api_url, &self.ctx.fingerprint).into();
-        let framework_id = self.framework_id_shared();
-        for (agent_id, executor_id) in targets {
-            self.pending.push_message(ExecutorMessage {
-                framework_id: framework_id.clone(),
-                agent_id,
-                executor_id,
-                data: data.clone(),
-            });
-        }
+        let framework_id = framework_id_shared(&self.state.model);
+        send_address(
+            &mut self.pending,
+            &self.ctx,
+            framework_id,
+            targets.into_iter(),
+        );
     }
 
     /// The nudges owed to idle executors whose plans moved on in this batch. Mesos delivers
@@ -278,7 +273,7 @@ impl Dispatcher {
                 ""
             }
         );
-        let framework_id = self.framework_id_shared();
+        let framework_id = framework_id_shared(&self.state.model);
         for n in nudges {
             self.pending.push_message(ExecutorMessage {
                 framework_id: framework_id.clone(),
@@ -288,11 +283,32 @@ impl Dispatcher {
             });
         }
     }
+}
 
-    /// The framework id, once for a batch of MESSAGEs.
-    fn framework_id_shared(&self) -> Option<Arc<str>> {
-        self.state.model.framework_id.as_deref().map(Arc::from)
+/// The framework id, once for a batch of MESSAGEs.
+fn framework_id_shared(model: &ClusterModel) -> Option<Arc<str>> {
+    model.framework_id.as_deref().map(Arc::from)
+}
+
+/// Queues the address MESSAGE to each (agent, executor); how many.
+fn send_address(
+    pending: &mut pending::Pending,
+    ctx: &LaunchContext,
+    framework_id: Option<Arc<str>>,
+    targets: impl Iterator<Item = (Arc<str>, String)>,
+) -> usize {
+    let data: Arc<[u8]> = announcement(&ctx.api_url, &ctx.fingerprint).into();
+    let mut told = 0;
+    for (agent_id, executor_id) in targets {
+        pending.push_message(ExecutorMessage {
+            framework_id: framework_id.clone(),
+            agent_id,
+            executor_id,
+            data: data.clone(),
+        });
+        told += 1;
     }
+    told
 }
 
 #[cfg(test)]

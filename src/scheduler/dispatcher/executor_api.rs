@@ -1042,7 +1042,11 @@ mod tests {
         s.model.nodes.get_mut("a11").unwrap().phase = Phase::Environment;
         s.model.nodes.insert("a9", running_node(9, 2));
         api.after_batch(&s, 30);
-        let mut nudged: Vec<String> = api.take_nudges().into_iter().map(|n| n.agent_id).collect();
+        let mut nudged: Vec<String> = api
+            .take_nudges()
+            .into_iter()
+            .map(|n| n.agent_id.to_string())
+            .collect();
         nudged.sort();
         assert_eq!(nudged, ["a11", "a5"]);
         assert!(held.try_recv().is_err(), "a3 did not change");
@@ -1090,7 +1094,7 @@ mod tests {
         api.after_batch(&s, 4);
         let nudges = api.take_nudges();
         assert_eq!(nudges.len(), 1);
-        assert_eq!(nudges[0].agent_id, "a1");
+        assert_eq!(&*nudges[0].agent_id, "a1");
         assert_eq!(nudges[0].executor_id, "storage-executor.h1.1");
         assert_ne!(nudges[0].version, v);
         assert!(rx.try_recv().is_err(), "a nudge is a MESSAGE, not a reply");

@@ -45,7 +45,8 @@ impl fmt::Debug for Parked {
 /// A framework MESSAGE owed to an idle executor: its plan is now at `version`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Nudge {
-    pub agent_id: String,
+    /// The model's own key, shared.
+    pub agent_id: Arc<str>,
     pub executor_id: String,
     pub version: u64,
 }

@@ -16,8 +16,10 @@ pub(super) const STAGING_TIMEOUT_MS: u64 = 5 * 60_000;
 
 #[derive(Debug, Default)]
 pub(super) struct Reconciliation {
-    /// Task id -> agent id of the tasks asked about and not answered yet.
-    unanswered: BTreeMap<String, String>,
+    /// Task id -> agent id of the tasks asked about and not answered yet: after a restart,
+    /// every task, at the moment the whole model has just been loaded, so the agent id is
+    /// the model's own, shared.
+    unanswered: BTreeMap<String, Arc<str>>,
     retry_at_ms: Option<u64>,
     delay_ms: u64,
     implicit_at_ms: Option<u64>,
@@ -38,7 +40,7 @@ impl Dispatcher {
             .state
             .model
             .active_tasks()
-            .map(|(n, t)| (t.task_id.to_string(), n.agent_id.to_string()))
+            .map(|(n, t)| (t.task_id.to_string(), n.agent_id.clone()))
             .collect();
         self.recon.delay_ms = RETRY_FIRST_MS;
         self.send_explicit(now);
@@ -49,7 +51,7 @@ impl Dispatcher {
     pub(super) fn reconcile_task(&mut self, task_id: &str, agent_id: &str) {
         self.recon
             .unanswered
-            .insert(task_id.to_owned(), agent_id.to_owned());
+            .insert(task_id.to_owned(), agent_id.into());
         self.recon.delay_ms = RETRY_FIRST_MS;
         self.recon.retry_at_ms = Some(self.clock.now_ms());
     }
@@ -77,7 +79,7 @@ impl Dispatcher {
                     value: task.as_str().into(),
                 },
                 agent_id: Some(AgentID {
-                    value: agent.as_str().into(),
+                    value: (&**agent).into(),
                 }),
             })
             .collect();
@@ -110,7 +112,7 @@ impl Dispatcher {
             .map(|(agent, task)| (task.to_owned(), agent.to_owned()))
             .collect();
         for (task, agent) in unreachable {
-            if self.recon.unanswered.insert(task, agent).is_none() {
+            if self.recon.unanswered.insert(task, agent.into()).is_none() {
                 self.recon.delay_ms = RETRY_FIRST_MS;
                 self.recon.retry_at_ms = Some(now);
             }

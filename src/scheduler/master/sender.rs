@@ -49,7 +49,9 @@ impl Outgoing {
 pub struct ExecutorMessage {
     /// Shared by the messages of one batch.
     pub framework_id: Option<Arc<str>>,
-    pub agent_id: String,
+    /// The model's own agent id, shared: an announcement queues one MESSAGE per executor at
+    /// once (10,000 after a restart), beside the whole model just loaded.
+    pub agent_id: Arc<str>,
     pub executor_id: String,
     /// Shared by the messages of one announcement.
     pub data: Arc<[u8]>,
@@ -64,7 +66,7 @@ impl ExecutorMessage {
             r#type: Some(call::Type::Message),
             message: Some(call::Message {
                 agent_id: AgentID {
-                    value: self.agent_id.into(),
+                    value: crate::mesos::text::Str::new(&self.agent_id),
                 },
                 executor_id: ExecutorID {
                     value: self.executor_id.into(),

@@ -162,7 +162,7 @@ impl ExecutorApi {
         match self.plan(state, &p.executor, agent, walk.trio) {
             Ok(plan) if plan.version != p.version && p.reply.is_none() => {
                 self.nudges.push(Nudge {
-                    agent_id: agent.to_string(),
+                    agent_id: agent.clone(),
                     executor_id: p.executor.clone(),
                     version: plan.version,
                 });
