@@ -290,7 +290,8 @@ fn framework_id_shared(model: &ClusterModel) -> Option<Arc<str>> {
     model.framework_id.as_deref().map(Arc::from)
 }
 
-/// Queues the address MESSAGE to each (agent, executor); how many.
+/// Queues the address MESSAGE to each (agent, executor); how many. It takes the queue and
+/// the context rather than the dispatcher so that `targets` can still borrow the model.
 fn send_address(
     pending: &mut pending::Pending,
     ctx: &LaunchContext,
