@@ -4,7 +4,6 @@
 //! at most once per [`Dispatcher::walk_gap_ms`] (see [`NODES_PER_WALK_GAP_MS`]).
 
 use super::*;
-use crate::scheduler::model::Revision;
 
 /// A batch of plan requests and view reads only (they write nothing `after_inputs` reads)
 /// skips its walks of every node (offers, grants, replacements, storage work, stuck
@@ -46,7 +45,7 @@ impl Dispatcher {
     pub(super) fn take_batch(&mut self, batch: Vec<Input>, due: Option<u64>) -> Option<Exit> {
         let reads_only = !batch.is_empty() && batch.iter().all(reads_only);
         let executors_only = !batch.is_empty() && batch.iter().all(from_executors);
-        let written = Revision::made_here();
+        let written = self.state.model.nodes.stamp();
         for input in batch {
             if let Some(exit) = self.handle(input) {
                 self.flush();
@@ -56,7 +55,7 @@ impl Dispatcher {
         let now = self.clock.now_ms();
         // Nothing the walks read has changed since they last ran, and nothing timed is due:
         // they would decide nothing new.
-        let unchanged = reads_only && !self.dirty && Revision::made_here() == written;
+        let unchanged = reads_only && !self.dirty && self.state.model.nodes.stamp() == written;
         let before = |gap: u64| due.is_none_or(|t| now < t) && now < self.walked_ms + gap;
         if unchanged && before(QUIET_WALK_MS) {
             // Nothing to walk for.

@@ -108,11 +108,11 @@ impl Dispatcher {
     fn send_implicit(&mut self, now: u64) {
         // Implicit reconciliation does not answer for a task the master forgot: unreachable
         // tasks are asked about by name, in case their agent never comes back.
-        let unreachable: Vec<(String, String)> = unreachable_tasks(&self.state.model)
-            .map(|(agent, task)| (task.to_owned(), agent.to_owned()))
+        let unreachable: Vec<(String, Arc<str>)> = unreachable_tasks(&self.state.model)
+            .map(|(agent, task)| (task.to_owned(), agent.into()))
             .collect();
         for (task, agent) in unreachable {
-            if self.recon.unanswered.insert(task, agent.into()).is_none() {
+            if self.recon.unanswered.insert(task, agent).is_none() {
                 self.recon.delay_ms = RETRY_FIRST_MS;
                 self.recon.retry_at_ms = Some(now);
             }

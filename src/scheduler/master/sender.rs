@@ -66,7 +66,7 @@ impl ExecutorMessage {
             r#type: Some(call::Type::Message),
             message: Some(call::Message {
                 agent_id: AgentID {
-                    value: crate::mesos::text::Str::new(&self.agent_id),
+                    value: (&*self.agent_id).into(),
                 },
                 executor_id: ExecutorID {
                     value: self.executor_id.into(),

@@ -76,20 +76,23 @@ impl ExecutorApi {
         // Taken out while `plan` borrows the rest. Both are in agent order: one walk.
         let mut parked = self.parked.take_all();
         let few = |w: &&Walked| w.reading_others.len() <= parked.len() / 16;
+        // Taken out while `visit` borrows the rest; a quiet batch puts it back as it was, a
+        // full walk makes a new one.
         let quiet = self
             .walked
-            .as_ref()
+            .take()
             .filter(|w| w.still(nodes_now, shared, now))
-            .filter(few);
+            .filter(|w| few(&w));
         if let Some(w) = quiet {
             // No node written, added or removed, nothing shared changed, no held poll due:
             // only the plans that read more than their node can have moved.
-            for agent in w.reading_others.clone() {
-                if let Some(p) = parked.get_mut(&agent) {
-                    let node = state.model.nodes.get_shared(&agent);
-                    self.visit(state, &mut walk, &agent, p, node);
+            for agent in &w.reading_others {
+                if let Some(p) = parked.get_mut(agent) {
+                    let node = state.model.nodes.get_shared(agent);
+                    self.visit(state, &mut walk, agent, p, node);
                 }
             }
+            self.walked = Some(w);
         } else {
             let mut next = Walked {
                 nodes: nodes_now,
