@@ -202,10 +202,18 @@ fn a_swapped_executor_binary_never_runs_and_its_task_fails() {
     std::fs::write(&swapped_path, &swapped).unwrap();
     std::fs::set_permissions(&swapped_path, std::fs::Permissions::from_mode(0o755)).unwrap();
     let impostor = tiny_http::Server::http(("127.0.0.2", rig.port)).expect("impostor server");
-    let body = swapped.clone();
+    // Gzipped where the launch asks for it, as the scheduler serves it.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, swapped.as_bytes()).unwrap();
+    let (plain, gzipped) = (swapped.clone().into_bytes(), gz.finish().unwrap());
     std::thread::spawn(move || {
         while let Ok(req) = impostor.recv() {
-            let _ = req.respond(tiny_http::Response::from_string(body.clone()));
+            let body = if req.url().ends_with(".gz") {
+                &gzipped
+            } else {
+                &plain
+            };
+            let _ = req.respond(tiny_http::Response::from_data(body.clone()));
         }
     });
     rig.spawn();

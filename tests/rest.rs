@@ -666,16 +666,46 @@ fn executor_binary_is_cached_with_etag_and_reloaded_on_change() {
     assert_eq!(cached.status, 304);
     assert!(cached.body.is_empty());
 
+    // Gzipped, what launches fetch: the same bytes once unpacked, in fewer, with an ETag
+    // of its own.
+    let gunzip = |gz: &[u8]| {
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(gz), &mut out).unwrap();
+        out
+    };
+    let z = get(s.addr, "/storage-executor.gz");
+    assert_eq!(z.status, 200, "{}", z.text());
+    assert_eq!(z.header("content-type"), Some("application/gzip"));
+    assert_eq!(z.header("content-encoding"), None, "the file is the gzip");
+    assert!(z.body.len() < content.len() / 2, "{} bytes", z.body.len());
+    assert!(
+        gunzip(&z.body) == content,
+        "unpacked, it differs from the file"
+    );
+    let z_etag = z.header("etag").expect("ETag").to_owned();
+    assert_ne!(z_etag, etag);
+    let z_cached = request(
+        s.addr,
+        "GET",
+        "/storage-executor.gz",
+        &[("If-None-Match", &z_etag)],
+        b"",
+    );
+    assert_eq!(z_cached.status, 304);
+
     // Changed (size differs): read again, new ETag.
     std::fs::write(&s.binary, b"#!/bin/sh\necho new executor\n").unwrap();
     let r = get(s.addr, "/storage-executor");
     assert_eq!(r.status, 200);
     assert_eq!(r.body, b"#!/bin/sh\necho new executor\n");
     assert_ne!(r.header("etag"), Some(etag.as_str()));
+    let z = get(s.addr, "/storage-executor.gz");
+    assert_eq!(gunzip(&z.body), b"#!/bin/sh\necho new executor\n");
 
     // Removed again: 404 again, not the stale copy.
     std::fs::remove_file(&s.binary).unwrap();
     assert_eq!(get(s.addr, "/storage-executor").status, 404);
+    assert_eq!(get(s.addr, "/storage-executor.gz").status, 404);
 }
 
 // ---- executor API ----

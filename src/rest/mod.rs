@@ -371,6 +371,13 @@ impl Router {
             p if p.strip_prefix('/') == Some(env::EXECUTOR_BINARY) => {
                 (GET_HEAD, Router::executor_binary)
             }
+            p if p
+                .strip_prefix('/')
+                .and_then(|p| p.strip_prefix(env::EXECUTOR_BINARY))
+                == Some(".gz") =>
+            {
+                (GET_HEAD, Router::executor_gzipped)
+            }
             other => return not_found(other),
         };
         if !allowed.contains(&req.method.as_str()) {
@@ -516,27 +523,45 @@ impl Router {
 
     fn executor_binary(&self, req: &Request) -> Response {
         match self.binary.get() {
-            Ok(b) => {
-                let fresh = req
-                    .header("if-none-match")
-                    .is_some_and(|v| v.split(',').any(|t| t.trim() == b.etag || t.trim() == "*"));
-                let resp = if fresh {
-                    Response::new(304, "application/octet-stream", Body::Empty)
-                } else {
-                    Response::new(
-                        200,
-                        "application/octet-stream",
-                        Body::File {
-                            file: b.file.clone(),
-                            len: b.len,
-                        },
-                    )
-                };
-                resp.with_header("ETag", b.etag.clone())
-            }
+            Ok(b) => serve_file(req, "application/octet-stream", b.file, b.len, b.etag),
             Err(detail) => Response::error(404, "executor binary not found", &detail),
         }
     }
+
+    /// What launches fetch (`executor_binary.rs`): the same file gzipped.
+    fn executor_gzipped(&self, req: &Request) -> Response {
+        match self.binary.get() {
+            Ok(b) => match b.gzipped {
+                Some(gz) => serve_file(req, "application/gzip", gz.file, gz.len, gz.etag),
+                None => Response::error(
+                    404,
+                    "executor binary not found gzipped",
+                    "the scheduler could not make its gzip copy (its log says why); launches \
+                     fetch /storage-executor",
+                ),
+            },
+            Err(detail) => Response::error(404, "executor binary not found", &detail),
+        }
+    }
+}
+
+/// A file as it is, or 304 when the client holds it (`If-None-Match`).
+fn serve_file(
+    req: &Request,
+    kind: &'static str,
+    file: Arc<std::fs::File>,
+    len: u64,
+    etag: String,
+) -> Response {
+    let fresh = req
+        .header("if-none-match")
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+    let resp = if fresh {
+        Response::new(304, kind, Body::Empty)
+    } else {
+        Response::new(200, kind, Body::File { file, len })
+    };
+    resp.with_header("ETag", etag)
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! The executor binary agents fetch (`GET /storage-executor`), with the SHA-256 every launch's
-//! command checks the fetched file against. The REST server serves it and the dispatcher
+//! The executor binary agents fetch (`GET /storage-executor.gz`, or `GET /storage-executor`),
+//! with the SHA-256 every launch's command checks the fetched file against. The REST server serves it and the dispatcher
 //! names its digest: both go through the one [`ExecutorBinary`], so the digest a launch
 //! carries is that of the file served.
 //!
@@ -8,6 +8,13 @@
 //! per file by reading it in pieces. Held in memory, the 3 MB binary was an eighth of the
 //! scheduler's memory at 10,000 agents.
 //!
+//! Launches fetch it gzipped, which the Mesos fetcher unpacks (`extract`: a bare `.gz` goes
+//! through `gunzip`): at 10,000 agents a rollout sends half of the 30 GB it sent plain, from
+//! one scheduler host, and sends it again at every upgrade. The gzip copy is made as the file is
+//! hashed, into an unnamed file in the sandbox (`MESOS_SANDBOX`): its pages are page cache on
+//! disk, which the kernel may take back, not memory counted against the app's `mem` (a tmpfs
+//! `/tmp` would hold them). When it cannot be made, launches fetch the plain file.
+//!
 //! The path is looked at again on every use: another file there (an operator replacing it,
 //! which renames a new file over it or rewrites it in place) is opened and hashed anew, told
 //! by its inode, size and modification time. A fetch already under way goes on with the file
@@ -15,10 +22,11 @@
 
 use crate::hash::ContentHasher;
 use crate::sha256::Sha256;
-use log::info;
+use log::{info, warn};
 use std::fs::File;
+use std::io::Write;
 use std::os::unix::fs::{FileExt, MetadataExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -35,8 +43,18 @@ pub struct Binary {
     pub file: Arc<File>,
     pub len: u64,
     pub etag: String,
+    /// The same bytes gzipped, when the copy could be made.
+    pub gzipped: Option<Served>,
     sha256: String,
     id: FileId,
+}
+
+/// A file served as it is, with its ETag.
+#[derive(Clone)]
+pub struct Served {
+    pub file: Arc<File>,
+    pub len: u64,
+    pub etag: String,
 }
 
 impl Binary {
@@ -96,6 +114,7 @@ impl ExecutorBinary {
         // What was opened, which may already differ from what was looked at.
         let id = FileId::of(&file.metadata().map_err(failed)?);
         let (mut fast, mut sha) = (ContentHasher::default(), Sha256::default());
+        let mut gz = Gzip::start(&sandbox());
         let mut buf = vec![0u8; 64 * 1024];
         let mut at = 0u64;
         while at < id.len {
@@ -108,20 +127,102 @@ impl ExecutorBinary {
             }
             fast.update(&buf[..n]);
             sha.update(&buf[..n]);
+            gz.write(&buf[..n]);
             at += n as u64;
         }
-        let etag = format!("\"{:016x}-{:x}\"", fast.finish(), id.len);
-        info!("executor binary {shown}: {} bytes, ETag {etag}", id.len);
+        let hash = fast.finish();
+        let etag = format!("\"{hash:016x}-{:x}\"", id.len);
+        let gzipped = match gz.finish() {
+            Ok((file, len)) => {
+                let etag = format!("\"{hash:016x}-{:x}-gz{len:x}\"", id.len);
+                info!(
+                    "executor binary {shown}: {} bytes, ETag {etag}; {len} bytes gzipped",
+                    id.len
+                );
+                Some(Served {
+                    file: Arc::new(file),
+                    len,
+                    etag,
+                })
+            }
+            Err(e) => {
+                warn!(
+                    "executor binary {shown}: {} bytes, ETag {etag}; launches fetch it as it is \
+                     (twice the bytes): no gzip copy: {e}",
+                    id.len
+                );
+                None
+            }
+        };
         let b = Binary {
             file: Arc::new(file),
             len: id.len,
             etag,
+            gzipped,
             sha256: sha.hex(),
             id,
         };
         *open = Some(b.clone());
         Ok(b)
     }
+}
+
+/// Where the gzip copy goes: the task's sandbox, on disk (see the module's comment).
+fn sandbox() -> PathBuf {
+    std::env::var_os("MESOS_SANDBOX")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir)
+}
+
+/// The gzip copy as it is written; the first error ends it (the plain file is served).
+struct Gzip(Result<flate2::write::GzEncoder<File>, String>);
+
+impl Gzip {
+    fn start(dir: &Path) -> Gzip {
+        let level = flate2::Compression::default();
+        Gzip(
+            unnamed_file(dir)
+                .map(|f| flate2::write::GzEncoder::new(f, level))
+                .map_err(|e| format!("cannot make an unnamed file in {}: {e}", dir.display())),
+        )
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        if let Ok(enc) = &mut self.0 {
+            if let Err(e) = enc.write_all(bytes) {
+                self.0 = Err(format!("cannot write it: {e}"));
+            }
+        }
+    }
+
+    fn finish(self) -> Result<(File, u64), String> {
+        let file = self
+            .0?
+            .finish()
+            .map_err(|e| format!("cannot write it: {e}"))?;
+        let len = file
+            .metadata()
+            .map_err(|e| format!("cannot read its size: {e}"))?
+            .len();
+        Ok((file, len))
+    }
+}
+
+/// A file with no name in `dir`, gone when the last handle closes. `O_TMPFILE` where the
+/// filesystem has it, else a name taken and removed at once.
+fn unnamed_file(dir: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut open = std::fs::OpenOptions::new();
+    open.read(true).write(true).mode(0o600);
+    if let Ok(f) = open.clone().custom_flags(libc::O_TMPFILE).open(dir) {
+        return Ok(f);
+    }
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = dir.join(format!(".storage-executor.gz.{}.{n}", std::process::id()));
+    let f = open.create_new(true).open(&path)?;
+    std::fs::remove_file(&path)?;
+    Ok(f)
 }
 
 #[cfg(test)]
@@ -167,6 +268,32 @@ mod tests {
         // The fetch that began before it sends the file its launch's digest names.
         assert_eq!(contents(&fetch), b"executor v1");
 
+        // The gzip copy is of the file it was made with: what `gunzip` (the Mesos
+        // fetcher's, for a bare `.gz`) makes of it is that file.
+        let gunzipped = |b: &Binary| {
+            let gz = b.gzipped.as_ref().expect("a gzip copy");
+            let mut bytes = vec![0u8; gz.len as usize];
+            gz.file.read_exact_at(&mut bytes, 0).unwrap();
+            let mut child = std::process::Command::new("gunzip")
+                .args(["-d", "-c"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("gunzip");
+            child.stdin.take().unwrap().write_all(&bytes).unwrap();
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "gunzip: {}", out.status);
+            (out.stdout, gz.etag.clone())
+        };
+        let (v1, v1_etag) = gunzipped(&fetch);
+        let (v2, v2_etag) = gunzipped(&replaced);
+        assert_eq!(v1, b"executor v1");
+        assert_eq!(v2, b"executor v2, longer");
+        assert!(
+            v1_etag != v2_etag && v1_etag != fetch.etag,
+            "{v1_etag} {v2_etag}"
+        );
+
         // Rewritten in place, to the same length: its modification time tells.
         let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
         std::fs::write(&path, b"executor V2, longer").unwrap();
@@ -175,5 +302,14 @@ mod tests {
             .unwrap();
         assert_eq!(b.sha256().unwrap(), sha256::hex(b"executor V2, longer"));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// No place for the gzip copy: the plain file is served, and the reason told.
+    #[test]
+    fn without_a_place_for_the_gzip_copy_the_plain_file_is_served() {
+        let mut gz = Gzip::start(Path::new("/nonexistent-sandbox"));
+        gz.write(b"executor");
+        let e = gz.finish().expect_err("no copy");
+        assert!(e.contains("/nonexistent-sandbox"), "{e}");
     }
 }

@@ -130,6 +130,7 @@ pub fn dispatcher(
         fingerprint: tls.fingerprint,
         loglevel: config.loglevel.to_string().to_lowercase(),
         executor_sha256: None,
+        executor_gzipped: false,
     };
     let mut dispatcher = Dispatcher::new(
         state,

@@ -683,6 +683,7 @@ pub(super) fn test_dispatcher(
             fingerprint: "sha256:ab".into(),
             loglevel: "info".into(),
             executor_sha256: Some("0".repeat(64)),
+            executor_gzipped: false,
         },
         tx,
         Arc::new(Metrics::default()),

@@ -375,8 +375,11 @@ impl Dispatcher {
         let Some(binary) = &self.executor_binary else {
             return;
         };
-        let digest = match binary.sha256() {
-            Ok(digest) => Some(digest),
+        let digest = match binary.get() {
+            Ok(b) => {
+                self.ctx.executor_gzipped = b.gzipped.is_some();
+                Some(b.sha256().to_owned())
+            }
             Err(e) => {
                 error!("agent {host}: the executor binary cannot be read, the launch will not run: {e}");
                 None

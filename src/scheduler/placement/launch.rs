@@ -24,6 +24,8 @@ pub struct LaunchContext {
     /// SHA-256 (hex) of the executor binary served now; `None` when it cannot be read (the
     /// command then refuses to run whatever was fetched).
     pub executor_sha256: Option<String>,
+    /// The binary is served gzipped too (`/storage-executor.gz`), and launches fetch that.
+    pub executor_gzipped: bool,
 }
 
 pub struct Launch<'a> {
@@ -46,7 +48,7 @@ fn var(name: &str, value: &str) -> environment::Variable {
 }
 
 /// The executor's shell command: the fetched binary's SHA-256 checked against `sha256`
-/// before `exec`, with `sha256sum` (coreutils, on Ubuntu 14.04 and RHEL 7 alike) and POSIX
+/// before it is made executable (`gunzip` leaves it not) and `exec`ed, with `sha256sum` (coreutils, on Ubuntu 14.04 and RHEL 7 alike) and POSIX
 /// sh only. The agents' fetcher takes the binary over plain HTTP, so whoever sits between
 /// them and the scheduler could swap it; a mismatch says so on stderr (the sandbox's
 /// `stderr`) and exits 1 before anything of the download runs.
@@ -65,19 +67,22 @@ pub fn verified_exec(sha256: Option<&str>, url: &str) -> String {
         "got=$(sha256sum ./{file}) || {{ echo '{file}: not run: cannot compute its SHA-256' >&2; \
          exit 1; }}; got=${{got%% *}}; if [ \"$got\" != {want} ]; then \
          printf '%s: not run: SHA-256 mismatch: fetched %s, expected %s (from %s)\\n' \
-         {file} \"$got\" {want} '{url}' >&2; exit 1; fi; exec ./{file}"
+         {file} \"$got\" {want} '{url}' >&2; exit 1; fi; chmod u+x ./{file} && exec ./{file}"
     )
 }
 
 /// The TaskInfo of one launch.
 pub fn task_info(ctx: &LaunchContext, l: Launch<'_>) -> TaskInfo {
     let (task_id, executor_id) = ids::make(l.hostname, l.seq);
-    let url = format!("{}/{}", ctx.scheduler_url, env::EXECUTOR_BINARY);
+    // Gzipped, the fetcher unpacks it (a bare `.gz`: `gunzip` into the name without `.gz`)
+    // and leaves it not executable: the command makes it so once its digest is checked.
+    let gz = if ctx.executor_gzipped { ".gz" } else { "" };
+    let url = format!("{}/{}{gz}", ctx.scheduler_url, env::EXECUTOR_BINARY);
     let command = CommandInfo {
         uris: vec![command_info::Uri {
             value: url.as_str().into(),
-            executable: Some(true),
-            extract: Some(false),
+            executable: Some(!ctx.executor_gzipped),
+            extract: Some(ctx.executor_gzipped),
             // The binary changes with every scheduler upgrade: never take a cached copy.
             cache: Some(false),
             output_file: None,
@@ -150,23 +155,41 @@ mod tests {
             fingerprint: "sha256:ab".into(),
             loglevel: "debug".into(),
             executor_sha256: Some("ab".repeat(32)),
+            executor_gzipped: true,
         };
-        let t = task_info(
-            &ctx,
-            Launch {
-                agent_id: "a1",
-                hostname: "h1",
-                seq: 3,
-                persona: Persona::Data,
-                task_resources: vec![],
-                executor_resources: vec![],
-                secret: "s3cr3t",
+        let launch = || Launch {
+            agent_id: "a1",
+            hostname: "h1",
+            seq: 3,
+            persona: Persona::Data,
+            task_resources: vec![],
+            executor_resources: vec![],
+            secret: "s3cr3t",
+        };
+        // Without its gzip copy the binary is fetched as it is, made executable by the fetcher.
+        let plain = task_info(
+            &LaunchContext {
+                executor_gzipped: false,
+                ..ctx.clone()
             },
+            launch(),
         );
+        let uri = &plain.executor.unwrap().command.unwrap().uris[0];
+        assert_eq!(uri.value, "http://10.0.0.5:8080/storage-executor");
+        assert_eq!((uri.executable, uri.extract), (Some(true), Some(false)));
+        let t = task_info(&ctx, launch());
         let ex = t.executor.unwrap();
         let cmd = ex.command.unwrap();
-        assert_eq!(cmd.uris[0].value, "http://10.0.0.5:8080/storage-executor");
-        assert_eq!(cmd.uris[0].executable, Some(true));
+        // Gzipped: the fetcher unpacks a bare `.gz` only when asked to extract and not to
+        // make it executable.
+        assert_eq!(
+            cmd.uris[0].value,
+            "http://10.0.0.5:8080/storage-executor.gz"
+        );
+        assert_eq!(
+            (cmd.uris[0].executable, cmd.uris[0].extract),
+            (Some(false), Some(true))
+        );
         assert_eq!(cmd.shell, Some(true));
         let value = cmd.value.as_deref().unwrap();
         assert!(
@@ -196,7 +219,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join(env::EXECUTOR_BINARY);
         std::fs::write(&file, binary).unwrap();
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // As `gunzip` leaves it (the fetcher's `extract`): the command makes it executable.
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
         let out = std::process::Command::new("/bin/sh")
             .arg("-c")
             .arg(command)

@@ -10,7 +10,7 @@ use crossbeam_channel::Sender;
 use std::fs;
 
 use super::resources::Res;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -251,26 +251,40 @@ pub fn fetch(http: &ureq::Agent, uri: &command_info::Uri, dir: &Path) -> Result<
     Ok(())
 }
 
-/// Archives are unpacked into the sandbox (`extract` defaults to true in mesos.proto).
+/// Archives are unpacked into the sandbox (`extract` defaults to true in mesos.proto). As
+/// Mesos' fetcher does (`src/launcher/fetcher.cpp`), the name decides, case-sensitively:
+/// tar and zip archives are unpacked; a bare `.gz` goes through `gunzip -d -c` into the name
+/// without `.gz` (a plain new file, not executable); anything else stays as fetched.
 fn extract(file: &Path, dir: &Path) -> Result<(), String> {
-    let name = file.to_string_lossy().to_ascii_lowercase();
+    let name = file.to_string_lossy();
     let tar = [
         ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz",
     ];
-    let mut cmd = if tar.iter().any(|ext| name.ends_with(ext)) {
+    let (mut cmd, stdin, stdout) = if tar.iter().any(|ext| name.ends_with(ext)) {
         let mut c = Command::new("tar");
         c.arg("-C").arg(dir).arg("-xf").arg(file);
-        c
+        (c, Stdio::null(), Stdio::null())
     } else if name.ends_with(".zip") {
         let mut c = Command::new("unzip");
         c.arg("-o").arg("-d").arg(dir).arg(file);
-        c
+        (c, Stdio::null(), Stdio::null())
+    } else if let Some(unpacked) = name.strip_suffix(".gz") {
+        let mut c = Command::new("gunzip");
+        c.args(["-d", "-c"]);
+        let input = fs::File::open(file).map_err(|e| format!("cannot open {name}: {e}"))?;
+        let output = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o644)
+            .open(unpacked)
+            .map_err(|e| format!("cannot create {unpacked}: {e}"))?;
+        (c, Stdio::from(input), Stdio::from(output))
     } else {
         return Ok(());
     };
     let status = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdin(stdin)
+        .stdout(stdout)
         .status()
         .map_err(|e| format!("cannot run the extractor: {e}"))?;
     if !status.success() {
