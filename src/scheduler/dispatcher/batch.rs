@@ -1,7 +1,7 @@
 //! One batch of the dispatcher's inputs: handled in order, then what falls due after it
 //! (the walks of every node, `after_inputs`), then one save. A batch that wrote nothing
-//! skips the walks (see [`QUIET_WALK_MS`]); under a stream of executor reports and task
-//! updates they run at most once per [`Dispatcher::walk_gap_ms`] (see [`NODES_PER_WALK_GAP_MS`]).
+//! skips the walks (see [`QUIET_WALK_MS`]); under a stream of executor reports they run
+//! at most once per [`Dispatcher::walk_gap_ms`] (see [`NODES_PER_WALK_GAP_MS`]).
 
 use super::*;
 
@@ -13,7 +13,7 @@ use super::*;
 /// at most this long.
 pub(super) const QUIET_WALK_MS: u64 = 1_000;
 
-/// Under a stream of executor reports (or task updates), the walks after a batch run at most once per
+/// Under a stream of executor reports, the walks after a batch run at most once per
 /// millisecond for each this many nodes (100 ms at 10,000 nodes, none below 100 nodes).
 /// Executors report one at a time, so batches of one or two reports follow each other,
 /// and at 10,000 nodes each batch's walks of every node (about a millisecond each: a
@@ -24,22 +24,9 @@ pub(super) const QUIET_WALK_MS: u64 = 1_000;
 pub(super) const NODES_PER_WALK_GAP_MS: usize = 100;
 
 /// Inputs whose batches may put their walks off: an executor's call writes its own node
-/// only, and a task's status update its own node's task; offers and the calls' outcomes are
-/// answered by their handlers and by the launch window after the batch, which does not wait
-/// (`work_offer_backlog`). Nothing in them must be acted on sooner than the gap: a rollout's
-/// 20,000 status updates and a restart's 10,000 reconciliation answers come one or two to a
-/// batch too. What must be seen at once walks at once: a subscription, the agents' list, an
-/// operator's command, the storage work's outcomes (the gateway worker waits for the next
-/// job), a shutdown.
-fn may_put_off_walks(input: &Input) -> bool {
-    match input {
-        Input::View(_) | Input::Executor(_) | Input::Offers(_) | Input::CallOutcome(_) => true,
-        Input::Event(e) => matches!(
-            e.r#type,
-            Some(event::Type::Update | event::Type::Offers | event::Type::Heartbeat)
-        ),
-        _ => false,
-    }
+/// only, and nothing in it must be acted on sooner than the gap.
+fn from_executors(input: &Input) -> bool {
+    matches!(input, Input::View(_) | Input::Executor(_))
 }
 
 /// Inputs that write nothing the walks after a batch read: a plan request writes no node
@@ -57,7 +44,7 @@ impl Dispatcher {
     /// [`Dispatcher::next_deadline`] from before it.
     pub(super) fn take_batch(&mut self, batch: Vec<Input>, due: Option<u64>) -> Option<Exit> {
         let reads_only = !batch.is_empty() && batch.iter().all(reads_only);
-        let put_off = !batch.is_empty() && batch.iter().all(may_put_off_walks);
+        let executors_only = !batch.is_empty() && batch.iter().all(from_executors);
         let written = self.state.model.nodes.stamp();
         for input in batch {
             if let Some(exit) = self.handle(input) {
@@ -72,9 +59,7 @@ impl Dispatcher {
         let before = |gap: u64| due.is_none_or(|t| now < t) && now < self.walked_ms + gap;
         if unchanged && before(QUIET_WALK_MS) {
             // Nothing to walk for.
-        } else if put_off && before(self.walk_gap_ms()) {
-            // A launch wave moves as its ACCEPTs are answered, not once per gap.
-            self.work_offer_backlog();
+        } else if executors_only && before(self.walk_gap_ms()) {
             self.walk_owed = true;
         } else {
             self.after_inputs();
