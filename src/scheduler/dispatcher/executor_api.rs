@@ -1163,6 +1163,84 @@ mod tests {
         assert_eq!(api.take_nudges().len(), 1);
     }
 
+    /// Under a stream of reports, each writing its own node, a batch walks the parked
+    /// requests of the nodes it wrote (and of those that read others), not all of them; a
+    /// write the model's log cannot list, or too many, and it walks them all.
+    #[test]
+    fn a_batch_walks_only_the_parked_requests_of_the_nodes_it_wrote() {
+        let mut api = ExecutorApi::new();
+        let mut s = state();
+        for i in 2..=40 {
+            let (agent, host) = (format!("a{i}"), format!("h{i}"));
+            let task = TaskRecord::new(
+                &format!("storage.{host}.1"),
+                &format!("storage-executor.{host}.1"),
+                crate::mesos::types::TaskState::Running,
+                1,
+            );
+            let node = Node {
+                task: Some(task.running_since(2).with_secret(SECRET.into())),
+                ..Node::new(&agent, &host, Persona::Data, 1)
+            };
+            s.model.nodes.insert(&agent, node);
+        }
+        // Every executor fetches its plan, then idles, owed a nudge.
+        for i in 1..=40 {
+            let mut ask = |version, nudge| {
+                let (mut r, rx) = plan_req(version, 0, SECRET);
+                r.executor_id = format!("storage-executor.h{i}.1");
+                r.call = ExecutorCall::Plan(PlanAsk {
+                    version,
+                    wait_ms: 0,
+                    nudge,
+                });
+                api.handle(&mut s, r, 2);
+                rx.try_recv().unwrap()
+            };
+            let v = plan_of(ask(None, false)).version;
+            assert!(matches!(ask(Some(v), true), ExecutorReply::Unchanged));
+        }
+        assert_eq!(api.parked(), 40);
+        api.after_batch(&s, 3);
+        let walks = api.full_walks();
+        let nudged = |api: &mut ExecutorApi| -> Vec<String> {
+            api.take_nudges()
+                .iter()
+                .map(|n| n.agent_id.to_string())
+                .collect()
+        };
+
+        // One node written: its executor nudged, without a walk of the forty.
+        s.model.nodes.get_mut("a5").unwrap().phase = Phase::Environment;
+        api.after_batch(&s, 4);
+        assert_eq!(nudged(&mut api), ["a5"]);
+        assert_eq!(api.full_walks(), walks, "walked only what was written");
+        // Written again and again, but to the same plan: nothing owed, still no full walk.
+        s.model.nodes.get_mut("a6").unwrap().failures = 0;
+        s.model.nodes.get_mut("a6").unwrap().failures = 0;
+        api.after_batch(&s, 5);
+        assert!(nudged(&mut api).is_empty());
+        assert_eq!(api.full_walks(), walks);
+
+        // Written in passing by a walk of every node: the log cannot say which.
+        for mut n in s.model.nodes.values_mut() {
+            if &*n.agent_id == "a7" {
+                n.phase = Phase::Environment;
+            }
+        }
+        api.after_batch(&s, 6);
+        assert_eq!(nudged(&mut api), ["a7"]);
+        assert_eq!(api.full_walks(), walks + 1);
+
+        // More nodes written than a sixteenth of the parked requests: a full walk is as cheap.
+        for a in ["a8", "a9", "a10"] {
+            s.model.nodes.get_mut(a).unwrap().phase = Phase::Environment;
+        }
+        api.after_batch(&s, 7);
+        assert_eq!(nudged(&mut api), ["a10", "a8", "a9"]);
+        assert_eq!(api.full_walks(), walks + 2);
+    }
+
     #[test]
     fn only_plans_whose_inputs_changed_are_rendered_again() {
         assert!(!must_render(false, true, true));

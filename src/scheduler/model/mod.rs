@@ -15,12 +15,14 @@ use std::sync::Arc;
 
 pub mod health;
 pub mod maintenance;
+pub mod nodes;
 pub mod revision;
 pub mod rollout;
 pub use health::{
     ClusterHealth, DeviceStatus, Health, HealthState, HostHealth, MdmMemberStatus, MdmStatus,
     NodeStorage, SdsStatus,
 };
+pub use nodes::{NodeIter, NodeMut, NodeValues, Nodes, WriteMark};
 pub use revision::Revision;
 pub use rollout::{NodeRollout, PlanKind, Step, StepState, StepStatus, Target};
 
@@ -486,178 +488,6 @@ pub struct ClusterModel {
     /// until resumed; those under way finish (stored in the root record).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
-}
-
-/// The nodes by agent id, each shared (`Arc`) with the views until it changes: a view of
-/// 10,000 nodes copies 10,000 pointers, not the nodes. Writing to a node
-/// ([`Nodes::get_mut`], [`NodeMut`]) copies it first when a view shares it, so a view never
-/// changes under a reader's feet, and gives it a new [`Revision`]: the store's save, the
-/// parked plan requests and the `/api/state` render tell a changed node by it, and keep no
-/// node (a kept node is copied by the next write to it).
-///
-/// A node is keyed by its own `agent_id`, one shared `Arc<str>` (not a second copy
-/// of every agent id).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Nodes(BTreeMap<Arc<str>, Arc<Node>>);
-
-impl Nodes {
-    pub fn get(&self, agent: &str) -> Option<&Node> {
-        self.0.get(agent).map(|n| &**n)
-    }
-
-    /// The node to write to: copied first if a view shares it, and of a new revision.
-    pub fn get_mut(&mut self, agent: &str) -> Option<&mut Node> {
-        self.0.get_mut(agent).map(written)
-    }
-
-    /// Inserts `node` under its agent id, which `agent` must be, as a new revision.
-    pub fn insert(&mut self, agent: impl AsRef<str>, mut node: Node) -> Option<Node> {
-        node.revision = Revision::fresh();
-        debug_assert_eq!(
-            agent.as_ref(),
-            &*node.agent_id,
-            "a node is keyed by its agent"
-        );
-        self.0
-            .insert(node.agent_id.clone(), Arc::new(node))
-            .map(Arc::unwrap_or_clone)
-    }
-
-    /// The node as shared (a pointer copy keeps it as it is now).
-    pub fn get_shared(&self, agent: &str) -> Option<&Arc<Node>> {
-        self.0.get(agent)
-    }
-
-    /// Puts back a node kept with [`Nodes::get_shared`] (its revision is still what it held
-    /// when kept).
-    pub fn insert_shared(&mut self, node: Arc<Node>) {
-        self.0.insert(node.agent_id.clone(), node);
-    }
-
-    pub fn remove(&mut self, agent: &str) -> Option<Node> {
-        self.0.remove(agent).map(Arc::unwrap_or_clone)
-    }
-
-    pub fn contains_key(&self, agent: &str) -> bool {
-        self.0.contains_key(agent)
-    }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Changes when a node is written, added or removed on this thread, the model's one
-    /// writer (a write or an insert makes a revision, a removal leaves one node fewer): the
-    /// dispatcher's walks after a batch are skipped while it holds.
-    pub fn stamp(&self) -> (u64, usize) {
-        (Revision::made_here(), self.0.len())
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &Arc<str>> + ExactSizeIterator {
-        self.0.keys()
-    }
-
-    pub fn values(&self) -> NodeValues<'_> {
-        self.0.values().map(|n| &**n)
-    }
-
-    pub fn iter(&self) -> NodeIter<'_> {
-        self.0.iter().map(|(k, n)| (k, &**n))
-    }
-
-    pub fn clear(&mut self) {
-        self.0.clear();
-    }
-
-    /// Every node as shared (a view's `/api/state` render reads them).
-    pub fn iter_shared(&self) -> impl Iterator<Item = (&Arc<str>, &Arc<Node>)> {
-        self.0.iter()
-    }
-
-    pub fn values_shared(&self) -> impl Iterator<Item = &Arc<Node>> {
-        self.0.values()
-    }
-
-    /// Every node, copied only if written to.
-    pub fn values_mut(&mut self) -> impl Iterator<Item = NodeMut<'_>> {
-        self.0.values_mut().map(NodeMut)
-    }
-}
-
-impl std::ops::Index<&str> for Nodes {
-    type Output = Node;
-    fn index(&self, agent: &str) -> &Node {
-        &self.0[agent]
-    }
-}
-
-impl<'a> IntoIterator for &'a Nodes {
-    type Item = (&'a Arc<str>, &'a Node);
-    type IntoIter = NodeIter<'a>;
-    fn into_iter(self) -> NodeIter<'a> {
-        self.iter()
-    }
-}
-
-impl FromIterator<Node> for Nodes {
-    fn from_iter<I: IntoIterator<Item = Node>>(iter: I) -> Self {
-        Nodes(
-            iter.into_iter()
-                .map(|n| (n.agent_id.clone(), Arc::new(n)))
-                .collect(),
-        )
-    }
-}
-
-impl Serialize for Nodes {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_map(self.iter())
-    }
-}
-
-impl<'de> Deserialize<'de> for Nodes {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        // Keyed by each node's own agent id. The record store checks a record's key against
-        // it; an earlier build's single document is keyed by it as it loads.
-        BTreeMap::<String, Node>::deserialize(d).map(|m| m.into_values().collect())
-    }
-}
-
-pub type NodeValues<'a> = std::iter::Map<
-    std::collections::btree_map::Values<'a, Arc<str>, Arc<Node>>,
-    fn(&Arc<Node>) -> &Node,
->;
-pub type NodeIter<'a> = std::iter::Map<
-    std::collections::btree_map::Iter<'a, Arc<str>, Arc<Node>>,
-    fn((&'a Arc<str>, &'a Arc<Node>)) -> (&'a Arc<str>, &'a Node),
->;
-
-/// A node of [`Nodes::values_mut`]: read through it freely; the first write copies the node
-/// if a view or the store shares it.
-pub struct NodeMut<'a>(&'a mut Arc<Node>);
-
-impl std::ops::Deref for NodeMut<'_> {
-    type Target = Node;
-    fn deref(&self) -> &Node {
-        self.0
-    }
-}
-
-impl std::ops::DerefMut for NodeMut<'_> {
-    fn deref_mut(&mut self) -> &mut Node {
-        written(self.0)
-    }
-}
-
-/// `node`, to be written to: its own copy (if a view shares it) and a new revision.
-fn written(node: &mut Arc<Node>) -> &mut Node {
-    let node = Arc::make_mut(node);
-    node.revision = Revision::fresh();
-    node
 }
 
 /// One storage pool's capacity (`querySelectedStatistics`), in bytes.

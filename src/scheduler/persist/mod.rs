@@ -11,7 +11,9 @@ mod load;
 pub mod setup;
 
 use crate::hash::content_hash;
-use crate::scheduler::model::{ClusterModel, Node, Persisted, Target, STATE_VERSION};
+use crate::scheduler::model::{
+    ClusterModel, Node, Nodes, Persisted, Target, WriteMark, STATE_VERSION,
+};
 use crate::secret::Token;
 use crate::store::{
     decode_versioned, node_key, Opened, RecordStore, StoreError, FORMAT, GATEWAY_KEY, ROOT_KEY,
@@ -97,6 +99,12 @@ pub struct StateStore {
     /// Each node record as the backend holds it, in the model's order (by agent id), so that
     /// a save walks both side by side: a revision comparison per unchanged node, not a lookup.
     saved_nodes: BTreeSet<SavedNode>,
+    /// Where the model's write log stood at the last save: what it lists since is all that
+    /// can differ from `saved_nodes` (`None`: walk every node).
+    saved_mark: Option<WriteMark>,
+    /// How many nodes the last save looked at (tests).
+    #[cfg(test)]
+    looked: usize,
     buf: Vec<u8>,
     /// The store holds executor secrets in clear (an earlier build's): the next save rewrites
     /// all of it.
@@ -154,6 +162,42 @@ impl PartialOrd for SavedNode {
     }
 }
 
+/// What a save has written so far; its two closures share it, hence the cells.
+#[derive(Default)]
+struct Tally {
+    written: std::cell::Cell<usize>,
+    new_nodes: std::cell::Cell<usize>,
+    seen: std::cell::RefCell<Vec<SavedNode>>,
+}
+
+impl Tally {
+    /// The record of `node`, put unless unchanged since `before`.
+    fn node(
+        &self,
+        buf: &mut Vec<u8>,
+        put: &mut dyn FnMut(&str, &[u8]),
+        (agent, node): (&Arc<str>, &Arc<Node>),
+        before: Option<&SavedNode>,
+    ) {
+        if before.is_some_and(|b| b.revision == node.revision.get()) {
+            return;
+        }
+        encode_node(buf, node);
+        let hash = content_hash(buf);
+        // Written to but the same again (a write that put back what was there): remember
+        // the new revision, write nothing.
+        if before.map(|b| b.hash) != Some(hash) {
+            put(&node_key(agent), buf);
+            self.written.set(self.written.get() + 1);
+        }
+        let new = usize::from(before.is_none());
+        self.new_nodes.set(self.new_nodes.get() + new);
+        self.seen
+            .borrow_mut()
+            .push(SavedNode::of(agent, node, hash));
+    }
+}
+
 /// The saved record of each model node, found by walking the saved records in step with the
 /// model's nodes (both ordered by agent id).
 struct SavedCursor<'a> {
@@ -191,6 +235,9 @@ impl StateStore {
             saved_root: None,
             saved_gateway: None,
             saved_nodes: BTreeSet::new(),
+            saved_mark: None,
+            #[cfg(test)]
+            looked: 0,
             buf: Vec::new(),
             clear_secrets: false,
         }
@@ -254,46 +301,43 @@ impl StateStore {
         // The changed records go to the store as they are made (a launch wave's
         // 10,000 records were copied into a batch, then again into the journal's line).
         let mut root_hash = None;
-        let mut nodes_seen = Vec::new();
-        let mut deleted = Vec::new();
-        let (written, new_nodes) = (std::cell::Cell::new(0usize), std::cell::Cell::new(0usize));
+        let tally = Tally::default();
         let gateway = self.unsaved_gateway(state);
+        let nodes = &state.model.nodes;
+        let since = self.written_since(nodes);
+        let mut deleted = self.removed_among(since.iter().flatten(), nodes);
         let (saved_root, saved_nodes, buf) = (self.saved_root, &self.saved_nodes, &mut self.buf);
-        let mut cursor = SavedCursor::new(saved_nodes);
         let result = self.backend.apply_with(
             &mut |put| {
                 encode(buf, &root_record(state));
                 let h = content_hash(buf);
                 if saved_root != Some(h) {
                     put(ROOT_KEY, buf);
-                    written.set(written.get() + 1);
+                    tally.written.set(tally.written.get() + 1);
                     root_hash = Some(h);
                 }
-                written.set(written.get() + put_gateway(gateway, buf, put));
-                for (agent, node) in state.model.nodes.iter_shared() {
-                    let before = cursor.find(agent);
-                    if before.is_some_and(|b| b.revision == node.revision.get()) {
-                        continue;
+                let gw = put_gateway(gateway, buf, put);
+                tally.written.set(tally.written.get() + gw);
+                if let Some(agents) = &since {
+                    for agent in agents {
+                        if let Some(node) = nodes.get_shared(agent) {
+                            tally.node(buf, put, (agent, node), saved_nodes.get(&***agent));
+                        }
                     }
-                    encode_node(buf, node);
-                    let hash = content_hash(buf);
-                    // Written to but the same again (a write that put back what was there):
-                    // remember the new revision, write nothing.
-                    if before.map(|b| b.hash) != Some(hash) {
-                        put(&node_key(agent), buf);
-                        written.set(written.get() + 1);
-                    }
-                    new_nodes.set(new_nodes.get() + usize::from(before.is_none()));
-                    nodes_seen.push(SavedNode::of(agent, node, hash));
+                    return;
+                }
+                let mut cursor = SavedCursor::new(saved_nodes);
+                for (agent, node) in nodes.iter_shared() {
+                    tally.node(buf, put, (agent, node), cursor.find(agent));
                 }
             },
             // Records of nodes no longer in the model (teardown clears them all).
             &mut || {
-                if saved_nodes.len() + new_nodes.get() > state.model.nodes.len() {
+                if since.is_none() && saved_nodes.len() + tally.new_nodes.get() > nodes.len() {
                     deleted = saved_nodes
                         .iter()
                         .map(SavedNode::agent)
-                        .filter(|agent| !state.model.nodes.contains_key(agent))
+                        .filter(|agent| !nodes.contains_key(agent))
                         .map(str::to_owned)
                         .collect();
                 }
@@ -318,10 +362,42 @@ impl StateStore {
             self.saved_nodes.remove(agent.as_str());
         }
         // `replace`, not `insert`: an equal key must take the new revision and hash.
-        for seen in nodes_seen {
+        for seen in tally.seen.into_inner() {
             self.saved_nodes.replace(seen);
         }
-        Ok(written.get())
+        self.saved_mark = Some(state.model.nodes.mark());
+        Ok(tally.written.into_inner())
+    }
+
+    /// The agents of the nodes written since the last save, in order, once each, when the
+    /// model's log can tell (`None`: look at every node). A batch of one executor report
+    /// looked at all 10,000 nodes.
+    fn written_since<'a>(&mut self, nodes: &'a Nodes) -> Option<Vec<&'a Arc<str>>> {
+        #[cfg(test)]
+        {
+            self.looked = nodes.len();
+        }
+        let mut agents: Vec<&Arc<str>> = nodes.written_since(self.saved_mark?)?.iter().collect();
+        agents.sort_unstable();
+        agents.dedup();
+        #[cfg(test)]
+        {
+            self.looked = agents.len();
+        }
+        Some(agents)
+    }
+
+    /// Of `agents`, those saved whose nodes are gone from `nodes`.
+    fn removed_among<'a>(
+        &self,
+        agents: impl Iterator<Item = &'a &'a Arc<str>>,
+        nodes: &Nodes,
+    ) -> Vec<String> {
+        agents
+            .map(|a| -> &str { a })
+            .filter(|a| !nodes.contains_key(a) && self.saved_nodes.contains(*a))
+            .map(str::to_owned)
+            .collect()
     }
 
     /// The gateway certificate of `state` when the backend does not hold it yet.
@@ -360,6 +436,7 @@ impl StateStore {
             saved.replace(SavedNode::of(agent, node, content_hash(&self.buf)));
         }
         self.saved_nodes = saved;
+        self.saved_mark = Some(state.model.nodes.mark());
     }
 }
 
@@ -499,6 +576,54 @@ mod tests {
             .unwrap()
             .matches(&"t".repeat(64).into()));
         assert_eq!(back.model.nodes["a2"], st.model.nodes["a2"]);
+    }
+
+    /// A save looks at the nodes the model's log lists since the last one; when the log
+    /// cannot tell (a write through `values_mut`, another model), it looks at every node.
+    /// Either way what it saves is the model.
+    #[test]
+    fn a_save_looks_at_the_nodes_written_since_the_last_or_at_all_when_it_cannot_tell() {
+        let mut store = StateStore::new(Box::new(MemoryStore::new()));
+        let mut st = state();
+        for a in ["a3", "a4", "a5"] {
+            st.model.nodes.insert(a, Node::new(a, a, Persona::Data, 1));
+        }
+        store.save(&st).unwrap();
+        assert_eq!(store.looked, 5, "the first save walks every node");
+        // Listed: one written twice, one removed, one added.
+        st.model.nodes.get_mut("a1").unwrap().failures = 1;
+        st.model.nodes.get_mut("a1").unwrap().failures = 2;
+        st.model.nodes.remove("a2");
+        st.model
+            .nodes
+            .insert("a6", Node::new("a6", "a6", Persona::Data, 1));
+        assert_eq!(store.save(&st).unwrap(), 2, "a1 and a6 written, a2 deleted");
+        assert_eq!(store.looked, 3);
+        assert_eq!(store.save(&st).unwrap(), 0);
+        assert_eq!(store.looked, 0);
+        // Not listed: a walk that writes one node in passing.
+        for mut n in st.model.nodes.values_mut() {
+            if &*n.agent_id == "a4" {
+                n.failures = 5;
+            }
+        }
+        assert_eq!(store.save(&st).unwrap(), 1, "a4, found by walking");
+        assert_eq!(store.looked, 5);
+        // Another model (a copy is one): walked whole, only what differs written.
+        let mut other = Persisted {
+            model: st.model.clone(),
+            gateway_certificate: None,
+        };
+        other.model.nodes.get_mut("a3").unwrap().failures = 9;
+        assert_eq!(store.save(&other).unwrap(), 1);
+        assert_eq!(store.looked, 5);
+        let back = StateStore::new(Box::new(store_backend_clone(&mut store)))
+            .load()
+            .unwrap();
+        let agents: Vec<&str> = back.model.nodes.keys().map(|k| &**k).collect();
+        assert_eq!(agents, ["a1", "a3", "a4", "a5", "a6"]);
+        let failures = |a: &str| back.model.nodes[a].failures;
+        assert_eq!((failures("a1"), failures("a3"), failures("a4")), (2, 9, 5));
     }
 
     /// The store keeps no node: the model's write to a saved node is made in place, not to a

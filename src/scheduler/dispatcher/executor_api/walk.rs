@@ -1,9 +1,12 @@
 //! The walk of the parked plan requests after a batch (`ExecutorApi::after_batch`): every
 //! request whose plan may have moved is rendered again and answered, or its executor owed a
-//! nudge; a batch that wrote no node walks only the few plans that read other nodes.
+//! nudge; a batch that wrote few nodes walks only their plans and the few that read other
+//! nodes.
 
 use super::*;
 use crate::scheduler::dispatcher::parked::{gone_executor, node_of, Parked};
+use crate::scheduler::model::WriteMark;
+use std::collections::BTreeMap;
 
 /// Whether a parked plan is rendered again after a batch: when its node changed (a new
 /// node value), when an input every plan shares changed, or always when it reads other
@@ -23,16 +26,17 @@ struct Walk<'t> {
     done: Vec<(Arc<str>, Option<ExecutorReply>)>,
 }
 
-/// What the last full walk of the parked requests saw. Until a node is written, added or
-/// removed, the inputs every plan shares change or a held poll's deadline comes, a plan that
-/// reads only its own node cannot move: a batch then looks only at the plans that read
-/// others (a reboot's hold, the scheduler's own node), not at all of them. At 10,000 idle
-/// executors asking for their plans, the full walk after each batch was two fifths of the
-/// dispatcher's CPU.
+/// What the last full walk of the parked requests saw. Until the inputs every plan shares
+/// change or a held poll's deadline comes, a plan that reads only its own node moves only
+/// when its node is written: a batch then looks at the plans that read others (a reboot's
+/// hold, the scheduler's own node) and at those of the nodes written since
+/// (`Nodes::written_since`), not at all of them. At 10,000 idle executors asking for their
+/// plans, the full walk after each batch was two fifths of the dispatcher's CPU; under a
+/// stream of reports, each writing its own node, it was still a fifth.
 #[derive(Debug)]
 pub(super) struct Walked {
-    /// `Nodes::stamp`.
-    nodes: (u64, usize),
+    /// Where the model's write log stood.
+    mark: WriteMark,
     shared: u64,
     /// The earliest deadline of a held poll parked since.
     expiry_ms: u64,
@@ -46,8 +50,8 @@ impl Walked {
         self.expiry_ms = self.expiry_ms.min(deadline_ms);
     }
 
-    fn still(&self, nodes: (u64, usize), shared: u64, now: u64) -> bool {
-        self.nodes == nodes && self.shared == shared && now < self.expiry_ms
+    fn still(&self, shared: u64, now: u64) -> bool {
+        self.shared == shared && now < self.expiry_ms
     }
 }
 
@@ -65,7 +69,7 @@ impl ExecutorApi {
         // Once per batch, not per plan: it scans every node.
         let trio = self.trio(state);
         let shared = self.shared_inputs(state);
-        let nodes_now = state.model.nodes.stamp();
+        let nodes = &state.model.nodes;
         let mut walk = Walk {
             trio: trio.as_ref(),
             shared,
@@ -75,34 +79,26 @@ impl ExecutorApi {
         };
         // Taken out while `plan` borrows the rest. Both are in agent order: one walk.
         let mut parked = self.parked.take_all();
-        let few = |w: &&Walked| w.reading_others.len() <= parked.len() / 16;
-        // Taken out while `visit` borrows the rest; a quiet batch puts it back as it was, a
-        // full walk makes a new one.
+        // Taken out while `visit` borrows the rest; a quiet batch keeps it, a full walk makes
+        // a new one.
         let quiet = self
             .walked
             .take()
-            .filter(|w| w.still(nodes_now, shared, now))
-            .filter(|w| few(&w));
-        if let Some(w) = quiet {
-            // No node written, added or removed, nothing shared changed, no held poll due:
-            // only the plans that read more than their node can have moved.
-            for agent in &w.reading_others {
-                if let Some(p) = parked.get_mut(agent) {
-                    let node = state.model.nodes.get_shared(agent);
-                    self.visit(state, &mut walk, agent, p, node);
-                }
-            }
-            self.walked = Some(w);
+            .filter(|w| w.still(shared, now))
+            .and_then(|w| Some((nodes.written_since(w.mark)?, w)))
+            .filter(|(written, w)| w.reading_others.len() + written.len() <= parked.len() / 16);
+        if let Some((written, w)) = quiet {
+            self.walk_written(state, &mut walk, &mut parked, w, written);
         } else {
             let mut next = Walked {
-                nodes: nodes_now,
+                mark: nodes.mark(),
                 shared,
                 expiry_ms: u64::MAX,
                 reading_others: Vec::new(),
             };
-            let mut nodes = state.model.nodes.iter_shared().peekable();
+            let mut in_order = nodes.iter_shared().peekable();
             for (agent, p) in parked.iter_mut() {
-                let node = node_of(&mut nodes, agent);
+                let node = node_of(&mut in_order, agent);
                 let before = walk.done.len();
                 self.visit(state, &mut walk, agent, p, node);
                 if walk.done.len() == before {
@@ -131,6 +127,40 @@ impl ExecutorApi {
                 let _ = to.send(reply);
             }
         }
+    }
+
+    /// The quiet walk: nothing shared changed, no held poll due, so only the plans that read
+    /// more than their node, and those of the nodes `written`, can have moved.
+    fn walk_written(
+        &mut self,
+        state: &Persisted,
+        walk: &mut Walk,
+        parked: &mut BTreeMap<Arc<str>, Parked>,
+        mut w: Walked,
+        written: &[Arc<str>],
+    ) {
+        let nodes = &state.model.nodes;
+        let mut agents: Vec<Arc<str>> = w.reading_others.iter().chain(written).cloned().collect();
+        agents.sort_unstable();
+        agents.dedup();
+        for agent in &agents {
+            let Some(p) = parked.get_mut(agent) else {
+                continue;
+            };
+            let node = nodes.get_shared(agent);
+            let before = walk.done.len();
+            self.visit(state, walk, agent, p, node);
+            // A node written may read others now, or no longer.
+            let reads = walk.done.len() == before && node.is_some_and(|n| self.reads_others(n));
+            let listed = w.reading_others.contains(agent);
+            if reads && !listed {
+                w.reading_others.push(agent.clone());
+            } else if !reads && listed {
+                w.reading_others.retain(|a| a != agent);
+            }
+        }
+        w.mark = nodes.mark();
+        self.walked = Some(w);
     }
 
     /// One parked request in a walk after a batch: dropped past its deadline, refused when
