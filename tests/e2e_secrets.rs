@@ -549,9 +549,13 @@ fn a_swapped_executor_binary_never_runs_and_the_node_fails_naming_it() {
         std::fs::write(&p, &script).expect("script");
         cluster::sha256_of(&p)
     };
-    let served = format!("/{}", env::EXECUTOR_BINARY);
+    // Launches fetch it gzipped: the tampered bytes go the same way.
+    let served = format!("/{}.gz", env::EXECUTOR_BINARY);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, script.as_bytes()).expect("gzip");
+    let swapped = gz.finish().expect("gzip");
     let rewrite: proxy::Rewrite =
-        Box::new(move |path, _| (path == served).then(|| script.clone().into_bytes()));
+        Box::new(move |path, _| (path == served).then(|| swapped.clone()));
     let executors = rig.executor_proxy(Tamper {
         rewrite: Some(rewrite),
         mitm: None,
