@@ -6,7 +6,7 @@
 use super::*;
 use crate::scheduler::dispatcher::parked::{gone_executor, node_of, Parked};
 use crate::scheduler::model::WriteMark;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 /// Whether a parked plan is rendered again after a batch: when its node changed (a new
 /// node value), when an input every plan shares changed, or always when it reads other
@@ -140,9 +140,11 @@ impl ExecutorApi {
         written: &[Arc<str>],
     ) {
         let nodes = &state.model.nodes;
-        let mut agents: Vec<Arc<str>> = w.reading_others.iter().chain(written).cloned().collect();
-        agents.sort_unstable();
-        agents.dedup();
+        let mut seen: HashSet<&str> = HashSet::new();
+        let agents: Vec<Arc<str>> = (w.reading_others.iter().chain(written))
+            .filter(|a| seen.insert(a))
+            .cloned()
+            .collect();
         for agent in &agents {
             let Some(p) = parked.get_mut(agent) else {
                 continue;
