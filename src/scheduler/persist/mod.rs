@@ -377,7 +377,7 @@ impl StateStore {
         {
             self.looked = nodes.len();
         }
-        // A set for the repeats (a node written in several batches' inputs): a sort of its
+        // A set for the repeats (a node written more than once since): a sort of its
         // own made the release binary 16 KB larger.
         let mut seen: HashSet<&str> = HashSet::new();
         let agents: Vec<&Arc<str>> = nodes
