@@ -10,7 +10,7 @@ use crossbeam_channel::Sender;
 use std::fs;
 
 use super::resources::Res;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -260,31 +260,29 @@ fn extract(file: &Path, dir: &Path) -> Result<(), String> {
     let tar = [
         ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz",
     ];
-    let (mut cmd, stdin, stdout) = if tar.iter().any(|ext| name.ends_with(ext)) {
+    let mut cmd = if tar.iter().any(|ext| name.ends_with(ext)) {
         let mut c = Command::new("tar");
         c.arg("-C").arg(dir).arg("-xf").arg(file);
-        (c, Stdio::null(), Stdio::null())
+        c
     } else if name.ends_with(".zip") {
         let mut c = Command::new("unzip");
         c.arg("-o").arg("-d").arg(dir).arg(file);
-        (c, Stdio::null(), Stdio::null())
+        c
     } else if let Some(unpacked) = name.strip_suffix(".gz") {
-        let mut c = Command::new("gunzip");
-        c.args(["-d", "-c"]);
-        let input = fs::File::open(file).map_err(|e| format!("cannot open {name}: {e}"))?;
-        let output = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o644)
-            .open(unpacked)
-            .map_err(|e| format!("cannot create {unpacked}: {e}"))?;
-        (c, Stdio::from(input), Stdio::from(output))
+        // The shell opens the file it writes, not this process: a write descriptor of ours,
+        // copied into a child another thread forks meanwhile, made the executor's exec fail
+        // "Text file busy" (`fetched.rs`).
+        let mut c = Command::new("/bin/sh");
+        c.args(["-c", "exec gunzip -d -c < \"$1\" > \"$2\"", "gunzip"])
+            .arg(file)
+            .arg(unpacked);
+        c
     } else {
         return Ok(());
     };
     let status = cmd
-        .stdin(stdin)
-        .stdout(stdout)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
         .status()
         .map_err(|e| format!("cannot run the extractor: {e}"))?;
     if !status.success() {
