@@ -59,7 +59,7 @@ use crate::contract::api;
 use crate::contract::env;
 pub use crate::scheduler::exchange::RestConfig;
 use crate::scheduler::exchange::{Input, View};
-use crate::scheduler::executor_binary::ExecutorBinary;
+use crate::scheduler::executor_binary::{ExecutorBinary, Served};
 use crossbeam_channel::{select, Receiver, Sender};
 use http::{Body, HttpStats, Request, Response};
 use log::{info, warn};
@@ -523,7 +523,7 @@ impl Router {
 
     fn executor_binary(&self, req: &Request) -> Response {
         match self.binary.get() {
-            Ok(b) => serve_file(req, "application/octet-stream", b.file, b.len, b.etag),
+            Ok(b) => serve_file(req, "application/octet-stream", b.plain),
             Err(detail) => Response::error(404, "executor binary not found", &detail),
         }
     }
@@ -532,7 +532,7 @@ impl Router {
     fn executor_gzipped(&self, req: &Request) -> Response {
         match self.binary.get() {
             Ok(b) => match b.gzipped {
-                Some(gz) => serve_file(req, "application/gzip", gz.file, gz.len, gz.etag),
+                Some(gz) => serve_file(req, "application/gzip", gz),
                 None => Response::error(
                     404,
                     "executor binary not found gzipped",
@@ -546,13 +546,8 @@ impl Router {
 }
 
 /// A file as it is, or 304 when the client holds it (`If-None-Match`).
-fn serve_file(
-    req: &Request,
-    kind: &'static str,
-    file: Arc<std::fs::File>,
-    len: u64,
-    etag: String,
-) -> Response {
+fn serve_file(req: &Request, kind: &'static str, served: Served) -> Response {
+    let Served { file, len, etag } = served;
     let fresh = req
         .header("if-none-match")
         .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));

@@ -1,7 +1,7 @@
 //! The executor binary agents fetch (`GET /storage-executor.gz`, or `GET /storage-executor`),
-//! with the SHA-256 every launch's command checks the fetched file against. The REST server serves it and the dispatcher
-//! names its digest: both go through the one [`ExecutorBinary`], so the digest a launch
-//! carries is that of the file served.
+//! with the SHA-256 every launch's command checks the fetched file against. The REST server
+//! serves it and the dispatcher names its digest: both go through the one [`ExecutorBinary`],
+//! so the digest a launch carries is that of the file served.
 //!
 //! The file is kept open, not read into memory: a fetch over plain HTTP (the Mesos fetcher)
 //! is sent from the kernel's page cache (`rest/http/write.rs`), and the digests are made once
@@ -40,9 +40,7 @@ pub struct ExecutorBinary {
 /// One file as opened: what is served and its digests.
 #[derive(Clone)]
 pub struct Binary {
-    pub file: Arc<File>,
-    pub len: u64,
-    pub etag: String,
+    pub plain: Served,
     /// The same bytes gzipped, when the copy could be made.
     pub gzipped: Option<Served>,
     sha256: String,
@@ -155,9 +153,11 @@ impl ExecutorBinary {
             }
         };
         let b = Binary {
-            file: Arc::new(file),
-            len: id.len,
-            etag,
+            plain: Served {
+                file: Arc::new(file),
+                len: id.len,
+                etag,
+            },
             gzipped,
             sha256: sha.hex(),
             id,
@@ -232,8 +232,8 @@ mod tests {
     use crate::sha256;
 
     fn contents(b: &Binary) -> Vec<u8> {
-        let mut out = vec![0u8; b.len as usize];
-        b.file.read_exact_at(&mut out, 0).unwrap();
+        let mut out = vec![0u8; b.plain.len as usize];
+        b.plain.file.read_exact_at(&mut out, 0).unwrap();
         out
     }
 
@@ -250,9 +250,12 @@ mod tests {
         assert_eq!(digest, sha256::hex(b"executor v1"));
         let fetch = b.get().unwrap();
         let again = b.get().unwrap();
-        assert!(Arc::ptr_eq(&fetch.file, &again.file), "opened again");
+        assert!(
+            Arc::ptr_eq(&fetch.plain.file, &again.plain.file),
+            "opened again"
+        );
         assert_eq!(
-            fetch.etag,
+            fetch.plain.etag,
             format!("\"{:016x}-b\"", content_hash(b"executor v1"))
         );
         assert_eq!(contents(&fetch), b"executor v1");
@@ -263,7 +266,7 @@ mod tests {
         std::fs::rename(&new, &path).unwrap();
         let replaced = b.get().unwrap();
         assert_eq!(replaced.sha256(), sha256::hex(b"executor v2, longer"));
-        assert_ne!(replaced.etag, fetch.etag);
+        assert_ne!(replaced.plain.etag, fetch.plain.etag);
         assert_eq!(contents(&replaced), b"executor v2, longer");
         // The fetch that began before it sends the file its launch's digest names.
         assert_eq!(contents(&fetch), b"executor v1");
@@ -290,7 +293,7 @@ mod tests {
         assert_eq!(v1, b"executor v1");
         assert_eq!(v2, b"executor v2, longer");
         assert!(
-            v1_etag != v2_etag && v1_etag != fetch.etag,
+            v1_etag != v2_etag && v1_etag != fetch.plain.etag,
             "{v1_etag} {v2_etag}"
         );
 
