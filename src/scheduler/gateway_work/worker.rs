@@ -86,10 +86,14 @@ struct Pending {
 pub struct Worker {
     gateway: Reconciler,
     settings: WorkerSettings,
-    pending: BTreeMap<Arc<str>, Pending>,
+    /// Boxed, in both maps: a B-tree node holds eleven values inline and, filled in key
+    /// order, stays about half full, so 240-byte values inline cost about twice their size.
+    /// At 10,000 agents (heaptrack): 4.4 MB of tree inline, 1.0 MB of tree and 2.5 MB of
+    /// boxes boxed. A move between the maps moves the box.
+    pending: BTreeMap<Arc<str>, Box<Pending>>,
     /// Ready nodes whose SDC is checked again with every health poll (a host reboot
     /// disconnects it); one that lost its MDM connection goes back to `pending`.
-    watched: BTreeMap<Arc<str>, Pending>,
+    watched: BTreeMap<Arc<str>, Box<Pending>>,
     /// The agent id each host's work is under: a host back under a new agent id (a reboot)
     /// replaces its old agent's work instead of being worked twice.
     hosts: HashMap<String, Arc<str>>,
@@ -239,12 +243,12 @@ impl Worker {
                 let backoff = Backoff::new(self.settings.retry_base, self.settings.retry_cap);
                 self.pending.insert(
                     want.agent_id.clone(),
-                    Pending {
+                    Box::new(Pending {
                         want,
                         due: self.clock.now_ms(),
                         backoff,
                         attached: None,
-                    },
+                    }),
                 );
             }
             Job::Remove(want) => {

@@ -10,6 +10,7 @@ use super::pool::{cluster_health, pool_health, Tally};
 use super::{age_text, millis, Change, HealthSettings, CONTACT_STALE, GATEWAY_STALE};
 use crate::gateway::types::{Device, MdmCluster, MdmMember, Sds};
 use crate::scheduler::gateway_work::report::HealthPoll;
+use crate::scheduler::model::interned::{intern, intern_opt};
 use crate::scheduler::model::{
     ClusterHealth, ClusterModel, DeviceStatus, Health, MdmMemberStatus, MdmStatus, Node,
     NodeStorage, Phase, PoolCapacity, SdsStatus,
@@ -268,21 +269,21 @@ impl<'a> PollIndex<'a> {
             .map_or(&[][..], |d| &d[..])
             .iter()
             .map(|d| DeviceStatus {
-                path: d.device_current_path_name.clone(),
-                storage_pool_id: d.storage_pool_id.clone(),
-                state: d.device_state.clone(),
-                error: d.error_state.clone(),
+                path: intern(&d.device_current_path_name),
+                storage_pool_id: intern_opt(d.storage_pool_id.as_deref()),
+                state: intern_opt(d.device_state.as_deref()),
+                error: intern_opt(d.error_state.as_deref()),
             })
             .collect();
         devices.sort_by(|a, b| a.path.cmp(&b.path));
         Some(Box::new(NodeStorage {
             sds: Some(SdsStatus {
                 id: sds.id.clone(),
-                protection_domain_id: sds.protection_domain_id.clone(),
-                mdm_connection: sds.mdm_connection_state.clone(),
-                membership: sds.membership_state.clone(),
-                state: sds.sds_state.clone(),
-                maintenance: sds.maintenance_state.clone(),
+                protection_domain_id: intern_opt(sds.protection_domain_id.as_deref()),
+                mdm_connection: intern_opt(sds.mdm_connection_state.as_deref()),
+                membership: intern_opt(sds.membership_state.as_deref()),
+                state: intern_opt(sds.sds_state.as_deref()),
+                maintenance: intern_opt(sds.maintenance_state.as_deref()),
             }),
             devices,
         }))
@@ -504,7 +505,7 @@ mod tests {
             ),
             ("s2", Some("Connected"), Some("pdid1"))
         );
-        let paths: Vec<_> = a2.devices.iter().map(|d| d.path.as_str()).collect();
+        let paths: Vec<_> = a2.devices.iter().map(|d| &*d.path).collect();
         assert_eq!(paths, ["/dev/sda", "/dev/sdb"]);
         assert_eq!(a2.devices[0].state.as_deref(), Some("Error"));
         assert!(model.nodes["a1"].sdc_connected && model.nodes["a2"].sdc_connected);

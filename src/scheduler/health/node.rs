@@ -99,7 +99,7 @@ pub(super) fn device_trouble(node: &Node) -> (Vec<String>, Vec<String>) {
         .into_iter()
         .flat_map(|s| &s.devices)
         .filter(|d| device_problem(d).is_some())
-        .map(|d| d.path.clone())
+        .map(|d| d.path.to_string())
         .collect();
     (missing, errors)
 }
@@ -141,7 +141,7 @@ fn gateway_problems(node: &Node, out: &mut Vec<String>, unknown: &mut Vec<String
 }
 
 /// A state the gateway gave that is not the healthy one (an absent state: not said).
-fn not<'a>(state: &'a Option<String>, healthy: &str) -> Option<&'a str> {
+fn not<'a>(state: &'a Option<std::sync::Arc<str>>, healthy: &str) -> Option<&'a str> {
     state.as_deref().filter(|s| *s != healthy)
 }
 

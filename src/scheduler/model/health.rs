@@ -6,8 +6,10 @@
 //! the time of a poll (that is kept once, in [`ClusterHealth::read_ms`]): an unchanged poll
 //! copies no node and saves nothing.
 
+use super::interned;
 use crate::contract::health::HostProblem;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// `healthy`, `degraded` (with reasons) or `unknown` (the data is stale or not read yet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
@@ -90,38 +92,72 @@ pub struct NodeStorage {
     pub devices: Vec<DeviceStatus>,
 }
 
-/// An SDS's states as the gateway names them (absent fields: the gateway did not say).
+/// An SDS's states as the gateway names them (absent fields: the gateway did not say). The
+/// texts every node shares are interned (`interned.rs`); the SDS's own id is not.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct SdsStatus {
     pub id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub protection_domain_id: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "interned::de_opt"
+    )]
+    pub protection_domain_id: Option<Arc<str>>,
     /// `mdmConnectionState`: `Connected` / `Disconnected`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mdm_connection: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "interned::de_opt"
+    )]
+    pub mdm_connection: Option<Arc<str>>,
     /// `membershipState`: `Joined`, ...
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub membership: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "interned::de_opt"
+    )]
+    pub membership: Option<Arc<str>>,
     /// `sdsState`: `Normal`, `RemovePending`, ...
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "interned::de_opt"
+    )]
+    pub state: Option<Arc<str>>,
     /// `maintenanceState`, only on systems that have SDS maintenance mode.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub maintenance: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "interned::de_opt"
+    )]
+    pub maintenance: Option<Arc<str>>,
 }
 
 /// A device's states as the gateway names them.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct DeviceStatus {
-    pub path: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage_pool_id: Option<String>,
+    #[serde(deserialize_with = "interned::de")]
+    pub path: Arc<str>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "interned::de_opt"
+    )]
+    pub storage_pool_id: Option<Arc<str>>,
     /// `deviceState`: `Normal`, `RemovePending`, `Error`, ...
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "interned::de_opt"
+    )]
+    pub state: Option<Arc<str>>,
     /// `errorState`: `None`, ...
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "interned::de_opt"
+    )]
+    pub error: Option<Arc<str>>,
 }
 
 /// The MDM cluster as the gateway's last poll showed it.

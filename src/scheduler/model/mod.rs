@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub mod health;
+pub mod interned;
 pub mod maintenance;
 pub mod nodes;
 pub mod revision;

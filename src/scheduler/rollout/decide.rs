@@ -270,7 +270,7 @@ mod tests {
             }),
             devices: vec![DeviceStatus {
                 path: "/dev/sdb".into(),
-                storage_pool_id: Some(format!("pool-{pd}")),
+                storage_pool_id: Some(format!("pool-{pd}").into()),
                 ..DeviceStatus::default()
             }],
         }))
