@@ -38,10 +38,17 @@ impl Dispatcher {
         // notes (not the model's `last_contact_ms`, which a poll does not write).
         let executors = &self.executors;
         let heard = |agent: &str| executors.heard_from(agent);
-        for change in assess::reassess_heard(&mut self.state.model, &self.health, now, &heard) {
+        let mut log_line = |change: Change| {
             let (level, line) = change_line(&change);
             log!(level, "{line}");
-        }
+        };
+        assess::reassess_heard_each(
+            &mut self.state.model,
+            &self.health,
+            now,
+            &heard,
+            &mut log_line,
+        );
         // Only the nodes whose facts or health changed were written to: the save writes
         // those, and the view shows the poll's time.
         self.dirty = true;
