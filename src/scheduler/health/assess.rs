@@ -10,7 +10,7 @@ use super::pool::{cluster_health, pool_health, Tally};
 use super::{age_text, millis, Change, HealthSettings, CONTACT_STALE, GATEWAY_STALE};
 use crate::gateway::types::{Device, MdmCluster, MdmMember, Sds};
 use crate::scheduler::gateway_work::report::HealthPoll;
-use crate::scheduler::model::interned::{intern, intern_opt};
+use crate::scheduler::model::interned::Word;
 use crate::scheduler::model::{
     ClusterHealth, ClusterModel, DeviceStatus, Health, MdmMemberStatus, MdmStatus, Node,
     NodeStorage, Phase, PoolCapacity, SdsStatus,
@@ -287,21 +287,21 @@ impl<'a> PollIndex<'a> {
             .map_or(&[][..], |d| &d[..])
             .iter()
             .map(|d| DeviceStatus {
-                path: intern(&d.device_current_path_name),
-                storage_pool_id: intern_opt(d.storage_pool_id.as_deref()),
-                state: intern_opt(d.device_state.as_deref()),
-                error: intern_opt(d.error_state.as_deref()),
+                path: Word::from(d.device_current_path_name.as_str()),
+                storage_pool_id: Word::of(d.storage_pool_id.as_deref()),
+                state: Word::of(d.device_state.as_deref()),
+                error: Word::of(d.error_state.as_deref()),
             })
             .collect();
         devices.sort_by(|a, b| a.path.cmp(&b.path));
         Some(Box::new(NodeStorage {
             sds: Some(SdsStatus {
                 id: sds.id.clone(),
-                protection_domain_id: intern_opt(sds.protection_domain_id.as_deref()),
-                mdm_connection: intern_opt(sds.mdm_connection_state.as_deref()),
-                membership: intern_opt(sds.membership_state.as_deref()),
-                state: intern_opt(sds.sds_state.as_deref()),
-                maintenance: intern_opt(sds.maintenance_state.as_deref()),
+                protection_domain_id: Word::of(sds.protection_domain_id.as_deref()),
+                mdm_connection: Word::of(sds.mdm_connection_state.as_deref()),
+                membership: Word::of(sds.membership_state.as_deref()),
+                state: Word::of(sds.sds_state.as_deref()),
+                maintenance: Word::of(sds.maintenance_state.as_deref()),
             }),
             devices,
         }))

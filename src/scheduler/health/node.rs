@@ -141,7 +141,10 @@ fn gateway_problems(node: &Node, out: &mut Vec<String>, unknown: &mut Vec<String
 }
 
 /// A state the gateway gave that is not the healthy one (an absent state: not said).
-fn not<'a>(state: &'a Option<std::sync::Arc<str>>, healthy: &str) -> Option<&'a str> {
+fn not<'a>(
+    state: &'a Option<crate::scheduler::model::interned::Word>,
+    healthy: &str,
+) -> Option<&'a str> {
     state.as_deref().filter(|s| *s != healthy)
 }
 

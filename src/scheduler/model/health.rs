@@ -6,10 +6,9 @@
 //! the time of a poll (that is kept once, in [`ClusterHealth::read_ms`]): an unchanged poll
 //! copies no node and saves nothing.
 
-use super::interned;
+use super::interned::Word;
 use crate::contract::health::HostProblem;
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 
 /// `healthy`, `degraded` (with reasons) or `unknown` (the data is stale or not read yet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
@@ -97,67 +96,34 @@ pub struct NodeStorage {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct SdsStatus {
     pub id: String,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "interned::de_opt"
-    )]
-    pub protection_domain_id: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protection_domain_id: Option<Word>,
     /// `mdmConnectionState`: `Connected` / `Disconnected`.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "interned::de_opt"
-    )]
-    pub mdm_connection: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mdm_connection: Option<Word>,
     /// `membershipState`: `Joined`, ...
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "interned::de_opt"
-    )]
-    pub membership: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub membership: Option<Word>,
     /// `sdsState`: `Normal`, `RemovePending`, ...
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "interned::de_opt"
-    )]
-    pub state: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<Word>,
     /// `maintenanceState`, only on systems that have SDS maintenance mode.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "interned::de_opt"
-    )]
-    pub maintenance: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance: Option<Word>,
 }
 
 /// A device's states as the gateway names them.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct DeviceStatus {
-    #[serde(deserialize_with = "interned::de")]
-    pub path: Arc<str>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "interned::de_opt"
-    )]
-    pub storage_pool_id: Option<Arc<str>>,
+    pub path: Word,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_pool_id: Option<Word>,
     /// `deviceState`: `Normal`, `RemovePending`, `Error`, ...
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "interned::de_opt"
-    )]
-    pub state: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<Word>,
     /// `errorState`: `None`, ...
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "interned::de_opt"
-    )]
-    pub error: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Word>,
 }
 
 /// The MDM cluster as the gateway's last poll showed it.

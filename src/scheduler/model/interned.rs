@@ -8,9 +8,10 @@
 //! the texts no one holds any more whenever it has doubled since it last looked, so a
 //! cluster whose device names churn for years keeps only those in use.
 
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::cell::RefCell;
 use std::collections::HashSet;
+use std::fmt;
 use std::sync::Arc;
 
 /// Below this many texts the set is never swept.
@@ -28,7 +29,7 @@ thread_local! {
 }
 
 /// The one `Arc<str>` of this thread for `text`.
-pub fn intern(text: &str) -> Arc<str> {
+fn intern(text: &str) -> Arc<str> {
     SET.with(|set| {
         let mut set = set.borrow_mut();
         if let Some(known) = set.texts.get(text) {
@@ -44,19 +45,65 @@ pub fn intern(text: &str) -> Arc<str> {
     })
 }
 
-/// [`intern`] of an optional text.
-pub fn intern_opt(text: Option<&str>) -> Option<Arc<str>> {
-    text.map(intern)
+/// A text kept once: made from a `&str` or a `String`, read as a `str`, (de)serialized as a
+/// JSON string (deserializing interns it too, so the model loaded at start shares them).
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Word(Arc<str>);
+
+impl Word {
+    /// [`Word`] of an optional text.
+    pub fn of(text: Option<&str>) -> Option<Word> {
+        text.map(Word::from)
+    }
 }
 
-/// `deserialize_with` for an interned text.
-pub fn de<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<str>, D::Error> {
-    Ok(intern(&String::deserialize(d)?))
+impl Default for Word {
+    fn default() -> Word {
+        Word::from("")
+    }
 }
 
-/// `deserialize_with` for an optional interned text.
-pub fn de_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Arc<str>>, D::Error> {
-    Ok(<Option<String>>::deserialize(d)?.as_deref().map(intern))
+impl From<&str> for Word {
+    fn from(text: &str) -> Word {
+        Word(intern(text))
+    }
+}
+
+impl From<String> for Word {
+    fn from(text: String) -> Word {
+        Word(intern(&text))
+    }
+}
+
+impl std::ops::Deref for Word {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Word {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for Word {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Serialize for Word {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Word {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Word, D::Error> {
+        Ok(Word::from(String::deserialize(d)?))
+    }
 }
 
 #[cfg(test)]
@@ -65,38 +112,39 @@ mod tests {
 
     #[test]
     fn a_text_is_kept_once_and_forgotten_once_no_one_holds_it() {
-        let a = intern("Connected");
-        let b = intern("Connected");
-        assert!(Arc::ptr_eq(&a, &b), "the same text is the same Arc");
+        let a = Word::from("Connected");
+        let b = Word::from(String::from("Connected"));
+        assert!(Arc::ptr_eq(&a.0, &b.0), "the same text is the same Arc");
         assert_eq!(&*a, "Connected");
 
         // Texts dropped at once: the set sweeps them as it grows, so it stays bounded.
         for i in 0..10_000 {
-            drop(intern(&format!("/dev/disk/by-id/serial-{i}")));
+            drop(Word::from(format!("/dev/disk/by-id/serial-{i}")));
         }
         let held = SET.with(|s| s.borrow().texts.len());
         assert!(held < 2 * SWEEP_FROM, "{held} texts kept for none in use");
         assert!(
-            Arc::ptr_eq(&a, &intern("Connected")),
+            Arc::ptr_eq(&a.0, &Word::from("Connected").0),
             "a text still held survives the sweeps"
         );
     }
 
     #[test]
-    fn loaded_texts_are_shared_too() {
-        #[derive(Deserialize)]
+    fn loaded_texts_are_shared_and_written_as_strings() {
+        #[derive(Deserialize, Serialize)]
         struct Two {
-            #[serde(deserialize_with = "de")]
-            a: Arc<str>,
-            #[serde(default, deserialize_with = "de_opt")]
-            b: Option<Arc<str>>,
-            #[serde(default, deserialize_with = "de_opt")]
-            c: Option<Arc<str>>,
+            a: Word,
+            #[serde(default)]
+            b: Option<Word>,
+            #[serde(default)]
+            c: Option<Word>,
         }
-        let two: Two = serde_json::from_str(r#"{"a":"Normal","b":"Normal","c":null}"#).unwrap();
-        assert!(Arc::ptr_eq(&two.a, two.b.as_ref().unwrap()));
+        let text = r#"{"a":"Normal","b":"Normal","c":null}"#;
+        let two: Two = serde_json::from_str(text).unwrap();
+        assert!(Arc::ptr_eq(&two.a.0, &two.b.as_ref().unwrap().0));
         assert!(two.c.is_none());
-        let esc: Two = serde_json::from_str(r#"{"a":"N\u006frmal"}"#).unwrap();
-        assert!(Arc::ptr_eq(&esc.a, &two.a));
+        assert_eq!(serde_json::to_string(&two).unwrap(), text);
+        let escaped: Two = serde_json::from_str(r#"{"a":"N\u006frmal"}"#).unwrap();
+        assert!(Arc::ptr_eq(&escaped.a.0, &two.a.0));
     }
 }
