@@ -102,7 +102,23 @@ impl Serialize for Word {
 
 impl<'de> Deserialize<'de> for Word {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Word, D::Error> {
-        Ok(Word::from(String::deserialize(d)?))
+        d.deserialize_str(WordVisitor)
+    }
+}
+
+/// Interns the text where the deserializer holds it, without a `String` of its own first: a
+/// restart loads ten thousand nodes' words, nearly all of them known already.
+struct WordVisitor;
+
+impl serde::de::Visitor<'_> for WordVisitor {
+    type Value = Word;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Word, E> {
+        Ok(Word::from(text))
     }
 }
 

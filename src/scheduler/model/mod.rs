@@ -23,7 +23,7 @@ pub use health::{
     ClusterHealth, DeviceStatus, Health, HealthState, HostHealth, MdmMemberStatus, MdmStatus,
     NodeStorage, SdsStatus,
 };
-pub use nodes::{NodeIter, NodeMut, NodeValues, Nodes, WriteMark};
+pub use nodes::{once_each, NodeIter, NodeMut, NodeValues, Nodes, WriteMark};
 pub use revision::Revision;
 pub use rollout::{NodeRollout, PlanKind, Step, StepState, StepStatus, Target};
 

@@ -12,7 +12,7 @@ pub mod setup;
 
 use crate::hash::content_hash;
 use crate::scheduler::model::{
-    ClusterModel, Node, Nodes, Persisted, Target, WriteMark, STATE_VERSION,
+    once_each, ClusterModel, Node, Nodes, Persisted, Target, WriteMark, STATE_VERSION,
 };
 use crate::secret::Token;
 use crate::store::{
@@ -20,7 +20,7 @@ use crate::store::{
 };
 use crate::tls::Fingerprint;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// Layout version of the record form (version 1 is the single document of earlier builds).
@@ -377,14 +377,7 @@ impl StateStore {
         {
             self.looked = nodes.len();
         }
-        // A set for the repeats (a node written more than once since): a sort of its
-        // own made the release binary 16 KB larger.
-        let mut seen: HashSet<&str> = HashSet::new();
-        let agents: Vec<&Arc<str>> = nodes
-            .written_since(self.saved_mark?)?
-            .iter()
-            .filter(|a| seen.insert(a))
-            .collect();
+        let agents = once_each(nodes.written_since(self.saved_mark?)?.iter());
         #[cfg(test)]
         {
             self.looked = agents.len();

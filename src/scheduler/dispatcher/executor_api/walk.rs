@@ -5,8 +5,8 @@
 
 use super::*;
 use crate::scheduler::dispatcher::parked::{gone_executor, node_of, Parked};
-use crate::scheduler::model::WriteMark;
-use std::collections::{BTreeMap, HashSet};
+use crate::scheduler::model::{once_each, WriteMark};
+use std::collections::BTreeMap;
 
 /// Whether a parked plan is rendered again after a batch: when its node changed (a new
 /// node value), when an input every plan shares changed, or always when it reads other
@@ -140,9 +140,8 @@ impl ExecutorApi {
         written: &[Arc<str>],
     ) {
         let nodes = &state.model.nodes;
-        let mut seen: HashSet<&str> = HashSet::new();
-        let agents: Vec<Arc<str>> = (w.reading_others.iter().chain(written))
-            .filter(|a| seen.insert(a))
+        let agents: Vec<Arc<str>> = once_each(w.reading_others.iter().chain(written))
+            .into_iter()
             .cloned()
             .collect();
         for agent in &agents {
