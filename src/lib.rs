@@ -15,19 +15,11 @@ pub mod sha256;
 pub mod tls;
 pub mod version;
 
-/// The scheduler's allocator, in every binary that links the scheduler (its own, the
-/// benches, the tests); the executor keeps musl's. musl's allocator takes a lock and walks
-/// its slot metadata on every call, which made decoding a one-offer OFFERS event eight times
-/// slower on the static build than on glibc. dlmalloc is one heap behind one lock: as fast as
-/// glibc's on this load, and unlike per-thread-cache allocators (mimalloc: 75 MB at 10,000
-/// agents) it keeps no memory per thread, of which the scheduler has 78. Not in the library's
-/// own unit tests: they link the library again (through the dev cluster), allocator and all.
-#[cfg(all(feature = "scheduler", not(test)))]
-#[global_allocator]
-static ALLOCATOR: heap::Heap = heap::Heap;
-
-#[cfg(all(feature = "scheduler", not(test)))]
-mod heap;
+/// The scheduler's allocator (why dlmalloc: `heap.rs`), declared by the binaries that are the
+/// scheduler or stand for it (`src/main.rs`, the benches that time its code in-process) with
+/// [`scheduler_heap!`], not by the library: every binary that links the library would get it.
+#[cfg(feature = "scheduler")]
+pub mod heap;
 
 /// musl's `memcmp` compares a byte at a time; the scheduler's takes words (see the module).
 #[cfg(all(feature = "scheduler", any(test, target_env = "musl")))]

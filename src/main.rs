@@ -5,6 +5,8 @@ use storage_framework::scheduler::{self, flags};
 use storage_framework::secret::mask_uri_credentials;
 use storage_framework::{logging, rest};
 
+storage_framework::scheduler_heap!();
+
 fn main() {
     let hardening = storage_framework::secret::no_core_dumps();
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -27,6 +27,9 @@ use storage_framework::scheduler::gateway_work::attach_plan::{DeviceWant, NodeWa
 use storage_framework::scheduler::gateway_work::worker::{Job, Report, Worker, WorkerSettings};
 use storage_framework::secret::Secret;
 
+// The scheduler's allocator, as in the shipped binary: this bench times its code in-process.
+storage_framework::scheduler_heap!();
+
 const NODES: usize = 100;
 const DEVICES: [&str; 4] = ["/dev/sdb", "/dev/sdc", "/dev/sdd", "/dev/sde"];
 const PASSWORD: &str = "Bench-Pa55";

@@ -24,6 +24,9 @@ use std::time::{Duration, Instant};
 use storage_framework::rest::{self, RestConfig, ServerOptions};
 use storage_framework::scheduler::metrics::Metrics;
 
+// The scheduler's allocator, as in the shipped binary: this bench times its code in-process.
+storage_framework::scheduler_heap!();
+
 const NODES: usize = 1000;
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {

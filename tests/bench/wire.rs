@@ -34,6 +34,9 @@ use storage_framework::mesos::scheduler::{event, Event};
 use storage_framework::mesos::types::*;
 use storage_framework::mesos::{Bytes, Encoding};
 
+// The scheduler's allocator, as in the shipped binary: this bench times its code in-process.
+storage_framework::scheduler_heap!();
+
 fn scalar(name: &str, v: f64) -> Resource {
     Resource {
         name: name.into(),
