@@ -140,10 +140,14 @@ pub struct PlanBody<'a> {
     pub decommission: bool,
     /// An idle running node asks for its plan at least this often (seconds), whether nudged
     /// or not: its sign of life, a third of the scheduler's `-health.stale`, after which a
-    /// silent executor's node is `unknown`. 0 (an older scheduler): the executor's default.
+    /// silent executor's node is `unknown`. 0 (an older scheduler): [`DEFAULT_IDLE_POLL_S`].
     #[serde(default, skip_serializing_if = "is_zero")]
     pub idle_poll_s: u64,
 }
+
+/// How often an idle node asks for its plan when the plan does not say (`idle_poll_s` 0): a
+/// third of the scheduler's default `-health.stale`.
+pub const DEFAULT_IDLE_POLL_S: u64 = 60;
 
 fn is_zero(n: &u64) -> bool {
     *n == 0

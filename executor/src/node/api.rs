@@ -41,7 +41,8 @@ const RETRY_MAX: Duration = Duration::from_secs(30);
 /// How often an idle node asks for its plan when the plan does not say: a third of the
 /// scheduler's default `-health.stale`. 10,000 idle executors ask 167 times a second, each
 /// over a new TLS connection, which the scheduler holds for milliseconds.
-pub const IDLE_POLL: Duration = Duration::from_secs(60);
+pub const IDLE_POLL: Duration =
+    Duration::from_secs(storage_framework::contract::plan::DEFAULT_IDLE_POLL_S);
 /// The plan's `idle_poll_s` is taken within these bounds.
 const IDLE_POLL_BOUNDS: (Duration, Duration) = (Duration::from_secs(5), Duration::from_secs(300));
 

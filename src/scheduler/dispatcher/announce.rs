@@ -10,9 +10,13 @@
 //! one they were told of. It carries no secret, since the executor already holds its own. Framework messages are best effort in Mesos (an agent
 //! drops one for an executor that is not registered yet, a master in trouble refuses the
 //! call), and an executor that missed its message would poll a dead address until the next
-//! subscription. So an executor that should be talking to us (a live launch, not resting in
-//! `running`) and has been quiet for [`STALE_MS`] is told again ([`Reannounce`], pure), then
-//! again after a gap that doubles, with at most [`PER_SWEEP`] messages per [`SWEEP_MS`].
+//! subscription. So an executor of a live launch that has been quiet for longer than it ever
+//! is while it can reach us is told again ([`Reannounce`], pure), then again after a gap that
+//! doubles, with at most [`PER_SWEEP`] messages per [`SWEEP_MS`]: one at work after
+//! [`STALE_MS`], an idle one in `running` after its longest plan poll gap and the same margin
+//! ([`running_stale_ms`]). Idle ones are told too: each asks for its plan every `idle_poll_s`,
+//! so its silence means it lost us, and one that never hears of the new certificate fails its
+//! node once the executor's pin grace runs out (`executor/src/node/endpoint.rs`).
 
 use super::*;
 use crate::scheduler::master::sender::ExecutorMessage;
@@ -21,6 +25,16 @@ use std::collections::HashMap;
 /// Quiet for this long, an executor at work may be polling an address we no longer have:
 /// one at work long-polls its plan, and a poll is answered within 50 s.
 pub(super) const STALE_MS: u64 = 75_000;
+/// What [`STALE_MS`] adds to the longest wait of a call that reaches us (a plan long poll,
+/// answered within 50 s).
+const STALE_MARGIN_MS: u64 = 25_000;
+
+/// Quiet for this long, an idle executor in `running` has lost us: it asks for its plan every
+/// `idle_poll_s` give or take a fifth. Never less than [`STALE_MS`], which the sweep's kept
+/// deadline counts on.
+pub(super) fn running_stale_ms(idle_poll_s: u64) -> u64 {
+    (idle_poll_s.saturating_mul(1_200) + STALE_MARGIN_MS).max(STALE_MS)
+}
 /// The gap between two messages to one quiet executor doubles up to this.
 pub(super) const MAX_GAP_MS: u64 = 30 * 60_000;
 /// The rate bound: at most this many messages per sweep, sweeps at least `SWEEP_MS` apart.
@@ -34,6 +48,8 @@ pub(super) struct Quiet<'a> {
     pub launched_ms: u64,
     /// Its last request to this scheduler, if any.
     pub heard_ms: Option<u64>,
+    /// How long it may be quiet while it can reach us (at least [`STALE_MS`]).
+    pub stale_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -86,7 +102,7 @@ impl Reannounce {
                     .launched_ms
                     .max(q.heard_ms.unwrap_or(0))
                     .max(self.announced_ms);
-                (last_sign.saturating_add(STALE_MS), STALE_MS)
+                (last_sign.saturating_add(q.stale_ms), q.stale_ms)
             }
         }
     }
@@ -160,19 +176,22 @@ pub(super) fn nudge(version: u64) -> Vec<u8> {
         .into_bytes()
 }
 
-/// Executors at work (a live launch, not resting in `running`) and what we heard of them.
+/// The executors of live launches, what we heard of them and how long each may be quiet.
 fn quiet_executors<'a>(
     model: &'a ClusterModel,
     executors: &'a ExecutorApi,
 ) -> impl Iterator<Item = Quiet<'a>> {
-    model
-        .active_tasks()
-        .filter(|(n, _)| n.phase != Phase::Running)
-        .map(|(n, t)| Quiet {
-            agent: &n.agent_id,
-            launched_ms: t.launched_at_ms,
-            heard_ms: executors.heard_from(&n.agent_id),
-        })
+    let idle = running_stale_ms(executors.idle_poll_s());
+    model.active_tasks().map(move |(n, t)| Quiet {
+        agent: &n.agent_id,
+        launched_ms: t.launched_at_ms,
+        heard_ms: executors.heard_from(&n.agent_id),
+        stale_ms: if n.phase == Phase::Running {
+            idle
+        } else {
+            STALE_MS
+        },
+    })
 }
 
 impl Dispatcher {
@@ -321,6 +340,7 @@ mod tests {
             agent,
             launched_ms: 0,
             heard_ms,
+            stale_ms: STALE_MS,
         }
     }
 
@@ -365,11 +385,36 @@ mod tests {
             agent: "a1",
             launched_ms: 500_000,
             heard_ms: Some(heard),
+            stale_ms: STALE_MS,
         }];
         assert_eq!(r.deadline(relaunched.into_iter()), Some(500_000 + STALE_MS));
         // A new subscription told everyone.
         r.announced_to_all(900_000);
         assert_eq!(r.deadline(relaunched.into_iter()), Some(900_000 + STALE_MS));
+    }
+
+    /// An idle executor asks every idle poll, up to a fifth late: quiet past that and the
+    /// margin it has lost us; a short poll is still given [`STALE_MS`].
+    #[test]
+    fn an_idle_executor_is_quiet_too_long_after_its_longest_poll_gap() {
+        assert_eq!(running_stale_ms(60), 72_000 + STALE_MARGIN_MS);
+        assert_eq!(running_stale_ms(300), 360_000 + STALE_MARGIN_MS);
+        assert_eq!(running_stale_ms(5), STALE_MS);
+        let mut r = Reannounce::default();
+        r.announced_to_all(0);
+        let idle = [Quiet {
+            stale_ms: running_stale_ms(60),
+            ..q("a1", Some(1_000))
+        }];
+        assert!(r.sweep(idle.into_iter(), 1_000 + 72_000).is_empty());
+        assert_eq!(
+            r.deadline(idle.into_iter()),
+            Some(1_000 + running_stale_ms(60))
+        );
+        assert_eq!(
+            r.sweep(idle.into_iter(), 1_000 + running_stale_ms(60)),
+            vec!["a1"]
+        );
     }
 
     #[test]
@@ -389,6 +434,7 @@ mod tests {
             agent: "a3",
             launched_ms: STALE_MS + 10,
             heard_ms: None,
+            stale_ms: STALE_MS,
         });
         let (remembered, exact) = (r.next_sweep(), r.deadline(quiet.clone().into_iter()));
         assert!(remembered <= exact, "{remembered:?} > {exact:?}");

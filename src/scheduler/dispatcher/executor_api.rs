@@ -123,6 +123,14 @@ impl ExecutorApi {
         self.install_generation += 1;
     }
 
+    /// How often an idle executor asks for its plan (seconds), as its plan tells it.
+    pub fn idle_poll_s(&self) -> u64 {
+        match self.idle_poll_s {
+            0 => crate::contract::plan::DEFAULT_IDLE_POLL_S,
+            s => s,
+        }
+    }
+
     /// The install settings every plan carries.
     pub fn install(&self) -> &InstallSettings {
         &self.install

@@ -2088,8 +2088,10 @@ mod tests {
     }
 
     /// An executor that missed the announcement (a MESSAGE is best effort) gets it again
-    /// once it has been quiet too long, without a new subscription; one that talks to us,
-    /// and one resting in `running`, get nothing.
+    /// once it has been quiet too long, without a new subscription; one that talks to us
+    /// gets nothing. An idle one in `running` asks for its plan every idle poll: quiet past
+    /// its longest gap, it is told too (it was not, and after the executor's pin grace a
+    /// failover it never heard of failed its node).
     #[test]
     fn an_executor_quiet_too_long_is_told_the_address_again() {
         use crate::scheduler::exchange::{ExecutorCall, ExecutorRequest};
@@ -2122,6 +2124,7 @@ mod tests {
         for _ in 0..3 {
             r.advance(step);
             poll(&mut r, "a1");
+            poll(&mut r, "a3");
         }
         r.advance(1_000);
         assert_eq!(messages(&mut r), vec!["a2".to_string()]);
@@ -2129,10 +2132,27 @@ mod tests {
         for _ in 0..3 {
             r.advance(announce::STALE_MS / 2);
             poll(&mut r, "a1");
+            poll(&mut r, "a3");
         }
         assert!(messages(&mut r).is_empty());
         r.advance(announce::STALE_MS / 2);
         assert_eq!(messages(&mut r), vec!["a2".to_string()]);
+        // a3 runs idle and has stopped asking for its plan: told once quiet past its longest
+        // poll gap, which is longer than an executor at work gets.
+        let idle = announce::running_stale_ms(r.d.executors.idle_poll_s());
+        assert!(idle > announce::STALE_MS);
+        let due = r.d.executors.heard_from("a3").expect("a3 asked") + idle;
+        let mut told = Vec::new();
+        while r.clock.now_ms() + step < due {
+            r.advance(step);
+            poll(&mut r, "a1");
+            told.extend(messages(&mut r));
+        }
+        r.advance(due - 1 - r.clock.now_ms());
+        told.extend(messages(&mut r));
+        assert!(told.is_empty(), "{told:?}");
+        r.advance(1);
+        assert_eq!(messages(&mut r), vec!["a3".to_string()]);
     }
 
     /// The next stale time is kept between batches, and what is kept is never later than the
@@ -2327,7 +2347,14 @@ mod tests {
             at_ms: r.clock.now_ms(),
         }));
         r.advance(200_000);
-        assert!(r.calls().is_empty(), "a health report sent calls");
+        // The executor, silent all along, is told the address again (`announce.rs`): a
+        // MESSAGE, not health acting.
+        let calls: Vec<_> = r
+            .calls()
+            .into_iter()
+            .filter(|c| c.message.is_none())
+            .collect();
+        assert!(calls.is_empty(), "a health report sent calls: {calls:?}");
         let after = &r.d.model().nodes["a1"];
         assert_eq!(after.phase, Phase::Running);
         assert_eq!(

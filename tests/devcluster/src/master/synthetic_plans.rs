@@ -29,7 +29,8 @@ use storage_framework::tls::{self, Fingerprint, PinnedVerifier};
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// The storage executor's unprompted plan request of an idle node when the plan does not say
 /// (`IDLE_POLL`).
-const IDLE_POLL: Duration = Duration::from_secs(60);
+const IDLE_POLL: Duration =
+    Duration::from_secs(storage_framework::contract::plan::DEFAULT_IDLE_POLL_S);
 /// Between failed polls (the scheduler restarting, or presenting a certificate this
 /// executor does not know yet), as the storage executor's retry: its jittered backoff
 /// from `RETRY_START` up to `RETRY_MAX`, starting again after an answer or an announcement
