@@ -133,6 +133,9 @@ fn spawn(
     args.push("-loglevel=info".into());
     args.push(format!("-executor.altpath={}", exec.display()));
     args.extend(extra.iter().map(|a| a.to_string()));
+    if let Ok(more) = std::env::var("BENCH_EXTRA_ARGS") {
+        args.extend(more.split_whitespace().map(String::from));
+    }
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -387,7 +390,9 @@ fn mb(kb: u64) -> String {
 }
 
 /// `BENCH_SCHEDULER=<path>` measures another build (an A/B, or a profiler's wrapper script);
-/// `BENCH_AGENTS=10000` measures one size only.
+/// `BENCH_AGENTS=10000` measures one size only; `BENCH_EXTRA_ARGS` adds scheduler flags to
+/// both starts (an operator's certificate, `-rest.tls.cert=... -rest.tls.key=...`, keeps the
+/// executors' pin through the restart).
 fn main() {
     let sched = std::env::var_os("BENCH_SCHEDULER")
         .map(std::path::PathBuf::from)
