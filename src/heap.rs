@@ -17,9 +17,8 @@
 //! Why each binary declares it ([`scheduler_heap!`]) rather than the library: one lock suits
 //! the scheduler's few busy threads, not every program that links the library. The dev
 //! cluster's 10,000 emulated executors, one thread each in the memory bench's process, spent
-//! about a quarter of that process's CPU waking each other on this lock while they fetched
-//! their plans after a restart (perf: `futex_wake` and the kernel's spinlocks), CPU the
-//! scheduler on the same two cores then lacked.
+//! about a quarter of their CPU waking each other on this lock while they fetched their plans
+//! after a restart (perf: `futex_wake` and the kernel's spinlocks).
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::{Mutex, MutexGuard};
