@@ -68,6 +68,13 @@ impl Backoff {
         equal_jitter(exp, self.jitter.next_u64())
     }
 
+    /// The cap's delay (jittered), as if every step up to it had been taken: for an attempt
+    /// that cannot succeed until something else wakes the waiter.
+    pub fn capped_delay(&mut self) -> Duration {
+        self.attempt = self.attempt.max(20);
+        self.next_delay()
+    }
+
     pub fn reset(&mut self) {
         self.attempt = 0;
     }

@@ -78,6 +78,11 @@ fn the_pinned_agent_talks_to_the_pinned_certificate_only() {
         err.contains(&seen) && err.contains(&wrong.to_string()),
         "the refusal names the seen and the pinned fingerprint: {err}"
     );
+    // Clients tell it from a peer that is away by its text, as ureq gives it.
+    assert!(storage_framework::tls::refused_certificate(&err), "{err}");
+    assert!(!storage_framework::tls::refused_certificate(
+        "io: Connection refused (os error 111)"
+    ));
 }
 
 #[test]

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 pub use connector::{agent, agent_over};
 pub use fingerprint::{Fingerprint, FingerprintError};
-pub use pin::{AnyCertificate, Checked, LeafCheck, PinnedVerifier, Pins};
+pub use pin::{refused_certificate, AnyCertificate, Checked, LeafCheck, PinnedVerifier, Pins};
 
 /// The one crypto provider of the crate: ring, named here because neither ureq nor rustls is
 /// built with a default one. Of TLS 1.3's suites, AES-128-GCM with SHA-256 comes first

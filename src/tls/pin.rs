@@ -25,12 +25,21 @@ impl PinnedVerifier {
     }
 }
 
+/// What [`refused`] says between the two fingerprints.
+const NOT_PINNED: &str = " is not the pinned ";
+
+/// Whether an error's text (a TLS client's, however it wraps the verifier's error) is a
+/// certificate refused by [`PinnedVerifier`], not a peer that is away.
+pub fn refused_certificate(error_text: &str) -> bool {
+    error_text.contains(NOT_PINNED)
+}
+
 /// The error a refused certificate gives: both fingerprints, so that an operator can tell a
 /// replaced certificate from a man in the middle, and pin the new one if it is theirs.
 fn refused(seen: Fingerprint, pins: &[Fingerprint]) -> rustls::Error {
     let expected: Vec<String> = pins.iter().map(ToString::to_string).collect();
     rustls::Error::General(format!(
-        "certificate {seen} is not the pinned {}",
+        "certificate {seen}{NOT_PINNED}{}",
         if expected.is_empty() {
             "(none)".to_string()
         } else {

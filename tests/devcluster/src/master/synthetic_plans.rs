@@ -37,7 +37,8 @@ const IDLE_POLL: Duration =
 /// (which also cuts the pause short). A fixed short pause made every executor whose slow timer ran
 /// out while a restarted scheduler was not yet announced to it retry all along: at 10,000
 /// agents 95,000 failed requests, each a full TLS handshake on the new scheduler, during
-/// the plan change the memory bench times.
+/// the plan change the memory bench times. Another certificate than the pinned one waits
+/// the cap at once, as the storage executor does: only an announcement can change it.
 const RETRY_START: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 /// Enough for a blocking TLS client; the pages touched are what counts.
@@ -424,6 +425,7 @@ fn wait_for_changes(
         if let Some(v) = version {
             url.push_str(&format!("?version={v}&nudge=1"));
         }
+        let mut other_certificate = false;
         let answer = client
             .get(&url)
             .header("Authorization", bearer)
@@ -452,6 +454,7 @@ fn wait_for_changes(
             }
             Err(e) => {
                 log::debug!("{id}: plan request failed: {e}");
+                other_certificate = storage_framework::tls::refused_certificate(&e);
                 Some(What::Failed)
             }
         };
@@ -467,6 +470,7 @@ fn wait_for_changes(
                 retry.reset();
                 None
             }
+            What::Failed if other_certificate => Some(retry.capped_delay()),
             What::Failed => Some(retry.next_delay()),
             _ => {
                 retry.reset();
