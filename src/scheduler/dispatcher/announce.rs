@@ -35,6 +35,7 @@ const STALE_MARGIN_MS: u64 = 25_000;
 pub(super) fn running_stale_ms(idle_poll_s: u64) -> u64 {
     (idle_poll_s.saturating_mul(1_200) + STALE_MARGIN_MS).max(STALE_MS)
 }
+
 /// The gap between two messages to one quiet executor doubles up to this.
 pub(super) const MAX_GAP_MS: u64 = 30 * 60_000;
 /// The rate bound: at most this many messages per sweep, sweeps at least `SWEEP_MS` apart.
