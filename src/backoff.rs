@@ -48,6 +48,9 @@ fn equal_jitter(d: Duration, random: u64) -> Duration {
     half + Duration::from_nanos(random % span)
 }
 
+/// Doublings of the base counted at most (2^20 times any base here is past its cap).
+const MAX_DOUBLINGS: u32 = 20;
+
 impl Backoff {
     pub fn new(base: Duration, cap: Duration) -> Self {
         Backoff {
@@ -62,7 +65,7 @@ impl Backoff {
     pub fn next_delay(&mut self) -> Duration {
         let exp = self
             .base
-            .saturating_mul(1u32 << self.attempt.min(20))
+            .saturating_mul(1u32 << self.attempt.min(MAX_DOUBLINGS))
             .min(self.cap);
         self.attempt = self.attempt.saturating_add(1);
         equal_jitter(exp, self.jitter.next_u64())
@@ -71,7 +74,7 @@ impl Backoff {
     /// The cap's delay (jittered), as if every step up to it had been taken: for an attempt
     /// that cannot succeed until something else wakes the waiter.
     pub fn capped_delay(&mut self) -> Duration {
-        self.attempt = self.attempt.max(20);
+        self.attempt = self.attempt.max(MAX_DOUBLINGS);
         self.next_delay()
     }
 

@@ -511,9 +511,6 @@ impl SchedulerApi {
     }
 }
 
-/// The certificate's rejection in a failed call, if that is what failed it. The pinning
-/// verifier's refusal reaches ureq's caller as text only (`storage_framework::tls`), naming
-/// the certificate seen and the pinned one.
 /// The wait before the next attempt after `outcome`. Another certificate at the scheduler's
 /// address means a new scheduler is there, and only its announcement, which ends the wait at
 /// once, can change the answer: attempts before it only cost that scheduler a whole TLS
@@ -531,6 +528,9 @@ fn retry_delay(
     }
 }
 
+/// The certificate's rejection in a failed call, if that is what failed it. The pinning
+/// verifier's refusal reaches ureq's caller as text only (`storage_framework::tls`), naming
+/// the certificate seen and the pinned one.
 fn certificate_error(e: &ureq::Error) -> Option<String> {
     let text = e.to_string();
     storage_framework::tls::refused_certificate(&text).then_some(text)
