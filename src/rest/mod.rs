@@ -235,7 +235,6 @@ pub fn start_with(mut config: RestConfig, options: ServerOptions) -> Result<Rest
         closing: options.closing,
         idle_timeout: options.idle_timeout,
         write_timeout: options.write_timeout,
-        grow_pace: http::GROW_PACE,
     };
     let handler: Arc<http::Handler> = Arc::new(move |req: &Request| router.handle(req));
     let server = http::Server::start_gated(listener, limits, stats, handler, gate, tls)

@@ -9,11 +9,9 @@
 //!
 //! Model: an acceptor thread puts connections in a bounded queue (full: 503 at once); a
 //! pool of workers each serves one connection at a time, keep-alive included. The pool
-//! starts with [`FIRST_WORKERS`] and grows, up to its bound, while connections wait and no
-//! worker is idle, by one worker per [`GROW_PACE`] at most, or at once when the queue is a
-//! quarter full: a short burst (100 executors starting) no longer starts every thread of
-//! the bound, each of which keeps its stack, while a backlog that lasts (a large cluster's
-//! rollout, workers held by slow clients) still gets all of them, in 1.2 s. A
+//! starts with [`FIRST_WORKERS`] and grows, up to its bound, when connections wait and no
+//! worker is idle: 64 threads started at once were a fifth of the scheduler's anonymous
+//! memory at 100 agents, most of them never used. A
 //! connection idle between requests gives its worker up as soon as other connections wait.
 //! An answer that comes later (a long poll, [`Later`]) is sent by whoever holds it; a
 //! keep-alive connection that took it whole goes back in the queue for its next request.
@@ -56,13 +54,6 @@ pub const MAX_HEADERS: usize = 100;
 /// Workers started with the server; more are started as connections wait for one.
 const FIRST_WORKERS: usize = 4;
 
-/// The shortest time between two workers started (beyond the first, and but for a filling
-/// queue); so also how long a connection behind workers all held by slow clients waits for
-/// a new one. Without it, the executors' first handshakes and reports at 100 agents grew the
-/// pool to all 64 workers within 120 ms (1.3 MB of the 3.2 MB anonymous memory); at this
-/// pace it ends at about twenty-five.
-pub const GROW_PACE: Duration = Duration::from_millis(20);
-
 /// How long stopping waits for connections to finish before cutting them.
 const STOP_GRACE: Duration = Duration::from_secs(1);
 
@@ -89,8 +80,6 @@ pub struct Limits {
     /// Longest time to send one whole response: one deadline per response, not per
     /// `write()`, so that a client that reads a byte now and then cannot hold a worker.
     pub write_timeout: Duration,
-    /// The shortest time between two workers started beyond the first ([`GROW_PACE`]).
-    pub grow_pace: Duration,
 }
 
 pub type Handler = dyn Fn(&Request) -> Response + Send + Sync;
@@ -140,8 +129,6 @@ struct Shared {
 struct Pool {
     rx: Receiver<Queued>,
     workers: Vec<JoinHandle<()>>,
-    /// When the last worker beyond the first ones was started.
-    grown_at: Option<Instant>,
 }
 
 /// A connection for a worker: a new one, or one answered later that stays open (its TLS
@@ -178,7 +165,7 @@ fn resume(shared: &Arc<Shared>, source: IpAddr) -> Resume {
                 // It had a free place: nobody of its address waits for it.
                 let _ = lock(&shared.slots).release(source);
             } else {
-                grow(&shared);
+                grow(&shared, tx.len());
             }
         }
     })
@@ -190,33 +177,19 @@ pub struct Server {
     acceptor: Option<JoinHandle<()>>,
 }
 
-/// Starts a worker when connections wait and fewer workers are idle, up to the bound and
-/// no sooner than the pace after the last one, unless the queue is a quarter full: then
-/// connections would soon be refused with 503, and their retries cost more than a thread.
-/// A worker that fails to start leaves the others serving.
-fn grow(shared: &Arc<Shared>) {
+/// Starts a worker when `queued` connections wait and fewer workers are idle, up to the
+/// bound. A worker that fails to start leaves the others serving.
+fn grow(shared: &Arc<Shared>, queued: usize) {
+    if queued <= shared.idle.load(Relaxed) {
+        return;
+    }
     let mut pool = lock(&shared.pool);
     let Some(pool) = pool.as_mut() else {
         return;
     };
-    // Read under the lock, after any worker another caller started (it counts as idle).
-    let queued = pool.rx.len();
-    if queued <= shared.idle.load(Relaxed) {
-        return;
-    }
     if pool.workers.len() >= shared.limits.workers.max(1) {
         return;
     }
-    let now = Instant::now();
-    let filling = queued.saturating_mul(4) >= shared.limits.queue;
-    if !filling
-        && pool
-            .grown_at
-            .is_some_and(|at| now.saturating_duration_since(at) < shared.limits.grow_pace)
-    {
-        return;
-    }
-    pool.grown_at = Some(now);
     if let Err(e) = spawn_worker(pool, shared) {
         warn!(
             "REST server: could not start worker {} of {}: {e}",
@@ -226,24 +199,13 @@ fn grow(shared: &Arc<Shared>) {
     }
 }
 
-/// A worker counts as idle from here, not from its first wait: a burst's connections that
-/// see it starting do not start another for the same connection.
 fn spawn_worker(pool: &mut Pool, shared: &Arc<Shared>) -> io::Result<()> {
-    let (rx, for_worker) = (pool.rx.clone(), shared.clone());
-    shared.idle.fetch_add(1, Relaxed);
-    let started = std::thread::Builder::new()
+    let (rx, shared) = (pool.rx.clone(), shared.clone());
+    let h = std::thread::Builder::new()
         .name(format!("rest-{}", pool.workers.len()))
-        .spawn(move || worker(rx, for_worker));
-    match started {
-        Ok(h) => {
-            pool.workers.push(h);
-            Ok(())
-        }
-        Err(e) => {
-            shared.idle.fetch_sub(1, Relaxed);
-            Err(e)
-        }
-    }
+        .spawn(move || worker(rx, shared))?;
+    pool.workers.push(h);
+    Ok(())
 }
 
 impl Server {
@@ -288,7 +250,6 @@ impl Server {
         let mut pool = Pool {
             rx,
             workers: Vec::new(),
-            grown_at: None,
         };
         for _ in 0..limits.workers.clamp(1, FIRST_WORKERS) {
             if let Err(e) = spawn_worker(&mut pool, &shared) {
@@ -363,17 +324,7 @@ impl Drop for Server {
 }
 
 fn accept(listener: TcpListener, tx: Sender<Queued>, shared: Arc<Shared>) {
-    loop {
-        // Connections that wait get a worker one pace after another, whether or not others
-        // come meanwhile (the workers may all be held by slow clients, and the connections
-        // that keep coming be theirs, which only wait for their address's places).
-        if !tx.is_empty() {
-            grow(&shared);
-            if !readable_within(&listener, shared.limits.grow_pace) {
-                continue;
-            }
-        }
-        let stream = listener.accept().map(|(s, _)| s);
+    for stream in listener.incoming() {
         if shared.stopping.load(Relaxed) {
             break;
         }
@@ -396,7 +347,7 @@ fn accept(listener: TcpListener, tx: Sender<Queued>, shared: Arc<Shared>) {
         let admitted = lock(&shared.slots).admit(source, Opened::New(stream));
         match admitted {
             Admit::Serve(stream) => match tx.try_send((stream, source)) {
-                Ok(()) => grow(&shared),
+                Ok(()) => grow(&shared, tx.len()),
                 Err(TrySendError::Full((Opened::New(s) | Opened::Kept(s, _), source))) => {
                     busy(
                         &shared,
@@ -414,21 +365,6 @@ fn accept(listener: TcpListener, tx: Sender<Queued>, shared: Arc<Shared>) {
             }
         }
     }
-}
-
-/// Whether a connection waits to be accepted, or `within` passed first (or a signal came).
-/// Another error of `poll(2)` counts as readable: `accept` then tells what is wrong.
-fn readable_within(listener: &TcpListener, within: Duration) -> bool {
-    use std::os::fd::AsRawFd;
-    let mut fd = libc::pollfd {
-        fd: listener.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = libc::c_int::try_from(within.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: one valid pollfd, for the length given; the listener is open for the call.
-    let n = unsafe { libc::poll(&mut fd, 1, ms) };
-    n > 0 || (n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -456,9 +392,9 @@ fn busy(shared: &Shared, mut s: TcpStream, why: &str) {
     }
 }
 
-/// Idle (counted so by `spawn_worker`) until it takes a connection, and again after.
 fn worker(rx: Receiver<Queued>, shared: Arc<Shared>) {
     loop {
+        shared.idle.fetch_add(1, Relaxed);
         let next = rx.recv();
         shared.idle.fetch_sub(1, Relaxed);
         let Ok((stream, source)) = next else {
@@ -466,14 +402,13 @@ fn worker(rx: Receiver<Queued>, shared: Arc<Shared>) {
         };
         // More waiting than idle workers to take them (a burst came faster than the
         // acceptor saw workers busy): one more.
-        grow(&shared);
+        grow(&shared, rx.len());
         let mut next = Some(stream);
         // The connections of that address that waited for its place come next, here.
         while let Some(stream) = next {
             serve_one(stream, source, &shared, &rx);
             next = lock(&shared.slots).release(source);
         }
-        shared.idle.fetch_add(1, Relaxed);
     }
 }
 
@@ -512,7 +447,6 @@ mod tests {
             closing: 16,
             idle_timeout: t,
             write_timeout: t,
-            grow_pace: Duration::from_millis(1),
         }
     }
 
@@ -522,9 +456,11 @@ mod tests {
             .map_or(0, |p| p.workers.len())
     }
 
-    /// A server whose handler holds each request until it is released; `entered` hears of
-    /// each request as it reaches the handler.
-    fn holding(l: Limits) -> (Server, SocketAddr, Receiver<()>, Sender<()>) {
+    /// The pool starts small and grows to its bound when that many requests are in
+    /// progress at once, no further.
+    #[test]
+    fn the_pool_grows_to_its_bound_as_connections_wait() {
+        const BOUND: usize = 10;
         let (entered_tx, entered) = crossbeam_channel::unbounded::<()>();
         let (release, released) = crossbeam_channel::unbounded::<()>();
         let handler: Arc<Handler> = Arc::new(move |_req: &Request| {
@@ -534,105 +470,22 @@ mod tests {
         });
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        let server = Server::start(listener, l, Arc::new(HttpStats::default()), handler).unwrap();
-        (server, addr, entered, release)
-    }
-
-    fn ask(addr: SocketAddr) -> TcpStream {
-        let mut c = TcpStream::connect(addr).unwrap();
-        c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        c
-    }
-
-    fn answered(mut c: TcpStream) {
-        let mut answer = String::new();
-        c.read_to_string(&mut answer).unwrap();
-        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    }
-
-    /// A burst adds one worker per pace, not one per connection waiting: with a pace longer
-    /// than the test, twenty connections at once are served by the first workers and one
-    /// more.
-    #[test]
-    fn a_burst_grows_the_pool_by_one_worker_a_pace() {
-        let (server, addr, entered, release) = holding(Limits {
-            grow_pace: Duration::from_secs(3600),
-            queue: 1024,
-            ..limits(64)
-        });
-        let clients: Vec<TcpStream> = (0..20).map(|_| ask(addr)).collect();
-        for _ in 0..=FIRST_WORKERS {
-            entered.recv_timeout(Duration::from_secs(10)).unwrap();
-        }
-        for _ in 0..20 {
-            release.send(()).unwrap();
-        }
-        clients.into_iter().for_each(answered);
-        assert_eq!(started(&server), FIRST_WORKERS + 1);
-    }
-
-    /// A queue a quarter full grows the pool at once, whatever the pace: its connections
-    /// would otherwise soon be refused.
-    #[test]
-    fn a_filling_queue_grows_the_pool_without_the_pace() {
-        let (server, addr, entered, release) = holding(Limits {
-            grow_pace: Duration::from_secs(3600),
-            queue: 16,
-            ..limits(64)
-        });
-        let clients: Vec<TcpStream> = (0..14).map(|_| ask(addr)).collect();
-        // Served at once but for less than a quarter of the queue (three at most), which
-        // wait for the pace.
-        for i in 0..11 {
-            entered
-                .recv_timeout(Duration::from_secs(10))
-                .unwrap_or_else(|_| panic!("only {i} requests served at once"));
-        }
-        // And no more workers than connections.
-        assert!(
-            (11..=14).contains(&started(&server)),
-            "{}",
-            started(&server)
-        );
-        for _ in 0..14 {
-            release.send(()).unwrap();
-        }
-        clients.into_iter().for_each(answered);
-    }
-
-    /// A connection behind workers that are all held gets a new worker one pace later, though
-    /// no other connection comes to ask for it.
-    #[test]
-    fn a_connection_behind_held_workers_gets_a_worker_within_the_pace() {
-        let (server, addr, entered, release) = holding(Limits {
-            grow_pace: Duration::from_millis(300),
-            ..limits(10)
-        });
-        // The first workers and the one started at once, all held.
-        let mut clients: Vec<TcpStream> = (0..=FIRST_WORKERS).map(|_| ask(addr)).collect();
-        for _ in 0..=FIRST_WORKERS {
-            entered.recv_timeout(Duration::from_secs(10)).unwrap();
-        }
-        clients.push(ask(addr));
-        entered
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the last connection waited for a held worker");
-        assert_eq!(started(&server), FIRST_WORKERS + 2);
-        for _ in 0..clients.len() {
-            release.send(()).unwrap();
-        }
-        clients.into_iter().for_each(answered);
-    }
-
-    /// The pool starts small and grows to its bound when that many requests are in
-    /// progress at once, no further.
-    #[test]
-    fn the_pool_grows_to_its_bound_as_connections_wait() {
-        const BOUND: usize = 10;
-        let (server, addr, entered, release) = holding(limits(BOUND));
+        let server = Server::start(
+            listener,
+            limits(BOUND),
+            Arc::new(HttpStats::default()),
+            handler,
+        )
+        .unwrap();
         assert_eq!(started(&server), FIRST_WORKERS);
-        let clients: Vec<TcpStream> = (0..BOUND + 2).map(|_| ask(addr)).collect();
+        let clients: Vec<TcpStream> = (0..BOUND + 2)
+            .map(|_| {
+                let mut c = TcpStream::connect(addr).unwrap();
+                c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                    .unwrap();
+                c
+            })
+            .collect();
         // Every worker of the bound is in the handler at once, each on its own request.
         for i in 0..BOUND {
             entered
@@ -643,7 +496,11 @@ mod tests {
         for _ in 0..BOUND + 2 {
             release.send(()).unwrap();
         }
-        clients.into_iter().for_each(answered);
+        for mut c in clients {
+            let mut answer = String::new();
+            c.read_to_string(&mut answer).unwrap();
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        }
         assert_eq!(started(&server), BOUND);
     }
 }
