@@ -31,7 +31,10 @@
 //! `# ` lines add what helps to read them: the resident set once settled, split into anonymous
 //! memory (heap, stacks) and the binary's own pages (about 4.5 MB of its 4 MB code and 1 MB
 //! read-only data at any size: the kernel maps a file's cached pages 64 KB around each fault),
-//! the thread count and open files, and how the plan change's time splits.
+//! the thread count and open files, the REST server's connections and responses by the time
+//! every executor waits (requests a connection carried: each new one is a TLS handshake, and
+//! the worker pool's size trades threads against them), and how the plan change's time
+//! splits.
 
 #[path = "../support/cluster.rs"]
 mod cluster;
@@ -65,6 +68,9 @@ struct Cost {
     open_files: usize,
     /// Plan long polls the scheduler held when every executor was idle.
     waiting: usize,
+    /// The REST server's counters then: how many requests each connection carried, and
+    /// what a smaller or larger worker pool trades (handshakes against threads).
+    rest: RestCounts,
     cpu_s: f64,
     /// Of `cpu_s`, in the kernel (the executor downloads' sendfile, TCP, TLS connections).
     system_s: f64,
@@ -171,28 +177,47 @@ fn spawn(
     Scheduler { child, port }
 }
 
-/// The scheduler's gauge of executors waiting for a plan change (`/metrics`, plain HTTP).
-fn plan_waits(port: u16) -> Option<usize> {
+/// The scheduler's `/metrics` (plain HTTP), empty when it does not answer.
+fn metrics(port: u16) -> String {
     let agent = ureq::Agent::config_builder()
         .proxy(None)
         .timeout_global(Some(Duration::from_secs(5)))
         .build()
         .new_agent();
-    let text = agent
+    agent
         .get(&format!("http://127.0.0.1:{port}/metrics"))
         .call()
-        .ok()?
-        .body_mut()
-        .read_to_string()
-        .ok()?;
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("storage_scheduler_executor_plan_waits "))?;
-    line.split_whitespace()
-        .nth(1)?
-        .parse::<f64>()
         .ok()
-        .map(|v| v as usize)
+        .and_then(|mut r| r.body_mut().read_to_string().ok())
+        .unwrap_or_default()
+}
+
+/// The sum of a family's samples in `text` (0 when it has none).
+fn metric(text: &str, family: &str) -> u64 {
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(family)
+                .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+#[derive(Default)]
+struct RestCounts {
+    connections: u64,
+    responses: u64,
+    refused: u64,
+}
+
+impl RestCounts {
+    fn of(text: &str) -> RestCounts {
+        RestCounts {
+            connections: metric(text, "storage_scheduler_http_connections_total"),
+            responses: metric(text, "storage_scheduler_http_responses_total"),
+            refused: metric(text, "storage_scheduler_http_rejected_total"),
+        }
+    }
 }
 
 fn open_files(pid: u32) -> usize {
@@ -200,8 +225,13 @@ fn open_files(pid: u32) -> usize {
 }
 
 /// Waits until every task runs and every executor idles, owed a nudge by the scheduler;
-/// returns how many plan long polls the scheduler holds then.
-fn wait_until_all_wait(s: &mut Scheduler, m: &master::MasterHandle, n: usize, dir: &Path) -> usize {
+/// returns how many plan long polls the scheduler holds then, and its REST counters.
+fn wait_until_all_wait(
+    s: &mut Scheduler,
+    m: &master::MasterHandle,
+    n: usize,
+    dir: &Path,
+) -> (usize, RestCounts) {
     let deadline = Instant::now() + Duration::from_secs(900);
     loop {
         // An executor with a plan runs (its task did); the dev master's snapshot of 10,000
@@ -211,7 +241,9 @@ fn wait_until_all_wait(s: &mut Scheduler, m: &master::MasterHandle, n: usize, di
             (planned, p.iter().filter(|p| p.idle).count())
         });
         if idle == n {
-            return plan_waits(s.port).unwrap_or(0);
+            let text = metrics(s.port);
+            let waits = metric(&text, "storage_scheduler_executor_plan_waits");
+            return (waits as usize, RestCounts::of(&text));
         }
         if let Ok(Some(status)) = s.child.try_wait() {
             panic!(
@@ -247,7 +279,7 @@ fn measure(sched: &Path, exec: &Path, n: usize) -> (Cost, Option<Idle>, PlanChan
     let start = Instant::now();
     let mut s = spawn(sched, exec, &m, &dir, cluster::free_port(), &[]);
     let pid = s.child.id();
-    let waiting = wait_until_all_wait(&mut s, &m, n, &dir);
+    let (waiting, rest) = wait_until_all_wait(&mut s, &m, n, &dir);
     let elapsed = start.elapsed();
     let (user, system) = cluster::cpu_split(pid).expect("proc stat");
     let (user_s, system_s) = (user as f64 / USER_HZ, system as f64 / USER_HZ);
@@ -265,6 +297,7 @@ fn measure(sched: &Path, exec: &Path, n: usize) -> (Cost, Option<Idle>, PlanChan
         threads: cluster::proc_status_field(pid, "Threads").unwrap_or(0),
         open_files: open_files(pid),
         waiting,
+        rest,
         cpu_s,
         system_s,
         elapsed,
@@ -462,6 +495,13 @@ fn main() {
             c.threads,
             c.open_files,
             c.waiting
+        );
+        println!(
+            "# {n} agents: the REST server by then: {} connections, {} responses ({:.2} a connection), {} refused with 503",
+            c.rest.connections,
+            c.rest.responses,
+            c.rest.responses as f64 / c.rest.connections.max(1) as f64,
+            c.rest.refused
         );
         println!(
             "# {n} agents, a new target: announcement p99 {} ms, new plan p50 {} ms, p99 {} ms, last {} ms \
