@@ -192,18 +192,19 @@ fn metrics(port: u16) -> String {
         .unwrap_or_default()
 }
 
-/// The sum of a family's samples in `text` (0 when it has none).
+/// The sum of the samples of the scheduler's family `family` (its name without the
+/// `storage_scheduler_` prefix) in `text`; 0 when it has none.
 fn metric(text: &str, family: &str) -> u64 {
     text.lines()
         .filter(|l| {
-            l.strip_prefix(family)
+            l.strip_prefix("storage_scheduler_")
+                .and_then(|l| l.strip_prefix(family))
                 .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
         })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64
 }
 
-#[derive(Default)]
 struct RestCounts {
     connections: u64,
     responses: u64,
@@ -213,9 +214,9 @@ struct RestCounts {
 impl RestCounts {
     fn of(text: &str) -> RestCounts {
         RestCounts {
-            connections: metric(text, "storage_scheduler_http_connections_total"),
-            responses: metric(text, "storage_scheduler_http_responses_total"),
-            refused: metric(text, "storage_scheduler_http_rejected_total"),
+            connections: metric(text, "http_connections_total"),
+            responses: metric(text, "http_responses_total"),
+            refused: metric(text, "http_rejected_total"),
         }
     }
 }
@@ -242,7 +243,7 @@ fn wait_until_all_wait(
         });
         if idle == n {
             let text = metrics(s.port);
-            let waits = metric(&text, "storage_scheduler_executor_plan_waits");
+            let waits = metric(&text, "executor_plan_waits");
             return (waits as usize, RestCounts::of(&text));
         }
         if let Ok(Some(status)) = s.child.try_wait() {
