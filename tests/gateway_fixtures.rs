@@ -9,18 +9,25 @@ use storage_framework::gateway::types::{
     Created, Device, ErrorBody, ProtectionDomain, Sdc, Sds, StatisticsById, StoragePool, System,
 };
 
-fn fixture(name: &str) -> Value {
+fn fixture_text(name: &str) -> String {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/gateway")
         .join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn fixture(name: &str) -> Value {
+    serde_json::from_str(&fixture_text(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 #[test]
 fn a_system_with_its_mdm_cluster() {
-    let systems: Vec<System> =
-        decode_list("list systems", "fixture", fixture("systems.json")).expect("systems");
+    let systems: Vec<System> = decode_list(
+        "list systems",
+        "fixture",
+        fixture_text("systems.json").as_bytes(),
+    )
+    .expect("systems");
     let [s] = systems.as_slice() else {
         panic!("{systems:?}")
     };
@@ -47,14 +54,14 @@ fn domains_pools_sdss_devices_and_sdcs() {
     let pds: Vec<ProtectionDomain> = decode_list(
         "list protection domains",
         "fixture",
-        fixture("protection_domains.json"),
+        fixture_text("protection_domains.json").as_bytes(),
     )
     .expect("pds");
     assert_eq!(pds[0].name.as_deref(), Some("default"));
     let pools: Vec<StoragePool> = decode_list(
         "list storage pools",
         "fixture",
-        fixture("storage_pools.json"),
+        fixture_text("storage_pools.json").as_bytes(),
     )
     .expect("pools");
     assert_eq!(pools[0].protection_domain_id, pds[0].id);
@@ -66,16 +73,22 @@ fn domains_pools_sdss_devices_and_sdcs() {
         "ipList is flat"
     );
     assert_eq!(sds.mdm_connection_state.as_deref(), Some("Connected"));
-    let sdss: Vec<Sds> = decode_list("list SDSs", "fixture", fixture("sdss.json")).expect("sdss");
+    let sdss: Vec<Sds> =
+        decode_list("list SDSs", "fixture", fixture_text("sdss.json").as_bytes()).expect("sdss");
     assert_eq!(sdss, std::slice::from_ref(&sds));
 
-    let devices: Vec<Device> =
-        decode_list("list SDS devices", "fixture", fixture("devices.json")).expect("devices");
+    let devices: Vec<Device> = decode_list(
+        "list SDS devices",
+        "fixture",
+        fixture_text("devices.json").as_bytes(),
+    )
+    .expect("devices");
     assert_eq!(devices[0].device_current_path_name, "/dev/sdb");
     assert_eq!(devices[0].name, None, "unnamed devices answer null");
     assert_eq!(devices[0].sds_id.as_deref(), Some(sds.id.as_str()));
 
-    let sdcs: Vec<Sdc> = decode_list("list SDCs", "fixture", fixture("sdcs.json")).expect("sdcs");
+    let sdcs: Vec<Sdc> =
+        decode_list("list SDCs", "fixture", fixture_text("sdcs.json").as_bytes()).expect("sdcs");
     assert_eq!(sdcs[0].sdc_ip, "10.0.0.21");
     assert!(sdcs[0].connected());
 }
@@ -114,7 +127,12 @@ fn statistics_created_ids_and_errors() {
 fn a_fixture_that_loses_a_field_the_framework_reads_is_an_error_naming_it() {
     let mut sdcs = fixture("sdcs.json");
     sdcs[0].as_object_mut().unwrap().remove("sdcIp");
-    let e = decode_list::<Sdc>("list SDCs", "/api/types/Sdc/instances", sdcs).unwrap_err();
+    let e = decode_list::<Sdc>(
+        "list SDCs",
+        "/api/types/Sdc/instances",
+        sdcs.to_string().as_bytes(),
+    )
+    .unwrap_err();
     let text = e.to_string();
     assert!(
         text.contains("list SDCs") && text.contains("sdcIp") && text.contains("item 0"),

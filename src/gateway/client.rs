@@ -18,6 +18,7 @@ use crate::secret::Secret;
 use serde::Deserialize;
 use serde_json::Value;
 use std::fmt;
+use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -284,13 +285,17 @@ impl GatewayClient {
     /// its status, proves the gateway is back (the worker's probe after an outage).
     pub(super) fn answers(&mut self, call: &'static str, path: &str) -> Result<u16, GatewayError> {
         let auth = basic("", self.token.as_ref().map(Secret::expose).unwrap_or(""));
-        self.send(call, path, &auth, None).map(|(status, _)| status)
+        self.send(call, path, &auth, None, &mut whole_json)
+            .map(|(status, _)| status)
     }
 
     /// `GET /api/login` with the admin password; keeps the token for later calls.
     pub fn login(&mut self) -> Result<(), GatewayError> {
         let auth = basic("admin", self.config.password.expose());
-        let reply = self.with_retries(|c| c.send("login", LOGIN, &auth, None))?;
+        let reply = self.with_retries(|c| c.send("login", LOGIN, &auth, None, &mut whole_json))?;
+        let reply = match reply {
+            (status, Body::Taken(body) | Body::Other(body)) => (status, body),
+        };
         match reply {
             (200, Value::String(token)) if !token.is_empty() => {
                 self.token = Some(Secret::new(token));
@@ -310,7 +315,18 @@ impl GatewayClient {
 
     /// One `GET` of the typed API (`call` names it in errors).
     pub(super) fn get(&mut self, call: &'static str, path: &str) -> Result<Value, GatewayError> {
-        self.call(call, "GET", path, None)
+        self.call(call, "GET", path, None, &mut whole_json)
+    }
+
+    /// One `GET` whose answer `take` reads as it arrives (a listing, item by item), within
+    /// [`STREAMED_LIMIT`]: its text is never held whole.
+    pub(super) fn get_taking<T>(
+        &mut self,
+        call: &'static str,
+        path: &str,
+        take: &mut dyn FnMut(&mut dyn Read) -> Result<T, TakeError>,
+    ) -> Result<T, GatewayError> {
+        self.call(call, "GET", path, None, take)
     }
 
     /// One `POST` of the typed API.
@@ -320,26 +336,30 @@ impl GatewayClient {
         path: &str,
         body: &Value,
     ) -> Result<Value, GatewayError> {
-        self.call(call, "POST", path, Some(body))
+        self.call(call, "POST", path, Some(body), &mut whole_json)
     }
 
     /// Logs in when there is no token; after a 401/403 logs in once more and retries.
-    fn call(
+    fn call<T>(
         &mut self,
         call: &'static str,
         method: &'static str,
         path: &str,
         body: Option<&Value>,
-    ) -> Result<Value, GatewayError> {
+        take: &mut dyn FnMut(&mut dyn Read) -> Result<T, TakeError>,
+    ) -> Result<T, GatewayError> {
         if self.token.is_none() {
             self.login()?;
         }
         let mut relogged = false;
         loop {
             let auth = basic("", self.token.as_ref().map(Secret::expose).unwrap_or(""));
-            let (status, reply) = self.with_retries(|c| c.send(call, path, &auth, body))?;
+            let (status, reply) = self.with_retries(|c| c.send(call, path, &auth, body, take))?;
+            let reply = match reply {
+                Body::Taken(answer) => return Ok(answer),
+                Body::Other(reply) => reply,
+            };
             match status {
-                200..=299 => return Ok(reply),
                 401 | 403 if !relogged => {
                     log::debug!("gateway: {method} {path} answered {status}; logging in again");
                     relogged = true;
@@ -358,17 +378,18 @@ impl GatewayClient {
 
     /// Repeats transient failures (5xx without an MDM code, connection errors) with jittered
     /// backoff, at most `retries` times.
-    fn with_retries(
+    fn with_retries<T>(
         &mut self,
-        mut attempt: impl FnMut(&mut GatewayClient) -> Result<(u16, Value), GatewayError>,
-    ) -> Result<(u16, Value), GatewayError> {
+        mut attempt: impl FnMut(&mut GatewayClient) -> Result<(u16, Body<T>), GatewayError>,
+    ) -> Result<(u16, Body<T>), GatewayError> {
         self.backoff.reset();
         let mut left = self.config.retries;
         loop {
             let outcome = attempt(self);
             let transient = match &outcome {
                 Err(e) => e.is_transient(),
-                Ok((status, body)) => {
+                Ok((_, Body::Taken(_))) => false,
+                Ok((status, Body::Other(body))) => {
                     *status >= 500 && error_code_of(body).unwrap_or(code::NONE) == code::NONE
                 }
             };
@@ -385,14 +406,16 @@ impl GatewayClient {
         }
     }
 
-    /// One request: GET without a body, POST with one.
-    fn send(
+    /// One request: GET without a body, POST with one. A success's body goes to `take` as it
+    /// arrives; any other status's body is read whole (an error object is small).
+    fn send<T>(
         &mut self,
         call: &'static str,
         path: &str,
         auth: &str,
         body: Option<&Value>,
-    ) -> Result<(u16, Value), GatewayError> {
+        take: &mut dyn FnMut(&mut dyn Read) -> Result<T, TakeError>,
+    ) -> Result<(u16, Body<T>), GatewayError> {
         self.requests += 1;
         if let Some(c) = &self.counters {
             c.calls.fetch_add(1, Relaxed);
@@ -414,38 +437,50 @@ impl GatewayClient {
                 .header("Content-Type", "application/json")
                 .send(body.to_string()),
         };
-        let read = result.and_then(|mut response| {
+        let read = result.map_err(Failed::Transport).and_then(|mut response| {
             let status = response.status().as_u16();
+            if (200..300).contains(&status) {
+                let mut reader = response
+                    .body_mut()
+                    .with_config()
+                    .limit(STREAMED_LIMIT)
+                    .reader();
+                return match take(&mut reader) {
+                    Ok(answer) => Ok((status, Body::Taken(answer))),
+                    Err(TakeError::Io(e)) => Err(Failed::Transport(ureq::Error::Io(e))),
+                    Err(TakeError::Bad(detail)) => Err(Failed::Bad(detail)),
+                };
+            }
             let text = response
                 .body_mut()
                 .with_config()
-                .limit(16 * 1024 * 1024)
-                .read_to_string()?;
-            Ok((status, text))
+                .limit(WHOLE_LIMIT)
+                .read_to_string()
+                .map_err(Failed::Transport)?;
+            Ok((
+                status,
+                Body::Other(other_json(status, &text).map_err(Failed::Bad)?),
+            ))
         });
-        let (status, text) = match read {
+        match read {
             Ok(answer) => {
                 self.unanswered = None;
-                answer
+                Ok(answer)
             }
-            Err(e) => {
+            Err(Failed::Transport(e)) => {
                 let e = self.transport_error(e);
                 self.unanswered = Some(e.clone());
-                return Err(e);
+                Err(e)
             }
-        };
-        if text.trim().is_empty() {
-            return Ok((status, Value::Null));
-        }
-        match serde_json::from_str(&text) {
-            Ok(v) => Ok((status, v)),
-            // An error page that is not JSON still has a status worth reporting.
-            Err(_) if status >= 400 => Ok((status, Value::String(short(&text)))),
-            Err(e) => Err(GatewayError::BadReply {
-                call,
-                path: path.into(),
-                detail: format!("not JSON ({e})"),
-            }),
+            Err(Failed::Bad(detail)) => {
+                // It answered: the gateway is there, the answer is wrong.
+                self.unanswered = None;
+                Err(GatewayError::BadReply {
+                    call,
+                    path: path.into(),
+                    detail,
+                })
+            }
         }
     }
 
@@ -475,6 +510,66 @@ impl GatewayClient {
         } else {
             GatewayError::Unreachable { address, detail }
         }
+    }
+}
+
+/// What a reply's body became.
+pub(super) enum Body<T> {
+    /// A success's, as its taker read it.
+    Taken(T),
+    /// Any other status's, as JSON (an error page that is not JSON: its text, shortened).
+    Other(Value),
+}
+
+/// Why a success's body could not be taken.
+pub(super) enum TakeError {
+    /// The transport failed under it (cut, timed out, over its limit).
+    Io(std::io::Error),
+    /// It is not the answer's shape: what did not fit.
+    Bad(String),
+}
+
+/// How a request failed inside [`GatewayClient::send`].
+enum Failed {
+    Transport(ureq::Error),
+    Bad(String),
+}
+
+/// A body read whole: small JSON answers and error objects.
+const WHOLE_LIMIT: u64 = 16 * 1024 * 1024;
+
+/// A body taken as it streams (a listing): never held whole, so this only ends an answer
+/// that would not end. At 10,000 SDSs a listing is some 7 MB on the dev gateway, and a real
+/// gateway's objects carry more fields.
+const STREAMED_LIMIT: u64 = 256 * 1024 * 1024;
+
+/// A success's body as one JSON value; empty reads as `null`.
+fn whole_json(body: &mut dyn Read) -> Result<Value, TakeError> {
+    let mut text = String::new();
+    let mut limited = body.take(WHOLE_LIMIT + 1);
+    limited.read_to_string(&mut text).map_err(TakeError::Io)?;
+    if text.len() as u64 > WHOLE_LIMIT {
+        return Err(TakeError::Bad(format!(
+            "longer than {} MiB",
+            WHOLE_LIMIT / 1024 / 1024
+        )));
+    }
+    if text.trim().is_empty() {
+        return Ok(Value::Null);
+    }
+    serde_json::from_str(&text).map_err(|e| TakeError::Bad(format!("not JSON ({e})")))
+}
+
+/// Another status's body as JSON: an error page that is not JSON still has a status worth
+/// reporting.
+fn other_json(status: u16, text: &str) -> Result<Value, String> {
+    if text.trim().is_empty() {
+        return Ok(Value::Null);
+    }
+    match serde_json::from_str(text) {
+        Ok(v) => Ok(v),
+        Err(_) if status >= 400 => Ok(Value::String(short(text))),
+        Err(e) => Err(format!("not JSON ({e})")),
     }
 }
 

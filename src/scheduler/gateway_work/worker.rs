@@ -17,10 +17,10 @@ pub use super::report::{HealthPoll, NodeReport, Report};
 use crate::backoff::Backoff;
 use crate::clock::{self, Clock};
 use crate::gateway::api;
-use crate::gateway::client::{GatewayClient, GatewayError};
+use crate::gateway::client::GatewayClient;
 use crate::gateway::types::Sdc;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -433,13 +433,7 @@ impl Worker {
 
     /// One `GET /api/types/Sdc/instances` for every node awaiting its SDC.
     fn check_sdcs(&mut self, agents: &[Arc<str>]) -> Vec<Report> {
-        let connected: Result<BTreeSet<String>, GatewayError> = api::sdcs(self.gateway.client())
-            .map(|sdcs| {
-                sdcs.into_iter()
-                    .filter(|s| s.connected())
-                    .map(|s| s.sdc_ip)
-                    .collect()
-            });
+        let connected = api::connected_sdc_ips(self.gateway.client());
         if connected.is_err() && self.gateway_gone() {
             return Vec::new();
         }
