@@ -107,9 +107,11 @@ part rest_changing 3 cargo bench --quiet --bench rest_changing
 part scheduler 1 cargo bench --quiet --bench scheduler
 
 # scheduler_peak_rss_mb_10k, scheduler_peak_rss_mb_100, scheduler_cpu_seconds_10k: the musl
-# scheduler from start until, on 10,000 (and 100) synthetic agents, every agent has fetched
-# the executor, every emulated executor has reported its phases to running over TLS from an
-# address of its own and idles (nudge=1: no connection held), at -loglevel=info. Peak RSS is the kernel's
+# scheduler from start until, on 10,000 (and 100) synthetic agents, each a storage host of its
+# own (an address, a device, an SDC in the dev gateway, so the scheduler attaches an SDS and a
+# device per node), every agent has fetched the executor, every emulated executor has reported
+# its phases to running over TLS from its host's address and idles (nudge=1: no connection
+# held), at -loglevel=info. Peak RSS is the kernel's
 # high-water mark, VmHWM of /proc/<pid>/status, at 10,000 agents read again at the end of the
 # idle window below (the storage attach and health polls go on after the executors idle);
 # CPU is utime + stime of /proc/<pid>/stat.

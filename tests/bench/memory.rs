@@ -2,7 +2,10 @@
 //! `scripts/build-release.sh`, `dist/last-build`) costs in memory and CPU on a cluster doing
 //! what a real one does, from its start until every node runs and every executor waits for
 //! plan changes: on the dev cluster's synthetic agents, each agent fetches the executor
-//! binary from the scheduler (`FETCHERS` at a time), each emulated executor reports its
+//! binary from the scheduler (`FETCHERS` at a time) and is a storage host of its own (an
+//! address, one device, an SDC registered with the dev gateway), so that the scheduler
+//! attaches an SDS and a device per node and every SDC check and health poll lists each
+//! host; each emulated executor reports its
 //! node's phases through the executor API over TLS (`REPORTS_PER_SEC` in all) and, once its
 //! node runs, idles as the storage executor does: it asks for its plan with `nudge=1` and
 //! waits for the scheduler's framework MESSAGE, holding no connection (`synthetic_plans.rs`).
@@ -81,6 +84,8 @@ struct Cost {
 /// When the idle window starts, after the last executor went idle, and how long it lasts.
 const IDLE_FROM: Duration = Duration::from_secs(75);
 const IDLE_WINDOW: Duration = Duration::from_secs(20);
+/// The dev gateway's admin password (the scheduler's flag; one shared gateway per password).
+const GATEWAY_PASSWORD: &str = "Scaleio123";
 
 /// The scheduler's cost while every executor idles.
 struct Idle {
@@ -132,7 +137,7 @@ fn spawn(
         &m.addr().to_string(),
         port,
         &dir.join("state.json"),
-        "Scaleio123",
+        GATEWAY_PASSWORD,
     );
     args.retain(|a| !a.starts_with("-executor.altpath=") && !a.starts_with("-loglevel="));
     // The info level: the debug level's cost is the scheduler bench's `_debug` lines.
@@ -273,10 +278,20 @@ fn measure(sched: &Path, exec: &Path, n: usize) -> (Cost, Option<Idle>, PlanChan
         synthetic_fetchers: FETCHERS,
         synthetic_phase_reports: Some(REPORTS_PER_SEC),
         synthetic_plan_waits: true,
+        // Storage hosts, each with its address, a device and an SDC, as a real cluster's: the
+        // scheduler attaches an SDS and a device per node, and each health poll lists them all.
+        synthetic_storage: true,
         work_dir: dir.join("mesos"),
         ..Default::default()
     })
     .expect("dev cluster");
+    let gw = cluster::shared_gateway(GATEWAY_PASSWORD);
+    // Each host's SDC, registered as its package's install does (the synthetic hosts have no
+    // package step): the dev MDM cluster's primary is 127.0.0.1.
+    for agent in 0..n {
+        gw.sdc_installed(&master::synthetic_host_ip(agent).to_string(), "127.0.0.1")
+            .unwrap_or_else(|e| panic!("the SDC of synthetic agent {agent}: {e}"));
+    }
     let start = Instant::now();
     let mut s = spawn(sched, exec, &m, &dir, cluster::free_port(), &[]);
     let pid = s.child.id();

@@ -47,6 +47,7 @@ mod synthetic;
 mod synthetic_fetch;
 mod synthetic_phases;
 mod synthetic_plans;
+pub use synthetic::synthetic_host_ip;
 pub use synthetic_plans::SeenPlan;
 mod tap;
 mod views;
@@ -139,6 +140,13 @@ pub struct MasterConfig {
     /// the scheduler's nudges and announcements (`synthetic_plans.rs`). One thread per
     /// executor.
     pub synthetic_plan_waits: bool,
+    /// Each synthetic agent is a storage host of its own: it has its own address
+    /// ([`synthetic_host_ip`], also its executor's source address) and its emulated executor
+    /// reports one device, `/dev/sdb`, as it enters the devices phase, so that the scheduler
+    /// attaches an SDS and a device per node. The caller registers each host's SDC with the
+    /// gateway. Without it the synthetic agents share 127.0.0.1 and report no device, and
+    /// the gateway holds one SDS for all of them.
+    pub synthetic_storage: bool,
     pub agent_resources: AgentResources,
     /// Agent attributes by `agent-<n>` hostname or by `<n>` (the same number, 1-based), or by
     /// `synthetic-<n>` for synthetic agents, each a map of name to value in `--attributes` text
@@ -195,6 +203,7 @@ impl Default for MasterConfig {
             synthetic_phase_reports: None,
             synthetic_health_reports: false,
             synthetic_plan_waits: false,
+            synthetic_storage: false,
             agent_resources: AgentResources::default(),
             attributes: BTreeMap::new(),
             attributes_file: None,

@@ -59,14 +59,17 @@ pub(super) struct PhaseReportTarget {
     /// The fingerprint of the only certificate the scheduler may present.
     pub pin: String,
     pub executor_id: String,
-    /// The address the executor's connections leave from (`executor_source`).
+    /// The address the executor's connections leave from ([`synthetic_host_ip`]).
     pub source: std::net::Ipv4Addr,
+    /// The devices it reports as it enters the devices phase (`MasterConfig::synthetic_storage`).
+    pub devices: Vec<String>,
 }
 
 /// The address an emulated executor's calls leave from: one per agent (`127.1.0.0` plus its
-/// index), as executors on separate hosts have, while the synthetic agents themselves share
-/// 127.0.0.1. The scheduler limits what one source address may hold.
-fn executor_source(agent: usize) -> std::net::Ipv4Addr {
+/// index overall), as executors on separate hosts have. The synthetic agents themselves share
+/// 127.0.0.1 unless `MasterConfig::synthetic_storage` gives each this address too. The
+/// scheduler limits what one source address may hold.
+pub fn synthetic_host_ip(agent: usize) -> std::net::Ipv4Addr {
     let base = u32::from(std::net::Ipv4Addr::new(127, 1, 0, 0));
     std::net::Ipv4Addr::from(base.saturating_add(agent as u32))
 }
@@ -76,6 +79,7 @@ impl PhaseReportTarget {
         info: &ExecutorInfo,
         credentials: Option<Credentials>,
         source: std::net::Ipv4Addr,
+        devices: Vec<String>,
     ) -> Option<Self> {
         let url = info
             .command
@@ -90,6 +94,7 @@ impl PhaseReportTarget {
             pin,
             executor_id: info.executor_id.value.to_string(),
             source,
+            devices,
         })
     }
 }
@@ -103,7 +108,10 @@ impl Cluster {
         attributes: BTreeMap<String, String>,
     ) {
         // Nothing listens for a synthetic agent: anything that tries to reach it fails at once.
-        let agent = self.new_agent(index, format!("synthetic-{}", number + 1), attributes);
+        let mut agent = self.new_agent(index, format!("synthetic-{}", number + 1), attributes);
+        if self.cfg.synthetic_storage {
+            agent.ip = synthetic_host_ip(index);
+        }
         self.agents.push(agent);
     }
 
@@ -310,8 +318,15 @@ impl Cluster {
             Some(eid),
             Some(fresh_uuid()),
         );
+        let devices = if self.cfg.synthetic_storage {
+            vec!["/dev/sdb".to_string()]
+        } else {
+            Vec::new()
+        };
         let target = custom_executor
-            .then(|| PhaseReportTarget::new(&e.info, credentials, executor_source(agent)))
+            .then(|| {
+                PhaseReportTarget::new(&e.info, credentials, synthetic_host_ip(agent), devices)
+            })
             .flatten();
         // The agent plays a command task's executor: its updates are no executor's to
         // acknowledge, as in `process_event`.

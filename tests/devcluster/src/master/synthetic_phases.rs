@@ -20,7 +20,7 @@ use crossbeam_channel::{select, Receiver, Sender, TryRecvError};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use storage_framework::contract::api::{self, Action, PhaseReport};
+use storage_framework::contract::api::{self, Action, DevicesReport, PhaseReport};
 use storage_framework::contract::health::{HostCheck, HostProblem, HostReport};
 use storage_framework::contract::Phase;
 use storage_framework::tls::{self, Fingerprint, PinnedVerifier};
@@ -150,35 +150,46 @@ fn host_report(step: usize) -> HostReport {
 }
 
 /// Reports that the executor entered phase `WALK[step]` (past the walk: its host's health,
-/// `host_report`): the answer's status. The answer is
-/// read whole, so that the connection serves the executor's next call.
+/// `host_report`), and on entering the devices phase the `devices` it found, if any, as the
+/// storage executor does: the last answer's status. Each answer is read whole, so that the
+/// connection serves the executor's next call.
 pub(super) fn report_phase(
     http: &ureq::Agent,
     scheduler_url: &str,
     executor_id: &str,
     secret: &str,
     step: usize,
+    devices: &[String],
 ) -> Result<u16, ureq::Error> {
-    let (action, body) = match WALK.get(step) {
-        Some(&phase) => (
-            Action::Phase,
-            serde_json::to_string(&PhaseReport::entered(phase)),
-        ),
-        None => (Action::Health, serde_json::to_string(&host_report(step))),
+    let post = |action: Action, body: Result<String, serde_json::Error>| {
+        let url = format!(
+            "{}{}",
+            scheduler_url.trim_end_matches('/'),
+            api::path(executor_id, action)
+        );
+        let body = body.unwrap_or_default();
+        let mut answer = http
+            .post(&url)
+            .header("Authorization", &format!("Bearer {secret}"))
+            .header("Content-Type", "application/json")
+            .send(body.as_bytes())?;
+        answer.body_mut().read_to_vec()?;
+        Ok(answer.status().as_u16())
     };
-    let url = format!(
-        "{}{}",
-        scheduler_url.trim_end_matches('/'),
-        api::path(executor_id, action)
-    );
-    let body = body.unwrap_or_default();
-    let mut answer = http
-        .post(&url)
-        .header("Authorization", &format!("Bearer {secret}"))
-        .header("Content-Type", "application/json")
-        .send(body.as_bytes())?;
-    answer.body_mut().read_to_vec()?;
-    Ok(answer.status().as_u16())
+    let Some(&phase) = WALK.get(step) else {
+        return post(Action::Health, serde_json::to_string(&host_report(step)));
+    };
+    let status = post(
+        Action::Phase,
+        serde_json::to_string(&PhaseReport::entered(phase)),
+    )?;
+    if phase != Phase::Devices || devices.is_empty() || !(200..300).contains(&status) {
+        return Ok(status);
+    }
+    let found = DevicesReport {
+        devices: devices.into(),
+    };
+    post(Action::Devices, serde_json::to_string(&found))
 }
 
 /// One sender: a report at a time, answered with the step the executor is at next.
@@ -202,6 +213,7 @@ fn send_reports(
             &target.executor_id,
             &target.secret,
             step,
+            &target.devices,
         );
         let step = match sent {
             Ok(200..=299) => step + 1,

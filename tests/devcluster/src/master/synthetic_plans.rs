@@ -355,7 +355,14 @@ fn run_executor(
             log::warn!("{id}: malformed scheduler fingerprint");
             return;
         };
-        let sent = report_phase(client, &to.at.url, &id, &target.secret, step);
+        let sent = report_phase(
+            client,
+            &to.at.url,
+            &id,
+            &target.secret,
+            step,
+            &target.devices,
+        );
         match sent {
             Ok(200..=299) => step += 1,
             // Tried again on a later turn: the scheduler may be restarting.
