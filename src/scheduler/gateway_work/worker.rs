@@ -5,8 +5,9 @@
 //! It owns its own retry schedule: a node whose work failed, or whose SDC is not connected
 //! yet, is tried again with jittered backoff without the dispatcher asking again. The
 //! gateway's health view (SDSs, devices, SDCs, the MDM cluster, every pool's figures) is
-//! read in one poll of a fixed handful of requests every `poll_interval` and soon after each
-//! attachment; the watch on ready nodes' SDCs reads that poll's SDC list. Its time is the
+//! read in one poll of a fixed handful of requests every `poll_interval`, and once a wave of
+//! attachments has been quiet for `poll_settle`; the watch on ready nodes' SDCs reads that
+//! poll's SDC list. Its time is the
 //! injected [`Clock`]'s, in milliseconds.
 
 use super::attach_plan::NodeWant;
@@ -48,8 +49,9 @@ pub struct WorkerSettings {
     /// First retry of a node that is not ready; doubles up to `retry_cap`.
     pub retry_base: Duration,
     pub retry_cap: Duration,
-    /// After an attachment, the health poll runs once this quiet period passes (so that a
-    /// wave of attachments costs one poll, not one per node).
+    /// After an attachment, the health poll runs once attachments have been quiet this long
+    /// (so that a wave of attachments costs one poll, not one per node), or at its regular
+    /// time if that comes first.
     pub poll_settle: Duration,
     /// Pools read from the start (pre-configured mode: the flags' pool, which the start-up
     /// checks found), before any attachment has resolved them.
@@ -97,7 +99,10 @@ pub struct Worker {
     /// The agent id each host's work is under: a host back under a new agent id (a reboot)
     /// replaces its old agent's work instead of being worked twice.
     hosts: HashMap<String, Arc<str>>,
+    /// The next health poll: its interval after the last, or sooner when asked.
     poll_due: u64,
+    /// The poll that shows the latest attachments: `poll_settle` after the last of them.
+    settled_due: Option<u64>,
     /// When the last health poll was taken.
     polled_ms: Option<u64>,
     /// The gateway as a whole: while it is unreachable only probes go out.
@@ -116,6 +121,7 @@ impl Worker {
             watched: BTreeMap::new(),
             hosts: HashMap::new(),
             poll_due: 0,
+            settled_due: None,
             polled_ms: None,
             removals: Removals::default(),
             clock: clock::system(),
@@ -169,9 +175,15 @@ impl Worker {
             .values()
             .map(|p| p.due)
             .chain(self.removals.next_due())
-            .chain(std::iter::once(self.poll_due))
+            .chain(std::iter::once(self.poll_at()))
             .min()
-            .unwrap_or(self.poll_due)
+            .unwrap_or(self.poll_at())
+    }
+
+    /// When the next health poll runs: when due, or once a wave of attachments has settled.
+    fn poll_at(&self) -> u64 {
+        self.settled_due
+            .map_or(self.poll_due, |settled| settled.min(self.poll_due))
     }
 
     /// Whether the gateway may be used now: open, or down and this probe is answered.
@@ -317,10 +329,12 @@ impl Worker {
             return reports;
         }
         if attached_any {
-            let soon = self.clock.now_ms() + ms(self.settings.poll_settle);
-            self.poll_due = self.poll_due.min(soon);
+            // Moved on by each attachment: a wave that attaches for minutes costs a poll per
+            // interval, not one per `poll_settle` (each poll lists every node's SDS, device
+            // and SDC).
+            self.settled_due = Some(self.clock.now_ms() + ms(self.settings.poll_settle));
         }
-        if self.poll_due <= self.clock.now_ms() {
+        if self.poll_at() <= self.clock.now_ms() {
             self.poll(&mut reports);
         }
         reports
@@ -329,6 +343,7 @@ impl Worker {
     /// One health poll: its report, and the watched nodes whose SDC it found disconnected.
     fn poll(&mut self, reports: &mut Vec<Report>) {
         self.polled_ms = Some(self.clock.now_ms());
+        self.settled_due = None;
         self.poll_due = self.clock.now_ms() + ms(self.settings.poll_interval);
         let polled = self.gateway.health(
             &self.settings.known_pools,
@@ -956,5 +971,47 @@ mod tests {
         assert!(sdss
             .iter()
             .all(|s| s.sds_state.as_deref() == Some("Normal")));
+    }
+
+    /// A wave of attachments is polled once it has been quiet for `poll_settle`: each pass
+    /// that attaches moves that poll on, so a wave spread over seconds is not polled every
+    /// `poll_settle` (each poll lists every node's SDS, device and SDC). A wave longer than
+    /// the interval is still polled at its regular time.
+    #[test]
+    fn a_wave_of_attachments_is_polled_once_it_goes_quiet() {
+        let gw = dev_gateway();
+        let clock = ManualClock::at(1_000);
+        let mut w = worker_on(&gw.addr().to_string(), clock.clone());
+        let polls = |reports: Vec<Report>| {
+            reports
+                .iter()
+                .filter(|r| matches!(r, Report::Health(_)))
+                .count()
+        };
+        let attach = |w: &mut Worker, i: usize| {
+            let want = with_device(i);
+            gw.sdc_installed(&want.ip, "10.0.0.11").unwrap();
+            w.take(Job::Attach(want));
+            let polled = polls(w.work_due());
+            clock.advance(300);
+            polled
+        };
+        // Nothing polled yet: the first pass polls at once, before the wave.
+        assert_eq!(polls(w.work_due()), 1);
+        let during: usize = (0..10).map(|i| attach(&mut w, i)).sum();
+        assert_eq!(during, 0, "no poll while attachments come 300 ms apart");
+        assert_eq!(w.watched.len(), 10, "every node attached");
+        clock.advance(200);
+        assert_eq!(
+            polls(w.work_due()),
+            1,
+            "one poll, 500 ms after the last attachment"
+        );
+        clock.advance(1_000);
+        assert_eq!(polls(w.work_due()), 0, "no other before the interval");
+
+        w.poll_due = clock.now_ms() + 1_000;
+        let during: usize = (10..17).map(|i| attach(&mut w, i)).sum();
+        assert_eq!(during, 1, "a longer wave: its regular poll");
     }
 }
