@@ -325,7 +325,11 @@ fn each_item(
     take: &mut dyn FnMut(&RawValue) -> Result<(), serde_json::Error>,
 ) -> Result<(), TakeError> {
     let mut misfit = None;
-    let mut de = serde_json::Deserializer::from_reader(body);
+    // The parser asks its reader for one byte at a time: straight from the HTTP body, each
+    // byte went through the transport's layers of readers (a listing of 10,000 SDCs took
+    // 1.8-2.0 s in the debug build, 0.9 s buffered).
+    let mut de =
+        serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(8 * 1024, body));
     let read = de
         .deserialize_any(Items {
             misfit: &mut misfit,
