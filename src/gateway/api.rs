@@ -296,9 +296,8 @@ pub fn decode<T: DeserializeOwned>(
 pub fn decode_list<T: DeserializeOwned>(
     call: &'static str,
     path: &str,
-    body: impl Read,
+    mut body: impl Read,
 ) -> Result<Vec<T>, GatewayError> {
-    let mut body = body;
     items(&mut body).map_err(|e| match e {
         TakeError::Bad(detail) => bad(call, path, detail),
         TakeError::Io(e) => bad(call, path, format!("cannot read it: {e}")),

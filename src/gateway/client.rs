@@ -459,7 +459,7 @@ impl GatewayClient {
                 .map_err(Failed::Transport)?;
             Ok((
                 status,
-                Body::Other(other_json(status, &text).map_err(Failed::Bad)?),
+                Body::Other(json_of(status, &text).map_err(Failed::Bad)?),
             ))
         });
         match read {
@@ -543,7 +543,7 @@ const WHOLE_LIMIT: u64 = 16 * 1024 * 1024;
 /// gateway's objects carry more fields.
 const STREAMED_LIMIT: u64 = 256 * 1024 * 1024;
 
-/// A success's body as one JSON value; empty reads as `null`.
+/// A success's body as one JSON value, within [`WHOLE_LIMIT`]; empty reads as `null`.
 fn whole_json(body: &mut dyn Read) -> Result<Value, TakeError> {
     let mut text = String::new();
     let mut limited = body.take(WHOLE_LIMIT + 1);
@@ -554,15 +554,12 @@ fn whole_json(body: &mut dyn Read) -> Result<Value, TakeError> {
             WHOLE_LIMIT / 1024 / 1024
         )));
     }
-    if text.trim().is_empty() {
-        return Ok(Value::Null);
-    }
-    serde_json::from_str(&text).map_err(|e| TakeError::Bad(format!("not JSON ({e})")))
+    json_of(200, &text).map_err(TakeError::Bad)
 }
 
-/// Another status's body as JSON: an error page that is not JSON still has a status worth
-/// reporting.
-fn other_json(status: u16, text: &str) -> Result<Value, String> {
+/// A body's text under `status` as JSON; empty reads as `null`. An error page that is not
+/// JSON still has a status worth reporting: its text, shortened.
+fn json_of(status: u16, text: &str) -> Result<Value, String> {
     if text.trim().is_empty() {
         return Ok(Value::Null);
     }
