@@ -546,7 +546,7 @@ fn a_health_poll_is_stamped_with_when_its_reads_began() {
     let clock = storage_framework::clock::system();
     let before = clock.now_ms();
     let known = [("default".to_string(), "default".to_string())];
-    let poll = r.health(&known, 80.0, &*clock).expect("health poll");
+    let poll = r.health(&known, 80.0, &*clock, &[]).expect("health poll");
     let after = clock.now_ms();
     assert!(after - before >= 5 * 40, "a poll of five reads or more");
     assert!(

@@ -57,20 +57,60 @@ pub fn sdcs(c: &mut GatewayClient) -> Result<Vec<Sdc>, GatewayError> {
 }
 
 /// The addresses of the SDCs connected to the MDMs, kept as the listing streams: the worker
-/// checks its nodes awaiting their SDC against every SDC of the cluster, after each pass of
-/// attachments, and needs no more of them than this.
+/// checks its nodes awaiting their SDC against every SDC of the cluster, and needs no more of
+/// them than this.
 pub fn connected_sdc_ips(c: &mut GatewayClient) -> Result<BTreeSet<String>, GatewayError> {
-    let path = paths::instances(ObjectType::Sdc);
-    c.get_taking("list SDCs", &path, &mut |body| {
-        let mut connected = BTreeSet::new();
+    let mut connected = BTreeSet::new();
+    each_sdc(c, &mut |sdc| match sdc {
+        Some(sdc) if sdc.connected() => {
+            connected.insert(sdc.sdc_ip);
+        }
+        Some(_) => {}
+        None => connected.clear(),
+    })?;
+    Ok(connected)
+}
+
+/// Every SDS, handed to `take` one by one as the listing streams (a health poll keeps only
+/// what the model keeps of each). `take(None)` comes before each attempt's first item: a
+/// body cut off half-way is asked for again, and what was handed over before is to be
+/// forgotten.
+pub fn each_sds(
+    c: &mut GatewayClient,
+    take: &mut dyn FnMut(Option<Sds>),
+) -> Result<(), GatewayError> {
+    each(c, "list SDSs", ObjectType::Sds, take)
+}
+
+/// Every device, as [`each_sds`].
+pub fn each_device(
+    c: &mut GatewayClient,
+    take: &mut dyn FnMut(Option<Device>),
+) -> Result<(), GatewayError> {
+    each(c, "list devices", ObjectType::Device, take)
+}
+
+/// Every SDC, as [`each_sds`].
+pub fn each_sdc(
+    c: &mut GatewayClient,
+    take: &mut dyn FnMut(Option<Sdc>),
+) -> Result<(), GatewayError> {
+    each(c, "list SDCs", ObjectType::Sdc, take)
+}
+
+fn each<T: DeserializeOwned>(
+    c: &mut GatewayClient,
+    call: &'static str,
+    t: ObjectType,
+    take: &mut dyn FnMut(Option<T>),
+) -> Result<(), GatewayError> {
+    let path = paths::instances(t);
+    c.get_taking(call, &path, &mut |body| {
+        take(None);
         each_item(body, &mut |raw| {
-            let sdc: Sdc = serde_json::from_str(raw.get())?;
-            if sdc.connected() {
-                connected.insert(sdc.sdc_ip);
-            }
+            take(Some(serde_json::from_str(raw.get())?));
             Ok(())
-        })?;
-        Ok(connected)
+        })
     })
 }
 

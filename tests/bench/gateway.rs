@@ -198,13 +198,8 @@ fn health_poll_1000() {
         "the client counts what was served"
     );
     assert_eq!(
-        (
-            poll.sdss.len(),
-            poll.devices.len(),
-            poll.sdcs.len(),
-            poll.pools.len()
-        ),
-        (NODES, 2 * NODES, NODES, 4),
+        (poll.listed.counts(), poll.pools.len()),
+        ((NODES, 2 * NODES, NODES), 4),
         "the poll saw every node and pool"
     );
     println!(

@@ -8,6 +8,7 @@
 
 pub mod attach_plan;
 pub mod outage;
+pub mod poll;
 pub mod prereq;
 pub mod reconcile;
 pub mod removal;

@@ -4,6 +4,7 @@
 //! the gateway's health view in one poll. Every call goes through the typed [`api`].
 
 use super::attach_plan::{self, NodeWant, SdsFacts, Step};
+use super::poll::Listed;
 use super::report::HealthPoll;
 use crate::clock::Clock;
 use crate::gateway::api;
@@ -253,11 +254,15 @@ impl Reconciler {
     /// `known_pools`, those found so far and those holding any listed device; a pool id not
     /// named yet costs one listing of domains and pools (then cached), so a steady poll is
     /// five requests whatever the number of nodes.
+    ///
+    /// The listings are kept as the model keeps them ([`Listed`]), with the presence of the
+    /// devices `watched` (removals awaiting their device's end).
     pub fn health(
         &mut self,
         known_pools: &[(String, String)],
         threshold_pct: f64,
         clock: &dyn Clock,
+        watched: &[String],
     ) -> Result<HealthPoll, GatewayError> {
         let before = self.client.requests();
         // What the poll shows may be as old as its first read: a step that ended after that
@@ -267,13 +272,11 @@ impl Reconciler {
             self.pool_id(pd, pool)?;
         }
         let systems = api::systems(&mut self.client)?;
-        let sdss = api::sdss(&mut self.client)?;
-        let devices = api::devices(&mut self.client)?;
-        let sdcs = api::sdcs(&mut self.client)?;
-        let on_devices: BTreeSet<&String> = devices
-            .iter()
-            .filter_map(|d| d.storage_pool_id.as_ref())
-            .collect();
+        let mut listed = Listed::watching(watched.iter().map(String::as_str));
+        api::each_sds(&mut self.client, &mut |s| listed.take_sds(s))?;
+        api::each_device(&mut self.client, &mut |d| listed.take_device(d))?;
+        api::each_sdc(&mut self.client, &mut |c| listed.take_sdc(c))?;
+        let on_devices = listed.pools_on_devices();
         let named: BTreeSet<&String> = self.pool_ids.values().collect();
         if on_devices.iter().any(|id| !named.contains(id)) {
             self.name_every_pool()?;
@@ -296,9 +299,7 @@ impl Reconciler {
         let requests = self.client.requests().saturating_sub(before);
         Ok(HealthPoll {
             read_ms,
-            sdss,
-            devices,
-            sdcs,
+            listed,
             pools,
             mdm: systems.into_iter().next().map(|s| s.mdm_cluster),
             requests: u32::try_from(requests).unwrap_or(u32::MAX),

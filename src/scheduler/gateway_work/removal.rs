@@ -67,6 +67,13 @@ impl Removals {
         self.items.values().any(|i| i.started.is_some())
     }
 
+    /// The gateway's ids of the devices whose removal it accepted: a poll notes whether it
+    /// still lists them.
+    pub fn devices_watched(&self) -> Vec<String> {
+        let started = self.items.values().filter(|i| i.want.device.is_some());
+        started.filter_map(|i| i.started.clone()).collect()
+    }
+
     /// Asks the gateway for each removal due; the reports of those it refused or had done.
     /// Stops at the first transient failure (the worker then checks the gateway).
     pub fn start_due(&mut self, client: &mut GatewayClient, now: u64) -> Vec<Report> {
@@ -117,8 +124,8 @@ impl Removals {
                     return false;
                 };
                 match i.want.device {
-                    None => !poll.sdss.iter().any(|s| &s.id == id),
-                    Some(_) => !poll.devices.iter().any(|d| &d.id == id),
+                    None => !poll.listed.has_sds(id),
+                    Some(_) => poll.listed.has_watched_device(id) == Some(false),
                 }
             })
             .map(|(k, _)| k.clone())

@@ -1,7 +1,8 @@
 //! What the gateway worker tells the dispatcher. A leaf: the worker hands these to a sink it
 //! is given, and the dispatcher's input type wraps them, so neither side imports the other.
 
-use crate::gateway::types::{Device, MdmCluster, Sdc, Sds};
+use super::poll::Listed;
+use crate::gateway::types::MdmCluster;
 use crate::scheduler::model::PoolCapacity;
 use crate::tls::Fingerprint;
 
@@ -48,16 +49,15 @@ pub struct NodeReport {
     pub error: Option<String>,
 }
 
-/// What one health poll read: every SDS, device and SDC the gateway lists, every pool the
-/// framework uses with its capacity and health figures (one `querySelectedStatistics`), and
-/// the MDM cluster. A fixed handful of requests, whatever the number of nodes.
+/// What one health poll read: every SDS, device and SDC the gateway lists (kept as the model
+/// keeps them, `poll.rs`), every pool the framework uses with its capacity and health figures
+/// (one `querySelectedStatistics`), and the MDM cluster. A fixed handful of requests,
+/// whatever the number of nodes.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HealthPoll {
     /// When the answers were read (clock ms).
     pub read_ms: u64,
-    pub sdss: Vec<Sds>,
-    pub devices: Vec<Device>,
-    pub sdcs: Vec<Sdc>,
+    pub listed: Listed,
     pub pools: Vec<PoolCapacity>,
     /// `None`: the gateway listed no system.
     pub mdm: Option<MdmCluster>,

@@ -12,6 +12,7 @@
 
 use super::attach_plan::NodeWant;
 use super::outage::{Gate, Outage};
+use super::poll::Listed;
 use super::reconcile::Reconciler;
 use super::removal::{Removals, RemoveWant};
 pub use super::report::{HealthPoll, NodeReport, Report};
@@ -19,9 +20,8 @@ use crate::backoff::Backoff;
 use crate::clock::{self, Clock};
 use crate::gateway::api;
 use crate::gateway::client::GatewayClient;
-use crate::gateway::types::Sdc;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -349,10 +349,11 @@ impl Worker {
             &self.settings.known_pools,
             self.settings.threshold_pct,
             &*self.clock,
+            &self.removals.devices_watched(),
         );
         match polled {
             Ok(poll) => {
-                reports.extend(self.recheck_watched(&poll.sdcs));
+                reports.extend(self.recheck_watched(&poll.listed));
                 reports.extend(self.removals.check(&poll));
                 reports.push(Report::Health(Box::new(poll)));
             }
@@ -490,21 +491,11 @@ impl Worker {
 
     /// Ready nodes whose SDC has lost its MDM connection in the poll's SDC list: reported,
     /// and retried until it is back.
-    /// The connected addresses are a set: a scan of the SDC list per watched node was
-    /// 10^8 comparisons per poll at 10,000 nodes.
-    fn recheck_watched(&mut self, sdcs: &[Sdc]) -> Vec<Report> {
-        if self.watched.is_empty() {
-            return Vec::new();
-        }
-        let connected: HashSet<&str> = sdcs
-            .iter()
-            .filter(|s| s.connected())
-            .map(|s| s.sdc_ip.as_str())
-            .collect();
+    fn recheck_watched(&mut self, listed: &Listed) -> Vec<Report> {
         let lost: Vec<Arc<str>> = self
             .watched
             .iter()
-            .filter(|(_, p)| !connected.contains(p.want.ip.as_str()))
+            .filter(|(_, p)| !listed.sdc_connected(&p.want.ip))
             .map(|(a, _)| a.clone())
             .collect();
         let mut reports = Vec::new();
@@ -608,7 +599,7 @@ mod tests {
             let p = w.pending.remove(agent).unwrap();
             w.watched.insert(agent.into(), p);
         }
-        let sdc = |ip: &str, state: &str| Sdc {
+        let sdc = |ip: &str, state: &str| crate::gateway::types::Sdc {
             id: format!("sdc-{ip}"),
             name: None,
             sdc_ip: ip.into(),
@@ -617,13 +608,12 @@ mod tests {
             version_info: None,
         };
         // a2's SDC is disconnected, a3's is not listed (another address is connected).
-        let sdcs = [
-            sdc("10.0.0.1", "Connected"),
-            sdc("10.0.0.2", "Disconnected"),
-            sdc("10.0.0.9", "Connected"),
-        ];
+        let mut listed = Listed::default();
+        listed.sdc(sdc("10.0.0.1", "Connected"));
+        listed.sdc(sdc("10.0.0.2", "Disconnected"));
+        listed.sdc(sdc("10.0.0.9", "Connected"));
         let lost: Vec<String> = w
-            .recheck_watched(&sdcs)
+            .recheck_watched(&listed)
             .into_iter()
             .filter_map(|r| match r {
                 Report::Node(n) if !n.sdc_connected => Some(n.agent_id),
@@ -800,9 +790,7 @@ mod tests {
         let [Report::Health(poll)] = reports.as_slice() else {
             panic!("one health report, got {reports:?}");
         };
-        assert_eq!(poll.sdss.len(), nodes);
-        assert_eq!(poll.devices.len(), nodes);
-        assert_eq!(poll.sdcs.len(), nodes);
+        assert_eq!(poll.listed.counts(), (nodes, nodes, nodes));
         assert_eq!(poll.pools.len(), 1);
         assert_eq!(
             poll.pools[0].capacity_bytes,

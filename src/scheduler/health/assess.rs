@@ -8,14 +8,11 @@
 use super::node::{contact_ms, device_trouble, node_health, Context};
 use super::pool::{cluster_health, pool_health, Tally};
 use super::{age_text, millis, Change, HealthSettings, CONTACT_STALE, GATEWAY_STALE};
-use crate::gateway::types::{Device, MdmCluster, MdmMember, Sds};
+use crate::gateway::types::{MdmCluster, MdmMember};
 use crate::scheduler::gateway_work::report::HealthPoll;
-use crate::scheduler::model::interned::Word;
 use crate::scheduler::model::{
-    ClusterHealth, ClusterModel, DeviceStatus, Health, MdmMemberStatus, MdmStatus, Node,
-    NodeStorage, Phase, PoolCapacity, SdsStatus,
+    ClusterHealth, ClusterModel, Health, MdmMemberStatus, MdmStatus, Node, Phase, PoolCapacity,
 };
-use std::collections::HashMap;
 use std::ops::DerefMut;
 
 /// Puts a poll's answers into the model: each node's `storage` (its SDS found by id, else by
@@ -26,16 +23,16 @@ use std::ops::DerefMut;
 /// SDS yet); `health.read_ms` says that the gateway was read. A node without a known IP keeps
 /// its `sdc_connected`.
 pub fn apply_poll(model: &mut ClusterModel, poll: &HealthPoll, settings: &HealthSettings) {
-    let index = PollIndex::of(poll);
+    let listed = &poll.listed;
     for mut node in model.nodes.values_mut() {
-        let storage = index.storage_of(&node);
-        if node.storage != storage {
-            node.storage = storage;
+        let storage = listed.storage_of(node.sds_id.as_deref(), node.ip.as_deref());
+        if node.storage.as_deref() != storage {
+            node.storage = storage.map(|s| Box::new(s.clone()));
         }
         if node.attached_after_poll {
             node.attached_after_poll = false;
         }
-        let sdc = node.ip.as_deref().map(|ip| index.sdc_connected(ip));
+        let sdc = node.ip.as_deref().map(|ip| listed.sdc_connected(ip));
         if let Some(connected) = sdc.filter(|c| *c != node.sdc_connected) {
             node.sdc_connected = connected;
         }
@@ -239,75 +236,6 @@ fn gateway_stale(h: &ClusterHealth, settings: &HealthSettings, now_ms: u64) -> O
     }
 }
 
-/// The poll's answers by what nodes are matched with.
-struct PollIndex<'a> {
-    sds_by_id: HashMap<&'a str, &'a Sds>,
-    sds_by_ip: HashMap<&'a str, &'a Sds>,
-    devices: HashMap<&'a str, Vec<&'a Device>>,
-    /// By IP: whether any SDC listed at it is connected.
-    sdcs: HashMap<&'a str, bool>,
-}
-
-impl<'a> PollIndex<'a> {
-    fn of(poll: &'a HealthPoll) -> PollIndex<'a> {
-        let mut index = PollIndex {
-            sds_by_id: HashMap::with_capacity(poll.sdss.len()),
-            sds_by_ip: HashMap::with_capacity(poll.sdss.len()),
-            devices: HashMap::with_capacity(poll.sdss.len()),
-            sdcs: HashMap::with_capacity(poll.sdcs.len()),
-        };
-        for s in &poll.sdss {
-            index.sds_by_id.insert(&s.id, s);
-            for ip in s.ips() {
-                index.sds_by_ip.insert(ip, s);
-            }
-        }
-        for d in &poll.devices {
-            if let Some(sds) = &d.sds_id {
-                index.devices.entry(sds).or_default().push(d);
-            }
-        }
-        for c in &poll.sdcs {
-            *index.sdcs.entry(&c.sdc_ip).or_default() |= c.connected();
-        }
-        index
-    }
-
-    fn sdc_connected(&self, ip: &str) -> bool {
-        self.sdcs.get(ip).copied().unwrap_or(false)
-    }
-
-    fn storage_of(&self, node: &Node) -> Option<Box<NodeStorage>> {
-        let by_id = node.sds_id.as_deref().and_then(|id| self.sds_by_id.get(id));
-        let by_ip = || node.ip.as_deref().and_then(|ip| self.sds_by_ip.get(ip));
-        let sds = by_id.or_else(by_ip)?;
-        let mut devices: Vec<DeviceStatus> = self
-            .devices
-            .get(sds.id.as_str())
-            .map_or(&[][..], |d| &d[..])
-            .iter()
-            .map(|d| DeviceStatus {
-                path: Word::from(d.device_current_path_name.as_str()),
-                storage_pool_id: Word::of(d.storage_pool_id.as_deref()),
-                state: Word::of(d.device_state.as_deref()),
-                error: Word::of(d.error_state.as_deref()),
-            })
-            .collect();
-        devices.sort_by(|a, b| a.path.cmp(&b.path));
-        Some(Box::new(NodeStorage {
-            sds: Some(SdsStatus {
-                id: sds.id.clone(),
-                protection_domain_id: Word::of(sds.protection_domain_id.as_deref()),
-                mdm_connection: Word::of(sds.mdm_connection_state.as_deref()),
-                membership: Word::of(sds.membership_state.as_deref()),
-                state: Word::of(sds.sds_state.as_deref()),
-                maintenance: Word::of(sds.maintenance_state.as_deref()),
-            }),
-            devices,
-        }))
-    }
-}
-
 /// The poll's pools, over the operators' threshold or not; each keeps the health it had
 /// (by domain and name) until [`reassess`] looks again, so that a change is seen as one.
 fn apply_pools(model: &mut ClusterModel, pools: &[PoolCapacity], settings: &HealthSettings) {
@@ -348,12 +276,40 @@ fn mdm_status(c: &MdmCluster) -> MdmStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateway::types::{Sdc, SdsIp};
+    use crate::gateway::types::{Device, Sdc, Sds, SdsIp};
+    use crate::scheduler::gateway_work::poll::Listed;
     use crate::scheduler::model::{HealthState, Persona};
     use std::sync::Arc;
     use std::time::Duration;
 
     const T0: u64 = 10_000_000;
+
+    /// A poll as the gateway listed it, before the worker keeps it as the model does.
+    #[derive(Clone, Default)]
+    struct Polled {
+        read_ms: u64,
+        sdss: Vec<Sds>,
+        devices: Vec<Device>,
+        sdcs: Vec<Sdc>,
+        pools: Vec<PoolCapacity>,
+        mdm: Option<MdmCluster>,
+        requests: u32,
+    }
+
+    fn apply(model: &mut ClusterModel, p: &Polled, settings: &HealthSettings) {
+        let mut listed = Listed::default();
+        p.sdss.iter().cloned().for_each(|s| listed.sds(s));
+        p.devices.iter().cloned().for_each(|d| listed.device(d));
+        p.sdcs.iter().cloned().for_each(|c| listed.sdc(c));
+        let poll = HealthPoll {
+            read_ms: p.read_ms,
+            listed,
+            pools: p.pools.clone(),
+            mdm: p.mdm.clone(),
+            requests: p.requests,
+        };
+        apply_poll(model, &poll, settings);
+    }
     const STALE: u64 = 180_000;
 
     fn settings() -> HealthSettings {
@@ -433,9 +389,9 @@ mod tests {
     }
 
     /// Three running nodes all well, and the poll that says so.
-    fn cluster() -> (ClusterModel, HealthPoll) {
+    fn cluster() -> (ClusterModel, Polled) {
         let mut model = ClusterModel::default();
-        let mut poll = HealthPoll {
+        let mut poll = Polled {
             read_ms: T0,
             pools: vec![pool(40.0)],
             mdm: Some(MdmCluster {
@@ -461,7 +417,7 @@ mod tests {
                 }],
             }),
             requests: 6,
-            ..HealthPoll::default()
+            ..Polled::default()
         };
         for i in 1..=3 {
             model.nodes.insert(format!("a{i}"), running(i));
@@ -512,7 +468,7 @@ mod tests {
         poll.devices.push(device("s2", "/dev/sda", "Error"));
         poll.sdcs[2].mdm_connection_state = Some("Disconnected".into());
         poll.pools[0].used_pct = 91.0;
-        apply_poll(&mut model, &poll, &settings());
+        apply(&mut model, &poll, &settings());
         let a2 = model.nodes["a2"].storage.as_deref().unwrap();
         let s = a2.sds.as_ref().unwrap();
         assert_eq!(
@@ -541,7 +497,7 @@ mod tests {
         poll.sdss.retain(|s| s.id != "s3");
         model.nodes.get_mut("a1").unwrap().ip = None;
         poll.sdcs.clear();
-        apply_poll(&mut model, &poll, &settings());
+        apply(&mut model, &poll, &settings());
         assert!(model.nodes["a3"].storage.is_none());
         assert!(model.nodes["a1"].sdc_connected, "no IP: left as it was");
         assert!(!model.nodes["a2"].sdc_connected, "no SDC listed at its IP");
@@ -550,18 +506,18 @@ mod tests {
     #[test]
     fn an_unchanged_poll_or_assessment_copies_no_node() {
         let (mut model, mut poll) = cluster();
-        apply_poll(&mut model, &poll, &settings());
+        apply(&mut model, &poll, &settings());
         reassess(&mut model, &settings(), T0 + 1);
         let before = shared(&model);
         poll.read_ms = T0 + 30_000;
         poll.pools[0].read_ms = T0 + 30_000;
-        apply_poll(&mut model, &poll, &settings());
+        apply(&mut model, &poll, &settings());
         assert_eq!(same(&before, &model), [true, true, true]);
         assert!(reassess(&mut model, &settings(), T0 + 30_001).is_empty());
         assert_eq!(same(&before, &model), [true, true, true]);
         // One node's SDS disconnects: that node alone is copied, by the poll and the assessment.
         poll.sdss[1].mdm_connection_state = Some("Disconnected".into());
-        apply_poll(&mut model, &poll, &settings());
+        apply(&mut model, &poll, &settings());
         assert_eq!(same(&before, &model), [true, false, true]);
         let after_poll = shared(&model);
         let changes = reassess(&mut model, &settings(), T0 + 30_002);
@@ -577,7 +533,7 @@ mod tests {
         use crate::contract::health::{HostCheck, HostProblem};
         use crate::scheduler::model::HostHealth;
         let (mut model, poll) = cluster();
-        apply_poll(&mut model, &poll, &settings());
+        apply(&mut model, &poll, &settings());
         reassess(&mut model, &settings(), T0 + 1);
         let lia = HostProblem::new(HostCheck::Service, "lia", "not running (status 3)");
         model.nodes.get_mut("a2").unwrap().host = Some(Box::new(HostHealth {
@@ -615,9 +571,9 @@ mod tests {
     #[test]
     fn ten_thousand_unchanged_nodes_stay_shared() {
         let mut model = ClusterModel::default();
-        let mut poll = HealthPoll {
+        let mut poll = Polled {
             read_ms: T0,
-            ..HealthPoll::default()
+            ..Polled::default()
         };
         for i in 0..10_000 {
             let ip = format!("10.{}.{}.{}", i / 65536, (i / 256) % 256, i % 256);
@@ -631,11 +587,11 @@ mod tests {
             poll.devices.push(device(&id, "/dev/sdb", "Normal"));
             poll.sdcs.push(sdc(&ip, true));
         }
-        apply_poll(&mut model, &poll, &settings());
+        apply(&mut model, &poll, &settings());
         assert_eq!(reassess(&mut model, &settings(), T0).len(), 10_001);
         let before = shared(&model);
         poll.read_ms = T0 + 1;
-        apply_poll(&mut model, &poll, &settings());
+        apply(&mut model, &poll, &settings());
         assert!(reassess(&mut model, &settings(), T0 + 1).is_empty());
         assert!(same(&before, &model).into_iter().all(|s| s));
     }
@@ -647,7 +603,7 @@ mod tests {
         for mut n in model.nodes.values_mut() {
             n.health = Health::default();
         }
-        apply_poll(&mut model, &poll, &settings());
+        apply(&mut model, &poll, &settings());
         let first = reassess(&mut model, &settings(), T0 + 1);
         let subjects: Vec<_> = first.iter().map(|c| c.subject.as_str()).collect();
         assert_eq!(
@@ -665,7 +621,7 @@ mod tests {
         let mdm = poll.mdm.as_mut().unwrap();
         mdm.cluster_state = Some("ClusteredDegraded".into());
         mdm.good_nodes_num = Some(2);
-        apply_poll(&mut model, &poll, &settings());
+        apply(&mut model, &poll, &settings());
         assert!(model.pools[0].health.is_healthy(), "kept until reassessed");
         let changes = reassess(&mut model, &settings(), T0 + 2);
         let shown: Vec<_> = changes
@@ -711,7 +667,7 @@ mod tests {
             model.health.health.reasons[0],
             "no gateway data yet (last poll failed: connection refused)"
         );
-        apply_poll(&mut model, &poll, &settings());
+        apply(&mut model, &poll, &settings());
         assert_eq!(model.health.poll_error, None);
         for mut n in model.nodes.values_mut() {
             n.last_contact_ms = Some(T0 + 10 * STALE);
@@ -750,7 +706,7 @@ mod tests {
             Some(T0 + STALE),
             "contacts"
         );
-        apply_poll(&mut model, &poll, &settings());
+        apply(&mut model, &poll, &settings());
         model.nodes.get_mut("a2").unwrap().last_contact_ms = Some(T0 - 5);
         reassess(&mut model, &settings(), T0);
         assert_eq!(next_stale_ms(&model, &settings()), Some(T0 - 5 + STALE));
@@ -777,7 +733,7 @@ mod tests {
     #[test]
     fn pools_keep_their_health_across_polls_and_read_the_operators_threshold() {
         let (mut model, mut poll) = cluster();
-        apply_poll(&mut model, &poll, &settings());
+        apply(&mut model, &poll, &settings());
         reassess(&mut model, &settings(), T0);
         poll.pools[0].used_pct = 85.0;
         poll.pools[0].over_threshold = false;
@@ -785,11 +741,11 @@ mod tests {
             capacity_warn_pct: 90.0,
             ..settings()
         };
-        apply_poll(&mut model, &poll, &strict);
+        apply(&mut model, &poll, &strict);
         assert!(!model.pools[0].over_threshold);
         assert!(model.pools[0].health.is_healthy());
         assert!(reassess(&mut model, &strict, T0).is_empty());
-        apply_poll(&mut model, &poll, &settings());
+        apply(&mut model, &poll, &settings());
         assert!(model.pools[0].over_threshold);
         let changes = reassess(&mut model, &settings(), T0);
         assert_eq!(changes[0].subject, "pool pd1/sp1");

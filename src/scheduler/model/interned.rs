@@ -3,8 +3,9 @@
 //! chunks and 48 bytes per node times ten thousand. Here each distinct text is one `Arc<str>`
 //! that every node's copy shares.
 //!
-//! One set per thread, so no lock: the dispatcher's thread makes all of them (a poll's
-//! storage, the model loaded at start), and an `Arc` may go anywhere after. The set forgets
+//! One set per thread, so no lock: the gateway worker's thread makes a poll's (as the listings
+//! stream, `gateway_work/poll.rs`), the dispatcher's the model's loaded at start, and an `Arc`
+//! may go anywhere after (two copies of a word at most, equal as texts). The set forgets
 //! the texts no one holds any more whenever it has doubled since it last looked, so a
 //! cluster whose device names churn for years keeps only those in use.
 
