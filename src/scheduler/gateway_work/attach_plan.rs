@@ -6,6 +6,7 @@
 //! node's address to count as ours; a device already on the SDS is never added again.
 
 use crate::gateway::types::{Device, Sds};
+use crate::hash::ContentHasher;
 use crate::scheduler::model::{Layout, Node};
 use std::sync::Arc;
 
@@ -51,6 +52,20 @@ pub fn wanted_devices(node: &Node, default_pd: &str, default_pool: &str) -> Vec<
     out.sort();
     out.dedup_by(|a, b| a.path == b.path);
     out
+}
+
+/// A content fingerprint of a node's wanted devices: whether they changed since they were
+/// handed to the worker.
+pub fn fingerprint(wanted: &[DeviceWant]) -> u64 {
+    let mut h = ContentHasher::default();
+    for d in wanted {
+        for field in [&d.path, &d.protection_domain, &d.pool] {
+            h.update(field.as_bytes());
+            // A separator no path or name holds: ("ab", "c") and ("a", "bc") differ.
+            h.update(&[0]);
+        }
+    }
+    h.finish()
 }
 
 fn imperative(layout: &Layout, out: &mut Vec<DeviceWant>) {

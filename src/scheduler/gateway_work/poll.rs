@@ -18,8 +18,9 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Listed {
     /// Each SDS's storage by its id (a device is filed under its SDS; a device whose SDS
-    /// is not listed has no node to show it).
-    by_id: HashMap<String, NodeStorage>,
+    /// is not listed has no node to show it). Boxed: a map's slots are a power of two, and
+    /// this value is 128 bytes.
+    by_id: HashMap<String, Box<NodeStorage>>,
     /// SDS id by each of its addresses (the last listed wins, as a node has one address).
     by_ip: HashMap<Box<str>, String>,
     /// Addresses of the SDCs connected to the MDMs.
@@ -116,8 +117,10 @@ impl Listed {
             state: Word::of(d.device_state.as_deref()),
             error: Word::of(d.error_state.as_deref()),
         };
-        // Kept in path order, as the model shows them: an SDS has a handful of devices.
+        // Kept in path order, as the model shows them: an SDS has a handful of devices, most
+        // often one, and a first push would make room for four (192 bytes more per node).
         let at = storage.devices.partition_point(|x| x.path <= status.path);
+        storage.devices.reserve_exact(1);
         storage.devices.insert(at, status);
     }
 
@@ -132,10 +135,11 @@ impl Listed {
     /// The storage of the node whose SDS has `sds_id`, or else is at `ip`.
     pub fn storage_of(&self, sds_id: Option<&str>, ip: Option<&str>) -> Option<&NodeStorage> {
         let by_id = sds_id.and_then(|id| self.by_id.get(id));
-        by_id.or_else(|| {
+        let found = by_id.or_else(|| {
             let id = self.by_ip.get(ip?)?;
             self.by_id.get(id)
-        })
+        });
+        found.map(|s| &**s)
     }
 
     /// Whether an SDC at `ip` is connected to the MDMs.
