@@ -273,6 +273,25 @@ impl Sds {
     pub fn ips(&self) -> impl Iterator<Item = &str> {
         self.ip_list.iter().map(|a| a.ip.as_str())
     }
+
+    /// A joined SDS, connected to the MDMs, at one address (tests).
+    #[cfg(test)]
+    pub fn joined(id: &str, ip: &str) -> Sds {
+        Sds {
+            id: id.into(),
+            name: None,
+            protection_domain_id: Some("pd".into()),
+            ip_list: vec![SdsIp {
+                ip: ip.into(),
+                role: "all".into(),
+            }],
+            port: None,
+            sds_state: Some("Normal".into()),
+            membership_state: Some("Joined".into()),
+            mdm_connection_state: Some("Connected".into()),
+            maintenance_state: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -310,6 +329,19 @@ pub struct Sdc {
 }
 
 impl Sdc {
+    /// An SDC at `ip` in MDM connection state `state` (tests).
+    #[cfg(test)]
+    pub fn at(ip: &str, state: &str) -> Sdc {
+        Sdc {
+            id: format!("sdc-{ip}"),
+            name: None,
+            sdc_ip: ip.into(),
+            sdc_guid: None,
+            mdm_connection_state: Some(state.into()),
+            version_info: None,
+        }
+    }
+
     /// The SDC talks to the MDMs (it can map volumes).
     pub fn connected(&self) -> bool {
         self.mdm_connection_state.as_deref() == Some("Connected")

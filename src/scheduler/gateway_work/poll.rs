@@ -170,24 +170,6 @@ impl Listed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateway::types::SdsIp;
-
-    fn sds(id: &str, ip: &str) -> Sds {
-        Sds {
-            id: id.into(),
-            name: None,
-            protection_domain_id: Some("pd".into()),
-            ip_list: vec![SdsIp {
-                ip: ip.into(),
-                role: "all".into(),
-            }],
-            port: None,
-            sds_state: Some("Normal".into()),
-            membership_state: Some("Joined".into()),
-            mdm_connection_state: Some("Connected".into()),
-            maintenance_state: None,
-        }
-    }
 
     fn device(id: &str, sds: &str, path: &str) -> Device {
         Device {
@@ -204,8 +186,8 @@ mod tests {
     #[test]
     fn a_node_finds_its_sds_by_id_else_by_address_with_its_devices_in_path_order() {
         let mut l = Listed::watching(["d9", "d2"]);
-        l.sds(sds("s1", "10.0.0.1"));
-        l.sds(sds("s2", "10.0.0.2"));
+        l.sds(Sds::joined("s1", "10.0.0.1"));
+        l.sds(Sds::joined("s2", "10.0.0.2"));
         l.device(device("d1", "s1", "/dev/sdc"));
         l.device(device("d2", "s1", "/dev/sdb"));
         l.device(device("d3", "gone", "/dev/sdb"));
@@ -231,7 +213,7 @@ mod tests {
     fn a_listing_started_again_forgets_what_its_first_attempt_handed_over() {
         let mut l = Listed::watching(["d1"]);
         l.take_sds(None);
-        l.take_sds(Some(sds("s1", "10.0.0.1")));
+        l.take_sds(Some(Sds::joined("s1", "10.0.0.1")));
         l.take_device(None);
         l.take_device(Some(device("d1", "s1", "/dev/sdb")));
         // The device listing was cut off and is read again, whole.
@@ -252,16 +234,8 @@ mod tests {
     #[test]
     fn only_connected_sdcs_count() {
         let mut l = Listed::default();
-        let sdc = |ip: &str, state: &str| Sdc {
-            id: format!("c-{ip}"),
-            name: None,
-            sdc_ip: ip.into(),
-            sdc_guid: None,
-            mdm_connection_state: Some(state.into()),
-            version_info: None,
-        };
-        l.sdc(sdc("10.0.0.1", "Connected"));
-        l.sdc(sdc("10.0.0.2", "Disconnected"));
+        l.sdc(Sdc::at("10.0.0.1", "Connected"));
+        l.sdc(Sdc::at("10.0.0.2", "Disconnected"));
         assert!(l.sdc_connected("10.0.0.1"));
         assert!(!l.sdc_connected("10.0.0.2"));
         assert_eq!(l.counts(), (0, 0, 2));

@@ -614,14 +614,7 @@ mod tests {
             let p = w.pending.remove(agent).unwrap();
             w.watched.insert(agent.into(), p);
         }
-        let sdc = |ip: &str, state: &str| crate::gateway::types::Sdc {
-            id: format!("sdc-{ip}"),
-            name: None,
-            sdc_ip: ip.into(),
-            sdc_guid: None,
-            mdm_connection_state: Some(state.into()),
-            version_info: None,
-        };
+        let sdc = crate::gateway::types::Sdc::at;
         // a2's SDC is disconnected, a3's is not listed (another address is connected).
         let mut listed = Listed::default();
         listed.sdc(sdc("10.0.0.1", "Connected"));

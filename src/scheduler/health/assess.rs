@@ -276,7 +276,7 @@ fn mdm_status(c: &MdmCluster) -> MdmStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateway::types::{Device, Sdc, Sds, SdsIp};
+    use crate::gateway::types::{Device, Sdc, Sds};
     use crate::scheduler::gateway_work::poll::Listed;
     use crate::scheduler::model::{HealthState, Persona};
     use std::sync::Arc;
@@ -321,18 +321,10 @@ mod tests {
 
     fn sds(id: &str, ip: &str, conn: &str) -> Sds {
         Sds {
-            id: id.into(),
             name: Some(format!("name-{id}")),
             protection_domain_id: Some("pdid1".into()),
-            ip_list: vec![SdsIp {
-                ip: ip.into(),
-                role: "all".into(),
-            }],
-            port: None,
-            sds_state: Some("Normal".into()),
-            membership_state: Some("Joined".into()),
             mdm_connection_state: Some(conn.into()),
-            maintenance_state: None,
+            ..Sds::joined(id, ip)
         }
     }
 
@@ -349,21 +341,14 @@ mod tests {
     }
 
     fn sdc(ip: &str, connected: bool) -> Sdc {
-        Sdc {
-            id: format!("sdc-{ip}"),
-            name: None,
-            sdc_ip: ip.into(),
-            sdc_guid: None,
-            mdm_connection_state: Some(
-                if connected {
-                    "Connected"
-                } else {
-                    "Disconnected"
-                }
-                .into(),
-            ),
-            version_info: None,
-        }
+        Sdc::at(
+            ip,
+            if connected {
+                "Connected"
+            } else {
+                "Disconnected"
+            },
+        )
     }
 
     fn pool(used_pct: f64) -> PoolCapacity {
