@@ -495,6 +495,9 @@ impl Worker {
             if sdc_connected {
                 if let Some(mut p) = self.pending.remove(agent) {
                     p.backoff.reset();
+                    // From now on only its SDC is checked, and a new attachment comes with a
+                    // want of its own: the wanted devices were 150 bytes a node, for good.
+                    p.want.devices = Vec::new();
                     self.watched.insert(agent.clone(), p);
                 }
             } else {
@@ -1044,6 +1047,10 @@ mod tests {
         }
         assert_eq!(ready, 10, "every node's SDC found connected");
         assert_eq!(w.watched.len(), 10);
+        assert!(
+            w.watched.values().all(|p| p.want.devices.is_empty()),
+            "a watched node keeps no wanted devices"
+        );
         // At 0, 500 and 1,000 ms: not one listing per attachment.
         assert_eq!(checks, 3, "SDC listings for 10 attachments 100 ms apart");
     }
