@@ -49,8 +49,12 @@ impl Listed {
         match s {
             Some(s) => self.sds(s),
             None => {
-                let watched = std::mem::take(&mut self.watched_devices);
-                *self = Listed::watching(watched.keys().map(String::as_str));
+                let mut watched = std::mem::take(&mut self.watched_devices);
+                watched.values_mut().for_each(|listed| *listed = false);
+                *self = Listed {
+                    watched_devices: watched,
+                    ..Listed::default()
+                };
             }
         }
     }

@@ -7,8 +7,7 @@
 //! gateway's health view (SDSs, devices, SDCs, the MDM cluster, every pool's figures) is
 //! read in one poll of a fixed handful of requests every `poll_interval`, and once a wave of
 //! attachments has been quiet for `poll_settle`; the watch on ready nodes' SDCs reads that
-//! poll's SDC list. Its time is the
-//! injected [`Clock`]'s, in milliseconds.
+//! poll's SDC list. Its time is the injected [`Clock`]'s, in milliseconds.
 
 use super::attach_plan::NodeWant;
 use super::outage::{Gate, Outage};
