@@ -215,9 +215,10 @@ impl StorageSide {
                 node.storage_ready = ready;
                 changed = true;
             }
-            if ready {
-                // The health poll saw the SDC first: the worker's "waiting for the SDC"
-                // is over too.
+            // The health poll saw the SDC first: the worker's "waiting for the SDC" is over
+            // too. Asked first, so that a node with none is not written (a write is a new
+            // revision, which the save and the parked plan requests look at).
+            if ready && self.errors.contains_key(&*node.agent_id) {
                 self.clear_error(&mut node);
             }
             if ready || !node.covered() {
@@ -404,6 +405,38 @@ mod tests {
         let n = &m.nodes["a1"];
         assert!(n.storage_ready);
         assert_eq!(n.last_error, None);
+    }
+
+    /// The plan runs after every batch: a ready node it finds as it left it must stay
+    /// unwritten, or every batch gives every node a new revision, and the store's save and
+    /// the parked plan requests look at all of them again (at 10,000 agents, most of the
+    /// dispatcher's CPU).
+    #[test]
+    fn a_ready_node_is_not_written_by_a_plan_that_finds_nothing_to_do() {
+        let (tx, _rx) = crossbeam_channel::unbounded();
+        let mut s = StorageSide::new(tx, "pd", "sp");
+        let mut m = model_with_node(&["/dev/sdb"]);
+        s.plan(&mut m);
+        s.on_report(
+            &mut m,
+            Report::Node(NodeReport {
+                agent_id: "a1".into(),
+                sds_id: Some("s1".into()),
+                attached: vec!["/dev/sdb".into()],
+                sdc_connected: true,
+                error: None,
+            }),
+        );
+        assert!(m.nodes["a1"].storage_ready);
+        let mark = m.nodes.mark();
+        let revision = m.nodes["a1"].revision.get();
+        assert!(!s.plan(&mut m));
+        assert_eq!(
+            m.nodes["a1"].revision.get(),
+            revision,
+            "the node was written"
+        );
+        assert_eq!(m.nodes.written_since(mark), Some(&[][..]));
     }
 
     #[test]
