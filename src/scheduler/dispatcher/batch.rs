@@ -1,7 +1,8 @@
 //! One batch of the dispatcher's inputs: handled in order, then what falls due after it
 //! (the walks of every node, `after_inputs`), then one save. A batch that wrote nothing
-//! skips the walks (see [`QUIET_WALK_MS`]); under a stream of executor reports they run
-//! at most once per [`Dispatcher::walk_gap_ms`] (see [`NODES_PER_WALK_GAP_MS`]).
+//! skips the walks (see [`QUIET_WALK_MS`]); under a stream of inputs that each concern one
+//! node (executor reports, task status updates, the gateway worker's node outcomes) they
+//! run at most once per [`Dispatcher::walk_gap_ms`] (see [`NODES_PER_WALK_GAP_MS`]).
 
 use super::*;
 
@@ -13,20 +14,30 @@ use super::*;
 /// at most this long.
 pub(super) const QUIET_WALK_MS: u64 = 1_000;
 
-/// Under a stream of executor reports, the walks after a batch run at most once per
-/// millisecond for each this many nodes (100 ms at 10,000 nodes, none below 100 nodes).
-/// Executors report one at a time, so batches of one or two reports follow each other,
+/// Under a stream of inputs that each concern one node, the walks after a batch run at
+/// most once per millisecond for each this many nodes (100 ms at 10,000 nodes, none below
+/// 100 nodes). Such inputs come one at a time, so batches of one or two follow each other,
 /// and at 10,000 nodes each batch's walks of every node (about a millisecond each: a
 /// cache miss per node) kept a busy rollout's dispatcher on the CPU the REST workers
-/// needed. What they decide after a report (its storage work, a grant, a replacement)
-/// waits that long at most: a walk owed is a deadline (`next_deadline`). The gap grows with
-/// the walks' cost, so a small cluster walks after every batch, as before.
+/// needed. What they decide after one (its storage work, a grant, a replacement, a
+/// relaunch) waits that long at most: a walk owed is a deadline (`next_deadline`). The gap
+/// grows with the walks' cost, so a small cluster walks after every batch, as before.
 pub(super) const NODES_PER_WALK_GAP_MS: usize = 100;
 
-/// Inputs whose batches may put their walks off: an executor's call writes its own node
-/// only, and nothing in it must be acted on sooner than the gap.
-fn from_executors(input: &Input) -> bool {
-    matches!(input, Input::View(_) | Input::Executor(_))
+/// Inputs whose batches may put their walks off: each writes one node at most (an
+/// executor's call its own, a status update its task's, a gateway outcome its node's), and
+/// nothing in it must be acted on sooner than the gap. Offers, their calls' outcomes (the
+/// launch window), the agent list, operators' commands and the subscription's changes walk
+/// at once: a rollout's pace or an operator's answer waits on them.
+fn one_node_each(input: &Input) -> bool {
+    match input {
+        Input::View(_) | Input::Executor(_) | Input::Storage(Report::Node(_)) => true,
+        Input::Event(ev) => matches!(
+            ev.r#type,
+            Some(event::Type::Update | event::Type::Heartbeat | event::Type::Message)
+        ),
+        _ => false,
+    }
 }
 
 /// Inputs that write nothing the walks after a batch read: a plan request writes no node
@@ -44,7 +55,7 @@ impl Dispatcher {
     /// [`Dispatcher::next_deadline`] from before it.
     pub(super) fn take_batch(&mut self, batch: Vec<Input>, due: Option<u64>) -> Option<Exit> {
         let reads_only = !batch.is_empty() && batch.iter().all(reads_only);
-        let executors_only = !batch.is_empty() && batch.iter().all(from_executors);
+        let one_node_each = !batch.is_empty() && batch.iter().all(one_node_each);
         let written = self.state.model.nodes.stamp();
         for input in batch {
             if let Some(exit) = self.handle(input) {
@@ -59,7 +70,7 @@ impl Dispatcher {
         let before = |gap: u64| due.is_none_or(|t| now < t) && now < self.walked_ms + gap;
         if unchanged && before(QUIET_WALK_MS) {
             // Nothing to walk for.
-        } else if executors_only && before(self.walk_gap_ms()) {
+        } else if one_node_each && before(self.walk_gap_ms()) {
             self.walk_owed = true;
         } else {
             self.after_inputs();
@@ -74,7 +85,7 @@ impl Dispatcher {
         None
     }
 
-    /// How long after the last walk a batch of executor inputs may leave its walk owed.
+    /// How long after the last walk a batch of one-node inputs may leave its walk owed.
     pub(super) fn walk_gap_ms(&self) -> u64 {
         (self.state.model.nodes.len() / NODES_PER_WALK_GAP_MS) as u64
     }

@@ -1824,10 +1824,11 @@ mod tests {
         assert_eq!(r.d.walks(), walked + 4, "a report is not a read");
     }
 
-    /// Under a stream of executor reports a big cluster's walks run once per gap (20 ms at
-    /// 2,000 nodes), owed meanwhile as a deadline; any other input, or the gap's end, walks.
+    /// Under a stream of one-node inputs (executor reports, status updates, gateway
+    /// outcomes) a big cluster's walks run once per gap (20 ms at 2,000 nodes), owed
+    /// meanwhile as a deadline; any other input, or the gap's end, walks.
     #[test]
-    fn reports_of_a_big_cluster_walk_once_per_gap() {
+    fn one_node_inputs_of_a_big_cluster_walk_once_per_gap() {
         use crate::scheduler::exchange::{ExecutorCall, ExecutorRequest};
         let mut r = rig();
         let (executor_id, secret) = launched_on_a1(&mut r);
@@ -1886,10 +1887,35 @@ mod tests {
         r.d.take_batch(Vec::new(), r.d.next_deadline());
         assert_eq!(r.d.walks(), walked + 2, "the deadline's wake-up walks");
         assert_eq!(batch(&mut r, report("packages")), walked + 2);
+        // A task's status and a node's gateway outcome concern one node too.
+        let task = r.d.model().nodes["a1"]
+            .task
+            .as_ref()
+            .unwrap()
+            .task_id
+            .clone();
+        let status = update(&task, "a1", TaskState::Running, true);
+        assert_eq!(
+            batch(&mut r, Input::Event(Box::new(status))),
+            walked + 2,
+            "a status update put off"
+        );
+        let attached = Report::Node(crate::scheduler::gateway_work::report::NodeReport {
+            agent_id: "a2".into(),
+            sds_id: Some("sds-2".into()),
+            attached: vec!["/dev/sdb".into()],
+            sdc_connected: true,
+            error: None,
+        });
+        assert_eq!(
+            batch(&mut r, Input::Storage(attached)),
+            walked + 2,
+            "a gateway outcome put off"
+        );
         assert_eq!(
             batch(&mut r, Input::Agents(Vec::new())),
             walked + 3,
-            "not an executor's"
+            "not about one node"
         );
     }
 
