@@ -1,8 +1,9 @@
 //! One batch of the dispatcher's inputs: handled in order, then what falls due after it
 //! (the walks of every node, `after_inputs`), then one save. A batch that wrote nothing
 //! skips the walks (see [`QUIET_WALK_MS`]); under a stream of inputs that each concern one
-//! node (executor reports, task status updates, the gateway worker's node outcomes) they
-//! run at most once per [`Dispatcher::walk_gap_ms`] (see [`NODES_PER_WALK_GAP_MS`]).
+//! node (executor reports, task status updates, the gateway worker's node outcomes) or a
+//! call's outcome they run at most once per [`Dispatcher::walk_gap_ms`] (see
+//! [`NODES_PER_WALK_GAP_MS`]).
 
 use super::*;
 
@@ -14,10 +15,10 @@ use super::*;
 /// at most this long.
 pub(super) const QUIET_WALK_MS: u64 = 1_000;
 
-/// Under a stream of inputs that each concern one node, the walks after a batch run at
-/// most once per millisecond for each this many nodes (100 ms at 10,000 nodes, none below
-/// 100 nodes). Such inputs come one at a time, so batches of one or two follow each other,
-/// and at 10,000 nodes each batch's walks of every node (about a millisecond each: a
+/// Under a stream of inputs that each concern one node or one call, the walks after a batch
+/// run at most once per millisecond for each this many nodes (100 ms at 10,000 nodes, none
+/// below 100 nodes). Such inputs come one at a time, so batches of one or two follow each
+/// other, and at 10,000 nodes each batch's walks of every node (about a millisecond each: a
 /// cache miss per node) kept a busy rollout's dispatcher on the CPU the REST workers
 /// needed. What they decide after one (its storage work, a grant, a replacement, a
 /// relaunch) waits that long at most: a walk owed is a deadline (`next_deadline`). The gap
@@ -25,13 +26,19 @@ pub(super) const QUIET_WALK_MS: u64 = 1_000;
 pub(super) const NODES_PER_WALK_GAP_MS: usize = 100;
 
 /// Inputs whose batches may put their walks off: each writes one node at most (an
-/// executor's call its own, a status update its task's, a gateway outcome its node's), and
-/// nothing in it must be acted on sooner than the gap. Offers, their calls' outcomes (the
-/// launch window), the agent list, operators' commands and the subscription's changes walk
-/// at once: a rollout's pace or an operator's answer waits on them.
-fn one_node_each(input: &Input) -> bool {
+/// executor's call its own, a status update its task's, a gateway outcome its node's), or
+/// is a call's outcome, whose one follow-up that cannot wait, the launch window's next
+/// offers, is answered at once (`take_batch`): a launch wave of 10,000 agents is 10,000
+/// ACCEPTs, and each outcome walked every node. Nothing else in them must be acted on
+/// sooner than the gap. Offers, the agent list, operators' commands and the
+/// subscription's changes walk at once: a rollout's pace or an operator's answer waits on
+/// them.
+fn walk_may_wait(input: &Input) -> bool {
     match input {
-        Input::View(_) | Input::Executor(_) | Input::Storage(Report::Node(_)) => true,
+        Input::View(_)
+        | Input::Executor(_)
+        | Input::Storage(Report::Node(_))
+        | Input::CallOutcome(_) => true,
         Input::Event(ev) => matches!(
             ev.r#type,
             Some(event::Type::Update | event::Type::Heartbeat | event::Type::Message)
@@ -55,7 +62,7 @@ impl Dispatcher {
     /// [`Dispatcher::next_deadline`] from before it.
     pub(super) fn take_batch(&mut self, batch: Vec<Input>, due: Option<u64>) -> Option<Exit> {
         let reads_only = !batch.is_empty() && batch.iter().all(reads_only);
-        let one_node_each = !batch.is_empty() && batch.iter().all(one_node_each);
+        let walk_may_wait = !batch.is_empty() && batch.iter().all(walk_may_wait);
         let written = self.state.model.nodes.stamp();
         for input in batch {
             if let Some(exit) = self.handle(input) {
@@ -70,7 +77,9 @@ impl Dispatcher {
         let before = |gap: u64| due.is_none_or(|t| now < t) && now < self.walked_ms + gap;
         if unchanged && before(QUIET_WALK_MS) {
             // Nothing to walk for.
-        } else if one_node_each && before(self.walk_gap_ms()) {
+        } else if walk_may_wait && before(self.walk_gap_ms()) {
+            // The launch window does not wait for the walks: an ACCEPT taken makes room.
+            self.work_offer_backlog();
             self.walk_owed = true;
         } else {
             self.after_inputs();
@@ -85,7 +94,7 @@ impl Dispatcher {
         None
     }
 
-    /// How long after the last walk a batch of one-node inputs may leave its walk owed.
+    /// How long after the last walk a batch of such inputs may leave its walk owed.
     pub(super) fn walk_gap_ms(&self) -> u64 {
         (self.state.model.nodes.len() / NODES_PER_WALK_GAP_MS) as u64
     }

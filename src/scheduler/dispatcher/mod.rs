@@ -1133,6 +1133,42 @@ mod tests {
         assert_eq!(r.saved_state().model.nodes.len(), n);
     }
 
+    /// A call's outcome puts the walks of a big cluster off (a wave of 10,000 launches is
+    /// 10,000 ACCEPTs), but not the launch window: the outcome that makes room launches the
+    /// waiting offers in its own batch.
+    #[test]
+    fn call_outcomes_put_the_walks_off_but_not_the_launch_window() {
+        use super::offer_backlog::LAUNCH_WINDOW;
+        let mut r = rig();
+        r.event(subscribed("fw-1"));
+        r.calls();
+        let n = LAUNCH_WINDOW + 100;
+        let agents: Vec<String> = (0..n).map(|i| format!("a{i}")).collect();
+        let names: Vec<&str> = agents.iter().map(String::as_str).collect();
+        r.event(offers(&names));
+        let first: Vec<Call> = r
+            .calls()
+            .into_iter()
+            .filter(|c| c.r#type == Some(call::Type::Accept))
+            .collect();
+        assert_eq!(first.len(), LAUNCH_WINDOW);
+        assert!(r.d.walk_gap_ms() > 0, "a cluster big enough to put walks off");
+        r.d.take_batch(Vec::new(), None);
+        let walked = r.d.walks();
+        for c in first {
+            let outcome = Input::CallOutcome(CallOutcome {
+                call: Box::new(c),
+                error: None,
+            });
+            let due = r.d.next_deadline();
+            assert!(r.d.take_batch(vec![outcome], due).is_none());
+        }
+        assert_eq!(r.d.walks(), walked, "every outcome's walk put off");
+        assert!(r.d.owed_walk_deadline().is_some());
+        assert_eq!(launched_task(&r.calls()).len(), 100, "the window's room used");
+        assert_eq!(r.d.model().nodes.len(), n);
+    }
+
     /// The dispatcher keeps the last view for the next request, but not past another
     /// input: its writes to nodes the view holds would copy them (a health poll, the model).
     /// Its generation still moves with the first change after it was handed out.
