@@ -109,7 +109,7 @@ fn degraded_cluster() -> Persisted {
                 "SDS sds-2 disconnected from the MDM".into(),
                 "device /dev/sdb in error (DeviceFailed)".into(),
             ]);
-            n.storage = Some(Box::new(NodeStorage {
+            n.storage = Some(Arc::new(NodeStorage {
                 sds: Some(SdsStatus {
                     id: "sds-2".into(),
                     mdm_connection: Some("Disconnected".into()),

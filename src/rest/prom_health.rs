@@ -220,6 +220,7 @@ mod tests {
         ClusterModel, DeviceStatus, Health, HostHealth, MdmMemberStatus, MdmStatus, Node,
         NodeStorage, Persona, SdsStatus,
     };
+    use std::sync::Arc;
 
     /// A cluster with a bit of everything wrong, set by hand.
     fn troubled() -> ClusterModel {
@@ -259,7 +260,7 @@ mod tests {
             ..Default::default()
         });
         let storage = |sds: &str, conn: &str, devices: Vec<DeviceStatus>| {
-            Some(Box::new(NodeStorage {
+            Some(Arc::new(NodeStorage {
                 sds: Some(SdsStatus {
                     id: sds.into(),
                     mdm_connection: Some(conn.into()),

@@ -265,7 +265,7 @@ mod tests {
             problems: vec![HostProblem::new(HostCheck::Module, "scini", "not loaded")],
             reported_ms: 5,
         }));
-        n.storage = Some(Box::new(NodeStorage {
+        n.storage = Some(Arc::new(NodeStorage {
             sds: Some(SdsStatus {
                 id: "s1".into(),
                 mdm_connection: Some("Disconnected".into()),

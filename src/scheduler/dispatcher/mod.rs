@@ -1152,7 +1152,10 @@ mod tests {
             .filter(|c| c.r#type == Some(call::Type::Accept))
             .collect();
         assert_eq!(first.len(), LAUNCH_WINDOW);
-        assert!(r.d.walk_gap_ms() > 0, "a cluster big enough to put walks off");
+        assert!(
+            r.d.walk_gap_ms() > 0,
+            "a cluster big enough to put walks off"
+        );
         r.d.take_batch(Vec::new(), None);
         let walked = r.d.walks();
         for c in first {
@@ -1165,7 +1168,11 @@ mod tests {
         }
         assert_eq!(r.d.walks(), walked, "every outcome's walk put off");
         assert!(r.d.owed_walk_deadline().is_some());
-        assert_eq!(launched_task(&r.calls()).len(), 100, "the window's room used");
+        assert_eq!(
+            launched_task(&r.calls()).len(),
+            100,
+            "the window's room used"
+        );
         assert_eq!(r.d.model().nodes.len(), n);
     }
 

@@ -638,7 +638,7 @@ mod tests {
                 ..Default::default()
             });
             r.d.state.model.nodes.get_mut(agent).unwrap().storage =
-                Some(Box::new(crate::scheduler::model::NodeStorage {
+                Some(Arc::new(crate::scheduler::model::NodeStorage {
                     sds: None,
                     devices: devices.to_vec(),
                 }));

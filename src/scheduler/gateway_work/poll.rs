@@ -8,19 +8,22 @@
 //! unchanged node copies nothing out of them.
 //!
 //! The worker adds each item as its listing streams (`reconcile.rs`); the tests add typed
-//! items the same way.
+//! items the same way. Each SDS's storage is shared (`Arc`) with the node that takes it
+//! (`health::assess::apply_poll`), not copied: the first poll of a big cluster changes every
+//! node, and a copy held the storage twice, poll and model, at the scheduler's peak.
 
 use crate::gateway::types::{Device, Sdc, Sds};
 use crate::scheduler::model::interned::Word;
 use crate::scheduler::model::{DeviceStatus, NodeStorage, SdsStatus};
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Listed {
     /// Each SDS's storage by its id (a device is filed under its SDS; a device whose SDS
-    /// is not listed has no node to show it). Boxed: a map's slots are a power of two, and
-    /// this value is 128 bytes.
-    by_id: HashMap<String, Box<NodeStorage>>,
+    /// is not listed has no node to show it). Behind a pointer: a map's slots are a power
+    /// of two, and this value is 128 bytes.
+    by_id: HashMap<String, Arc<NodeStorage>>,
     /// SDS id by each of its addresses (the last listed wins, as a node has one address).
     by_ip: HashMap<Box<str>, String>,
     /// Addresses of the SDCs connected to the MDMs.
@@ -64,7 +67,9 @@ impl Listed {
         match d {
             Some(d) => self.device(d),
             None => {
-                self.by_id.values_mut().for_each(|s| s.devices.clear());
+                self.by_id
+                    .values_mut()
+                    .for_each(|s| Arc::make_mut(s).devices.clear());
                 self.pools_on_devices.clear();
                 self.watched_devices.values_mut().for_each(|l| *l = false);
                 self.devices = 0;
@@ -97,8 +102,8 @@ impl Listed {
             state: Word::of(s.sds_state.as_deref()),
             maintenance: Word::of(s.maintenance_state.as_deref()),
         };
-        let storage = self.by_id.entry(s.id).or_default();
-        storage.sds = Some(status);
+        // Not shared yet while the listing streams: `make_mut` copies nothing.
+        Arc::make_mut(self.by_id.entry(s.id).or_default()).sds = Some(status);
     }
 
     /// Adds one device, after the SDSs.
@@ -115,6 +120,7 @@ impl Listed {
         let Some(storage) = d.sds_id.as_ref().and_then(|id| self.by_id.get_mut(id)) else {
             return;
         };
+        let storage = Arc::make_mut(storage);
         let status = DeviceStatus {
             path: Word::from(d.device_current_path_name.as_str()),
             storage_pool_id: Word::of(d.storage_pool_id.as_deref()),
@@ -137,13 +143,12 @@ impl Listed {
     }
 
     /// The storage of the node whose SDS has `sds_id`, or else is at `ip`.
-    pub fn storage_of(&self, sds_id: Option<&str>, ip: Option<&str>) -> Option<&NodeStorage> {
+    pub fn storage_of(&self, sds_id: Option<&str>, ip: Option<&str>) -> Option<&Arc<NodeStorage>> {
         let by_id = sds_id.and_then(|id| self.by_id.get(id));
-        let found = by_id.or_else(|| {
+        by_id.or_else(|| {
             let id = self.by_ip.get(ip?)?;
             self.by_id.get(id)
-        });
-        found.map(|s| &**s)
+        })
     }
 
     /// Whether an SDC at `ip` is connected to the MDMs.

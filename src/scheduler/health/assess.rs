@@ -26,8 +26,8 @@ pub fn apply_poll(model: &mut ClusterModel, poll: &HealthPoll, settings: &Health
     let listed = &poll.listed;
     for mut node in model.nodes.values_mut() {
         let storage = listed.storage_of(node.sds_id.as_deref(), node.ip.as_deref());
-        if node.storage.as_deref() != storage {
-            node.storage = storage.map(|s| Box::new(s.clone()));
+        if node.storage.as_deref() != storage.map(|s| &**s) {
+            node.storage = storage.cloned();
         }
         if node.attached_after_poll {
             node.attached_after_poll = false;
@@ -486,6 +486,27 @@ mod tests {
         assert!(model.nodes["a3"].storage.is_none());
         assert!(model.nodes["a1"].sdc_connected, "no IP: left as it was");
         assert!(!model.nodes["a2"].sdc_connected, "no SDC listed at its IP");
+    }
+
+    /// A node takes its storage from the poll shared, not copied: the first poll of a big
+    /// cluster changes every node, and copies held it twice at the scheduler's peak.
+    #[test]
+    fn a_node_shares_its_storage_with_the_poll() {
+        let (mut model, p) = cluster();
+        let mut listed = Listed::default();
+        p.sdss.iter().cloned().for_each(|s| listed.sds(s));
+        p.devices.iter().cloned().for_each(|d| listed.device(d));
+        let poll = HealthPoll {
+            read_ms: p.read_ms,
+            listed,
+            pools: p.pools.clone(),
+            mdm: p.mdm.clone(),
+            requests: p.requests,
+        };
+        apply_poll(&mut model, &poll, &settings());
+        let polled = poll.listed.storage_of(Some("s1"), None).unwrap();
+        let held = model.nodes["a1"].storage.as_ref().unwrap();
+        assert!(Arc::ptr_eq(polled, held), "the node holds a copy");
     }
 
     #[test]

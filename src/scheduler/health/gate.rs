@@ -288,6 +288,7 @@ mod tests {
     use crate::scheduler::model::{
         DeviceStatus, Health, MdmStatus, NodeStorage, Persona, SdsStatus, TaskRecord,
     };
+    use std::sync::Arc;
 
     const GIB: u64 = 1 << 30;
 
@@ -299,8 +300,8 @@ mod tests {
         }
     }
 
-    fn storage(pd_id: &str, pool_id: &str, conn: &str) -> Option<Box<NodeStorage>> {
-        Some(Box::new(NodeStorage {
+    fn storage(pd_id: &str, pool_id: &str, conn: &str) -> Option<Arc<NodeStorage>> {
+        Some(Arc::new(NodeStorage {
             sds: Some(SdsStatus {
                 id: "s".into(),
                 protection_domain_id: Some(pd_id.into()),
@@ -402,7 +403,7 @@ mod tests {
                 "another of the domain in maintenance",
                 |m| {
                     edit(m, "a3", |n| {
-                        let s = n.storage.as_mut().unwrap().sds.as_mut().unwrap();
+                        let s = Arc::make_mut(n.storage.as_mut().unwrap()).sds.as_mut().unwrap();
                         s.maintenance = Some("InMaintenance".into());
                     })
                 },

@@ -182,6 +182,7 @@ mod tests {
     use super::*;
     use crate::contract::health::{HostCheck, HostProblem};
     use crate::scheduler::model::{HealthState, HostHealth, NodeStorage, Persona};
+    use std::sync::Arc;
 
     const NOW: u64 = 10_000_000;
     const STALE: u64 = 180_000;
@@ -227,7 +228,7 @@ mod tests {
             sdc_connected: true,
             attached: vec!["/dev/sdb".into()],
             last_contact_ms: Some(NOW - 1000),
-            storage: Some(Box::new(NodeStorage {
+            storage: Some(Arc::new(NodeStorage {
                 sds: Some(good_sds()),
                 devices: vec![device("Normal", Some("None"))],
             })),
@@ -237,13 +238,13 @@ mod tests {
 
     fn with_sds(s: SdsStatus) -> Node {
         let mut n = running();
-        n.storage.as_mut().unwrap().sds = Some(s);
+        Arc::make_mut(n.storage.as_mut().unwrap()).sds = Some(s);
         n
     }
 
     fn with_device(d: DeviceStatus) -> Node {
         let mut n = running();
-        n.storage.as_mut().unwrap().devices = vec![d];
+        Arc::make_mut(n.storage.as_mut().unwrap()).devices = vec![d];
         n
     }
 
@@ -266,10 +267,12 @@ mod tests {
             ],
             NOW,
         );
-        n.storage.as_mut().unwrap().devices.push(DeviceStatus {
-            path: "/dev/sdd".into(),
-            ..device("Error", Some("DeviceFailed"))
-        });
+        Arc::make_mut(n.storage.as_mut().unwrap())
+            .devices
+            .push(DeviceStatus {
+                path: "/dev/sdd".into(),
+                ..device("Error", Some("DeviceFailed"))
+            });
         let paths = |l: &[&str]| l.iter().map(|p| p.to_string()).collect::<Vec<_>>();
         assert_eq!(
             device_trouble(&n),
@@ -404,7 +407,7 @@ mod tests {
             id: "s2".into(),
             ..SdsStatus::default()
         });
-        n.storage.as_mut().unwrap().devices = vec![DeviceStatus {
+        Arc::make_mut(n.storage.as_mut().unwrap()).devices = vec![DeviceStatus {
             path: "/dev/sdb".into(),
             ..DeviceStatus::default()
         }];
@@ -562,7 +565,7 @@ mod tests {
             let mut n = phase(with_sds(sds("Disconnected", "Joined", "Normal", None)), p);
             n.sdc_connected = false;
             assert_eq!(health(&n, None), (HealthState::Healthy, vec![]), "{p}");
-            n.storage.as_mut().unwrap().devices = vec![device("Error", None)];
+            Arc::make_mut(n.storage.as_mut().unwrap()).devices = vec![device("Error", None)];
             assert_eq!(health(&n, None).1, ["device /dev/sdb in error"], "{p}");
         }
     }

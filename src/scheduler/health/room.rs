@@ -61,6 +61,7 @@ pub fn removal_room(model: &ClusterModel, agent: &str, device: Option<&str>) -> 
 mod tests {
     use super::*;
     use crate::scheduler::model::{DeviceStatus, Node, NodeStorage, Persona, PoolCapacity};
+    use std::sync::Arc;
 
     const GIB: u64 = 1 << 30;
 
@@ -68,7 +69,7 @@ mod tests {
         let mut m = ClusterModel::default();
         for i in 1..=nodes {
             let mut n = Node::new(&format!("a{i}"), &format!("h{i}"), Persona::Data, 0);
-            n.storage = Some(Box::new(NodeStorage {
+            n.storage = Some(Arc::new(NodeStorage {
                 sds: None,
                 devices: ["/dev/sdb", "/dev/sdc"]
                     .map(|p| DeviceStatus {

@@ -279,7 +279,7 @@ pub struct Node {
     pub host: Option<Box<HostHealth>>,
     /// What the gateway's last poll said of this node's SDS and devices.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage: Option<Box<NodeStorage>>,
+    pub storage: Option<Arc<NodeStorage>>,
     /// The gateway worker attached devices after the last poll began, so `storage` (from
     /// that poll) cannot list this node's SDS yet: its absence is no fault until the next
     /// poll. Not saved: a restarted scheduler's first poll decides.

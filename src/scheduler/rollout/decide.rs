@@ -258,8 +258,8 @@ mod tests {
         }
     }
 
-    fn storage(pd: &str) -> Option<Box<NodeStorage>> {
-        Some(Box::new(NodeStorage {
+    fn storage(pd: &str) -> Option<Arc<NodeStorage>> {
+        Some(Arc::new(NodeStorage {
             sds: Some(SdsStatus {
                 id: "s".into(),
                 protection_domain_id: Some(pd.into()),
