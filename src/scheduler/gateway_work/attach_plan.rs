@@ -54,6 +54,22 @@ pub fn wanted_devices(node: &Node, default_pd: &str, default_pool: &str) -> Vec<
     out
 }
 
+/// The paths of [`wanted_devices`], as often as declared and without making the list (nor
+/// a box: one of the two parts is empty).
+pub fn wanted_paths(node: &Node) -> impl Iterator<Item = &String> {
+    let discovered = if node.layout.sds.is_empty() {
+        node.devices.len()
+    } else {
+        0
+    };
+    let declared = node
+        .layout
+        .sds
+        .values()
+        .flat_map(|pools| pools.values().flatten());
+    node.devices.iter().take(discovered).chain(declared)
+}
+
 /// A content fingerprint of a node's wanted devices: whether they changed since they were
 /// handed to the worker.
 pub fn fingerprint(wanted: &[DeviceWant]) -> u64 {
@@ -266,6 +282,7 @@ mod tests {
         let d = wanted_devices(&n, "pd", "sp");
         assert_eq!(d.len(), 2);
         assert_eq!(d[0].path, "/dev/sdb");
+        assert_eq!(paths(&n), ["/dev/sdb", "/dev/sdc"], "the list's paths, unmade");
         n.layout
             .sds
             .entry("d1".into())
@@ -280,6 +297,13 @@ mod tests {
                 pool: "p1".into()
             }]
         );
+        assert_eq!(paths(&n), ["/dev/xvdf"], "the layout's, not the report's");
+    }
+
+    fn paths(n: &Node) -> Vec<&str> {
+        let mut p: Vec<&str> = wanted_paths(n).map(String::as_str).collect();
+        p.sort();
+        p
     }
 
     #[test]
