@@ -1094,21 +1094,25 @@ mod tests {
         assert_eq!(r.d.offer_backlog.len(), MAX_WAITING - LAUNCH_WINDOW);
     }
 
+    /// A subscribed dispatcher offered `n` agents at once: the ACCEPTs of its first window.
+    fn launch_wave(r: &mut Rig, n: usize) -> Vec<Call> {
+        r.event(subscribed("fw-1"));
+        r.calls();
+        let agents: Vec<String> = (0..n).map(|i| format!("a{i}")).collect();
+        let names: Vec<&str> = agents.iter().map(String::as_str).collect();
+        r.event(offers(&names));
+        r.calls()
+            .into_iter()
+            .filter(|c| c.r#type == Some(call::Type::Accept))
+            .collect()
+    }
+
     #[test]
     fn a_launch_wave_leaves_a_window_at_a_time() {
         use super::offer_backlog::LAUNCH_WINDOW;
         let mut r = rig();
-        r.event(subscribed("fw-1"));
-        r.calls();
         let n = LAUNCH_WINDOW + 100;
-        let agents: Vec<String> = (0..n).map(|i| format!("a{i}")).collect();
-        let names: Vec<&str> = agents.iter().map(String::as_str).collect();
-        r.event(offers(&names));
-        let first: Vec<Call> = r
-            .calls()
-            .into_iter()
-            .filter(|c| c.r#type == Some(call::Type::Accept))
-            .collect();
+        let first = launch_wave(&mut r, n);
         assert_eq!(first.len(), LAUNCH_WINDOW);
         // Launched nodes only: the rest of the offers wait, undecided.
         assert_eq!(r.d.model().nodes.len(), LAUNCH_WINDOW);
@@ -1140,17 +1144,8 @@ mod tests {
     fn call_outcomes_put_the_walks_off_but_not_the_launch_window() {
         use super::offer_backlog::LAUNCH_WINDOW;
         let mut r = rig();
-        r.event(subscribed("fw-1"));
-        r.calls();
         let n = LAUNCH_WINDOW + 100;
-        let agents: Vec<String> = (0..n).map(|i| format!("a{i}")).collect();
-        let names: Vec<&str> = agents.iter().map(String::as_str).collect();
-        r.event(offers(&names));
-        let first: Vec<Call> = r
-            .calls()
-            .into_iter()
-            .filter(|c| c.r#type == Some(call::Type::Accept))
-            .collect();
+        let first = launch_wave(&mut r, n);
         assert_eq!(first.len(), LAUNCH_WINDOW);
         assert!(
             r.d.walk_gap_ms() > 0,

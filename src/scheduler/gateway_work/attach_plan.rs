@@ -282,7 +282,11 @@ mod tests {
         let d = wanted_devices(&n, "pd", "sp");
         assert_eq!(d.len(), 2);
         assert_eq!(d[0].path, "/dev/sdb");
-        assert_eq!(paths(&n), ["/dev/sdb", "/dev/sdc"], "the list's paths, unmade");
+        assert_eq!(
+            paths(&n),
+            ["/dev/sdb", "/dev/sdc"],
+            "the list's paths, unmade"
+        );
         n.layout
             .sds
             .entry("d1".into())

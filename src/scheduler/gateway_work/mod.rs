@@ -392,6 +392,17 @@ mod tests {
         assert!(rx.try_recv().is_err());
     }
 
+    /// The worker's report that a1's SDS `s1` holds `/dev/sdb`.
+    fn sdb_attached(sdc_connected: bool, error: Option<&str>) -> Report {
+        Report::Node(NodeReport {
+            agent_id: "a1".into(),
+            sds_id: Some("s1".into()),
+            attached: vec!["/dev/sdb".into()],
+            sdc_connected,
+            error: error.map(str::to_string),
+        })
+    }
+
     /// The health poll may see the SDC connect before the worker's own check: the node is
     /// ready, and the worker's "waiting for the SDC" leaves its `last_error` with it.
     #[test]
@@ -402,13 +413,7 @@ mod tests {
         s.plan(&mut m);
         s.on_report(
             &mut m,
-            Report::Node(NodeReport {
-                agent_id: "a1".into(),
-                sds_id: Some("s1".into()),
-                attached: vec!["/dev/sdb".into()],
-                sdc_connected: false,
-                error: Some("waiting for the SDC at 10.0.0.1".into()),
-            }),
+            sdb_attached(false, Some("waiting for the SDC at 10.0.0.1")),
         );
         m.nodes.get_mut("a1").unwrap().sdc_connected = true;
         s.plan(&mut m);
@@ -427,16 +432,7 @@ mod tests {
         let mut s = StorageSide::new(tx, "pd", "sp");
         let mut m = model_with_node(&["/dev/sdb"]);
         s.plan(&mut m);
-        s.on_report(
-            &mut m,
-            Report::Node(NodeReport {
-                agent_id: "a1".into(),
-                sds_id: Some("s1".into()),
-                attached: vec!["/dev/sdb".into()],
-                sdc_connected: true,
-                error: None,
-            }),
-        );
+        s.on_report(&mut m, sdb_attached(true, None));
         assert!(m.nodes["a1"].storage_ready);
         let mark = m.nodes.mark();
         let revision = m.nodes["a1"].revision.get();

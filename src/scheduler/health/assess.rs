@@ -296,19 +296,23 @@ mod tests {
         requests: u32,
     }
 
-    fn apply(model: &mut ClusterModel, p: &Polled, settings: &HealthSettings) {
+    /// The poll the worker would hand over for these listings.
+    fn poll_of(p: &Polled) -> HealthPoll {
         let mut listed = Listed::default();
         p.sdss.iter().cloned().for_each(|s| listed.sds(s));
         p.devices.iter().cloned().for_each(|d| listed.device(d));
         p.sdcs.iter().cloned().for_each(|c| listed.sdc(c));
-        let poll = HealthPoll {
+        HealthPoll {
             read_ms: p.read_ms,
             listed,
             pools: p.pools.clone(),
             mdm: p.mdm.clone(),
             requests: p.requests,
-        };
-        apply_poll(model, &poll, settings);
+        }
+    }
+
+    fn apply(model: &mut ClusterModel, p: &Polled, settings: &HealthSettings) {
+        apply_poll(model, &poll_of(p), settings);
     }
     const STALE: u64 = 180_000;
 
@@ -493,16 +497,7 @@ mod tests {
     #[test]
     fn a_node_shares_its_storage_with_the_poll() {
         let (mut model, p) = cluster();
-        let mut listed = Listed::default();
-        p.sdss.iter().cloned().for_each(|s| listed.sds(s));
-        p.devices.iter().cloned().for_each(|d| listed.device(d));
-        let poll = HealthPoll {
-            read_ms: p.read_ms,
-            listed,
-            pools: p.pools.clone(),
-            mdm: p.mdm.clone(),
-            requests: p.requests,
-        };
+        let poll = poll_of(&p);
         apply_poll(&mut model, &poll, &settings());
         let polled = poll.listed.storage_of(Some("s1"), None).unwrap();
         let held = model.nodes["a1"].storage.as_ref().unwrap();
