@@ -55,6 +55,12 @@ pub struct StorageSide {
     removals_sent: std::collections::HashSet<(String, Option<String>)>,
 }
 
+/// A device an operator takes out (removed, or being removed) is no longer wanted.
+fn taken_out(node: &Node, path: &str) -> bool {
+    node.devices_removed.iter().any(|d| d == path)
+        || node.devices_removing.iter().any(|d| d == path)
+}
+
 impl StorageSide {
     pub fn new(jobs: Sender<Job>, protection_domain: &str, storage_pool: &str) -> StorageSide {
         StorageSide {
@@ -102,11 +108,7 @@ impl StorageSide {
     fn wanted(&self, node: &Node) -> Vec<DeviceWant> {
         let mut all =
             attach_plan::wanted_devices(node, &self.protection_domain, &self.storage_pool);
-        if !node.devices_removed.is_empty() || !node.devices_removing.is_empty() {
-            let out =
-                |p: &String| node.devices_removed.contains(p) || node.devices_removing.contains(p);
-            all.retain(|d| !out(&d.path));
-        }
+        all.retain(|d| !taken_out(node, &d.path));
         all
     }
 
@@ -114,10 +116,8 @@ impl StorageSide {
     /// the plan checks each ready node after every walk, and at 10,000 nodes the lists it
     /// made and dropped for that were most of its cost.
     fn all_attached(node: &Node) -> bool {
-        let out =
-            |p: &String| node.devices_removed.contains(p) || node.devices_removing.contains(p);
         attach_plan::wanted_paths(node)
-            .filter(|p| !out(p))
+            .filter(|p| !taken_out(node, p))
             .all(|p| node.attached.contains(p))
     }
 
@@ -224,10 +224,9 @@ impl StorageSide {
                 node.storage_ready = ready;
                 changed = true;
             }
-            // The health poll saw the SDC first: the worker's "waiting for the SDC" is over
-            // too. Asked first, so that a node with none is not written (a write is a new
-            // revision, which the save and the parked plan requests look at).
-            if ready && self.errors.contains_key(&*node.agent_id) {
+            if ready {
+                // The health poll saw the SDC first: the worker's "waiting for the SDC"
+                // is over too.
                 self.clear_error(&mut node);
             }
             if ready || !node.covered() {
@@ -311,17 +310,20 @@ impl StorageSide {
     }
 
     /// Takes back the gateway error this side put in the node's `last_error`, if still there.
-    fn clear_error(&mut self, node: &mut Node) {
-        if let Some(mine) = self.errors.remove(&*node.agent_id) {
-            if node.last_error.as_deref() == Some(mine.as_str()) {
-                node.last_error = None;
-            }
+    /// Reads before it writes: through a walk's `NodeMut` a write is a new revision (the
+    /// save and the parked plan requests then look at the node), and the plan clears every
+    /// ready node after every walk.
+    fn clear_error(&mut self, node: &mut impl std::ops::DerefMut<Target = Node>) {
+        let Some(mine) = self.errors.remove(&*node.agent_id) else {
+            return;
+        };
+        if node.last_error.as_deref() == Some(mine.as_str()) {
+            node.last_error = None;
         }
     }
 
     fn on_node(&mut self, model: &mut ClusterModel, r: NodeReport) -> bool {
-        let wanted = model.nodes.get(&r.agent_id).map(|n| self.wanted(n));
-        let (Some(node), Some(wanted)) = (model.nodes.get_mut(&r.agent_id), wanted) else {
+        let Some(mut node) = model.nodes.get_mut(&r.agent_id) else {
             return false;
         };
         if r.sds_id.is_some() {
@@ -334,14 +336,13 @@ impl StorageSide {
             node.attached = r.attached;
         }
         node.sdc_connected = r.sdc_connected;
-        node.storage_ready =
-            node.sdc_connected && wanted.iter().all(|d| node.attached.contains(&d.path));
+        node.storage_ready = node.sdc_connected && Self::all_attached(node);
         match r.error {
             Some(e) => {
                 node.last_error = Some(e.as_str().into());
                 self.errors.insert(node.agent_id.clone(), e);
             }
-            None => self.clear_error(node),
+            None => self.clear_error(&mut node),
         }
         if node.storage_ready {
             node.storage_intent = None;
