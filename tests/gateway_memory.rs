@@ -8,57 +8,16 @@
 //! process, and the client does all of its work on the calling one.
 
 use devcluster::gateway::{self, GatewayConfig as SimConfig, MdmIps};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::time::Duration;
 use storage_framework::gateway::api;
 use storage_framework::gateway::client::{GatewayClient, GatewayConfig};
 use storage_framework::secret::Secret;
 
-struct PerThread;
+#[path = "support/heap_count.rs"]
+mod heap_count;
 
-thread_local! {
-    /// Bytes this thread holds (what it allocated less what it freed), and their peak.
-    static HELD: Cell<isize> = const { Cell::new(0) };
-    static PEAK: Cell<isize> = const { Cell::new(0) };
-}
-
-fn count(delta: isize) {
-    // `try_with`: a thread being torn down has no counters left, and its frees count for
-    // nothing here.
-    let _ = HELD.try_with(|held| {
-        let now = held.get() + delta;
-        held.set(now);
-        let _ = PEAK.try_with(|peak| peak.set(peak.get().max(now)));
-    });
-}
-
-// SAFETY: every call goes to the system allocator unchanged; the counters are plain
-// thread-locals with no destructor, so counting allocates nothing.
-unsafe impl GlobalAlloc for PerThread {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count(layout.size() as isize);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        count(-(layout.size() as isize));
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count(new_size as isize - layout.size() as isize);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static HEAP: PerThread = PerThread;
-
-/// This thread's heap now, with its peak reset to it.
-fn mark() -> isize {
-    let now = HELD.with(Cell::get);
-    PEAK.with(|p| p.set(now));
-    now
-}
+use heap_count::{mark, HELD, PEAK};
 
 const SDCS: usize = 10_000;
 

@@ -103,6 +103,9 @@ impl From<io::Error> for RecordIoError {
     }
 }
 
+/// Records of at least this size are taken with their buffer by [`Reader::take_last`].
+const TAKE_BUFFER_FROM: usize = 64 * 1024;
+
 /// Incremental RecordIO reader.
 pub struct Reader<R> {
     inner: R,
@@ -113,6 +116,8 @@ pub struct Reader<R> {
     end: usize,
     max_record: usize,
     eof: bool,
+    /// Where the record [`Reader::next_record`] returned last lies in `buf`.
+    last: std::ops::Range<usize>,
 }
 
 impl<R: Read> Reader<R> {
@@ -128,6 +133,7 @@ impl<R: Read> Reader<R> {
             end: 0,
             max_record,
             eof: false,
+            last: 0..0,
         }
     }
 
@@ -235,7 +241,27 @@ impl<R: Read> Reader<R> {
         }
         let start = self.pos;
         self.pos += length;
+        self.last = start..start + length;
         Ok(Some(&self.buf[start..start + length]))
+    }
+
+    /// The record [`Reader::next_record`] returned last, owned, and where it lies in the
+    /// vector. A large one (an OFFERS event of 10,000 offers is megabytes) takes the buffer
+    /// it was read into, uncopied, and the reader goes on in a new one; a small one is copied.
+    pub fn take_last(&mut self) -> (Vec<u8>, std::ops::Range<usize>) {
+        let last = std::mem::replace(&mut self.last, 0..0);
+        if last.len() < TAKE_BUFFER_FROM {
+            let len = last.len();
+            return (self.buf[last].to_vec(), 0..len);
+        }
+        // What was read past the record (the start of the next one) moves to the new buffer.
+        let rest = self.end - self.pos;
+        let mut fresh = vec![0; READ_CHUNK.max(rest)];
+        fresh[..rest].copy_from_slice(&self.buf[self.pos..self.end]);
+        let taken = std::mem::replace(&mut self.buf, fresh);
+        self.pos = 0;
+        self.end = rest;
+        (taken, last)
     }
 }
 
@@ -273,6 +299,47 @@ mod tests {
         assert!(r.buf.len() <= READ_CHUNK, "{} bytes kept", r.buf.len());
         assert_eq!(r.next_record().unwrap().unwrap(), b"small");
         assert_eq!(r.next_record().unwrap().unwrap(), b"small");
+        assert!(r.next_record().unwrap().is_none());
+    }
+
+    /// A reader that hands out at most `chunk` bytes a read, so that the bytes after a record
+    /// are in the buffer when it is taken.
+    struct Chunked<'a>(&'a [u8], usize);
+
+    impl Read for Chunked<'_> {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            let n = self.0.len().min(out.len()).min(self.1);
+            out[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_large_record_is_taken_with_its_buffer_and_reading_goes_on() {
+        let big: Vec<u8> = (0..3 * READ_CHUNK).map(|i| (i % 253) as u8).collect();
+        let mut stream = Vec::new();
+        encode(b"first", &mut stream);
+        encode(&big, &mut stream);
+        encode(b"after", &mut stream);
+        encode(b"last", &mut stream);
+        let mut r = Reader::new(Chunked(&stream, 5 * READ_CHUNK));
+
+        assert_eq!(r.next_record().unwrap().unwrap(), b"first");
+        let (small, at) = r.take_last();
+        assert_eq!(&small[at], b"first", "a small record is copied");
+
+        let read_at = r.next_record().unwrap().unwrap().as_ptr();
+        let (taken, at) = r.take_last();
+        assert_eq!(&taken[at.clone()], &big[..]);
+        assert_eq!(
+            taken[at].as_ptr(),
+            read_at,
+            "a large record is the buffer it was read into, not a copy"
+        );
+        // The next records were partly read with it: they moved to the new buffer.
+        assert_eq!(r.next_record().unwrap().unwrap(), b"after");
+        assert_eq!(r.next_record().unwrap().unwrap(), b"last");
         assert!(r.next_record().unwrap().is_none());
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! Prints `bench <name> <value> <unit>` lines (see scripts/bench.sh):
 //! - `wire_decode_protobuf`: OFFERS events of one offer (cpus, mem, disk and ports, three
-//!   text attributes) through the scheduler's path: `RawOffers::split` of the record, the
+//!   text attributes) through the scheduler's path: the record split where the stream read it, the
 //!   offers taken encoded (as they wait for the launch window), then each decoded.
 //! - `wire_decode_offers_10k_ms`: one OFFERS event of 10,000 such offers, the same path.
 //! - `wire_decode_protobuf_update`: UPDATE events (a task status as this framework's
@@ -27,7 +27,7 @@ mod bench;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use storage_framework::mesos::offers::RawOffers;
+use storage_framework::mesos::offers::{offer_spans, RawOffers};
 use storage_framework::mesos::proto::Message;
 use storage_framework::mesos::recordio;
 use storage_framework::mesos::scheduler::{event, Event};
@@ -141,19 +141,26 @@ const MAX_WAITING: usize = 16_384;
 /// Offers the dispatcher decodes at a time (its `LAUNCH_WINDOW`).
 const LAUNCH_WINDOW: usize = 512;
 
-/// What the stream and the dispatcher do with an OFFERS record: split it (the stream), take
-/// its offers encoded into the backlog (the dispatcher), decode them a window at a time and
-/// drop them once answered. Returns the offers decoded.
-fn scheduler_offers(record: &[u8]) -> usize {
-    let mut raw = RawOffers::split(record).expect("an OFFERS event");
-    let waiting: Vec<_> = raw.take_encoded(MAX_WAITING).into_iter().collect();
+/// What the stream and the dispatcher do with the OFFERS records of `stream`: split each
+/// where it was read (the stream: a large one keeps the reader's buffer, a small one is
+/// copied), take its offers encoded into the backlog (the dispatcher), decode them a window at
+/// a time and drop them once answered. Returns the offers decoded.
+fn scheduler_offers(stream: &[u8]) -> usize {
+    let mut reader = recordio::Reader::new(stream);
     let mut n = 0;
-    for window in waiting.chunks(LAUNCH_WINDOW) {
-        let offers: Vec<Offer> = window
-            .iter()
-            .map(|o| o.decode().expect("valid offer"))
-            .collect();
-        n += black_box(offers).len();
+    while let Some(record) = reader.next_record().expect("valid stream") {
+        let spans = offer_spans(record).expect("an OFFERS event");
+        let (buffer, at) = reader.take_last();
+        let mut raw = RawOffers::from_buffer(buffer, at, spans);
+        let waiting: Vec<_> = raw.take_encoded(MAX_WAITING).into_iter().collect();
+        drop(raw);
+        for window in waiting.chunks(LAUNCH_WINDOW) {
+            let offers: Vec<Offer> = window
+                .iter()
+                .map(|o| o.decode().expect("valid offer"))
+                .collect();
+            n += black_box(offers).len();
+        }
     }
     n
 }
@@ -167,7 +174,7 @@ fn scheduler_event(record: &[u8]) -> usize {
 
 #[inline(never)]
 fn pass_offers(stream: &[u8]) -> usize {
-    pass(stream, scheduler_offers)
+    scheduler_offers(stream)
 }
 
 #[inline(never)]
@@ -175,7 +182,7 @@ fn pass_offers_10k(stream: &[u8]) -> usize {
     // Not the same code as `pass_offers`, which the linker would fold it into, leaving
     // callgrind one name for both.
     black_box(10_000);
-    pass(stream, scheduler_offers)
+    scheduler_offers(stream)
 }
 
 #[inline(never)]
