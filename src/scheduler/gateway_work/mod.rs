@@ -20,7 +20,7 @@ use crate::scheduler::model::{ClusterModel, Node, Persona, Phase, Removal};
 use attach_plan::{DeviceWant, NodeWant};
 use crossbeam_channel::Sender;
 use report::{NodeReport, Report};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use worker::Job;
 
@@ -53,7 +53,18 @@ pub struct StorageSide {
     reboot_after_devices: bool,
     /// Removals handed to the worker (agent, device; `None` the SDS), until it reports them.
     removals_sent: std::collections::HashSet<(String, Option<String>)>,
+    /// Nodes handed to the worker that it has not reported on yet: at most
+    /// [`MAX_UNREPORTED`]. The rest wait in the model, where their wants are made again.
+    unreported: HashSet<Arc<str>>,
 }
+
+/// Attach jobs the worker holds before it has reported on them. It works one node at a time
+/// (about ten a second on the dev gateway, fewer on a real one), so a larger queue only
+/// holds memory: at 10,000 nodes every node's want at once (its devices, names and
+/// addresses, in the plan's queue, then in the worker's) was 4 to 5 MB of the scheduler's
+/// heap for as long as the worker took to get through them, minutes after a first rollout
+/// or a restart.
+pub(crate) const MAX_UNREPORTED: usize = 256;
 
 /// A device an operator takes out (removed, or being removed) is no longer wanted.
 fn taken_out(node: &Node, path: &str) -> bool {
@@ -150,6 +161,7 @@ impl StorageSide {
         if device.is_none() {
             self.sent.remove(agent);
             self.errors.remove(agent);
+            self.unreported.remove(agent);
         }
     }
 
@@ -210,6 +222,16 @@ impl StorageSide {
             self.queued.push(Job::Poll);
         }
         self.rebooting = rebooting;
+        // A node the worker will not report on (it left, or its work ended otherwise) gives
+        // its place back.
+        if !self.unreported.is_empty() {
+            self.unreported.retain(|agent| {
+                model
+                    .nodes
+                    .get(agent)
+                    .is_some_and(|n| n.launchable() && n.covered() && !n.storage_ready)
+            });
+        }
         let mut changed = false;
         for mut node in model.nodes.values_mut() {
             if node.removal.is_some() || !node.devices_removing.is_empty() {
@@ -235,9 +257,15 @@ impl StorageSide {
             let Some(ip) = node.ip.clone() else {
                 continue;
             };
+            // Waits for a place before any allocation.
+            if !self.sent.contains_key(&*node.agent_id) && !self.has_place(&node.agent_id) {
+                continue;
+            }
             let wanted = self.wanted(&node);
             let fingerprint = attach_plan::fingerprint(&wanted);
-            if self.sent.get(&*node.agent_id) == Some(&fingerprint) {
+            if self.sent.get(&*node.agent_id) == Some(&fingerprint)
+                || !self.has_place(&node.agent_id)
+            {
                 continue;
             }
             let want = NodeWant {
@@ -269,9 +297,15 @@ impl StorageSide {
             );
             changed = true;
             self.sent.insert(node.agent_id.clone(), fingerprint);
+            self.unreported.insert(node.agent_id.clone());
             self.queued.push(Job::Attach(want));
         }
         changed
+    }
+
+    /// Whether an attach job for `agent` may go to the worker now (see [`MAX_UNREPORTED`]).
+    fn has_place(&self, agent: &str) -> bool {
+        self.unreported.len() < MAX_UNREPORTED || self.unreported.contains(agent)
     }
 
     /// A health poll as soon as the worker is free (a disruptive step just ended).
@@ -323,6 +357,7 @@ impl StorageSide {
     }
 
     fn on_node(&mut self, model: &mut ClusterModel, r: NodeReport) -> bool {
+        self.unreported.remove(r.agent_id.as_str());
         let Some(mut node) = model.nodes.get_mut(&r.agent_id) else {
             return false;
         };
@@ -421,6 +456,59 @@ mod tests {
         let n = &m.nodes["a1"];
         assert!(n.storage_ready);
         assert_eq!(n.last_error, None);
+    }
+
+    /// The attach jobs of nodes the worker has reported on nothing yet, as received.
+    fn attach_jobs(rx: &crossbeam_channel::Receiver<Job>) -> Vec<String> {
+        rx.try_iter()
+            .filter_map(|j| match j {
+                Job::Attach(w) => Some(w.agent_id.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The worker gets at most `MAX_UNREPORTED` nodes it has not reported on; each report,
+    /// and each node that leaves, lets one more go. The others wait in the model: at
+    /// 10,000 nodes all their wants at once were megabytes held for as long as the worker
+    /// took to get through them.
+    #[test]
+    fn the_worker_holds_a_bounded_number_of_nodes_it_has_not_reported_on() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut s = StorageSide::new(tx, "pd", "sp");
+        let mut m = ClusterModel::default();
+        let n = MAX_UNREPORTED + 44;
+        for i in 0..n {
+            let mut node = model_with_node(&["/dev/sdb"]).nodes["a1"].clone();
+            node.agent_id = format!("a{i}").into();
+            node.hostname = format!("h{i}");
+            m.nodes.insert(format!("a{i}"), node);
+        }
+        s.plan(&mut m);
+        s.release();
+        let first = attach_jobs(&rx);
+        assert_eq!(first.len(), MAX_UNREPORTED);
+        // Nothing more while none is reported on.
+        s.plan(&mut m);
+        s.release();
+        assert_eq!(attach_jobs(&rx), Vec::<String>::new());
+        // A report (an error too) frees a place; so does a node that left.
+        s.on_report(
+            &mut m,
+            Report::Node(NodeReport {
+                agent_id: first[0].clone(),
+                sds_id: None,
+                attached: Vec::new(),
+                sdc_connected: false,
+                error: Some("the gateway refused".into()),
+            }),
+        );
+        m.nodes.remove(&first[1]);
+        s.plan(&mut m);
+        s.release();
+        let next = attach_jobs(&rx);
+        assert_eq!(next.len(), 2, "{next:?}");
+        assert!(next.iter().all(|a| !first.contains(a)));
     }
 
     /// The plan runs after every batch: a ready node it finds as it left it must stay
