@@ -9,7 +9,7 @@
 //! attachments has been quiet for `poll_settle`; the watch on ready nodes' SDCs reads that
 //! poll's SDC list. Its time is the injected [`Clock`]'s, in milliseconds.
 
-use super::attach_plan::NodeWant;
+use super::attach_plan::{self, NodeWant};
 use super::outage::{Gate, Outage};
 use super::poll::Listed;
 use super::reconcile::Reconciler;
@@ -84,17 +84,58 @@ struct Pending {
     attached: Option<(String, Vec<String>)>,
 }
 
+/// A ready node, checked again with every health poll: only what its report and its SDC
+/// check need. As a whole `Pending` it was about 500 bytes a node (the box, its want's
+/// names, a protection domain and an SDS name), 5 MB at 10,000 ready nodes.
+struct Watched {
+    hostname: Box<str>,
+    ip: Box<str>,
+    sds_id: Box<str>,
+    attached: Box<[String]>,
+}
+
+impl Watched {
+    fn of(p: Box<Pending>) -> Watched {
+        let (sds_id, attached) = p.attached.unwrap_or_default();
+        Watched {
+            hostname: p.want.hostname.into(),
+            ip: p.want.ip.into(),
+            sds_id: sds_id.into(),
+            attached: attached.into_boxed_slice(),
+        }
+    }
+
+    /// Back to work: attached already, it awaits its SDC only (a new want, which a new
+    /// attachment brings, replaces it whole).
+    fn into_pending(self, agent: Arc<str>, due: u64, backoff: Backoff) -> Box<Pending> {
+        let hostname = String::from(self.hostname);
+        Box::new(Pending {
+            want: NodeWant {
+                agent_id: agent,
+                sds_name: attach_plan::sds_name(&hostname),
+                hostname,
+                ip: self.ip.into(),
+                protection_domain: String::new(),
+                devices: Vec::new(),
+            },
+            due,
+            backoff,
+            attached: Some((self.sds_id.into(), self.attached.into_vec())),
+        })
+    }
+}
+
 pub struct Worker {
     gateway: Reconciler,
     settings: WorkerSettings,
-    /// Boxed, in both maps: a B-tree node holds eleven values inline and, filled in key
-    /// order, stays about half full, so 240-byte values inline cost about twice their size.
-    /// At 10,000 agents (heaptrack): 4.4 MB of tree inline, 1.0 MB of tree and 2.5 MB of
-    /// boxes boxed. A move between the maps moves the box.
+    /// Boxed: a B-tree node holds eleven values inline and, filled in key order, stays about
+    /// half full, so 240-byte values inline cost about twice their size (at 10,000 agents,
+    /// heaptrack: 4.4 MB of tree inline, 1.0 MB of tree and 2.5 MB of boxes boxed).
     pending: BTreeMap<Arc<str>, Box<Pending>>,
     /// Ready nodes whose SDC is checked again with every health poll (a host reboot
-    /// disconnects it); one that lost its MDM connection goes back to `pending`.
-    watched: BTreeMap<Arc<str>, Box<Pending>>,
+    /// disconnects it); one that lost its MDM connection goes back to `pending`. Kept slim
+    /// ([`Watched`]): in a settled cluster every node is here.
+    watched: BTreeMap<Arc<str>, Watched>,
     /// The agent id each host's work is under: a host back under a new agent id (a reboot)
     /// replaces its old agent's work instead of being worked twice.
     hosts: HashMap<String, Arc<str>>,
@@ -492,12 +533,10 @@ impl Worker {
                 error,
             }));
             if sdc_connected {
-                if let Some(mut p) = self.pending.remove(agent) {
-                    p.backoff.reset();
-                    // From now on only its SDC is checked, and a new attachment comes with a
-                    // want of its own: the wanted devices were 150 bytes a node, for good.
-                    p.want.devices = Vec::new();
-                    self.watched.insert(agent.clone(), p);
+                // From now on only its SDC is checked, and a new attachment comes with a
+                // want of its own.
+                if let Some(p) = self.pending.remove(agent) {
+                    self.watched.insert(agent.clone(), Watched::of(p));
                 }
             } else {
                 self.retry_later(agent);
@@ -512,31 +551,29 @@ impl Worker {
         let lost: Vec<Arc<str>> = self
             .watched
             .iter()
-            .filter(|(_, p)| !listed.sdc_connected(&p.want.ip))
+            .filter(|(_, w)| !listed.sdc_connected(&w.ip))
             .map(|(a, _)| a.clone())
             .collect();
         let mut reports = Vec::new();
         for agent in lost {
-            let Some(mut p) = self.watched.remove(&agent) else {
+            let Some(w) = self.watched.remove(&agent) else {
                 continue;
             };
             log::warn!(
                 "{}: the SDC at {} lost its MDM connection",
-                p.want.hostname,
-                p.want.ip
+                w.hostname,
+                w.ip
             );
-            let (sds_id, attached) = p.attached.clone().unwrap_or_default();
             reports.push(Report::Node(NodeReport {
                 agent_id: agent.to_string(),
-                sds_id: Some(sds_id),
-                attached,
+                sds_id: Some(w.sds_id.to_string()),
+                attached: w.attached.to_vec(),
                 sdc_connected: false,
-                error: Some(format!(
-                    "the SDC at {} is not connected to the MDMs",
-                    p.want.ip
-                )),
+                error: Some(format!("the SDC at {} is not connected to the MDMs", w.ip)),
             }));
-            p.due = self.clock.now_ms() + ms(p.backoff.next_delay());
+            let mut backoff = Backoff::new(self.settings.retry_base, self.settings.retry_cap);
+            let due = self.clock.now_ms() + ms(backoff.next_delay());
+            let p = w.into_pending(agent.clone(), due, backoff);
             self.pending.insert(agent, p);
         }
         reports
@@ -613,8 +650,9 @@ mod tests {
                 protection_domain: "pd".into(),
                 devices: Vec::new(),
             }));
-            let p = w.pending.remove(agent).unwrap();
-            w.watched.insert(agent.into(), p);
+            let mut p = w.pending.remove(agent).unwrap();
+            p.attached = Some((format!("sds-{agent}"), vec!["/dev/sdb".into()]));
+            w.watched.insert(agent.into(), Watched::of(p));
         }
         let sdc = crate::gateway::types::Sdc::at;
         // a2's SDC is disconnected, a3's is not listed (another address is connected).
@@ -622,15 +660,26 @@ mod tests {
         listed.sdc(sdc("10.0.0.1", "Connected"));
         listed.sdc(sdc("10.0.0.2", "Disconnected"));
         listed.sdc(sdc("10.0.0.9", "Connected"));
-        let lost: Vec<String> = w
+        let lost: Vec<NodeReport> = w
             .recheck_watched(&listed)
             .into_iter()
             .filter_map(|r| match r {
-                Report::Node(n) if !n.sdc_connected => Some(n.agent_id),
+                Report::Node(n) if !n.sdc_connected => Some(n),
                 _ => None,
             })
             .collect();
-        assert_eq!(lost, ["a2", "a3"]);
+        let agents: Vec<&str> = lost.iter().map(|n| n.agent_id.as_str()).collect();
+        assert_eq!(agents, ["a2", "a3"]);
+        // Each reported with what it holds, and back at work awaiting its SDC only.
+        assert_eq!(lost[0].sds_id.as_deref(), Some("sds-a2"));
+        assert_eq!(lost[0].attached, ["/dev/sdb"]);
+        let back = &w.pending["a2"];
+        assert_eq!(back.want.ip, "10.0.0.2");
+        assert_eq!(back.want.hostname, "h-a2");
+        assert_eq!(
+            back.attached,
+            Some(("sds-a2".to_string(), vec!["/dev/sdb".to_string()]))
+        );
         assert_eq!(w.watched.keys().map(|k| &**k).collect::<Vec<_>>(), ["a1"]);
         assert_eq!(
             w.pending.keys().map(|k| &**k).collect::<Vec<_>>(),
@@ -655,7 +704,7 @@ mod tests {
         w.take(Job::Attach(want("a2", "h2")));
         // a1 was ready and watched when its host rebooted.
         let p = w.pending.remove("a1").unwrap();
-        w.watched.insert("a1".into(), p);
+        w.watched.insert("a1".into(), Watched::of(p));
         w.take(Job::Attach(want("a1b", "h1")));
         assert_eq!(
             w.pending.keys().map(|k| &**k).collect::<Vec<_>>(),
@@ -1046,10 +1095,6 @@ mod tests {
         }
         assert_eq!(ready, 10, "every node's SDC found connected");
         assert_eq!(w.watched.len(), 10);
-        assert!(
-            w.watched.values().all(|p| p.want.devices.is_empty()),
-            "a watched node keeps no wanted devices"
-        );
         // At 0, 500 and 1,000 ms: not one listing per attachment.
         assert_eq!(checks, 3, "SDC listings for 10 attachments 100 ms apart");
     }
