@@ -3,7 +3,9 @@
 //! At 10,000 agents one OFFERS event holds 10,000 offers: some 3 MB on the wire, but about
 //! 11 MB decoded (an `Offer` is 392 bytes before its resources, four of 176 bytes each). A
 //! scheduler that decodes the event whole holds all of it while it works through the offers;
-//! kept encoded, an offer costs its wire bytes until the moment it is looked at.
+//! kept encoded, an offer costs its wire bytes until the moment it is looked at (at most
+//! twice that while it waits: waiting offers share their event's bytes only when they are at
+//! least half of them, and those bytes go with the last of them).
 //!
 //! The bytes are held once. A large event keeps the buffer the stream read it into
 //! ([`RawOffers::from_buffer`]), and the offers that wait for the launch window share it:

@@ -189,6 +189,8 @@ impl<R: Read> Reader<R> {
 
     /// The next record, or `None` at a clean end of stream (between records).
     pub fn next_record(&mut self) -> Result<Option<&[u8]>, RecordIoError> {
+        // Until a record is returned there is none to take.
+        self.last = 0..0;
         // Length prefix: digits up to '\n'.
         let newline = loop {
             if let Some(i) = self.buf[self.pos..self.end]
@@ -302,8 +304,7 @@ mod tests {
         assert!(r.next_record().unwrap().is_none());
     }
 
-    /// A reader that hands out at most `chunk` bytes a read, so that the bytes after a record
-    /// are in the buffer when it is taken.
+    /// A reader that hands out at most `chunk` bytes a read.
     struct Chunked<'a>(&'a [u8], usize);
 
     impl Read for Chunked<'_> {
@@ -315,31 +316,41 @@ mod tests {
         }
     }
 
+    fn bytes(len: usize, seed: usize) -> Vec<u8> {
+        (0..len).map(|i| ((i + seed) % 253) as u8).collect()
+    }
+
     #[test]
     fn a_large_record_is_taken_with_its_buffer_and_reading_goes_on() {
-        let big: Vec<u8> = (0..3 * READ_CHUNK).map(|i| (i % 253) as u8).collect();
+        // The first large record grows the buffer past the second's size, so the read that
+        // brings the second also brings the records after it: they move to the new buffer.
+        let (first, second) = (bytes(3 * READ_CHUNK + 100, 1), bytes(READ_CHUNK + 500, 2));
         let mut stream = Vec::new();
-        encode(b"first", &mut stream);
-        encode(&big, &mut stream);
+        encode(b"small", &mut stream);
+        encode(&first, &mut stream);
+        encode(&second, &mut stream);
         encode(b"after", &mut stream);
         encode(b"last", &mut stream);
-        let mut r = Reader::new(Chunked(&stream, 5 * READ_CHUNK));
+        let mut r = Reader::new(Chunked(&stream, 8 * READ_CHUNK));
 
-        assert_eq!(r.next_record().unwrap().unwrap(), b"first");
+        assert_eq!(r.next_record().unwrap().unwrap(), b"small");
         let (small, at) = r.take_last();
-        assert_eq!(&small[at], b"first", "a small record is copied");
+        assert_eq!(&small[at], b"small", "a small record is copied");
+        assert_eq!(r.next_record().unwrap().unwrap(), &first[..]);
 
         let read_at = r.next_record().unwrap().unwrap().as_ptr();
+        assert!(r.end > r.pos, "the next records were read with it");
         let (taken, at) = r.take_last();
-        assert_eq!(&taken[at.clone()], &big[..]);
+        assert_eq!(&taken[at.clone()], &second[..]);
         assert_eq!(
             taken[at].as_ptr(),
             read_at,
             "a large record is the buffer it was read into, not a copy"
         );
-        // The next records were partly read with it: they moved to the new buffer.
         assert_eq!(r.next_record().unwrap().unwrap(), b"after");
         assert_eq!(r.next_record().unwrap().unwrap(), b"last");
         assert!(r.next_record().unwrap().is_none());
+        // Nothing returned, nothing to take.
+        assert!(r.take_last().0.is_empty());
     }
 }

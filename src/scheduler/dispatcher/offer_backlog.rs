@@ -4,7 +4,9 @@
 //! few kilobytes of Call held until the sender had posted it (some 30 MB), next to the
 //! decoded event (11 MB). Now at most [`LAUNCH_WINDOW`] ACCEPTs are between the dispatcher
 //! and the master; up to [`MAX_WAITING`] offers wait as the master encoded them (about 550
-//! bytes each, copied out of their event) and are decoded a window's worth at a time. Offers beyond that are answered
+//! bytes each, in their event's bytes when they are most of it, else copied out together:
+//! `mesos/offers.rs`; an event's bytes live until its last waiting offer is taken) and are
+//! decoded a window's worth at a time. Offers beyond that are answered
 //! at once, launches among them declined for [`WINDOW_FULL_REFUSE_SECS`]: the master offers
 //! those agents again a moment later, and meanwhile their resources are not held from other
 //! frameworks. The pace of a launch wave is the sender's either way: it was always the one

@@ -63,7 +63,10 @@ pub struct StorageSide {
 /// holds memory: at 10,000 nodes every node's want at once (its devices, names and
 /// addresses, in the plan's queue, then in the worker's) was 4 to 5 MB of the scheduler's
 /// heap for as long as the worker took to get through them, minutes after a first rollout
-/// or a restart.
+/// or a restart. This bounds the queue, not the work: a node the worker reported on and
+/// retries (a gateway error, its SDC awaited) stays in its work, and a node that leaves, or
+/// that a health poll finds ready, gives its place back at the next plan while the worker
+/// may still hold its job.
 pub(crate) const MAX_UNREPORTED: usize = 256;
 
 /// A device an operator takes out (removed, or being removed) is no longer wanted.
