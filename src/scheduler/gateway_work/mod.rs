@@ -69,6 +69,20 @@ pub struct StorageSide {
 /// may still hold its job.
 pub(crate) const MAX_UNREPORTED: usize = 256;
 
+/// The write-ahead record of an attach job (`Node.storage_intent`).
+fn intent(want: &NodeWant) -> Box<str> {
+    let devices = if want.devices.is_empty() {
+        "no devices".to_string()
+    } else {
+        want.devices
+            .iter()
+            .map(|d| d.path.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    format!("SDS {} at {} with {devices}", want.sds_name, want.ip).into()
+}
+
 /// A device an operator takes out (removed, or being removed) is no longer wanted.
 fn taken_out(node: &Node, path: &str) -> bool {
     node.devices_removed.iter().any(|d| d == path)
@@ -225,16 +239,7 @@ impl StorageSide {
             self.queued.push(Job::Poll);
         }
         self.rebooting = rebooting;
-        // A node the worker will not report on (it left, or its work ended otherwise) gives
-        // its place back.
-        if !self.unreported.is_empty() {
-            self.unreported.retain(|agent| {
-                model
-                    .nodes
-                    .get(agent)
-                    .is_some_and(|n| n.launchable() && n.covered() && !n.storage_ready)
-            });
-        }
+        self.give_places_back(model);
         let mut changed = false;
         for mut node in model.nodes.values_mut() {
             if node.removal.is_some() || !node.devices_removing.is_empty() {
@@ -282,28 +287,26 @@ impl StorageSide {
                     .unwrap_or_else(|| self.protection_domain.clone()),
                 devices: wanted,
             };
-            node.storage_intent = Some(
-                format!(
-                    "SDS {} at {ip} with {}",
-                    want.sds_name,
-                    if want.devices.is_empty() {
-                        "no devices".to_string()
-                    } else {
-                        want.devices
-                            .iter()
-                            .map(|d| d.path.as_str())
-                            .collect::<Vec<_>>()
-                            .join(",")
-                    }
-                )
-                .into(),
-            );
+            node.storage_intent = Some(intent(&want));
             changed = true;
             self.sent.insert(node.agent_id.clone(), fingerprint);
             self.unreported.insert(node.agent_id.clone());
             self.queued.push(Job::Attach(want));
         }
         changed
+    }
+
+    /// A node the worker will not report on (it left, or its work ended otherwise) gives its
+    /// place back.
+    fn give_places_back(&mut self, model: &ClusterModel) {
+        if !self.unreported.is_empty() {
+            self.unreported.retain(|agent| {
+                model
+                    .nodes
+                    .get(agent)
+                    .is_some_and(|n| n.launchable() && n.covered() && !n.storage_ready)
+            });
+        }
     }
 
     /// Whether an attach job for `agent` may go to the worker now (see [`MAX_UNREPORTED`]).
