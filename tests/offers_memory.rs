@@ -7,7 +7,7 @@
 //! The heap is counted per thread, on the calling one.
 
 use std::cell::Cell;
-use storage_framework::mesos::offers::{offer_spans, RawOffers};
+use storage_framework::mesos::offers::RawOffers;
 use storage_framework::mesos::proto::Message;
 use storage_framework::mesos::recordio;
 use storage_framework::mesos::scheduler::{event, Event};
@@ -59,10 +59,8 @@ fn an_offers_event_of_ten_thousand_offers_is_held_once() {
 
     let before = mark();
     // As the event stream does (`mesos/client/stream.rs`) ...
-    let read = reader.next_record().expect("reads").expect("a record");
-    let spans = offer_spans(read).expect("an OFFERS event");
-    let (buffer, at) = reader.take_last();
-    let mut raw = RawOffers::from_buffer(buffer, at, spans);
+    reader.next_record().expect("reads").expect("a record");
+    let mut raw = RawOffers::take_from(&mut reader).expect("an OFFERS event");
     // ... and the dispatcher's offer backlog.
     let waiting = raw.take_encoded(MAX_WAITING);
     drop(raw);

@@ -14,8 +14,10 @@
 //! transient of a 10,000-agent scheduler.
 
 use crate::mesos::proto::{DecodeError, Message, Reader, WIRE_LEN, WIRE_VARINT};
+use crate::mesos::recordio;
 use crate::mesos::scheduler::event;
 use crate::mesos::types::Offer;
+use std::io::Read;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -30,7 +32,7 @@ pub struct RawOffers {
 /// Where each offer of `record` lies in it, when it is a protobuf OFFERS event that holds
 /// nothing else this scheduler reads; `None` for any other event and for anything malformed,
 /// which the whole-event decoder then reports as it does for every event.
-pub fn offer_spans(record: &[u8]) -> Option<Vec<(u32, u32)>> {
+fn offer_spans(record: &[u8]) -> Option<Vec<(u32, u32)>> {
     // Spans are u32: an event of 4 GiB is not one this scheduler reads.
     u32::try_from(record.len()).ok()?;
     let mut r = Reader::new(record);
@@ -65,7 +67,8 @@ pub fn offer_spans(record: &[u8]) -> Option<Vec<(u32, u32)>> {
 }
 
 impl RawOffers {
-    /// The offers of `record`, its bytes copied ([`offer_spans`] says which records split).
+    /// The offers of `record` when it is a protobuf OFFERS event that holds nothing else this
+    /// scheduler reads (`None` otherwise: the whole-event decoder reports it), its bytes copied.
     pub fn split(record: &[u8]) -> Option<RawOffers> {
         let spans = offer_spans(record)?;
         Some(RawOffers::from_buffer(
@@ -75,9 +78,18 @@ impl RawOffers {
         ))
     }
 
+    /// The offers of the record `records` returned last, when it is an OFFERS event (as
+    /// [`RawOffers::split`]), taken out of the reader: a large record with the buffer it was
+    /// read into, uncopied ([`recordio::Reader::take_last`]). `None` leaves the record there.
+    pub fn take_from<R: Read>(records: &mut recordio::Reader<R>) -> Option<RawOffers> {
+        let spans = offer_spans(records.last())?;
+        let (buffer, at) = records.take_last();
+        Some(RawOffers::from_buffer(buffer, at, spans))
+    }
+
     /// The offers of the record at `at` in `buffer`, with `spans` from [`offer_spans`] of
     /// that record: the buffer is kept as it is, not copied.
-    pub fn from_buffer(buffer: Vec<u8>, at: Range<usize>, spans: Vec<(u32, u32)>) -> RawOffers {
+    fn from_buffer(buffer: Vec<u8>, at: Range<usize>, spans: Vec<(u32, u32)>) -> RawOffers {
         debug_assert!(at.end <= buffer.len());
         let base = at.start as u32;
         let spans = spans

@@ -247,6 +247,11 @@ impl<R: Read> Reader<R> {
         Ok(Some(&self.buf[start..start + length]))
     }
 
+    /// The record [`Reader::next_record`] returned last (empty when it returned none).
+    pub fn last(&self) -> &[u8] {
+        &self.buf[self.last.clone()]
+    }
+
     /// The record [`Reader::next_record`] returned last, owned, and where it lies in the
     /// vector. A large one (an OFFERS event of 10,000 offers is megabytes) takes the buffer
     /// it was read into, uncopied, and the reader goes on in a new one; a small one is copied.

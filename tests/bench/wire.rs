@@ -27,7 +27,7 @@ mod bench;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use storage_framework::mesos::offers::{offer_spans, RawOffers};
+use storage_framework::mesos::offers::RawOffers;
 use storage_framework::mesos::proto::Message;
 use storage_framework::mesos::recordio;
 use storage_framework::mesos::scheduler::{event, Event};
@@ -148,10 +148,8 @@ const LAUNCH_WINDOW: usize = 512;
 fn scheduler_offers(stream: &[u8]) -> usize {
     let mut reader = recordio::Reader::new(stream);
     let mut n = 0;
-    while let Some(record) = reader.next_record().expect("valid stream") {
-        let spans = offer_spans(record).expect("an OFFERS event");
-        let (buffer, at) = reader.take_last();
-        let mut raw = RawOffers::from_buffer(buffer, at, spans);
+    while reader.next_record().expect("valid stream").is_some() {
+        let mut raw = RawOffers::take_from(&mut reader).expect("an OFFERS event");
         let waiting: Vec<_> = raw.take_encoded(MAX_WAITING).into_iter().collect();
         drop(raw);
         for window in waiting.chunks(LAUNCH_WINDOW) {

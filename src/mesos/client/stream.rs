@@ -7,7 +7,7 @@
 //! type, read from its first fields without decoding the rest, is the one allowed more.
 
 use crate::mesos::codec::{CodecError, Encoding};
-use crate::mesos::offers::{offer_spans, RawOffers};
+use crate::mesos::offers::RawOffers;
 use crate::mesos::proto::{Message, Reader, WIRE_VARINT};
 use crate::mesos::recordio::{self, RecordIoError};
 use crate::mesos::{executor, scheduler};
@@ -165,13 +165,11 @@ impl EventReader<scheduler::Event> {
         };
         check_size::<scheduler::Event>(self.encoding, &self.endpoint, record, self.caps)?;
         if self.encoding == Encoding::Protobuf {
-            if let Some(spans) = offer_spans(record) {
-                let (buffer, at) = self.records.take_last();
-                let offers = RawOffers::from_buffer(buffer, at, spans);
+            if let Some(offers) = RawOffers::take_from(&mut self.records) {
                 return Ok(Some(SchedulerItem::Offers(offers)));
             }
         }
-        decode_event(self.encoding, &self.endpoint, record)
+        decode_event(self.encoding, &self.endpoint, self.records.last())
             .map(|e| Some(SchedulerItem::Event(Box::new(e))))
     }
 }

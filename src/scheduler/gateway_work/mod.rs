@@ -265,15 +265,13 @@ impl StorageSide {
             let Some(ip) = node.ip.clone() else {
                 continue;
             };
-            // Waits for a place before any allocation.
-            if !self.sent.contains_key(&*node.agent_id) && !self.has_place(&node.agent_id) {
+            // Without a place no job goes, whatever the want: asked before making it.
+            if !self.has_place(&node.agent_id) {
                 continue;
             }
             let wanted = self.wanted(&node);
             let fingerprint = attach_plan::fingerprint(&wanted);
-            if self.sent.get(&*node.agent_id) == Some(&fingerprint)
-                || !self.has_place(&node.agent_id)
-            {
+            if self.sent.get(&*node.agent_id) == Some(&fingerprint) {
                 continue;
             }
             let want = NodeWant {

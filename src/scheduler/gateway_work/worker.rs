@@ -295,7 +295,7 @@ impl Worker {
                     self.watched.remove(&old);
                 }
                 self.watched.remove(&want.agent_id);
-                let backoff = Backoff::new(self.settings.retry_base, self.settings.retry_cap);
+                let backoff = self.backoff();
                 self.pending.insert(
                     want.agent_id.clone(),
                     Box::new(Pending {
@@ -327,6 +327,11 @@ impl Worker {
                 self.outage = Outage::new(self.settings.retry_base, self.settings.retry_cap);
             }
         }
+    }
+
+    /// A node's retry backoff, from its first attempt.
+    fn backoff(&self) -> Backoff {
+        Backoff::new(self.settings.retry_base, self.settings.retry_cap)
     }
 
     fn poll_soon(&mut self) {
@@ -571,7 +576,7 @@ impl Worker {
                 sdc_connected: false,
                 error: Some(format!("the SDC at {} is not connected to the MDMs", w.ip)),
             }));
-            let mut backoff = Backoff::new(self.settings.retry_base, self.settings.retry_cap);
+            let mut backoff = self.backoff();
             let due = self.clock.now_ms() + ms(backoff.next_delay());
             let p = w.into_pending(agent.clone(), due, backoff);
             self.pending.insert(agent, p);
