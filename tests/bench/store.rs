@@ -1,5 +1,8 @@
 //! `cargo bench --bench store`: bytes the file store writes for one node's update when the
-//! cluster has 10,000 nodes (a save costs what changed, not the whole model).
+//! cluster has 10,000 nodes (a save costs what changed, not the whole model), and how long a
+//! restarted scheduler takes to load that journal (`store_load_ms_10k`: the median of
+//! [`LOADS`] loads, min-max on the `_spread` line), before it can tell any executor where it
+//! is.
 
 #[path = "../support/bench.rs"]
 mod bench;
@@ -11,6 +14,7 @@ use storage_framework::store::JournalStore;
 
 const NODES: usize = 10_000;
 const UPDATES: u64 = 1_000;
+const LOADS: usize = 5;
 
 fn main() {
     bench::print_in_process_binary();
@@ -68,6 +72,22 @@ fn main() {
         2 * per_update
     );
     println!("bench store_file_bytes_10k {start} bytes");
+    let mut times = Vec::new();
+    for _ in 0..LOADS {
+        let mut again = StateStore::new(Box::new(JournalStore::new(&path).expect("path")));
+        let t = std::time::Instant::now();
+        let loaded = again.load().expect("load");
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+        assert_eq!(loaded.model.nodes.len(), NODES, "every node loaded");
+    }
+    times.sort_by(f64::total_cmp);
+    println!("bench store_load_ms_10k {:.1} ms", times[LOADS / 2]);
+    println!(
+        "bench store_load_ms_10k_spread {:.1}-{:.1} ms ({LOADS} loads of {} bytes, median above)",
+        times[0],
+        times[LOADS - 1],
+        std::fs::metadata(&path).map_or(0, |m| m.len())
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

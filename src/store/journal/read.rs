@@ -125,7 +125,10 @@ pub(super) fn replay(
             len: head.len() as u64,
             ended: false,
         };
-        let mut de = serde_json::Deserializer::from_reader(&mut line);
+        // serde_json reads its input a byte at a time: through a `BufReader`, std's
+        // `bytes()` takes each from its buffer, where `UpToNewline::read` alone would copy
+        // them one call each (the journal's load of 10,000 nodes was mostly those copies).
+        let mut de = serde_json::Deserializer::from_reader(io::BufReader::new(&mut line));
         let parsed = Batch { each: &mut *each }
             .deserialize(&mut de)
             .and_then(|()| de.end());
