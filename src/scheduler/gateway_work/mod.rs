@@ -13,6 +13,7 @@ pub mod prereq;
 pub mod reconcile;
 pub mod removal;
 pub mod report;
+mod sdcs_seen;
 pub mod startup;
 pub mod worker;
 

@@ -156,6 +156,11 @@ impl Listed {
         self.connected_sdcs.contains(ip)
     }
 
+    /// The addresses of the connected SDCs.
+    pub fn connected_sdcs(&self) -> impl Iterator<Item = &str> {
+        self.connected_sdcs.iter().map(|ip| &**ip)
+    }
+
     /// Whether the gateway lists an SDS of this id.
     pub fn has_sds(&self, id: &str) -> bool {
         self.by_id.contains_key(id)

@@ -15,6 +15,7 @@ use super::poll::Listed;
 use super::reconcile::Reconciler;
 use super::removal::{Removals, RemoveWant};
 pub use super::report::{HealthPoll, NodeReport, Report};
+use super::sdcs_seen::SdcsSeen;
 use crate::backoff::Backoff;
 use crate::clock::{self, Clock};
 use crate::gateway::api;
@@ -147,6 +148,8 @@ pub struct Worker {
     polled_ms: Option<u64>,
     /// When the SDCs may be listed again for the nodes awaiting theirs (`check_sdcs`).
     sdcs_checkable: u64,
+    /// The newest SDC listing's connected SDCs, while nodes await theirs (`sdcs_seen.rs`).
+    sdcs_seen: Option<SdcsSeen>,
     /// The gateway as a whole: while it is unreachable only probes go out.
     outage: Outage,
     removals: Removals,
@@ -166,6 +169,7 @@ impl Worker {
             settled_due: None,
             polled_ms: None,
             sdcs_checkable: 0,
+            sdcs_seen: None,
             removals: Removals::default(),
             clock: clock::system(),
         }
@@ -385,6 +389,9 @@ impl Worker {
         if self.poll_at() <= self.clock.now_ms() {
             self.poll(&mut reports);
         }
+        if self.sdcs_seen.as_ref().is_some_and(|s| !s.fresh(now)) {
+            self.sdcs_seen = None;
+        }
         reports
     }
 
@@ -402,6 +409,10 @@ impl Worker {
         match polled {
             Ok(poll) => {
                 reports.extend(self.recheck_watched(&poll.listed));
+                // The newest listing answers; a settled cluster holds none.
+                let now = self.clock.now_ms();
+                self.sdcs_seen = (!self.pending.is_empty())
+                    .then(|| SdcsSeen::new(now, poll.listed.connected_sdcs()));
                 reports.extend(self.removals.check(&poll));
                 reports.push(Report::Health(Box::new(poll)));
             }
@@ -498,56 +509,84 @@ impl Worker {
     /// One `GET /api/types/Sdc/instances` for every node awaiting its SDC, at most once per
     /// `poll_settle`: the nodes due before then wait for it. Each listing names every SDC
     /// of the cluster; one after every pass of attachments made a 10,000-node rollout's
-    /// attach quadratic (a pass attaches the few nodes whose jobs came meanwhile).
+    /// attach quadratic (a pass attaches the few nodes whose jobs came meanwhile). A node
+    /// whose SDC the newest listing showed connected a moment ago needs none
+    /// (`sdcs_seen.rs`).
     fn check_sdcs(&mut self, agents: &[Arc<str>], now: u64) -> Vec<Report> {
+        let mut reports = Vec::new();
+        let seen = self.sdcs_seen.as_ref().filter(|s| s.fresh(now));
+        let (known, unknown): (Vec<Arc<str>>, Vec<Arc<str>>) =
+            agents.iter().cloned().partition(|agent| {
+                seen.zip(self.pending.get(agent))
+                    .is_some_and(|(seen, p)| seen.connected(&p.want.ip))
+            });
+        for agent in &known {
+            reports.extend(self.sdc_checked(agent, Ok(true)));
+        }
+        if unknown.is_empty() {
+            return reports;
+        }
         if now < self.sdcs_checkable {
-            for agent in agents {
+            for agent in &unknown {
                 if let Some(p) = self.pending.get_mut(agent) {
                     p.due = p.due.max(self.sdcs_checkable);
                 }
             }
-            return Vec::new();
+            return reports;
         }
         self.sdcs_checkable = now + ms(self.settings.poll_settle);
         let connected = api::connected_sdc_ips(self.gateway.client());
         if connected.is_err() && self.gateway_gone() {
-            return Vec::new();
+            return reports;
         }
-        let mut reports = Vec::new();
-        for agent in agents {
-            let Some(p) = self.pending.get(agent) else {
-                continue;
+        if let Ok(set) = &connected {
+            self.sdcs_seen = Some(SdcsSeen::new(now, set.iter().map(String::as_str)));
+        }
+        for agent in &unknown {
+            let found = match &connected {
+                Ok(set) => Ok(self
+                    .pending
+                    .get(agent)
+                    .is_some_and(|p| set.contains(&p.want.ip))),
+                Err(e) => Err(e.to_string()),
             };
-            let (sds_id, attached) = p.attached.clone().unwrap_or_default();
-            let (sdc_connected, error) = match &connected {
-                Ok(set) if set.contains(&p.want.ip) => (true, None),
-                Ok(_) => (
-                    false,
-                    Some(format!(
-                        "waiting for the SDC at {} to connect to the MDMs",
-                        p.want.ip
-                    )),
-                ),
-                Err(e) => (false, Some(e.to_string())),
-            };
-            reports.push(Report::Node(NodeReport {
-                agent_id: agent.to_string(),
-                sds_id: Some(sds_id),
-                attached,
-                sdc_connected,
-                error,
-            }));
-            if sdc_connected {
-                // From now on only its SDC is checked, and a new attachment comes with a
-                // want of its own.
-                if let Some(p) = self.pending.remove(agent) {
-                    self.watched.insert(agent.clone(), Watched::of(p));
-                }
-            } else {
-                self.retry_later(agent);
-            }
+            reports.extend(self.sdc_checked(agent, found));
         }
         reports
+    }
+
+    /// A node awaiting its SDC, checked: whether the SDC is connected, or why that is not
+    /// known. Ready, it is watched from now on; else retried with backoff.
+    fn sdc_checked(&mut self, agent: &Arc<str>, found: Result<bool, String>) -> Option<Report> {
+        let p = self.pending.get(agent)?;
+        let (sds_id, attached) = p.attached.clone().unwrap_or_default();
+        let (sdc_connected, error) = match found {
+            Ok(true) => (true, None),
+            Ok(false) => (
+                false,
+                Some(format!(
+                    "waiting for the SDC at {} to connect to the MDMs",
+                    p.want.ip
+                )),
+            ),
+            Err(e) => (false, Some(e)),
+        };
+        if sdc_connected {
+            // From now on only its SDC is checked, and a new attachment comes with a want of
+            // its own.
+            if let Some(p) = self.pending.remove(agent) {
+                self.watched.insert(agent.clone(), Watched::of(p));
+            }
+        } else {
+            self.retry_later(agent);
+        }
+        Some(Report::Node(NodeReport {
+            agent_id: agent.to_string(),
+            sds_id: Some(sds_id),
+            attached,
+            sdc_connected,
+            error,
+        }))
     }
 
     /// Ready nodes whose SDC has lost its MDM connection in the poll's SDC list: reported,
@@ -1102,5 +1141,89 @@ mod tests {
         assert_eq!(w.watched.len(), 10);
         // At 0, 500 and 1,000 ms: not one listing per attachment.
         assert_eq!(checks, 3, "SDC listings for 10 attachments 100 ms apart");
+    }
+
+    /// The SDC listings the dev gateway has answered.
+    fn sdc_listings(gw: &devcluster::gateway::GatewayHandle) -> u64 {
+        gw.snapshot()["listings"]["Sdc"].as_u64().unwrap_or(0)
+    }
+
+    /// A host's SDC is installed long before its disks join: a listing a moment old shows
+    /// it, and the nodes attached meanwhile are ready without one of their own. Once the
+    /// listing is older than `REUSE_MS`, the next node's check lists again.
+    #[test]
+    fn nodes_whose_sdc_a_fresh_listing_showed_connected_need_no_listing() {
+        let gw = dev_gateway();
+        let clock = ManualClock::at(1_000);
+        let mut w = worker_on(&gw.addr().to_string(), clock.clone());
+        for i in 0..30 {
+            gw.sdc_installed(&with_device(i).ip, "10.0.0.11").unwrap();
+        }
+        w.work_due();
+        let before = sdc_listings(&gw);
+        let mut ready = 0;
+        for i in 0..20 {
+            w.take(Job::Attach(with_device(i)));
+            ready += w
+                .work_due()
+                .iter()
+                .filter(|r| matches!(r, Report::Node(n) if n.sdc_connected))
+                .count();
+            clock.advance(100);
+        }
+        assert_eq!(ready, 20, "each node ready in the pass that attached it");
+        assert_eq!(
+            sdc_listings(&gw) - before,
+            1,
+            "SDC listings for 20 attachments 100 ms apart"
+        );
+        clock.advance(super::super::sdcs_seen::REUSE_MS);
+        w.take(Job::Attach(with_device(20)));
+        w.work_due();
+        assert_eq!(sdc_listings(&gw) - before, 2, "the listing grew old: again");
+    }
+
+    /// The newest listing answers: a poll that finds a ready node's SDC gone replaces the
+    /// check that found it connected a moment before, and the node is not taken back as
+    /// ready until a listing shows its SDC again.
+    #[test]
+    fn an_sdc_a_poll_found_gone_is_not_taken_back_from_an_older_listing() {
+        let gw = dev_gateway();
+        let clock = ManualClock::at(1_000);
+        let mut w = worker_on(&gw.addr().to_string(), clock.clone());
+        let want = with_device(0);
+        let ip = want.ip.clone();
+        gw.sdc_installed(&ip, "10.0.0.11").unwrap();
+        w.work_due();
+        w.take(Job::Attach(want));
+        w.work_due();
+        assert!(w.watched.contains_key("a0"), "ready and watched");
+        gw.set_sdc_connected(&ip, false);
+        clock.advance(1_000);
+        w.take(Job::Poll);
+        let lost = w.work_due();
+        assert!(lost
+            .iter()
+            .any(|r| matches!(r, Report::Node(n) if n.agent_id == "a0" && !n.sdc_connected)));
+        for _ in 0..5 {
+            clock.advance(w.next_wake().saturating_sub(clock.now_ms()).max(1));
+            let again = w.work_due();
+            assert!(
+                !again
+                    .iter()
+                    .any(|r| matches!(r, Report::Node(n) if n.sdc_connected)),
+                "taken back as ready: {again:?}"
+            );
+        }
+        gw.sdc_installed(&ip, "10.0.0.11").unwrap();
+        let deadline = clock.now_ms() + 120_000;
+        while !w.watched.contains_key("a0") && clock.now_ms() < deadline {
+            clock.advance(w.next_wake().saturating_sub(clock.now_ms()).max(1));
+            w.work_due();
+        }
+        assert!(
+            w.watched.contains_key("a0"),
+            "ready again once its SDC is back"
+        );
     }
 }

@@ -1308,6 +1308,8 @@ struct Model {
     random: RandomState,
     nonce: u64,
     requests: u64,
+    /// `GET /api/types/<type>/instances` answered, by type: what a client's listings cost.
+    listings: std::collections::BTreeMap<&'static str, u64>,
 }
 
 impl Model {
@@ -1342,6 +1344,7 @@ impl Model {
             random: RandomState::new(),
             nonce: 0,
             requests: 0,
+            listings: Default::default(),
         };
         if let Some((domain, pool)) = config.preconfigured {
             let name = model.system_name.clone();
@@ -1436,6 +1439,7 @@ impl Model {
             })).collect::<Vec<_>>(),
             "activeTokens": self.tokens.len(),
             "requests": self.requests,
+            "listings": self.listings,
         })
     }
 
@@ -1494,7 +1498,10 @@ impl Model {
             ["types", type_name, "instances"] => match Kind::parse(type_name) {
                 None => not_route(path),
                 Some(kind) => match method {
-                    "GET" => Reply::ok(&self.list(kind)),
+                    "GET" => {
+                        *self.listings.entry(kind.type_name()).or_default() += 1;
+                        Reply::ok(&self.list(kind))
+                    }
                     "POST" => self.create(kind, request),
                     _ => not_allowed(method, path),
                 },
