@@ -17,6 +17,7 @@ mod sdcs_seen;
 pub mod startup;
 pub mod worker;
 
+use crate::hash::KeyHash;
 use crate::scheduler::model::{ClusterModel, Node, Persona, Phase, Removal};
 use attach_plan::{DeviceWant, NodeWant};
 use crossbeam_channel::Sender;
@@ -36,10 +37,10 @@ pub struct StorageSide {
     /// Agent (the model's own key) -> the fingerprint of the devices last handed to the
     /// worker (it retries those by itself). Not the list: at 10,000 nodes the lists were
     /// 3 MB of the scheduler's heap (heaptrack), a copy of what the worker holds.
-    sent: HashMap<Arc<str>, u64>,
+    sent: HashMap<Arc<str>, u64, KeyHash>,
     /// Agent (the model's own key) -> the gateway error we put in `last_error` (cleared when
     /// the node is ready).
-    errors: HashMap<Arc<str>, String>,
+    errors: HashMap<Arc<str>, String, KeyHash>,
     /// Experimental mode: the cluster exists only once the primary MDM node has passed
     /// `cluster-init` (its executor ran the `scli` steps); no gateway work before that.
     experimental: bool,
@@ -56,7 +57,8 @@ pub struct StorageSide {
     removals_sent: std::collections::HashSet<(String, Option<String>)>,
     /// Nodes handed to the worker that it has not reported on yet: at most
     /// [`MAX_UNREPORTED`]. The rest wait in the model, where their wants are made again.
-    unreported: HashSet<Arc<str>>,
+    /// These maps are looked up for every waiting node at every plan: `KeyHash`, not SipHash.
+    unreported: HashSet<Arc<str>, KeyHash>,
 }
 
 /// Attach jobs the worker holds before it has reported on them. It works one node at a time
@@ -263,13 +265,15 @@ impl StorageSide {
             if ready || !node.covered() {
                 continue;
             }
-            let Some(ip) = node.ip.clone() else {
+            // Without an address or a place no job goes, whatever the want: asked before
+            // making it (at 10,000 nodes most wait for a place at every plan).
+            let Some(ip) = node
+                .ip
+                .as_deref()
+                .filter(|_| self.has_place(&node.agent_id))
+            else {
                 continue;
             };
-            // Without a place no job goes, whatever the want: asked before making it.
-            if !self.has_place(&node.agent_id) {
-                continue;
-            }
             let wanted = self.wanted(&node);
             let fingerprint = attach_plan::fingerprint(&wanted);
             if self.sent.get(&*node.agent_id) == Some(&fingerprint) {
