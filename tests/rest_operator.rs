@@ -56,6 +56,7 @@ fn dispatcher(
                     master: None,
                     disconnected_reason: None,
                     suppressed: false,
+                    attach_queue: Default::default(),
                     model: ClusterModel::default(),
                     generated_ms: 1,
                     generation: 1,

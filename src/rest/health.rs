@@ -165,6 +165,7 @@ mod tests {
             master: None,
             disconnected_reason: None,
             suppressed: false,
+            attach_queue: Default::default(),
             model,
             generated_ms: 0,
             generation: 0,

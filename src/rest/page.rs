@@ -388,6 +388,7 @@ fn facts(out: &mut String, v: &View) {
             },
         ),
         ("Nodes", model.nodes.len().to_string()),
+        ("Disks to attach", attach_queue(v, &none)),
         ("As of", esc(&utc(v.generated_ms))),
     ];
     out.push_str("<dl class=\"facts\">");
@@ -395,6 +396,20 @@ fn facts(out: &mut String, v: &View) {
         let _ = write!(out, "<div><dt>{}</dt><dd>{value}</dd></div>", esc(name));
     }
     out.push_str("</dl>");
+}
+
+/// The gateway worker's attach queue: a large rollout's nodes wait there for minutes, with no
+/// storage state of their own to show it.
+fn attach_queue(v: &View, none: &dyn Fn(&str) -> String) -> String {
+    let q = v.attach_queue;
+    if q.is_idle() {
+        return none("none waiting");
+    }
+    let mut s = format!("{} node(s) with the gateway worker", q.with_worker);
+    if q.waiting > 0 {
+        let _ = write!(s, ", {} waiting for its queue", q.waiting);
+    }
+    s
 }
 
 /// Counts per phase and per persona over every node; each a link that filters by it.
@@ -686,6 +701,10 @@ mod tests {
             master: None,
             disconnected_reason: None,
             suppressed: true,
+            attach_queue: crate::scheduler::gateway_work::report::AttachQueue {
+                with_worker: 256,
+                waiting: 9_744,
+            },
             model,
             generated_ms: 0,
             generation: 1,
@@ -693,6 +712,9 @@ mod tests {
         };
         let html = render(&v, &PageQuery::default(), 0, None, false);
         assert!(html.len() < 150_000, "{} bytes", html.len());
+        assert!(html.contains(
+            "<dt>Disks to attach</dt><dd>256 node(s) with the gateway worker, 9744 waiting for its queue</dd>"
+        ));
         let (table, plan) = html.split_at(html.find("<section id=\"plan\">").unwrap());
         assert_eq!(table.matches("<tr").count(), 101, "a header and 100 rows");
         assert_eq!(

@@ -51,6 +51,7 @@ fn render(v: &View, window: &Window, previous: Option<&Render>) -> Result<Render
         master: v.master.clone(),
         disconnected_reason: v.disconnected_reason.clone(),
         suppressed: v.suppressed,
+        attach_queue: v.attach_queue,
         model: ClusterModel {
             framework_id: m.framework_id.clone(),
             nodes: Default::default(),

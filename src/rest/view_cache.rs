@@ -190,6 +190,7 @@ mod tests {
             master: None,
             disconnected_reason: None,
             suppressed: false,
+            attach_queue: Default::default(),
             model: ClusterModel::default(),
             generated_ms: generation,
             generation,

@@ -5,6 +5,7 @@
 use crate::contract::api::DevicesReport;
 use crate::contract::health::{HostProblem, HostReport};
 use crate::mesos::scheduler::Event;
+use crate::scheduler::gateway_work::report::AttachQueue;
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::model::{ClusterModel, Phase};
 use crate::secret::{Secret, Token};
@@ -462,6 +463,9 @@ pub struct View {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disconnected_reason: Option<String>,
     pub suppressed: bool,
+    /// The gateway worker's attach queue (absent when idle).
+    #[serde(skip_serializing_if = "AttachQueue::is_idle")]
+    pub attach_queue: AttachQueue,
     pub model: ClusterModel,
     pub generated_ms: u64,
     /// Changes whenever what the view shows changes: readers key their caches (the JSON of

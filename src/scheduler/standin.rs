@@ -25,6 +25,7 @@ pub fn serve_views(
                     master: None,
                     disconnected_reason: Some(reason.to_string()),
                     suppressed: false,
+                    attach_queue: Default::default(),
                     model: model.clone(),
                     generated_ms: now,
                     // Far above the dispatcher's own counter (which starts at 0), and new

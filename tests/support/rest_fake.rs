@@ -113,6 +113,7 @@ fn run(
                             master: conn.master.clone(),
                             disconnected_reason: conn.reason.clone(),
                             suppressed: false,
+                            attach_queue: Default::default(),
                             model: state.model.clone(),
                             generated_ms: now_ms(),
                             generation,

@@ -292,6 +292,13 @@ impl Dispatcher {
             self.dirty = true;
             self.touch_view();
         }
+        if self
+            .view
+            .as_ref()
+            .is_some_and(|v| v.attach_queue != self.storage.queue())
+        {
+            self.touch_view();
+        }
     }
 
     /// A call the sender reports on: the offer mode follows what the master took; a launch
@@ -445,6 +452,7 @@ impl Dispatcher {
             master: self.master.clone(),
             disconnected_reason: self.disconnected_reason.clone(),
             suppressed: self.offer_mode.suppressed(),
+            attach_queue: self.storage.queue(),
             model: self.state.model.clone(),
             generated_ms: self.clock.now_ms(),
             generation: self.generation,
@@ -1190,6 +1198,50 @@ mod tests {
         r.event(update(&task, "a1", TaskState::Running, true));
         assert_eq!(at(&r), before, "written in place");
         assert!(view(&mut r).generation > first);
+    }
+
+    /// Nodes whose disks wait for a place in the gateway worker's queue have no storage
+    /// state of their own: the view (`/api/state`, the status page) counts them.
+    #[test]
+    fn the_view_counts_the_nodes_waiting_for_the_gateway_worker() {
+        use crate::scheduler::gateway_work::{report::AttachQueue, StorageSide, MAX_UNREPORTED};
+        use crate::scheduler::model::Persona;
+        let mut r = rig();
+        let (tx, _jobs) = crossbeam_channel::unbounded();
+        r.d.set_storage(StorageSide::new(tx, "pd", "sp"));
+        let view = |r: &mut Rig| {
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            r.input(Input::View(tx));
+            rx.try_recv().expect("a view")
+        };
+        let idle = view(&mut r);
+        assert!(idle.attach_queue.is_idle());
+        let json = serde_json::to_value(&*idle).unwrap();
+        assert!(json.get("attach_queue").is_none(), "absent when idle");
+        for i in 0..MAX_UNREPORTED + 3 {
+            let agent = format!("a{i}");
+            let mut n = Node::new(&agent, &format!("h{i}"), Persona::Data, 0);
+            n.task = Some(TaskRecord::new(
+                &format!("t{i}"),
+                &format!("e{i}"),
+                TaskState::Running,
+                0,
+            ));
+            n.phase = Phase::StorageAttach;
+            n.devices = vec!["/dev/sdb".into()];
+            n.ip = Some(format!("10.0.{}.{}", i / 200, i % 200 + 1).into());
+            r.d.state.model.nodes.insert(agent, n);
+        }
+        r.d.after_inputs();
+        let v = view(&mut r);
+        let expected = AttachQueue {
+            with_worker: MAX_UNREPORTED,
+            waiting: 3,
+        };
+        assert_eq!(v.attach_queue, expected);
+        let json = serde_json::to_value(&*v).unwrap();
+        assert_eq!(json["attach_queue"]["waiting"], 3);
+        assert!(v.generation > idle.generation);
     }
 
     /// Reconciliation after a restart answers every task: at 10,000 agents, 20,000 lines at

@@ -21,7 +21,7 @@ use crate::hash::KeyHash;
 use crate::scheduler::model::{ClusterModel, Node, Persona, Phase, Removal};
 use attach_plan::{DeviceWant, NodeWant};
 use crossbeam_channel::Sender;
-use report::{NodeReport, Report};
+use report::{AttachQueue, NodeReport, Report};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use worker::Job;
@@ -59,6 +59,8 @@ pub struct StorageSide {
     /// [`MAX_UNREPORTED`]. The rest wait in the model, where their wants are made again.
     /// These maps are looked up for every waiting node at every plan: `KeyHash`, not SipHash.
     unreported: HashSet<Arc<str>, KeyHash>,
+    /// Nodes the last plan found due that waited for a place.
+    waiting: usize,
 }
 
 /// Attach jobs the worker holds before it has reported on them. It works one node at a time
@@ -243,6 +245,7 @@ impl StorageSide {
         }
         self.rebooting = rebooting;
         self.give_places_back(model);
+        self.waiting = 0;
         let mut changed = false;
         for mut node in model.nodes.values_mut() {
             if node.removal.is_some() || !node.devices_removing.is_empty() {
@@ -267,13 +270,14 @@ impl StorageSide {
             }
             // Without an address or a place no job goes, whatever the want: asked before
             // making it (at 10,000 nodes most wait for a place at every plan).
-            let Some(ip) = node
-                .ip
-                .as_deref()
-                .filter(|_| self.has_place(&node.agent_id))
-            else {
+            let Some(ip) = node.ip.as_deref() else {
                 continue;
             };
+            if !self.has_place(&node.agent_id) {
+                // One the worker already works on (it retries) is not waiting.
+                self.waiting += usize::from(!self.sent.contains_key(&*node.agent_id));
+                continue;
+            }
             let wanted = self.wanted(&node);
             let fingerprint = attach_plan::fingerprint(&wanted);
             if self.sent.get(&*node.agent_id) == Some(&fingerprint) {
@@ -309,6 +313,14 @@ impl StorageSide {
                     .get(agent)
                     .is_some_and(|n| n.launchable() && n.covered() && !n.storage_ready)
             });
+        }
+    }
+
+    /// How the attach work stands after the last plan.
+    pub fn queue(&self) -> AttachQueue {
+        AttachQueue {
+            with_worker: self.unreported.len(),
+            waiting: self.waiting,
         }
     }
 
@@ -497,10 +509,17 @@ mod tests {
         s.release();
         let first = attach_jobs(&rx);
         assert_eq!(first.len(), MAX_UNREPORTED);
+        // The operator sees who waits (the waiting nodes have no storage state of their own).
+        let queue = |with_worker, waiting| AttachQueue {
+            with_worker,
+            waiting,
+        };
+        assert_eq!(s.queue(), queue(MAX_UNREPORTED, 44));
         // Nothing more while none is reported on.
         s.plan(&mut m);
         s.release();
         assert_eq!(attach_jobs(&rx), Vec::<String>::new());
+        assert_eq!(s.queue(), queue(MAX_UNREPORTED, 44));
         // A report (an error too) frees a place; so does a node that left.
         s.on_report(
             &mut m,
@@ -518,6 +537,8 @@ mod tests {
         let next = attach_jobs(&rx);
         assert_eq!(next.len(), 2, "{next:?}");
         assert!(next.iter().all(|a| !first.contains(a)));
+        // The node the worker retries is with it still, not waiting.
+        assert_eq!(s.queue(), queue(MAX_UNREPORTED, 42));
     }
 
     /// The plan runs after every batch: a ready node it finds as it left it must stay

@@ -6,6 +6,25 @@ use crate::gateway::types::MdmCluster;
 use crate::scheduler::model::PoolCapacity;
 use crate::tls::Fingerprint;
 
+/// How the attach work stands, for the operator (`/api/state`, the status page): a node
+/// whose disks are due waits in the model while the worker holds its bounded queue
+/// (`MAX_UNREPORTED`), and without this it showed no storage state and no reason for minutes
+/// of a large rollout.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct AttachQueue {
+    /// Nodes whose attach jobs the worker holds and has not reported on.
+    pub with_worker: usize,
+    /// Nodes whose disks are due, never handed to the worker, that wait for a place in its
+    /// queue.
+    pub waiting: usize,
+}
+
+impl AttachQueue {
+    pub fn is_idle(&self) -> bool {
+        *self == AttachQueue::default()
+    }
+}
+
 /// What the worker tells the dispatcher.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Report {
