@@ -21,19 +21,24 @@ pub(super) const REUSE_MS: u64 = 10_000;
 #[derive(Debug)]
 pub(super) struct SdcsSeen {
     at_ms: u64,
-    /// Sorted; addresses rather than strings: 17 bytes each and no allocation apiece (170 KB
-    /// at 10,000 SDCs, held only while nodes await their SDC).
-    connected: Box<[IpAddr]>,
+    /// Sorted addresses (IPv4 as IPv6-mapped), not strings: 16 bytes each and no allocation
+    /// apiece (160 KB at 10,000 SDCs, held only while nodes await their SDC).
+    connected: Box<[u128]>,
+}
+
+/// An address as one sortable number; `None`: not an address.
+fn key(ip: &str) -> Option<u128> {
+    Some(match ip.parse::<IpAddr>().ok()? {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().into(),
+        IpAddr::V6(v6) => v6.into(),
+    })
 }
 
 impl SdcsSeen {
     /// The connected SDCs' addresses of a listing taken at `at_ms`. One that does not parse
     /// is left out: its node is listed for, as without this.
-    pub fn new<'a>(at_ms: u64, connected: impl IntoIterator<Item = &'a str>) -> SdcsSeen {
-        let mut ips: Vec<IpAddr> = connected
-            .into_iter()
-            .filter_map(|ip| ip.parse().ok())
-            .collect();
+    pub fn new(at_ms: u64, connected: &mut dyn Iterator<Item = &str>) -> SdcsSeen {
+        let mut ips: Vec<u128> = connected.filter_map(key).collect();
         ips.sort_unstable();
         ips.dedup();
         SdcsSeen {
@@ -49,8 +54,7 @@ impl SdcsSeen {
 
     /// Whether it showed the SDC at `ip` connected.
     pub fn connected(&self, ip: &str) -> bool {
-        ip.parse::<IpAddr>()
-            .is_ok_and(|ip| self.connected.binary_search(&ip).is_ok())
+        key(ip).is_some_and(|ip| self.connected.binary_search(&ip).is_ok())
     }
 }
 
@@ -60,7 +64,8 @@ mod tests {
 
     #[test]
     fn answers_for_the_addresses_it_listed_connected_while_fresh() {
-        let seen = SdcsSeen::new(1_000, ["10.0.0.2", "10.0.0.1", "fe80::1", "not-an-ip"]);
+        let listed = ["10.0.0.2", "10.0.0.1", "fe80::1", "not-an-ip", "10.0.0.1"];
+        let seen = SdcsSeen::new(1_000, &mut listed.into_iter());
         assert!(seen.connected("10.0.0.1") && seen.connected("10.0.0.2"));
         assert!(seen.connected("fe80::1"));
         assert!(!seen.connected("10.0.0.3"));

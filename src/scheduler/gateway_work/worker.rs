@@ -412,7 +412,7 @@ impl Worker {
                 // The newest listing answers; a settled cluster holds none.
                 let now = self.clock.now_ms();
                 self.sdcs_seen = (!self.pending.is_empty())
-                    .then(|| SdcsSeen::new(now, poll.listed.connected_sdcs()));
+                    .then(|| SdcsSeen::new(now, &mut poll.listed.connected_sdcs()));
                 reports.extend(self.removals.check(&poll));
                 reports.push(Report::Health(Box::new(poll)));
             }
@@ -540,7 +540,7 @@ impl Worker {
             return reports;
         }
         if let Ok(set) = &connected {
-            self.sdcs_seen = Some(SdcsSeen::new(now, set.iter().map(String::as_str)));
+            self.sdcs_seen = Some(SdcsSeen::new(now, &mut set.iter().map(String::as_str)));
         }
         for agent in &unknown {
             let found = match &connected {
