@@ -388,7 +388,7 @@ fn facts(out: &mut String, v: &View) {
             },
         ),
         ("Nodes", model.nodes.len().to_string()),
-        ("Disks to attach", attach_queue(v, &none)),
+        ("Attach queue", attach_queue(v, &none)),
         ("As of", esc(&utc(v.generated_ms))),
     ];
     out.push_str("<dl class=\"facts\">");
@@ -713,7 +713,7 @@ mod tests {
         let html = render(&v, &PageQuery::default(), 0, None, false);
         assert!(html.len() < 150_000, "{} bytes", html.len());
         assert!(html.contains(
-            "<dt>Disks to attach</dt><dd>256 node(s) with the gateway worker, 9744 waiting for its queue</dd>"
+            "<dt>Attach queue</dt><dd>256 node(s) with the gateway worker, 9744 waiting for its queue</dd>"
         ));
         let (table, plan) = html.split_at(html.find("<section id=\"plan\">").unwrap());
         assert_eq!(table.matches("<tr").count(), 101, "a header and 100 rows");

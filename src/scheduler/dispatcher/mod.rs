@@ -99,6 +99,9 @@ pub struct Dispatcher {
     view: Option<Arc<View>>,
     /// A view of `generation` was handed out: the next change makes a new generation.
     view_out: bool,
+    /// The gateway worker's queue as the last view made showed it: the queue is no model
+    /// write, so a change of it alone must move the generation too.
+    shown_queue: crate::scheduler::gateway_work::report::AttachQueue,
     executors: ExecutorApi,
     /// Storage work for the gateway worker (see `gateway_work/`).
     storage: crate::scheduler::gateway_work::StorageSide,
@@ -179,6 +182,7 @@ impl Dispatcher {
             unmanaged_agents: None,
             view: None,
             view_out: false,
+            shown_queue: Default::default(),
             executors: ExecutorApi::new(),
             storage: Default::default(),
             clock: clock::system(),
@@ -292,11 +296,7 @@ impl Dispatcher {
             self.dirty = true;
             self.touch_view();
         }
-        if self
-            .view
-            .as_ref()
-            .is_some_and(|v| v.attach_queue != self.storage.queue())
-        {
+        if self.storage.queue() != self.shown_queue {
             self.touch_view();
         }
     }
@@ -447,12 +447,13 @@ impl Dispatcher {
         if let Some(v) = &self.view {
             return v.clone();
         }
+        self.shown_queue = self.storage.queue();
         let v = Arc::new(View {
             subscribed: self.subscribed,
             master: self.master.clone(),
             disconnected_reason: self.disconnected_reason.clone(),
             suppressed: self.offer_mode.suppressed(),
-            attach_queue: self.storage.queue(),
+            attach_queue: self.shown_queue,
             model: self.state.model.clone(),
             generated_ms: self.clock.now_ms(),
             generation: self.generation,
@@ -1242,6 +1243,18 @@ mod tests {
         let json = serde_json::to_value(&*v).unwrap();
         assert_eq!(json["attach_queue"]["waiting"], 3);
         assert!(v.generation > idle.generation);
+        // A plan that moves only the queue (a waiting node lost its address: no write of the
+        // plan's) still makes a new generation, which readers key their caches by.
+        let waiting = r.d.state.model.nodes.keys().last().unwrap().to_string();
+        r.d.state.model.nodes.get_mut(&waiting).unwrap().ip = None;
+        r.d.view = None;
+        r.d.after_inputs();
+        let again = view(&mut r);
+        assert_eq!(again.attach_queue.waiting, 2);
+        assert!(
+            again.generation > v.generation,
+            "the same generation, another queue"
+        );
     }
 
     /// Reconciliation after a restart answers every task: at 10,000 agents, 20,000 lines at

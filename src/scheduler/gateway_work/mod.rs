@@ -274,8 +274,9 @@ impl StorageSide {
                 continue;
             };
             if !self.has_place(&node.agent_id) {
-                // One the worker already works on (it retries) is not waiting.
-                self.waiting += usize::from(!self.sent.contains_key(&*node.agent_id));
+                // One the worker retries (it reported an error: the gateway's, or its SDC
+                // awaited) is with it, not waiting.
+                self.waiting += usize::from(!self.errors.contains_key(&*node.agent_id));
                 continue;
             }
             let wanted = self.wanted(&node);

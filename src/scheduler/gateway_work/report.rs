@@ -1,5 +1,6 @@
-//! What the gateway worker tells the dispatcher. A leaf: the worker hands these to a sink it
-//! is given, and the dispatcher's input type wraps them, so neither side imports the other.
+//! What the gateway worker tells the dispatcher, and what the view shows of its queue. A
+//! leaf: the worker hands its reports to a sink it is given, and the dispatcher's input type
+//! and the view wrap these types, so no side imports another.
 
 use super::poll::Listed;
 use crate::gateway::types::MdmCluster;

@@ -409,14 +409,18 @@ impl Worker {
         match polled {
             Ok(poll) => {
                 reports.extend(self.recheck_watched(&poll.listed));
-                // The newest listing answers; a settled cluster holds none.
-                let now = self.clock.now_ms();
+                // The newest listing answers, dated when the poll began; a settled cluster
+                // holds none.
+                let at = self.polled_ms.unwrap_or_default();
                 self.sdcs_seen = (!self.pending.is_empty())
-                    .then(|| SdcsSeen::new(now, &mut poll.listed.connected_sdcs()));
+                    .then(|| SdcsSeen::new(at, &mut poll.listed.connected_sdcs()));
                 reports.extend(self.removals.check(&poll));
                 reports.push(Report::Health(Box::new(poll)));
             }
             Err(e) => {
+                // Its SDC listing may have been read before the poll failed: what it showed
+                // is not known, so no older listing answers for it.
+                self.sdcs_seen = None;
                 if self.gateway_gone() {
                     log::debug!("storage health poll: {e}");
                 } else {
@@ -514,7 +518,9 @@ impl Worker {
     /// (`sdcs_seen.rs`).
     fn check_sdcs(&mut self, agents: &[Arc<str>], now: u64) -> Vec<Report> {
         let mut reports = Vec::new();
-        let seen = self.sdcs_seen.as_ref().filter(|s| s.fresh(now));
+        // The pass's attachments may have taken a while since `now`.
+        let seen_now = self.clock.now_ms();
+        let seen = self.sdcs_seen.as_ref().filter(|s| s.fresh(seen_now));
         let (known, unknown): (Vec<Arc<str>>, Vec<Arc<str>>) =
             agents.iter().cloned().partition(|agent| {
                 seen.zip(self.pending.get(agent))
@@ -536,11 +542,12 @@ impl Worker {
         }
         self.sdcs_checkable = now + ms(self.settings.poll_settle);
         let connected = api::connected_sdc_ips(self.gateway.client());
+        self.sdcs_seen = connected
+            .as_ref()
+            .ok()
+            .map(|set| SdcsSeen::new(now, &mut set.iter().map(String::as_str)));
         if connected.is_err() && self.gateway_gone() {
             return reports;
-        }
-        if let Ok(set) = &connected {
-            self.sdcs_seen = Some(SdcsSeen::new(now, &mut set.iter().map(String::as_str)));
         }
         for agent in &unknown {
             let found = match &connected {
@@ -1161,6 +1168,7 @@ mod tests {
         }
         w.work_due();
         let before = sdc_listings(&gw);
+        let listed_at = clock.now_ms();
         let mut ready = 0;
         for i in 0..20 {
             w.take(Job::Attach(with_device(i)));
@@ -1177,10 +1185,52 @@ mod tests {
             1,
             "SDC listings for 20 attachments 100 ms apart"
         );
-        clock.advance(super::super::sdcs_seen::REUSE_MS);
+        let reuse = super::super::sdcs_seen::REUSE_MS;
+        clock.advance(listed_at + reuse - clock.now_ms());
         w.take(Job::Attach(with_device(20)));
         w.work_due();
+        assert_eq!(sdc_listings(&gw) - before, 1, "still fresh at {reuse} ms");
+        clock.advance(1);
+        w.take(Job::Attach(with_device(21)));
+        w.work_due();
         assert_eq!(sdc_listings(&gw) - before, 2, "the listing grew old: again");
+    }
+
+    /// A poll that fails may have read the SDCs before it failed: no older listing answers
+    /// after it, and the next check lists again.
+    #[test]
+    fn after_a_failed_poll_an_older_listing_answers_for_no_node() {
+        let gw = dev_gateway();
+        let clock = ManualClock::at(1_000);
+        let mut w = worker_on(&gw.addr().to_string(), clock.clone());
+        let (a, b) = (with_device(0), with_device(1));
+        let b_ip = b.ip.clone();
+        gw.sdc_installed(&a.ip, "10.0.0.11").unwrap();
+        gw.sdc_installed(&b_ip, "10.0.0.11").unwrap();
+        w.work_due();
+        // b's attach fails and is retried; a's check lists the SDCs, b's connected among them.
+        w.take(Job::Attach(b));
+        gw.fail_next(1);
+        w.work_due();
+        w.take(Job::Attach(a));
+        w.work_due();
+        assert!(w.watched.contains_key("a0") && w.pending.contains_key("a1"));
+        gw.set_sdc_connected(&b_ip, false);
+        clock.advance(100);
+        w.take(Job::Poll);
+        gw.fail_next(1);
+        let failed = w.work_due();
+        assert!(failed
+            .iter()
+            .any(|r| matches!(r, Report::HealthFailed { .. })));
+        clock.advance(w.next_wake().saturating_sub(clock.now_ms()).max(1));
+        let retried = w.work_due();
+        assert!(
+            !retried
+                .iter()
+                .any(|r| matches!(r, Report::Node(n) if n.agent_id == "a1" && n.sdc_connected)),
+            "ready from the listing before the failed poll: {retried:?}"
+        );
     }
 
     /// The newest listing answers: a poll that finds a ready node's SDC gone replaces the

@@ -132,6 +132,8 @@ pub(super) fn replay(
         let parsed = Batch { each: &mut *each }
             .deserialize(&mut de)
             .and_then(|()| de.end());
+        // The parser and its buffer hold `line`; its length is read once they are gone.
+        drop(de);
         if let Err(e) = parsed {
             if e.is_io() {
                 return Err(io::Error::other(e));
