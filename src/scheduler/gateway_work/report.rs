@@ -15,8 +15,8 @@ use crate::tls::Fingerprint;
 pub struct AttachQueue {
     /// Nodes whose attach jobs the worker holds and has not reported on.
     pub with_worker: usize,
-    /// Nodes whose disks are due, never handed to the worker, that wait for a place in its
-    /// queue.
+    /// Nodes whose disks are due that wait for a place in its queue: all but those the worker
+    /// retries (it reported an error for them), which are with it.
     pub waiting: usize,
 }
 

@@ -867,6 +867,14 @@ mod tests {
         Worker::new(client, settings).with_clock(clock)
     }
 
+    /// A worker on a dev gateway of its own, its clock at 1,000 ms.
+    fn worker_rig() -> (devcluster::gateway::GatewayHandle, Arc<ManualClock>, Worker) {
+        let gw = dev_gateway();
+        let clock = ManualClock::at(1_000);
+        let w = worker_on(&gw.addr().to_string(), clock.clone());
+        (gw, clock, w)
+    }
+
     fn with_device(i: usize) -> NodeWant {
         NodeWant {
             ip: format!("10.1.{}.{}", i / 200, i % 200 + 1),
@@ -883,9 +891,7 @@ mod tests {
     /// `nodes` attached and watched; then the requests of one poll, as the poll counted them
     /// and as the gateway served them.
     fn requests_of_one_poll(nodes: usize) -> (u32, u64) {
-        let gw = dev_gateway();
-        let clock = ManualClock::at(1_000);
-        let mut w = worker_on(&gw.addr().to_string(), clock.clone());
+        let (gw, _clock, mut w) = worker_rig();
         for i in 0..nodes {
             let want = with_device(i);
             gw.sdc_installed(&want.ip, "10.0.0.11").unwrap();
@@ -924,9 +930,7 @@ mod tests {
 
     #[test]
     fn a_pool_not_named_yet_is_named_by_one_listing_then_cached() {
-        let gw = dev_gateway();
-        let clock = ManualClock::at(1_000);
-        let mut attaching = worker_on(&gw.addr().to_string(), clock.clone());
+        let (gw, clock, mut attaching) = worker_rig();
         let want = with_device(1);
         gw.sdc_installed(&want.ip, "10.0.0.11").unwrap();
         attaching.take(Job::Attach(want));
@@ -1077,9 +1081,7 @@ mod tests {
     /// the interval is still polled at its regular time.
     #[test]
     fn a_wave_of_attachments_is_polled_once_it_goes_quiet() {
-        let gw = dev_gateway();
-        let clock = ManualClock::at(1_000);
-        let mut w = worker_on(&gw.addr().to_string(), clock.clone());
+        let (gw, clock, mut w) = worker_rig();
         let polls = |reports: Vec<Report>| {
             reports
                 .iter()
@@ -1118,9 +1120,7 @@ mod tests {
     /// made a large rollout's attach quadratic.
     #[test]
     fn a_stream_of_attachments_lists_the_sdcs_once_per_settle_period() {
-        let gw = dev_gateway();
-        let clock = ManualClock::at(1_000);
-        let mut w = worker_on(&gw.addr().to_string(), clock.clone());
+        let (gw, clock, mut w) = worker_rig();
         w.work_due();
         let mut checks = 0;
         let mut check = |reports: Vec<Report>| {
@@ -1160,9 +1160,7 @@ mod tests {
     /// listing is older than `REUSE_MS`, the next node's check lists again.
     #[test]
     fn nodes_whose_sdc_a_fresh_listing_showed_connected_need_no_listing() {
-        let gw = dev_gateway();
-        let clock = ManualClock::at(1_000);
-        let mut w = worker_on(&gw.addr().to_string(), clock.clone());
+        let (gw, clock, mut w) = worker_rig();
         for i in 0..30 {
             gw.sdc_installed(&with_device(i).ip, "10.0.0.11").unwrap();
         }
@@ -1200,9 +1198,7 @@ mod tests {
     /// after it, and the next check lists again.
     #[test]
     fn after_a_failed_poll_an_older_listing_answers_for_no_node() {
-        let gw = dev_gateway();
-        let clock = ManualClock::at(1_000);
-        let mut w = worker_on(&gw.addr().to_string(), clock.clone());
+        let (gw, clock, mut w) = worker_rig();
         let (a, b) = (with_device(0), with_device(1));
         let b_ip = b.ip.clone();
         gw.sdc_installed(&a.ip, "10.0.0.11").unwrap();
@@ -1238,9 +1234,7 @@ mod tests {
     /// ready until a listing shows its SDC again.
     #[test]
     fn an_sdc_a_poll_found_gone_is_not_taken_back_from_an_older_listing() {
-        let gw = dev_gateway();
-        let clock = ManualClock::at(1_000);
-        let mut w = worker_on(&gw.addr().to_string(), clock.clone());
+        let (gw, clock, mut w) = worker_rig();
         let want = with_device(0);
         let ip = want.ip.clone();
         gw.sdc_installed(&ip, "10.0.0.11").unwrap();
