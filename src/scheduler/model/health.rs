@@ -40,7 +40,11 @@ impl std::fmt::Display for HealthState {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Health {
     pub state: HealthState,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "super::exact::vec"
+    )]
     pub reasons: Vec<String>,
 }
 
@@ -74,7 +78,11 @@ impl Health {
 /// The executor's last host report on a running node.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct HostHealth {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "super::exact::vec"
+    )]
     pub problems: Vec<HostProblem>,
     /// When the report came (ms since the epoch).
     pub reported_ms: u64,
@@ -87,7 +95,11 @@ pub struct NodeStorage {
     /// `None`: the gateway lists no SDS for this node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sds: Option<SdsStatus>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "super::exact::vec"
+    )]
     pub devices: Vec<DeviceStatus>,
 }
 

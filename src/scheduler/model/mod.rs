@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+mod exact;
 pub mod health;
 pub mod interned;
 pub mod maintenance;
@@ -220,10 +221,10 @@ pub struct Node {
     #[serde(default)]
     pub layout: NodeLayout,
     /// Devices the executor reported as usable.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "exact::vec")]
     pub devices: Vec<String>,
     /// Devices attached to the storage cluster (so a restart does not attach them again).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "exact::vec")]
     pub attached: Vec<String>,
     /// The storage-attach handshake (the contract between gateway work and node plan): every reported device is attached
     /// and the SDC is connected; the executor may go on to `running`.
@@ -305,10 +306,18 @@ pub struct Node {
     pub restart: Option<Restart>,
     /// The node's devices its running executor no longer finds on the host (derived from
     /// `host`; shown, never removed: removal is an operator's act).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "exact::vec"
+    )]
     pub devices_missing: Vec<String>,
     /// The node's devices the gateway lists in error (derived from `storage`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "exact::vec"
+    )]
     pub device_errors: Vec<String>,
     /// `-node.max-failures` launches in a row failed: it is not relaunched until an operator's
     /// `retry`, a target change, or a new agent for its host (`phase` and `last_error` say
@@ -324,9 +333,17 @@ pub struct Node {
     pub decommissioned: bool,
     /// Devices an operator had removed from the pool (and those on their way out): never
     /// attached again, though the host still has them.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "exact::vec"
+    )]
     pub devices_removed: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "exact::vec"
+    )]
     pub devices_removing: Vec<String>,
     /// A Mesos maintenance window on its machine and the answer given; `null` without one.
     #[serde(default)]

@@ -52,6 +52,7 @@ impl PlanKind {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct NodeRollout {
     pub generation: u64,
+    #[serde(deserialize_with = "super::exact::vec")]
     pub steps: Vec<StepStatus>,
     /// The step this node may start now (the plan's `grant`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -228,6 +228,39 @@ mod tests {
         assert!(!got.clear_secrets && !got.stale_root);
     }
 
+    /// serde reads a list with room for four items from its first: a restarted scheduler
+    /// holding that room in every node's lists was about 3 MB of its peak at 10,000 nodes.
+    #[test]
+    fn lists_read_back_hold_no_spare_room() {
+        use crate::scheduler::model::{DeviceStatus, Health, NodeStorage};
+        let mut n = Node::new("a1", "h1", Persona::Data, 1);
+        n.devices = vec!["/dev/sdb".into()];
+        n.attached = vec!["/dev/sdb".into()];
+        n.devices_removed = vec!["/dev/sdc".into()];
+        n.health = Health::degraded(vec!["its SDS is not listed".into()]);
+        n.storage = Some(std::sync::Arc::new(NodeStorage {
+            sds: None,
+            devices: vec![DeviceStatus {
+                path: "/dev/sdb".into(),
+                ..DeviceStatus::default()
+            }],
+        }));
+        let mut buf = Vec::new();
+        encode_node(&mut buf, &n);
+        let (k1, root) = (node_key("a1"), root(RECORD_VERSION));
+        let got = replay(&[Replay::Put(ROOT_KEY, &root), Replay::Put(&k1, &buf)]).unwrap();
+        let back = &got.state.model.nodes["a1"];
+        let storage = back.storage.as_ref().unwrap();
+        let rooms = [
+            (back.devices.len(), back.devices.capacity()),
+            (back.attached.len(), back.attached.capacity()),
+            (back.devices_removed.len(), back.devices_removed.capacity()),
+            (back.health.reasons.len(), back.health.reasons.capacity()),
+            (storage.devices.len(), storage.devices.capacity()),
+        ];
+        assert_eq!(rooms, [(1, 1); 5], "(length, capacity) of each list");
+    }
+
     /// What counts is the record the store holds in the end, as when it was loaded whole.
     #[test]
     fn an_unreadable_record_is_an_error_naming_it_unless_a_later_one_replaces_or_deletes_it() {
