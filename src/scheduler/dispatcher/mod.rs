@@ -2188,6 +2188,32 @@ mod tests {
         assert_eq!(reconciled_tasks(&r.calls()), vec![task.clone()]);
     }
 
+    /// Reconciliation answers TASK_RUNNING for every task, every 15 minutes. For a launch
+    /// known to run, that notes the contact on its node and saves nothing: nothing in the
+    /// write log, the saved record as it was; a new revision, so that `/api/state` shows it.
+    #[test]
+    fn a_running_answer_for_a_running_launch_notes_the_contact_and_saves_nothing() {
+        let mut r = rig();
+        let task = running_on_a1(&mut r);
+        r.advance(60_000);
+        let stored = r.saved_state().model.nodes["a1"].last_contact_ms;
+        let revision = r.d.model().nodes["a1"].revision.get();
+        let mark = r.d.model().nodes.mark();
+        r.advance(60_000);
+        r.event(update_for(
+            &task,
+            "a1",
+            TaskState::Running,
+            Some(task_status::Reason::Reconciliation),
+        ));
+        let node = &r.d.model().nodes["a1"];
+        assert_eq!(node.last_contact_ms, Some(r.clock.now_ms()));
+        assert_ne!(node.revision.get(), revision);
+        assert_eq!(r.d.model().nodes.written_since(mark), Some(&[][..]));
+        assert_eq!(r.saved_state().model.nodes["a1"].last_contact_ms, stored);
+        assert_ne!(stored, Some(r.clock.now_ms()));
+    }
+
     /// An ACCEPT whose offer the master had rescinded: TASK_DROPPED (TASK_LOST for a
     /// framework that is not partition-aware), REASON_INVALID_OFFERS. The launch never
     /// started: relaunched at the next offer, no failure counted, no backoff.

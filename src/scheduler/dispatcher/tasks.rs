@@ -82,6 +82,9 @@ impl Dispatcher {
 
     /// An update of `agent`'s node's current launch.
     fn on_current_update(&mut self, agent: &str, status: &TaskStatus, now: u64) {
+        if self.only_alive(agent, status, now) {
+            return;
+        }
         let state = status.state;
         let why = describe(status);
         let planned = self.planned_end(agent, status);
@@ -157,6 +160,34 @@ impl Dispatcher {
                 }
             }
         }
+    }
+
+    /// Whether `status` only says that a launch known to run still runs, which
+    /// reconciliation answers for every task: explicitly after each restart, implicitly every
+    /// 15 minutes. It changes nothing of the node but its last contact, which is then noted
+    /// outside the write log (`Nodes::note_contact`): no record saved, and the walk after the
+    /// batch renders no plan again for it. A logged write each was 10,000 records every 15
+    /// minutes on an idle 10,000-node cluster, about 8 MB, in ZooKeeper when that is the
+    /// store.
+    fn only_alive(&mut self, agent: &str, status: &TaskStatus, now: u64) -> bool {
+        let nodes = &mut self.state.model.nodes;
+        let Some(node) = nodes.get(agent) else {
+            return false;
+        };
+        let known_running = node
+            .task
+            .as_ref()
+            .is_some_and(|t| t.state == TaskState::Running && t.running_since_ms.is_some());
+        if status.state != TaskState::Running || !known_running || node.rebooting {
+            return false;
+        }
+        debug!(
+            "agent {}: task {} running ({})",
+            node.hostname,
+            status.task_id.value,
+            describe(status)
+        );
+        nodes.note_contact(agent, now)
     }
 
     /// Why the end (or loss) of `agent`'s current launch that `status` reports was asked for,

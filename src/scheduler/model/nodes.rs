@@ -109,6 +109,19 @@ impl Nodes {
         Some(node)
     }
 
+    /// Sets the node's last contact, a write left out of the log: a sign of life, which the
+    /// log's readers (the store's save, the parked plan requests) need not act on; the
+    /// node's next logged write saves it with the rest. It has a new revision all the same,
+    /// so that a render of the node (`/api/state`) shows it. Copied first if a view shares
+    /// it, as any write. `false`: no such node.
+    pub fn note_contact(&mut self, agent: &str, at_ms: u64) -> bool {
+        let Some(node) = self.map.get_mut(agent) else {
+            return false;
+        };
+        written(node).last_contact_ms = Some(at_ms);
+        true
+    }
+
     /// Inserts `node` under its agent id, which `agent` must be, as a new revision.
     pub fn insert(&mut self, agent: impl AsRef<str>, mut node: Node) -> Option<Node> {
         node.revision = Revision::fresh();
