@@ -165,9 +165,10 @@ impl Dispatcher {
     /// Whether `status` only says that a launch known to run still runs, which
     /// reconciliation answers for every task: explicitly after each restart, implicitly every
     /// 15 minutes. It changes nothing of the node but its last contact, which is then noted
-    /// outside the write log (`Nodes::note_contact`): no record saved, and the walk after the
-    /// batch renders no plan again for it. A logged write each was 10,000 records every 15
-    /// minutes on an idle 10,000-node cluster, about 8 MB, in ZooKeeper when that is the
+    /// outside the write log (`Nodes::note_contact`): a save that reads the log writes no
+    /// record for it (one after a write to every node still does, once), and the walk after
+    /// the batch renders no plan again for it. A logged write each was 10,000 records every
+    /// 15 minutes on an idle 10,000-node cluster, about 8 MB, in ZooKeeper when that is the
     /// store.
     fn only_alive(&mut self, agent: &str, status: &TaskStatus, now: u64) -> bool {
         let nodes = &mut self.state.model.nodes;

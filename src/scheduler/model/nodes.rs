@@ -112,8 +112,9 @@ impl Nodes {
     /// Sets the node's last contact, a write left out of the log: a sign of life, which the
     /// log's readers (the store's save, the parked plan requests) need not act on; the
     /// node's next logged write saves it with the rest. It has a new revision all the same,
-    /// so that a render of the node (`/api/state`) shows it. Copied first if a view shares
-    /// it, as any write. `false`: no such node.
+    /// so that a render of the node (`/api/state`) shows it, and so a reader that cannot use
+    /// the log (after [`Nodes::values_mut`]) and looks at every revision sees it too. Copied
+    /// first if a view shares it, as any write. `false`: no such node.
     pub fn note_contact(&mut self, agent: &str, at_ms: u64) -> bool {
         let Some(node) = self.map.get_mut(agent) else {
             return false;
