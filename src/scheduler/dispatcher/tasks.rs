@@ -109,7 +109,7 @@ impl Dispatcher {
                 if resumed {
                     info!("agent {host}: task {task_id} running again ({why}); the node resumes, nothing relaunched");
                 } else if as_known {
-                    // A reconciliation answer: after a restart, one per task.
+                    // A repeated RUNNING `only_alive` left: no start time, or rebooting.
                     debug!("agent {host}: task {task_id} running ({why})");
                 } else {
                     info!("agent {host}: task {task_id} running");
@@ -171,6 +171,9 @@ impl Dispatcher {
     /// 15 minutes on an idle 10,000-node cluster, about 8 MB, in ZooKeeper when that is the
     /// store.
     fn only_alive(&mut self, agent: &str, status: &TaskStatus, now: u64) -> bool {
+        if status.state != TaskState::Running {
+            return false;
+        }
         let nodes = &mut self.state.model.nodes;
         let Some(node) = nodes.get(agent) else {
             return false;
@@ -179,7 +182,7 @@ impl Dispatcher {
             .task
             .as_ref()
             .is_some_and(|t| t.state == TaskState::Running && t.running_since_ms.is_some());
-        if status.state != TaskState::Running || !known_running || node.rebooting {
+        if !known_running || node.rebooting {
             return false;
         }
         debug!(
