@@ -13,7 +13,8 @@
 //! process group (the command and what it started) is killed and the error names the command
 //! and the deadline, so a tool stuck on a lock or a dead MDM fails its phase instead of
 //! holding the node worker. A command returns once it exits, even when a daemon it started
-//! still holds its stdout or stderr.
+//! still holds its stdout or stderr. A run still not back a grace after its deadline is
+//! given up (`bounded`): the node worker never waits on a command without end.
 
 use std::fmt;
 use std::io::Read;
@@ -203,8 +204,46 @@ pub struct HostRunner;
 
 impl Runner for HostRunner {
     fn run(&mut self, cmd: &Cmd) -> Result<Output, CommandError> {
-        spawn(cmd)
+        bounded(cmd, KILL_GRACE + OVERRUN_GRACE, spawn)
     }
+}
+
+/// How long after a command's deadline and [`KILL_GRACE`] the node worker still waits for
+/// its run to return. Past its deadline a run kills the command's group and returns within
+/// `KILL_GRACE`; one that has not by then is stuck where no deadline reaches (a run in CI
+/// never came back from starting a 30 s `rpm -q`, and its node sat in `environment` for
+/// minutes, reporting nothing).
+const OVERRUN_GRACE: Duration = Duration::from_secs(15);
+
+/// `run(cmd)` on a thread of its own, waited for until `cmd`'s deadline and `grace`: past
+/// that, an error naming the command, and the thread is left to whatever holds it. A node
+/// worker that fails its phase is relaunched; one that waits forever is a node nobody hears
+/// from again.
+fn bounded(
+    cmd: &Cmd,
+    grace: Duration,
+    run: fn(&Cmd) -> Result<Output, CommandError>,
+) -> Result<Output, CommandError> {
+    let (tx, rx) = mpsc::channel();
+    let owned = cmd.clone();
+    std::thread::Builder::new()
+        .name("host-command".into())
+        .spawn(move || {
+            let _ = tx.send(run(&owned));
+        })
+        .map_err(|e| CommandError::unfinished(cmd, format!("cannot start a thread for it: {e}")))?;
+    let limit = cmd.deadline + grace;
+    rx.recv_timeout(limit).unwrap_or_else(|_| {
+        let why = format!(
+            "its run did not return within {limit:?} (its deadline and {grace:?}): stuck \
+             where the deadline could not end it, and left behind"
+        );
+        log::error!("`{}`: {why}", cmd.display());
+        Err(CommandError {
+            deadline: Some(cmd.deadline),
+            ..CommandError::unfinished(cmd, why)
+        })
+    })
 }
 
 /// How long output may still come once the command exited: what it wrote just before is
@@ -476,6 +515,41 @@ mod tests {
             let _ = tx.send(HostRunner.run(&cmd));
         });
         rx.recv_timeout(limit).ok()
+    }
+
+    #[test]
+    fn a_run_stuck_past_its_deadline_is_given_up_with_an_error_naming_it() {
+        fn stuck(_: &Cmd) -> Result<Output, CommandError> {
+            loop {
+                std::thread::park();
+            }
+        }
+        let cmd = Cmd::new("rpm", &["-q", "zip"])
+            .secret_env("TOKEN", "hunter2")
+            .deadline(Duration::from_millis(50));
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(bounded(&cmd, Duration::from_millis(50), stuck));
+        });
+        let e = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the guarded run came back")
+            .unwrap_err();
+        let shown = e.to_string();
+        assert!(shown.contains("TOKEN=<secret> rpm -q zip"), "{shown}");
+        assert!(shown.contains("did not return within 100ms"), "{shown}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert_eq!(
+            (e.status, e.deadline),
+            (None, Some(Duration::from_millis(50)))
+        );
+    }
+
+    #[test]
+    fn a_run_within_its_deadline_returns_its_own_result() {
+        let cmd = Cmd::new("sh", &["-c", "echo here; exit 3"]);
+        let out = bounded(&cmd, Duration::ZERO, spawn).unwrap();
+        assert_eq!((out.status, out.stdout.as_str()), (3, "here\n"));
     }
 
     /// The pids a test script wrote to `file`, once it has written them.
