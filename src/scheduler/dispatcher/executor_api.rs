@@ -29,7 +29,7 @@ use walk::must_render;
 use walk::Walked;
 
 pub use super::parked::Nudge;
-use super::parked::{gone_executor, Parked, ParkedPlans};
+use super::parked::{executor_key, gone_executor, Parked, ParkedPlans};
 use crate::contract::health::HostProblem;
 use crate::contract::plan::{ClusterInit, NodePlan, PlanBody, PlanSecrets};
 use crate::hash::content_hash;
@@ -311,7 +311,7 @@ impl ExecutorApi {
         let parked = Parked {
             revision: node.map(|n| n.revision.get()),
             shared: self.shared_inputs(state),
-            executor: executor_id.clone(),
+            executor: executor_key(&executor_id),
             version: plan.version,
             deadline_ms: if wait.nudge {
                 u64::MAX
@@ -1050,13 +1050,14 @@ mod tests {
         s.model.nodes.get_mut("a11").unwrap().phase = Phase::Environment;
         s.model.nodes.insert("a9", running_node(9, 2));
         api.after_batch(&s, 30);
-        let mut nudged: Vec<String> = api
+        let mut nudged: Vec<(String, String)> = api
             .take_nudges()
             .into_iter()
-            .map(|n| n.agent_id.to_string())
+            .map(|n| (n.agent_id.to_string(), n.executor_id))
             .collect();
         nudged.sort();
-        assert_eq!(nudged, ["a11", "a5"]);
+        // Each names the executor that asked (the parked request keeps only its hash).
+        assert_eq!(nudged, [("a11".into(), exec(11)), ("a5".into(), exec(5))]);
         assert!(held.try_recv().is_err(), "a3 did not change");
         assert_eq!(
             (api.parked(), api.nudges_owed()),

@@ -4,7 +4,7 @@
 //! nodes.
 
 use super::*;
-use crate::scheduler::dispatcher::parked::{gone_executor, node_of, Parked};
+use crate::scheduler::dispatcher::parked::{executor_key, node_of, replaced_executor, Parked};
 use crate::scheduler::model::{once_each, WriteMark};
 use std::collections::BTreeMap;
 
@@ -181,23 +181,26 @@ impl ExecutorApi {
         }
         // The same node revision as when parked is the same task, so the same executor.
         let same_node = node.is_some_and(|n| Some(n.revision.get()) == p.revision);
-        let current = same_node
-            || node.is_some_and(|n| n.task.as_ref().is_some_and(|t| t.is_executor(&p.executor)));
-        let Some(node) = node.filter(|_| current) else {
-            let gone = gone_executor(&p.executor);
-            walk.done
-                .push((agent.clone(), Some(ExecutorReply::Failed(gone))));
+        let task = node.and_then(|n| n.task.as_ref());
+        let current =
+            same_node || task.is_some_and(|t| executor_key(&t.executor_id()) == p.executor);
+        let (Some(node), Some(task)) = (node.filter(|_| current), task) else {
+            walk.done.push((
+                agent.clone(),
+                Some(ExecutorReply::Failed(replaced_executor())),
+            ));
             return;
         };
         if !must_render(self.reads_others(node), same_node, p.shared == walk.shared) {
             return;
         }
         walk.rendered += 1;
-        match self.plan(state, &p.executor, agent, walk.trio) {
+        let executor_id = task.executor_id();
+        match self.plan(state, &executor_id, agent, walk.trio) {
             Ok(plan) if plan.version != p.version && p.reply.is_none() => {
                 self.nudges.push(Nudge {
                     agent_id: agent.clone(),
-                    executor_id: p.executor.clone(),
+                    executor_id: executor_id.into_owned(),
                     version: plan.version,
                 });
                 walk.done.push((agent.clone(), None));
