@@ -20,7 +20,8 @@ use std::fmt;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 /// Bytes of combined output kept for an error message.
@@ -199,12 +200,32 @@ pub trait Runner {
     }
 }
 
-/// Commands on this host, with no stdin unless the command has `secret_stdin`.
-pub struct HostRunner;
+/// Commands on this host, with no stdin unless the command has `secret_stdin`. Runs given
+/// up on ([`bounded`]) are remembered until they end: the host checks of a running node
+/// run every plan wait, and a command that sticks each time would otherwise leave a thread
+/// (and maybe a child) behind each time.
+#[derive(Default)]
+pub struct HostRunner {
+    /// Of each run given up on, whether it has ended since.
+    abandoned: Vec<Arc<AtomicBool>>,
+}
+
+/// Runs given up on and still stuck past which no new command starts: the host, or this
+/// executor, is in a state that more commands would only pile onto.
+const MAX_ABANDONED: usize = 4;
 
 impl Runner for HostRunner {
     fn run(&mut self, cmd: &Cmd) -> Result<Output, CommandError> {
-        bounded(cmd, KILL_GRACE + OVERRUN_GRACE, spawn)
+        self.abandoned
+            .retain(|ended| !ended.load(Ordering::Relaxed));
+        if self.abandoned.len() >= MAX_ABANDONED {
+            let why = format!(
+                "not started: {} earlier commands given up past their deadlines are still stuck",
+                self.abandoned.len()
+            );
+            return Err(CommandError::unfinished(cmd, why));
+        }
+        bounded(cmd, KILL_GRACE + OVERRUN_GRACE, spawn, &mut self.abandoned)
     }
 }
 
@@ -216,33 +237,44 @@ impl Runner for HostRunner {
 const OVERRUN_GRACE: Duration = Duration::from_secs(15);
 
 /// `run(cmd)` on a thread of its own, waited for until `cmd`'s deadline and `grace`: past
-/// that, an error naming the command, and the thread is left to whatever holds it. A node
-/// worker that fails its phase is relaunched; one that waits forever is a node nobody hears
-/// from again.
+/// that, an error naming the command, and the thread is left to whatever holds it, its
+/// flag in `abandoned` set once it ends. A node worker that fails its phase is relaunched;
+/// one that waits forever is a node nobody hears from again.
 fn bounded(
     cmd: &Cmd,
     grace: Duration,
     run: fn(&Cmd) -> Result<Output, CommandError>,
+    abandoned: &mut Vec<Arc<AtomicBool>>,
 ) -> Result<Output, CommandError> {
     let (tx, rx) = mpsc::channel();
     let owned = cmd.clone();
+    let ended = Arc::new(AtomicBool::new(false));
+    let flag = ended.clone();
     std::thread::Builder::new()
         .name("host-command".into())
         .spawn(move || {
             let _ = tx.send(run(&owned));
+            flag.store(true, Ordering::Relaxed);
         })
         .map_err(|e| CommandError::unfinished(cmd, format!("cannot start a thread for it: {e}")))?;
     let limit = cmd.deadline + grace;
-    rx.recv_timeout(limit).unwrap_or_else(|_| {
-        let why = format!(
-            "its run did not return within {limit:?} (its deadline and {grace:?}): stuck \
-             where the deadline could not end it, and left behind"
-        );
-        log::error!("`{}`: {why}", cmd.display());
-        Err(CommandError {
-            deadline: Some(cmd.deadline),
-            ..CommandError::unfinished(cmd, why)
-        })
+    let why = match rx.recv_timeout(limit) {
+        Ok(result) => return result,
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            "its run ended without a result (its thread panicked)".to_string()
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            abandoned.push(ended);
+            format!(
+                "its run did not return within {limit:?} (its deadline and {grace:?}): stuck \
+                 where the deadline could not end it, and left behind"
+            )
+        }
+    };
+    log::error!("`{}`: {why}", cmd.display());
+    Err(CommandError {
+        deadline: Some(cmd.deadline),
+        ..CommandError::unfinished(cmd, why)
     })
 }
 
@@ -441,12 +473,12 @@ mod tests {
 
     #[test]
     fn exit_status_decides_not_output() {
-        let ok = HostRunner
+        let ok = HostRunner::default()
             .check(&Cmd::new("sh", &["-c", "echo failed; exit 0"]))
             .unwrap();
         assert_eq!(ok.status, 0);
         assert_eq!(ok.stdout, "failed\n");
-        let e = HostRunner
+        let e = HostRunner::default()
             .check(&Cmd::new(
                 "sh",
                 &["-c", "echo Success; echo oops >&2; exit 3"],
@@ -459,7 +491,7 @@ mod tests {
 
     #[test]
     fn missing_program_is_an_error_naming_it() {
-        let e = HostRunner
+        let e = HostRunner::default()
             .run(&Cmd::new("no-such-command-here", &[]))
             .unwrap_err();
         assert_eq!(e.status, None);
@@ -471,7 +503,7 @@ mod tests {
         let cmd = Cmd::new("sh", &["-c", "[ \"${#TOKEN}\" = 7 ] && exit 4"])
             .env("MDM_IP", "10.0.0.1,10.0.0.2")
             .secret_env("TOKEN", "hunter2");
-        let e = HostRunner.check(&cmd).unwrap_err();
+        let e = HostRunner::default().check(&cmd).unwrap_err();
         assert_eq!(e.status, Some(4), "the child saw the secret");
         let shown = format!("{e} {cmd:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
@@ -489,7 +521,7 @@ mod tests {
         )
         .secret_stdin("one")
         .secret_stdin("Two-2");
-        let e = HostRunner.check(&cmd).unwrap_err();
+        let e = HostRunner::default().check(&cmd).unwrap_err();
         assert_eq!(e.status, Some(5), "the child read both lines");
         let shown = format!("{e} {cmd:?}");
         assert!(!shown.contains("Two-2"), "{shown}");
@@ -501,7 +533,7 @@ mod tests {
         let long = "é".repeat(3000);
         let t = tail(&long);
         assert!(t.len() <= TAIL_BYTES + 3 && t.starts_with("..."));
-        let big = HostRunner
+        let big = HostRunner::default()
             .check(&Cmd::new("sh", &["-c", "yes x | head -c 100000; exit 1"]))
             .unwrap_err();
         assert!(big.tail.len() <= TAIL_BYTES + 3);
@@ -512,7 +544,7 @@ mod tests {
     fn run_within(cmd: Cmd, limit: Duration) -> Option<Result<Output, CommandError>> {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let _ = tx.send(HostRunner.run(&cmd));
+            let _ = tx.send(HostRunner::default().run(&cmd));
         });
         rx.recv_timeout(limit).ok()
     }
@@ -529,12 +561,15 @@ mod tests {
             .deadline(Duration::from_millis(50));
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let _ = tx.send(bounded(&cmd, Duration::from_millis(50), stuck));
+            let mut abandoned = Vec::new();
+            let result = bounded(&cmd, Duration::from_millis(50), stuck, &mut abandoned);
+            let _ = tx.send((result, abandoned.len()));
         });
-        let e = rx
+        let (result, abandoned) = rx
             .recv_timeout(Duration::from_secs(30))
-            .expect("the guarded run came back")
-            .unwrap_err();
+            .expect("the guarded run came back");
+        assert_eq!(abandoned, 1, "the stuck run is remembered");
+        let e = result.unwrap_err();
         let shown = e.to_string();
         assert!(shown.contains("TOKEN=<secret> rpm -q zip"), "{shown}");
         assert!(shown.contains("did not return within 100ms"), "{shown}");
@@ -548,8 +583,43 @@ mod tests {
     #[test]
     fn a_run_within_its_deadline_returns_its_own_result() {
         let cmd = Cmd::new("sh", &["-c", "echo here; exit 3"]);
-        let out = bounded(&cmd, Duration::ZERO, spawn).unwrap();
+        let mut abandoned = Vec::new();
+        let out = bounded(&cmd, Duration::ZERO, spawn, &mut abandoned).unwrap();
         assert_eq!((out.status, out.stdout.as_str()), (3, "here\n"));
+        assert!(abandoned.is_empty());
+    }
+
+    #[test]
+    fn a_run_that_panics_is_an_error_not_a_stuck_run() {
+        fn panics(_: &Cmd) -> Result<Output, CommandError> {
+            panic!("no thread for a pipe");
+        }
+        let mut abandoned = Vec::new();
+        let cmd = Cmd::new("rpm", &["-q", "zip"]);
+        let e = bounded(&cmd, Duration::ZERO, panics, &mut abandoned).unwrap_err();
+        assert!(e.to_string().contains("ended without a result"), "{e}");
+        assert!(abandoned.is_empty(), "nothing is left running");
+    }
+
+    #[test]
+    fn no_command_starts_while_too_many_given_up_runs_are_stuck() {
+        let stuck = || Arc::new(AtomicBool::new(false));
+        let mut runner = HostRunner {
+            abandoned: (0..MAX_ABANDONED).map(|_| stuck()).collect(),
+        };
+        let file = pid_file("not-started");
+        let cmd = Cmd::new("sh", &["-c", &format!("touch {}", file.display())]);
+        let e = runner.run(&cmd).unwrap_err();
+        assert!(
+            e.to_string().contains("not started: 4 earlier commands"),
+            "{e}"
+        );
+        assert!(!file.exists(), "the command ran");
+        // One of them ends: commands start again.
+        runner.abandoned[0].store(true, Ordering::Relaxed);
+        assert_eq!(runner.run(&cmd).unwrap().status, 0);
+        assert!(file.exists());
+        let _ = std::fs::remove_file(&file);
     }
 
     /// The pids a test script wrote to `file`, once it has written them.

@@ -79,7 +79,7 @@ pub struct Node {
 
 impl Node {
     pub fn new(api: SchedulerApi, facts: Facts, sandbox: PathBuf) -> Node {
-        Node::with(Box::new(api), Box::new(HostRunner), facts, sandbox)
+        Node::with(Box::new(api), Box::<HostRunner>::default(), facts, sandbox)
     }
 
     /// A node worker on `runner`'s host and `api`'s scheduler.
