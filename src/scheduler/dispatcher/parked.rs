@@ -152,7 +152,8 @@ where
     None
 }
 
-/// What a parked request keeps of its executor's id.
+/// What a parked request keeps of its executor's id: the hash `TaskRecord::executor_hash`
+/// gives of its launch's.
 pub(super) fn executor_key(executor_id: &str) -> u64 {
     crate::hash::content_hash(executor_id.as_bytes())
 }

@@ -140,6 +140,20 @@ impl TaskRecord {
         }
     }
 
+    /// [`crate::hash::content_hash`] of [`TaskRecord::executor_id`], without making the id.
+    pub fn executor_hash(&self) -> u64 {
+        let mut h = crate::hash::ContentHasher::default();
+        match (&self.executor_id, self.derived_suffix()) {
+            (Some(id), _) => h.update(id.as_bytes()),
+            (None, Some(suffix)) => {
+                h.update(ids::EXECUTOR_PREFIX.as_bytes());
+                h.update(suffix.as_bytes());
+            }
+            (None, None) => {}
+        }
+        h.finish()
+    }
+
     /// Whether `id` is this launch's executor id (no allocation).
     pub fn is_executor(&self, id: &str) -> bool {
         match (&self.executor_id, self.derived_suffix()) {
@@ -654,6 +668,22 @@ mod tests {
             assert_eq!(serde_json::from_str::<TaskRecord>(&json).unwrap(), t);
             t.set_executor_id("storage-executor.h.1");
             assert_eq!(t.executor_id(), "storage-executor.h.1");
+        }
+    }
+
+    #[test]
+    fn an_executor_hash_is_the_hash_of_the_executor_id_derived_or_kept() {
+        use crate::hash::content_hash;
+        for (task, executor) in [
+            ("storage.host-1.7", "storage-executor.host-1.7"),
+            ("storage.h.1", "other.h.1"),
+        ] {
+            let t = TaskRecord::new(task, executor, TaskState::Running, 1);
+            assert_eq!(
+                t.executor_hash(),
+                content_hash(executor.as_bytes()),
+                "{executor}"
+            );
         }
     }
 

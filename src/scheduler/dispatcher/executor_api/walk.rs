@@ -4,7 +4,7 @@
 //! nodes.
 
 use super::*;
-use crate::scheduler::dispatcher::parked::{executor_key, node_of, replaced_executor, Parked};
+use crate::scheduler::dispatcher::parked::{node_of, replaced_executor, Parked};
 use crate::scheduler::model::{once_each, WriteMark};
 use std::collections::BTreeMap;
 
@@ -182,8 +182,7 @@ impl ExecutorApi {
         // The same node revision as when parked is the same task, so the same executor.
         let same_node = node.is_some_and(|n| Some(n.revision.get()) == p.revision);
         let task = node.and_then(|n| n.task.as_ref());
-        let current =
-            same_node || task.is_some_and(|t| executor_key(&t.executor_id()) == p.executor);
+        let current = same_node || task.is_some_and(|t| t.executor_hash() == p.executor);
         let (Some(node), Some(task)) = (node.filter(|_| current), task) else {
             walk.done.push((
                 agent.clone(),
