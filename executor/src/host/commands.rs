@@ -20,8 +20,7 @@ use std::fmt;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Bytes of combined output kept for an error message.
@@ -206,9 +205,13 @@ pub trait Runner {
 /// (and maybe a child) behind each time.
 #[derive(Default)]
 pub struct HostRunner {
-    /// Of each run given up on, whether it has ended since.
-    abandoned: Vec<Arc<AtomicBool>>,
+    /// The result channel of each run given up on: empty while the run is stuck, ready or
+    /// hung up once it ended.
+    abandoned: Vec<Ran>,
 }
+
+/// Where a run sends its result, once.
+type Ran = mpsc::Receiver<Result<Output, CommandError>>;
 
 /// Runs given up on and still stuck past which no new command starts: the host, or this
 /// executor, is in a state that more commands would only pile onto.
@@ -217,7 +220,7 @@ const MAX_ABANDONED: usize = 4;
 impl Runner for HostRunner {
     fn run(&mut self, cmd: &Cmd) -> Result<Output, CommandError> {
         self.abandoned
-            .retain(|ended| !ended.load(Ordering::Relaxed));
+            .retain(|ran| matches!(ran.try_recv(), Err(mpsc::TryRecvError::Empty)));
         if self.abandoned.len() >= MAX_ABANDONED {
             let why = format!(
                 "not started: {} earlier commands given up past their deadlines are still stuck",
@@ -238,23 +241,20 @@ const OVERRUN_GRACE: Duration = Duration::from_secs(15);
 
 /// `run(cmd)` on a thread of its own, waited for until `cmd`'s deadline and `grace`: past
 /// that, an error naming the command, and the thread is left to whatever holds it, its
-/// flag in `abandoned` set once it ends. A node worker that fails its phase is relaunched;
+/// result channel kept in `abandoned`. A node worker that fails its phase is relaunched;
 /// one that waits forever is a node nobody hears from again.
 fn bounded(
     cmd: &Cmd,
     grace: Duration,
     run: fn(&Cmd) -> Result<Output, CommandError>,
-    abandoned: &mut Vec<Arc<AtomicBool>>,
+    abandoned: &mut Vec<Ran>,
 ) -> Result<Output, CommandError> {
     let (tx, rx) = mpsc::channel();
     let owned = cmd.clone();
-    let ended = Arc::new(AtomicBool::new(false));
-    let flag = ended.clone();
     std::thread::Builder::new()
         .name("host-command".into())
         .spawn(move || {
             let _ = tx.send(run(&owned));
-            flag.store(true, Ordering::Relaxed);
         })
         .map_err(|e| CommandError::unfinished(cmd, format!("cannot start a thread for it: {e}")))?;
     let limit = cmd.deadline + grace;
@@ -264,7 +264,7 @@ fn bounded(
             "its run ended without a result (its thread panicked)".to_string()
         }
         Err(mpsc::RecvTimeoutError::Timeout) => {
-            abandoned.push(ended);
+            abandoned.push(rx);
             format!(
                 "its run did not return within {limit:?} (its deadline and {grace:?}): stuck \
                  where the deadline could not end it, and left behind"
@@ -603,10 +603,9 @@ mod tests {
 
     #[test]
     fn no_command_starts_while_too_many_given_up_runs_are_stuck() {
-        let stuck = || Arc::new(AtomicBool::new(false));
-        let mut runner = HostRunner {
-            abandoned: (0..MAX_ABANDONED).map(|_| stuck()).collect(),
-        };
+        let (mut runs, abandoned): (Vec<_>, Vec<_>) =
+            (0..MAX_ABANDONED).map(|_| mpsc::channel()).unzip();
+        let mut runner = HostRunner { abandoned };
         let file = pid_file("not-started");
         let cmd = Cmd::new("sh", &["-c", &format!("touch {}", file.display())]);
         let e = runner.run(&cmd).unwrap_err();
@@ -616,7 +615,7 @@ mod tests {
         );
         assert!(!file.exists(), "the command ran");
         // One of them ends: commands start again.
-        runner.abandoned[0].store(true, Ordering::Relaxed);
+        drop(runs.remove(0));
         assert_eq!(runner.run(&cmd).unwrap().status, 0);
         assert!(file.exists());
         let _ = std::fs::remove_file(&file);
