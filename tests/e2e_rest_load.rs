@@ -187,8 +187,10 @@ fn hostile_load_from_one_address_leaves_executors_answered() {
         .timeout_global(Some(ANSWER_WITHIN))
         .build();
     let verifier = Arc::new(storage_framework::tls::PinnedVerifier::new(vec![pin]));
-    let agent =
-        storage_framework::tls::agent(config, storage_framework::tls::client_config(verifier));
+    let agent = storage_framework::tls::agent(
+        config,
+        storage_framework::tls::executor_client_config(verifier),
+    );
     let url = format!("https://127.0.0.1:{port}/api/v1/executors/{id}/heartbeat");
     let call = || heartbeat(&agent, &url, &secret);
     // The executor is known, and the probe is served before the attack.

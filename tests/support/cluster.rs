@@ -407,7 +407,7 @@ pub fn pinned_agent(pin: storage_framework::tls::Fingerprint) -> ureq::Agent {
         .timeout_global(Some(Duration::from_secs(20)))
         .build();
     let verifier = std::sync::Arc::new(tls::PinnedVerifier::new(vec![pin]));
-    tls::agent(config, tls::client_config(verifier))
+    tls::agent(config, tls::executor_client_config(verifier))
 }
 
 /// Executor id -> the secret its latest launch's `TaskInfo.data` carried, as the dev master

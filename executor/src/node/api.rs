@@ -21,7 +21,8 @@
 //! once, and that request is the node's sign of life, without which the scheduler shows it
 //! `unknown` after `-health.stale`.
 //! Calls go over TLS to the pinned certificate only (`endpoint.rs`, which also decides what
-//! another certificate leads to).
+//! another certificate leads to), each on a new connection that resumes the client's TLS
+//! session; the client starts a new session every [`SESSION_MAX_AGE`].
 
 use super::endpoint::{on_mismatch, pin_grace, Endpoint, Mismatch, Signal};
 use super::plan::Plan;
@@ -38,6 +39,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_BODY: u64 = 1 << 20;
 const RETRY_START: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(30);
+/// A TLS session is resumed for at most this long, then the client makes a new one with a
+/// full handshake: a resumed TLS 1.2 connection is as safe as its session's master secret
+/// (`storage_framework::tls::executor_client_config`), so this bounds what one stolen secret
+/// opens. One full handshake an hour per executor is 3 a second at 10,000.
+pub const SESSION_MAX_AGE: Duration = Duration::from_secs(3600);
 /// How often an idle node asks for its plan when the plan does not say: a third of the
 /// scheduler's default `-health.stale`. 10,000 idle executors ask 167 times a second, each
 /// over a new TLS connection, which the scheduler holds for milliseconds.
@@ -249,6 +255,8 @@ pub struct SchedulerApi {
     pin_worked: bool,
     /// Since when calls have met another certificate.
     mismatch_since: Option<Instant>,
+    /// When `agent`, and so its TLS session, is to be made anew.
+    session_until: Instant,
     /// The longest wait of one plan long poll.
     plan_wait: Duration,
     /// How long a pin that never worked is kept through another certificate.
@@ -277,6 +285,7 @@ impl SchedulerApi {
     ) -> SchedulerApi {
         SchedulerApi {
             agent: agent(&endpoint),
+            session_until: Instant::now() + SESSION_MAX_AGE,
             endpoint,
             executor_id: executor_id.to_string(),
             secret: secret.to_string(),
@@ -417,6 +426,7 @@ impl SchedulerApi {
         let mut backoff = Backoff::new(RETRY_START, RETRY_MAX);
         loop {
             self.take_signals();
+            self.renew_session(Instant::now());
             let result = f(self);
             let outcome = result.as_ref().map(|_| ()).map_err(Clone::clone);
             if let Some(refused) = self.judge_pin(&outcome) {
@@ -476,6 +486,14 @@ impl SchedulerApi {
     }
 
     /// Every MESSAGE queued so far.
+    /// A new agent, so a new TLS session, once the current one is [`SESSION_MAX_AGE`] old.
+    fn renew_session(&mut self, now: Instant) {
+        if now >= self.session_until {
+            self.agent = agent(&self.endpoint);
+            self.session_until = now + SESSION_MAX_AGE;
+        }
+    }
+
     fn take_signals(&mut self) {
         while let Ok(signal) = self.moves.try_recv() {
             self.take(signal);
@@ -504,6 +522,7 @@ impl SchedulerApi {
         );
         if endpoint.pin != self.endpoint.pin {
             self.agent = agent(&endpoint);
+            self.session_until = Instant::now() + SESSION_MAX_AGE;
             self.pin_worked = false;
             self.mismatch_since = None;
         }
@@ -571,6 +590,24 @@ mod tests {
     fn api(url: &str) -> (SchedulerApi, mpsc::Sender<Signal>) {
         let (tx, rx) = mpsc::channel();
         (SchedulerApi::new(at(url), "e1", "s3cret", rx), tx)
+    }
+
+    #[test]
+    fn a_tls_session_is_renewed_at_the_first_call_once_it_is_an_hour_old() {
+        let (mut api, _tx) = api("https://127.0.0.1:9");
+        let until = api.session_until;
+        assert!(until >= Instant::now() + SESSION_MAX_AGE - Duration::from_secs(60));
+        api.renew_session(until - Duration::from_millis(1));
+        assert_eq!(api.session_until, until, "renewed before its hour");
+        // Due now: the next call makes a new agent, and the hour starts again.
+        api.session_until = Instant::now();
+        let before = Instant::now();
+        let r = api.retry(|_| Ok::<_, ApiError>(()));
+        assert_eq!(r, Ok(()));
+        assert!(
+            api.session_until >= before + SESSION_MAX_AGE,
+            "the call kept a session past its hour"
+        );
     }
 
     #[test]

@@ -52,10 +52,13 @@ impl Endpoint {
         })
     }
 
-    /// An HTTP client for this scheduler that accepts its pinned certificate only.
+    /// An HTTP client for this scheduler that accepts its pinned certificate only, over TLS
+    /// 1.2 so that its connections resume without a key exchange
+    /// (`storage_framework::tls::executor_client_config`). Its sessions are its own: a new
+    /// agent starts with a full handshake.
     pub fn agent(&self, config: ureq::config::Config) -> ureq::Agent {
         let verifier = Arc::new(PinnedVerifier::new(vec![self.pin]));
-        tls::agent(config, tls::client_config(verifier))
+        tls::agent(config, tls::executor_client_config(verifier))
     }
 }
 

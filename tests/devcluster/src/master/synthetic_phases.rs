@@ -69,7 +69,7 @@ fn pinned(pin: &str) -> Option<ureq::Agent> {
         .timeout_global(Some(Duration::from_secs(10)))
         .build();
     let verifier = Arc::new(PinnedVerifier::new(vec![pin]));
-    Some(tls::agent(config, tls::client_config(verifier)))
+    Some(tls::agent(config, tls::executor_client_config(verifier)))
 }
 
 /// Reports in flight at most.

@@ -293,7 +293,7 @@ fn pinned(pin: &str, source: std::net::Ipv4Addr) -> Option<ureq::Agent> {
     let verifier = Arc::new(PinnedVerifier::new(vec![pin]));
     Some(tls::agent_over(
         config,
-        tls::client_config(verifier),
+        tls::executor_client_config(verifier),
         BoundTcp { local: source },
     ))
 }
