@@ -1815,7 +1815,17 @@ impl Model {
             Kind::Pd => self.pds.iter().map(|pd| self.pd_json(pd)).collect(),
             Kind::Pool => self.pools.iter().map(pool_json).collect(),
             Kind::Sds => self.sdss.iter().map(|s| self.sds_view(s)).collect(),
-            Kind::Device => self.devices.iter().map(|d| self.device_view(d)).collect(),
+            Kind::Device => {
+                // Each device's SDS by a map made once: a scan of the SDSs per device made
+                // the listing of 10,000 quadratic, at every health poll.
+                let sdss: HashMap<&str, &Sds> =
+                    self.sdss.iter().map(|s| (s.id.as_str(), s)).collect();
+                let sds_of = |d: &Device| sdss.get(d.sds_id.as_str()).copied();
+                self.devices
+                    .iter()
+                    .map(|d| self.device_view_on(d, sds_of(d)))
+                    .collect()
+            }
             Kind::Sdc => self.sdcs.iter().map(|s| self.sdc_json(s)).collect(),
         };
         Value::Array(items)
@@ -1898,12 +1908,16 @@ impl Model {
     }
 
     fn device_view(&self, device: &Device) -> Value {
+        self.device_view_on(device, self.sds(&device.sds_id))
+    }
+
+    /// A device as listed, `sds` being its SDS.
+    fn device_view_on(&self, device: &Device, sds: Option<&Sds>) -> Value {
         let mut value = device_json(device);
         if let Some(state) = self.removal_state(Kind::Device, &device.id, &device.sds_id) {
             value["deviceState"] = json!(state);
         }
-        let ips: Vec<&str> = self
-            .sds(&device.sds_id)
+        let ips: Vec<&str> = sds
             .map(|s| s.ips.iter().map(|(ip, _)| ip.as_str()).collect())
             .unwrap_or_default();
         self.health.device(&mut value, &ips, &device.path);

@@ -8,7 +8,7 @@
 
 use super::health::PoolFigures;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 /// Log lines kept; the oldest go first.
@@ -137,9 +137,12 @@ impl DataModel {
     /// What the hosts show of every SDS the gateway has now (those it no longer has are
     /// forgotten). `pools_degraded`: an injected fault already has every pool missing copies.
     pub fn observe_sdss(&mut self, seen: &[SdsSeen], pools_degraded: bool, now: Instant) {
-        self.sdss.retain(|id, t| {
-            seen.iter().any(|s| s.id == id.as_str()) || (t.removed && t.missing_any(now))
-        });
+        // A set, not a scan of `seen` per SDS: at 10,000 SDSs that was 50 million compares
+        // every look (each 100 ms while SDSs are added), a core of the bench's machine taken
+        // from the scheduler it measures.
+        let present: HashSet<&str> = seen.iter().map(|s| s.id).collect();
+        self.sdss
+            .retain(|id, t| present.contains(id.as_str()) || (t.removed && t.missing_any(now)));
         for s in seen {
             let Some(track) = self.sdss.get(s.id) else {
                 self.sdss.insert(s.id.to_string(), first_look(s));
