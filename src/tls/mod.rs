@@ -61,21 +61,23 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 pub fn executor_client_config(
     verifier: Arc<dyn rustls::client::danger::ServerCertVerifier>,
 ) -> Arc<rustls::ClientConfig> {
-    let config = rustls::ClientConfig::builder_with_provider(provider())
-        .with_protocol_versions(&[&rustls::version::TLS12])
-        .expect("ring supports TLS 1.2")
-        .dangerous()
-        .with_custom_certificate_verifier(verifier)
-        .with_no_client_auth();
-    Arc::new(config)
+    config_of(&[&rustls::version::TLS12], verifier)
 }
 
 /// A client configuration that trusts what `verifier` accepts, and nothing else.
 pub fn client_config(
     verifier: Arc<dyn rustls::client::danger::ServerCertVerifier>,
 ) -> Arc<rustls::ClientConfig> {
+    config_of(rustls::DEFAULT_VERSIONS, verifier)
+}
+
+/// A client configuration of `versions` that trusts what `verifier` accepts.
+fn config_of(
+    versions: &[&'static rustls::SupportedProtocolVersion],
+    verifier: Arc<dyn rustls::client::danger::ServerCertVerifier>,
+) -> Arc<rustls::ClientConfig> {
     let config = rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(versions)
         // ring's default provider supports both safe protocol versions.
         .expect("ring supports TLS 1.2 and 1.3")
         .dangerous()

@@ -485,15 +485,20 @@ impl SchedulerApi {
         }
     }
 
-    /// Every MESSAGE queued so far.
     /// A new agent, so a new TLS session, once the current one is [`SESSION_MAX_AGE`] old.
     fn renew_session(&mut self, now: Instant) {
         if now >= self.session_until {
-            self.agent = agent(&self.endpoint);
-            self.session_until = now + SESSION_MAX_AGE;
+            self.new_session(now);
         }
     }
 
+    /// An agent for the current endpoint: its TLS session starts afresh, for an hour.
+    fn new_session(&mut self, now: Instant) {
+        self.agent = agent(&self.endpoint);
+        self.session_until = now + SESSION_MAX_AGE;
+    }
+
+    /// Every MESSAGE queued so far.
     fn take_signals(&mut self) {
         while let Ok(signal) = self.moves.try_recv() {
             self.take(signal);
@@ -520,13 +525,13 @@ impl SchedulerApi {
             endpoint.url,
             endpoint.pin
         );
-        if endpoint.pin != self.endpoint.pin {
-            self.agent = agent(&endpoint);
-            self.session_until = Instant::now() + SESSION_MAX_AGE;
+        let new_pin = endpoint.pin != self.endpoint.pin;
+        self.endpoint = endpoint;
+        if new_pin {
+            self.new_session(Instant::now());
             self.pin_worked = false;
             self.mismatch_since = None;
         }
-        self.endpoint = endpoint;
     }
 }
 
