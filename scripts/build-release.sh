@@ -28,6 +28,14 @@ case "${1:-}" in -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;
 # under 4.5 MiB and was refused: our crate at opt-level "s" (-650 KB, but +6 to +28% decode
 # instructions) and a non-PIE link (-100 KB, but no address randomisation for a server that
 # steers root on every agent).
+# A cliff to know of: the scheduler sits about 170 KB from a jump that is not its own code. If
+# LLVM simplifies std's `RawVecInner::current_memory` before inlining it, SimplifyCFG's sinking
+# leaves a store through a phi of two stack slots that SROA cannot split, in every drop of a
+# `Vec` or `String` it is inlined into; the drop glue grows and stops being inlined (7,542
+# such phis in the crate's IR against 88). Which way it goes moved with one more `Vec` field
+# in one struct (`gateway_work/poll.rs`). Turning the sinking off
+# (`-C llvm-args=-simplifycfg-sink-common=false`) removes the cliff but slowed the protobuf
+# decode by a fifth, so it is not set. A build that jumps by 150 KB or more: look here first.
 SCHEDULER_BUDGET=$((11 * 512 * 1024))
 EXECUTOR_BUDGET=$((3 * 1024 * 1024))
 

@@ -6,6 +6,7 @@
 //! recorded in the model (`storage_intent`), and released to the worker only after the state
 //! is saved (write-ahead).
 
+mod addrs;
 pub mod attach_plan;
 pub mod outage;
 pub mod poll;

@@ -12,8 +12,9 @@ use crate::gateway::client::{code, GatewayClient, GatewayError};
 use crate::gateway::types::{
     DeviceInfo, NewDevice, NewProtectionDomain, NewSds, NewStoragePool, PoolStatistics,
 };
-use crate::scheduler::model::PoolCapacity;
+use crate::scheduler::model::{NodeStorage, PoolCapacity};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 pub struct Reconciler {
     client: GatewayClient,
@@ -23,6 +24,9 @@ pub struct Reconciler {
     /// Ids of the pools the framework uses (its devices' pools and the flags' pool): polled
     /// even while they hold no device.
     wanted_pools: BTreeSet<String>,
+    /// The last health poll's storages that a node may still hold, sorted by SDS id: the
+    /// next poll starts from them ([`Listed::take_sds`]).
+    last_listed: Vec<Arc<NodeStorage>>,
 }
 
 impl Reconciler {
@@ -32,6 +36,7 @@ impl Reconciler {
             pd_ids: BTreeMap::new(),
             pool_ids: BTreeMap::new(),
             wanted_pools: BTreeSet::new(),
+            last_listed: Vec::new(),
         }
     }
 
@@ -272,10 +277,15 @@ impl Reconciler {
             self.pool_id(pd, pool)?;
         }
         let systems = api::systems(&mut self.client)?;
+        // A storage only this list still holds is no node's (another framework's SDS, a node
+        // gone): not kept for another poll.
+        let mut last = std::mem::take(&mut self.last_listed);
+        last.retain(|s| Arc::strong_count(s) > 1);
         let mut listed = Listed::watching(watched.iter().map(String::as_str));
-        api::each_sds(&mut self.client, &mut |s| listed.take_sds(s))?;
+        api::each_sds(&mut self.client, &mut |s| listed.take_sds(s, &last))?;
         api::each_device(&mut self.client, &mut |d| listed.take_device(d))?;
         api::each_sdc(&mut self.client, &mut |c| listed.take_sdc(c))?;
+        self.last_listed = listed.finish();
         let on_devices = listed.pools_on_devices();
         let named: BTreeSet<&String> = self.pool_ids.values().collect();
         if on_devices.iter().any(|id| !named.contains(id)) {

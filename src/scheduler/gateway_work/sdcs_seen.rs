@@ -12,6 +12,7 @@
 //! that finds an SDC gone replaces a check that found it connected, so a lost SDC is never
 //! taken back as connected from older news.
 
+use super::addrs::canonical;
 use std::net::IpAddr;
 
 /// How long a listing answers for the nodes it shows connected. Well under the health poll's
@@ -26,18 +27,16 @@ pub(super) struct SdcsSeen {
     connected: Box<[IpAddr]>,
 }
 
-/// The address written as `ip`, when that is its canonical form. The listing's own check
-/// compares the strings, so only an address that compares the same both ways is kept or
-/// looked up (an IPv6 address in capitals, or an IPv4 one written as IPv6, is listed for).
-fn canonical(ip: &str) -> Option<IpAddr> {
-    let parsed: IpAddr = ip.parse().ok()?;
-    (parsed.to_string() == ip).then_some(parsed)
-}
-
 impl SdcsSeen {
     /// The connected SDCs' addresses of a listing taken at `at_ms`.
     pub fn new(at_ms: u64, connected: &mut dyn Iterator<Item = &str>) -> SdcsSeen {
-        let mut ips: Vec<IpAddr> = connected.filter_map(canonical).collect();
+        SdcsSeen::of_ips(at_ms, connected.filter_map(canonical).collect())
+    }
+
+    /// [`SdcsSeen::new`], of the addresses written canonically. The listing's own check
+    /// compares the strings, so only an address that compares the same both ways is kept or
+    /// looked up (one spelled otherwise is listed for).
+    pub fn of_ips(at_ms: u64, mut ips: Vec<IpAddr>) -> SdcsSeen {
         ips.sort_unstable();
         ips.dedup();
         SdcsSeen {

@@ -413,7 +413,7 @@ impl Worker {
                 // holds none.
                 let at = self.polled_ms.unwrap_or_default();
                 self.sdcs_seen = (!self.pending.is_empty())
-                    .then(|| SdcsSeen::new(at, &mut poll.listed.connected_sdcs()));
+                    .then(|| SdcsSeen::of_ips(at, poll.listed.connected_ips()));
                 reports.extend(self.removals.check(&poll));
                 reports.push(Report::Health(Box::new(poll)));
             }
@@ -926,6 +926,44 @@ mod tests {
         // Systems, SDSs, devices, SDCs and one querySelectedStatistics.
         assert_eq!(one, (5, 5));
         assert_eq!(hundred, one);
+    }
+
+    /// A steady poll lists each node's storage as the last poll's, which the model holds,
+    /// rather than a copy; and the worker keeps none that no node holds any more.
+    #[test]
+    fn a_steady_poll_shares_the_storages_nodes_took_from_the_last() {
+        use crate::scheduler::model::NodeStorage;
+        use std::sync::Weak;
+        let (gw, _clock, mut w) = worker_rig();
+        let wants: Vec<NodeWant> = (0..3).map(with_device).collect();
+        for want in &wants {
+            gw.sdc_installed(&want.ip, "10.0.0.11").unwrap();
+            w.take(Job::Attach(want.clone()));
+        }
+        w.work_due();
+        let mut storages = || -> Vec<Arc<NodeStorage>> {
+            w.take(Job::Poll);
+            let reports = w.work_due();
+            let poll = reports.iter().find_map(|r| match r {
+                Report::Health(p) => Some(p),
+                _ => None,
+            });
+            let listed = &poll.expect("a health report").listed;
+            let of = |want: &NodeWant| listed.storage_of(None, Some(&want.ip)).cloned();
+            wants.iter().map(|want| of(want).expect("listed")).collect()
+        };
+        // Held as the model holds them.
+        let held = storages();
+        assert!(held.iter().all(|s| s.devices.len() == 1), "{held:?}");
+        let again = storages();
+        assert!(held.iter().zip(&again).all(|(a, b)| Arc::ptr_eq(a, b)));
+        let gone: Vec<Weak<NodeStorage>> = held.iter().map(Arc::downgrade).collect();
+        drop((held, again));
+        let fresh = storages();
+        assert!(
+            gone.iter().all(|g| g.upgrade().is_none()),
+            "kept: {fresh:?}"
+        );
     }
 
     #[test]

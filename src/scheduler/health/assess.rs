@@ -14,6 +14,7 @@ use crate::scheduler::model::{
     ClusterHealth, ClusterModel, Health, MdmMemberStatus, MdmStatus, Node, Phase, PoolCapacity,
 };
 use std::ops::DerefMut;
+use std::sync::Arc;
 
 /// Puts a poll's answers into the model: each node's `storage` (its SDS found by id, else by
 /// IP) and `sdc_connected`, the pools, the MDM cluster, `health.read_ms`. A node whose facts
@@ -26,8 +27,12 @@ pub fn apply_poll(model: &mut ClusterModel, poll: &HealthPoll, settings: &Health
     let listed = &poll.listed;
     for mut node in model.nodes.values_mut() {
         let storage = listed.storage_of(node.sds_id.as_deref(), node.ip.as_deref());
-        if node.storage.as_deref() != storage.map(|s| &**s) {
-            node.storage = storage.cloned();
+        match (&node.storage, storage) {
+            // The worker's poll starts from the last: most often the storage the node holds.
+            (Some(held), Some(s)) if Arc::ptr_eq(held, s) => {}
+            (Some(held), Some(s)) if held == s => node.share_storage(s),
+            (None, None) => {}
+            _ => node.storage = storage.cloned(),
         }
         if node.attached_after_poll {
             node.attached_after_poll = false;
@@ -502,6 +507,37 @@ mod tests {
         let polled = poll.listed.storage_of(Some("s1"), None).unwrap();
         let held = model.nodes["a1"].storage.as_ref().unwrap();
         assert!(Arc::ptr_eq(polled, held), "the node holds a copy");
+    }
+
+    /// An equal storage from another poll (one the worker did not start from, or a node read
+    /// back from the store) is taken over with no write, so that the node and the worker's
+    /// next poll hold one storage; not while a view shares the node.
+    #[test]
+    fn a_node_holding_an_equal_storage_takes_the_polls_with_no_write() {
+        let (mut model, p) = cluster();
+        apply(&mut model, &p, &settings());
+        let revision = model.nodes["a1"].revision.clone();
+        let viewed = shared(&model);
+        let other = poll_of(&p);
+        apply_poll(&mut model, &other, &settings());
+        assert_eq!(
+            same(&viewed, &model),
+            [true, true, true],
+            "a shared node is not copied"
+        );
+        let polled = other.listed.storage_of(Some("s1"), None).unwrap();
+        assert!(!Arc::ptr_eq(
+            polled,
+            model.nodes["a1"].storage.as_ref().unwrap()
+        ));
+        drop(viewed);
+        let before: Vec<*const Node> = shared(&model).iter().map(Arc::as_ptr).collect();
+        apply_poll(&mut model, &other, &settings());
+        let held = model.nodes["a1"].storage.as_ref().unwrap();
+        assert!(Arc::ptr_eq(polled, held), "the node keeps its own copy");
+        assert_eq!(model.nodes["a1"].revision, revision, "not a write");
+        let after: Vec<*const Node> = shared(&model).iter().map(Arc::as_ptr).collect();
+        assert_eq!(before, after, "no node copied");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The model's nodes, and the log of which were written (`Nodes::written_since`).
 
-use super::{Node, Revision};
+use super::{Node, NodeStorage, Revision};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -308,6 +308,19 @@ impl std::ops::DerefMut for NodeMut<'_> {
     fn deref_mut(&mut self) -> &mut Node {
         self.bulk.fetch_add(1, Ordering::Relaxed);
         written(self.node)
+    }
+}
+
+impl NodeMut<'_> {
+    /// Takes `storage`, equal to the node's own, in place of it: not a write (no copy, no new
+    /// revision, nothing to save), and skipped while a view or the store shares the node. So
+    /// that the node and the gateway worker's next poll hold one storage, not two equal ones.
+    pub fn share_storage(&mut self, storage: &Arc<NodeStorage>) {
+        let Some(node) = Arc::get_mut(self.node) else {
+            return;
+        };
+        debug_assert_eq!(node.storage.as_deref(), Some(&**storage));
+        node.storage = Some(storage.clone());
     }
 }
 
