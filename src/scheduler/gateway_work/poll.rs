@@ -118,26 +118,22 @@ impl Listed {
         for ip in s.ips() {
             self.by_ip.insert(Addr::of(ip), id.clone());
         }
-        // The id last: compared by the lookup, and copied only for a storage of its own.
-        let mut status = SdsStatus {
-            id: String::new(),
+        let status = SdsStatus {
+            id: s.id,
             protection_domain_id: Word::of(s.protection_domain_id.as_deref()),
             mdm_connection: Word::of(s.mdm_connection_state.as_deref()),
             membership: Word::of(s.membership_state.as_deref()),
             state: Word::of(s.sds_state.as_deref()),
             maintenance: Word::of(s.maintenance_state.as_deref()),
         };
-        let again = last_of(last, &s.id).filter(|last| {
-            let same = last.sds.as_ref().is_some_and(|l| same_states(l, &status));
-            same && last.devices.len() <= 64
-        });
+        let again = last_of(last, &status.id)
+            .filter(|last| last.sds.as_ref() == Some(&status) && last.devices.len() <= 64);
         let entry = match again {
             Some(last) => Entry {
                 storage: last.clone(),
                 again: Some(0),
             },
             None => {
-                status.id = s.id.clone();
                 let storage = NodeStorage {
                     sds: Some(status),
                     devices: Vec::new(),
@@ -303,24 +299,6 @@ impl Entry {
             self.own();
         }
     }
-}
-
-/// Whether two SDSs' states are the same, whatever their ids.
-fn same_states(a: &SdsStatus, b: &SdsStatus) -> bool {
-    // Every field named: one added to `SdsStatus` cannot be forgotten here.
-    let SdsStatus {
-        id: _,
-        protection_domain_id,
-        mdm_connection,
-        membership,
-        state,
-        maintenance,
-    } = a;
-    *protection_domain_id == b.protection_domain_id
-        && *mdm_connection == b.mdm_connection
-        && *membership == b.membership
-        && *state == b.state
-        && *maintenance == b.maintenance
 }
 
 /// The storage of the SDS `id` in `last`, sorted by SDS id.
