@@ -619,8 +619,8 @@ mod tests {
         let mut n = Node::new("a1", "h1", crate::scheduler::model::Persona::Data, 0);
         n.devices = vec!["/dev/sdb".into(), "/dev/sdc".into(), "/dev/sdd".into()];
         n.attached = n.devices.clone();
-        n.devices_missing = vec!["/dev/sdd".into()];
-        n.device_errors = vec!["/dev/sdc".into(), "/dev/sdd".into()];
+        n.devices_missing = vec!["/dev/sdd".into()].into();
+        n.device_errors = vec!["/dev/sdc".into(), "/dev/sdd".into()].into();
         let mut html = String::new();
         devices_cell(&mut html, &n);
         for want in [

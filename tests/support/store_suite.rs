@@ -124,10 +124,10 @@ fn sample(nodes: usize) -> Persisted {
         // What a scheduler upgrade's successor needs to go on replacing executors.
         node.executor_sha256 = Some(format!("{i:064x}").into());
         if i == 1 {
-            node.replacing = Some(Replacement {
+            node.replacing = Some(Box::new(Replacement {
                 to_sha256: format!("{:064x}", 99).into(),
                 failed: None,
-            });
+            }));
         }
         p.model.nodes.insert(agent, node);
     }

@@ -2737,6 +2737,18 @@ mod tests {
             r.d.model().nodes["a1"].executor_sha256.as_deref(),
             Some(&*old)
         );
+        // Every node records the one binary served: one text, not a copy per node.
+        let digest = |a: &str| {
+            r.d.model().nodes[a]
+                .executor_sha256
+                .as_deref()
+                .map(str::as_ptr)
+        };
+        assert_eq!(
+            digest("a1"),
+            digest("a2"),
+            "the digest is shared by the nodes"
+        );
         r.advance(1);
         assert!(kills(&r.calls()).is_empty(), "nothing to replace");
 

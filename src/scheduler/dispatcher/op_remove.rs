@@ -753,7 +753,7 @@ mod tests {
         let n = r.node("a1").clone();
         assert_eq!(n.attached, ["/dev/sdb"]);
         assert_eq!(n.devices, ["/dev/sdb"]);
-        assert_eq!(n.devices_removed, ["/dev/sdc"]);
+        assert_eq!(*n.devices_removed, ["/dev/sdc"]);
         assert!(n.devices_removing.is_empty());
         // The host still reports the disk: it is not attached again.
         r.d.state

@@ -101,10 +101,10 @@ pub(super) fn record_progress(node: &mut Node, phase: Phase) {
         }
         Some(r) if current(r) => {
             let killed = r.killed.clone();
-            node.restart = Some(Restart {
+            node.restart = Some(Box::new(Restart {
                 killed,
                 at: Some(phase),
-            });
+            }));
         }
         // The killed launch's executor, before the KILL reached it.
         _ => node.progress = Some(phase),
@@ -131,10 +131,10 @@ impl Dispatcher {
             return Outcome::refused(format!("no executor runs on {}", node.hostname));
         };
         let killed = task.task_id.clone();
-        node.restart = Some(Restart {
+        node.restart = Some(Box::new(Restart {
             killed: killed.clone(),
             at: None,
-        });
+        }));
         node.updated_ms = now;
         let mut c = self.call(call::Type::Kill);
         c.kill = Some(call::Kill {
@@ -216,10 +216,10 @@ mod tests {
         assert!(why(&|n| n.phase = Phase::Packages).contains("at phase packages, not running"));
         assert!(why(&|n| n.generation = 2).contains("generation 2 of 3"));
         assert!(why(&|n| {
-            n.replacing = Some(crate::scheduler::model::Replacement {
+            n.replacing = Some(Box::new(crate::scheduler::model::Replacement {
                 to_sha256: "new".into(),
                 failed: None,
-            })
+            }))
         })
         .contains("being replaced"));
         assert!(why(&|n| {
@@ -231,10 +231,10 @@ mod tests {
         })
         .contains("in the middle of its upgrade-sds step"));
         assert!(why(&|n| {
-            n.restart = Some(Restart {
+            n.restart = Some(Box::new(Restart {
                 killed: "storage.h1.1".into(),
                 at: Some(Phase::Packages),
-            })
+            }))
         })
         .contains("restarting already (at phase packages)"));
         // Before any target is declared (tests, a first start), the generation is no reason.
@@ -246,10 +246,10 @@ mod tests {
     #[test]
     fn the_restart_walk_is_recorded_apart_from_progress_until_running() {
         let mut n = running("h1");
-        n.restart = Some(Restart {
+        n.restart = Some(Box::new(Restart {
             killed: "storage.h1.1".into(),
             at: None,
-        });
+        }));
         // The killed executor's last words change nothing of the walk.
         record_progress(&mut n, Phase::Running);
         assert_eq!(n.resume(), None, "the walk starts at the first phase");
@@ -273,10 +273,10 @@ mod tests {
     fn a_node_that_holds_data_counts_as_disrupted_from_the_restart_s_acceptance() {
         let mut n = running("h1");
         n.attached = vec!["/dev/sdb".into()];
-        n.restart = Some(Restart {
+        n.restart = Some(Box::new(Restart {
             killed: "storage.h1.1".into(),
             at: None,
-        });
+        }));
         assert_eq!(gate::disruption(&n).as_deref(), Some("is restarting"));
         n.phase = Phase::Packages;
         assert_eq!(

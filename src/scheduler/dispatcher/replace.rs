@@ -159,10 +159,10 @@ impl Dispatcher {
         let task_id = TaskID {
             value: (*task.task_id).into(),
         };
-        node.replacing = Some(Replacement {
+        node.replacing = Some(Box::new(Replacement {
             to_sha256: served.into(),
             failed: None,
-        });
+        }));
         node.updated_ms = self.clock.now_ms();
         let mut c = self.call(call::Type::Kill);
         c.kill = Some(call::Kill {
@@ -217,10 +217,10 @@ mod tests {
     }
 
     fn replacing(mut n: Node, failed: Option<&str>) -> Node {
-        n.replacing = Some(Replacement {
+        n.replacing = Some(Box::new(Replacement {
             to_sha256: NEW.into(),
             failed: failed.map(Into::into),
-        });
+        }));
         n
     }
 

@@ -175,11 +175,11 @@ fn assess_node<N: DerefMut<Target = Node>>(
 ) -> Option<Change> {
     let health = node_health(node, contact_ms(node, heard(&node.agent_id)), cx);
     let (missing, errors) = device_trouble(node);
-    if node.devices_missing != missing {
-        node.devices_missing = missing;
+    if *node.devices_missing != missing {
+        node.devices_missing = missing.into();
     }
-    if node.device_errors != errors {
-        node.device_errors = errors;
+    if *node.device_errors != errors {
+        node.device_errors = errors.into();
     }
     (node.health != health).then(|| {
         let subject = format!("node {}", node.hostname);

@@ -1,7 +1,8 @@
 //! The gateway's words, kept once. A poll says the same few things of every node (`Connected`,
 //! `Joined`, `Normal`, the pool's id, `/dev/sdb`): as a `String` each, they were two heap
 //! chunks and 48 bytes per node times ten thousand. Here each distinct text is one `Arc<str>`
-//! that every node's copy shares.
+//! that every node's copy shares. The digest of the executor binary that every node records
+//! is one too.
 //!
 //! One set per thread, so no lock: the gateway worker's thread makes a poll's (as the listings
 //! stream, `gateway_work/poll.rs`), the dispatcher's the model's loaded at start, and an `Arc`

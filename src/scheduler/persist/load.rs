@@ -236,7 +236,7 @@ mod tests {
         let mut n = Node::new("a1", "h1", Persona::Data, 1);
         n.devices = vec!["/dev/sdb".into()];
         n.attached = vec!["/dev/sdb".into()];
-        n.devices_removed = vec!["/dev/sdc".into()];
+        n.devices_removed = vec!["/dev/sdc".into()].into();
         n.health = Health::degraded(vec!["its SDS is not listed".into()]);
         n.storage = Some(std::sync::Arc::new(NodeStorage {
             sds: None,

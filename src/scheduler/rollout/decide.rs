@@ -493,10 +493,11 @@ mod tests {
         );
         m.nodes.get_mut("a4").unwrap().phase = Phase::Packages;
         assert_eq!(answers(&m)[0].1, Ok(()));
-        m.nodes.get_mut("a5").unwrap().replacing = Some(crate::scheduler::model::Replacement {
-            to_sha256: "ab".into(),
-            failed: None,
-        });
+        m.nodes.get_mut("a5").unwrap().replacing =
+            Some(Box::new(crate::scheduler::model::Replacement {
+                to_sha256: "ab".into(),
+                failed: None,
+            }));
         assert_eq!(
             answers(&m)[0].1,
             Err("waiting: its executor is being replaced".into())
