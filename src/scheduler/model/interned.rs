@@ -1,7 +1,7 @@
 //! The gateway's words, kept once. A poll says the same few things of every node (`Connected`,
 //! `Joined`, `Normal`, the pool's id, `/dev/sdb`): as a `String` each, they were two heap
-//! chunks and 48 bytes per node times ten thousand. Here each distinct text is one `Arc<str>`
-//! that every node's copy shares. The digest of the executor binary that every node records
+//! chunks and 48 bytes per node times ten thousand. Here each distinct text is kept once, and
+//! every node's copy is a pointer to it. The digest of the executor binary that every node records
 //! is one too.
 //!
 //! One set per thread, so no lock: the gateway worker's thread makes a poll's (as the listings
@@ -21,7 +21,7 @@ const SWEEP_FROM: usize = 64;
 
 #[derive(Default)]
 struct Set {
-    texts: HashSet<Arc<str>>,
+    texts: HashSet<Key>,
     /// Size after the last sweep: the next one comes at twice that.
     swept_at: usize,
 }
@@ -30,27 +30,56 @@ thread_local! {
     static SET: RefCell<Set> = RefCell::new(Set::default());
 }
 
-/// The one `Arc<str>` of this thread for `text`.
-fn intern(text: &str) -> Arc<str> {
+/// A text of the set, found by the `str` it holds.
+struct Key(Arc<Box<str>>);
+
+impl std::borrow::Borrow<str> for Key {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (**self.0).hash(h)
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Eq for Key {}
+
+/// The one text of this thread for `text`.
+fn intern(text: &str) -> Arc<Box<str>> {
     SET.with(|set| {
         let mut set = set.borrow_mut();
         if let Some(known) = set.texts.get(text) {
-            return known.clone();
+            return known.0.clone();
         }
         if set.texts.len() >= SWEEP_FROM.max(2 * set.swept_at) {
-            set.texts.retain(|t| Arc::strong_count(t) > 1);
+            set.texts.retain(|t| Arc::strong_count(&t.0) > 1);
             set.swept_at = set.texts.len();
         }
-        let new: Arc<str> = Arc::from(text);
-        set.texts.insert(new.clone());
+        let new = Arc::new(Box::<str>::from(text));
+        set.texts.insert(Key(new.clone()));
         new
     })
 }
 
 /// A text kept once: made from a `&str` or a `String`, read as a `str`, (de)serialized as a
 /// JSON string (deserializing interns it too, so the model loaded at start shares them).
+///
+/// One pointer (to the shared `Box<str>`), so a `Word` and an `Option<Word>` are 8 bytes:
+/// an `Arc<str>` is 16, and a node's polled storage holds nine words (its SDS's five states,
+/// its device's four), at 10,000 nodes 0.7 MB more of them, and as much again in each poll
+/// that changes every node. The texts are few, so their second indirection costs nothing
+/// that shows.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Word(Arc<str>);
+pub struct Word(Arc<Box<str>>);
 
 impl Word {
     /// [`Word`] of an optional text.
@@ -86,7 +115,7 @@ impl std::ops::Deref for Word {
 
 impl fmt::Debug for Word {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
+        fmt::Debug::fmt(&**self.0, f)
     }
 }
 
@@ -130,6 +159,11 @@ mod tests {
 
     #[test]
     fn a_text_is_kept_once_and_forgotten_once_no_one_holds_it() {
+        assert_eq!(
+            std::mem::size_of::<Option<Word>>(),
+            8,
+            "a word is one pointer"
+        );
         let a = Word::from("Connected");
         let b = Word::from(String::from("Connected"));
         assert!(Arc::ptr_eq(&a.0, &b.0), "the same text is the same Arc");
