@@ -467,7 +467,7 @@ mod tests {
         let s = a2.sds.as_ref().unwrap();
         assert_eq!(
             (
-                s.id.as_str(),
+                &*s.id,
                 s.mdm_connection.as_deref(),
                 s.protection_domain_id.as_deref()
             ),

@@ -107,7 +107,8 @@ pub struct NodeStorage {
 /// texts every node shares are interned (`interned.rs`); the SDS's own id is not.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct SdsStatus {
-    pub id: String,
+    /// Shared with the poll's maps (`gateway_work/poll.rs`), and from one poll to the next.
+    pub id: std::sync::Arc<str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protection_domain_id: Option<Word>,
     /// `mdmConnectionState`: `Connected` / `Disconnected`.
