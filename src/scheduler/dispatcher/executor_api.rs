@@ -318,7 +318,7 @@ impl ExecutorApi {
             } else {
                 now_ms.saturating_add(wait.wait_ms)
             },
-            reply: (!wait.nudge).then(|| reply.clone()),
+            reply: (!wait.nudge).then(|| Box::new(reply.clone())),
         };
         // A request parked now was answered from the model as it is; the next quiet walk
         // must still see its deadline, and a plan that reads other nodes.
