@@ -14,7 +14,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-pub mod device_names;
 mod exact;
 pub mod health;
 pub mod interned;
@@ -22,7 +21,7 @@ pub mod maintenance;
 pub mod nodes;
 pub mod revision;
 pub mod rollout;
-pub use device_names::DeviceNames;
+pub mod sparse;
 pub use health::{
     ClusterHealth, DeviceStatus, Health, HealthState, HostHealth, MdmMemberStatus, MdmStatus,
     NodeStorage, SdsStatus,
@@ -30,6 +29,7 @@ pub use health::{
 pub use nodes::{once_each, NodeIter, NodeMut, NodeValues, Nodes, WriteMark};
 pub use revision::Revision;
 pub use rollout::{NodeRollout, PlanKind, Step, StepState, StepStatus, Target};
+pub use sparse::{DeviceNames, Sparse};
 
 /// The version of the persisted state format this build writes and reads.
 pub const STATE_VERSION: u32 = 1;
@@ -37,51 +37,21 @@ pub const STATE_VERSION: u32 = 1;
 pub use crate::contract::plan::Layout;
 pub use crate::contract::{Persona, Phase};
 
-/// A node's [`Layout`], boxed when it has one: most nodes use the global pool, and an empty
-/// `Layout` inline is 48 bytes in every node. Reads see a `Layout` either way;
-/// it is saved and shown as before (`{}` for the global pool).
-#[derive(Debug, Clone, Default)]
-pub struct NodeLayout(Option<Box<Layout>>);
-
-impl PartialEq for NodeLayout {
-    fn eq(&self, other: &NodeLayout) -> bool {
-        **self == **other
-    }
-}
+/// A node's [`Layout`], boxed when it has one (`sparse.rs`): most nodes use the global pool.
+/// Saved and shown as before (`{}` for the global pool).
+pub type NodeLayout = Sparse<Layout>;
 
 static GLOBAL: Layout = Layout {
     sds: BTreeMap::new(),
     sdc: BTreeMap::new(),
 };
 
-impl std::ops::Deref for NodeLayout {
-    type Target = Layout;
-    fn deref(&self) -> &Layout {
-        self.0.as_deref().unwrap_or(&GLOBAL)
+impl sparse::Empty for Layout {
+    fn empty() -> &'static Layout {
+        &GLOBAL
     }
-}
-
-impl std::ops::DerefMut for NodeLayout {
-    fn deref_mut(&mut self) -> &mut Layout {
-        self.0.get_or_insert_with(Box::default)
-    }
-}
-
-impl From<Layout> for NodeLayout {
-    fn from(layout: Layout) -> NodeLayout {
-        NodeLayout((!layout.is_global()).then(|| Box::new(layout)))
-    }
-}
-
-impl Serialize for NodeLayout {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        (**self).serialize(s)
-    }
-}
-
-impl<'de> Deserialize<'de> for NodeLayout {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Layout::deserialize(d).map(NodeLayout::from)
+    fn is_empty(&self) -> bool {
+        self.is_global()
     }
 }
 
@@ -604,7 +574,7 @@ mod tests {
 
     /// A node's record is the scheduler's largest holder of memory, one per agent: 10,000 of
     /// them at 600 bytes were 6 MB of a 32 MB app. What a node seldom has is boxed or shared
-    /// (`replacing`, `restart`, the device lists of `device_names.rs`, the executor digest); a
+    /// (`replacing`, `restart`, the device lists, `sparse.rs`, the executor digest); a
     /// field inline in every node should be a choice, not an accident.
     #[test]
     fn a_node_record_holds_inline_only_what_every_node_has() {
