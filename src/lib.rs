@@ -25,6 +25,15 @@ pub mod heap;
 #[cfg(all(feature = "scheduler", any(test, target_env = "musl")))]
 mod memcmp;
 
+/// musl's `memcpy` and `memmove` are string instructions with a start-up cost that most copies
+/// never amortise; the scheduler's copy in registers and SSE2 (see the module).
+#[cfg(all(
+    feature = "scheduler",
+    target_arch = "x86_64",
+    any(test, target_env = "musl")
+))]
+mod memcpy;
+
 #[cfg(feature = "scheduler")]
 pub mod cli;
 #[cfg(feature = "scheduler")]
