@@ -62,8 +62,9 @@ part release 1 sizes
 
 # In-process figures (wire decode, the REST server against a fake dispatcher) have no
 # shipped binary to run: they are built for the shipped target, static musl (the release
-# profile's code generation) with the scheduler's allocator (`src/heap.rs`), and print the
-# bench binary they ran.
+# profile's code generation) with the scheduler's allocator (`src/heap.rs`) and, as the library
+# brings them, its `memcmp`, `memcpy` and `memmove` in place of musl's (`src/memcmp.rs`,
+# `src/memcpy.rs`), and print the bench binary they ran.
 musl=(--target x86_64-unknown-linux-musl)
 
 # wire_decode_protobuf, wire_decode_json: events/s decoding an in-memory RecordIO stream of
