@@ -160,17 +160,7 @@ mod tests {
     }
 
     fn view(model: ClusterModel) -> View {
-        View {
-            subscribed: true,
-            master: None,
-            disconnected_reason: None,
-            suppressed: false,
-            attach_queue: Default::default(),
-            model,
-            generated_ms: 0,
-            generation: 0,
-            events: Default::default(),
-        }
+        View::of(model, 0)
     }
 
     #[test]

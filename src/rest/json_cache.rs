@@ -48,6 +48,14 @@ impl JsonCache {
     }
 }
 
+#[cfg(test)]
+impl JsonCache {
+    /// Whether the JSON and its gzip form were made.
+    pub fn made(&self) -> (bool, bool) {
+        (self.plain.get().is_some(), self.gzip.get().is_some())
+    }
+}
+
 /// Responses smaller than this are not worth compressing.
 pub(super) const GZIP_MIN: usize = 1024;
 

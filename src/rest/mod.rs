@@ -407,7 +407,13 @@ impl Router {
                 .inputs
                 .send(Input::View(tx))
                 .map_err(|_| Wait::Gone)?;
-            self.wait(&rx, self.options.dispatcher_timeout)
+            let view = self.wait(&rx, self.options.dispatcher_timeout)?;
+            // Before it is kept for the other reads, which meanwhile are served the last
+            // view: so this read alone waits for `/api/state`'s encoding.
+            if !self.options.view_max_age.is_zero() {
+                self.state_json.prepare(&view);
+            }
+            Ok(view)
         })
     }
 

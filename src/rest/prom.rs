@@ -377,17 +377,7 @@ mod tests {
             over_threshold: true,
             ..Default::default()
         });
-        let view = View {
-            subscribed: true,
-            master: None,
-            disconnected_reason: None,
-            suppressed: false,
-            attach_queue: Default::default(),
-            model,
-            generated_ms: 0,
-            generation: 0,
-            events: Default::default(),
-        };
+        let view = View::of(model, 0);
         let m = Metrics::default();
         let http = HttpStats::default();
         let text = render(&Sources {

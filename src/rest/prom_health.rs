@@ -313,17 +313,7 @@ mod tests {
 
     #[test]
     fn the_health_families_count_what_the_model_holds() {
-        let v = View {
-            subscribed: true,
-            master: None,
-            disconnected_reason: None,
-            suppressed: false,
-            attach_queue: Default::default(),
-            model: troubled(),
-            generated_ms: 0,
-            generation: 0,
-            events: Default::default(),
-        };
+        let v = View::of(troubled(), 0);
         let mut text = String::new();
         write(&mut text, &v, 12_500);
         let pool = "protection_domain=\"pd\\\"1\",pool=\"sp1\"";
@@ -366,17 +356,7 @@ mod tests {
 
     #[test]
     fn families_without_data_are_left_out() {
-        let v = View {
-            subscribed: true,
-            master: None,
-            disconnected_reason: None,
-            suppressed: false,
-            attach_queue: Default::default(),
-            model: ClusterModel::default(),
-            generated_ms: 0,
-            generation: 0,
-            events: Default::default(),
-        };
+        let v = View::of(ClusterModel::default(), 0);
         let mut text = String::new();
         write(&mut text, &v, 0);
         assert!(text.contains("storage_health_state{state=\"unknown\"} 1\n"));

@@ -49,17 +49,7 @@ mod tests {
     use crate::scheduler::model::{ClusterModel, Node, Persona, Phase};
 
     fn text(model: ClusterModel) -> String {
-        let v = View {
-            subscribed: true,
-            master: None,
-            disconnected_reason: None,
-            suppressed: false,
-            attach_queue: Default::default(),
-            model,
-            generated_ms: 0,
-            generation: 0,
-            events: Default::default(),
-        };
+        let v = View::of(model, 0);
         let mut out = String::new();
         super::super::prom_health::write(&mut out, &v, 0);
         out

@@ -19,6 +19,7 @@ use super::state_render::{self, Render};
 use crate::scheduler::exchange::View;
 use crate::scheduler::model::ClusterModel;
 use serde::Serialize;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 #[derive(Serialize)]
@@ -104,22 +105,22 @@ pub(super) fn respond(v: &View, req: &Request, cache: &StateCache) -> Response {
         Ok(w) => w,
         Err(e) => return Response::error(400, "bad query parameter", &e),
     };
+    let gzip = req.accepts_gzip();
     let answer = cache.answer(v.generation, window);
-    let make = || cache.render(v, window);
-    let plain = match answer.get_or_make_shared(make) {
+    answer.asked(gzip);
+    let plain = match answer.plain(|| cache.render(v, window)) {
         Ok(body) => body,
         Err(e) => return Response::error(500, "cannot encode the state", &e),
     };
-    let gzip = req.accepts_gzip();
-    if window != Window::default() && (!gzip || plain.len() < GZIP_MIN) {
-        // As any other JSON answer: the router adds `Vary` for one worth compressing.
-        return Response::new(200, "application/json", Body::Shared(plain))
-            .with_header("Cache-Control", "no-store");
-    }
-    if !gzip {
+    if !answer.worth_gzip(gzip, &plain) {
+        if window != Window::default() {
+            // As any other JSON answer: the router adds `Vary` for one worth compressing.
+            return Response::new(200, "application/json", Body::Shared(plain))
+                .with_header("Cache-Control", "no-store");
+        }
         return shared(plain, false);
     }
-    match answer.get_or_make_gzip(|| Ok((*plain).clone())) {
+    match answer.json.get_or_make_gzip(|| Ok((*plain).clone())) {
         Ok(body) => shared(body, true),
         Err(e) => Response::error(500, "cannot encode the state", &e),
     }
@@ -130,48 +131,142 @@ pub(super) fn respond(v: &View, req: &Request, cache: &StateCache) -> Response {
 const WINDOWS_PER_GENERATION: usize = 4;
 const RENDERS_KEPT: usize = 2;
 
-/// The `/api/state` answers of the latest view generation seen, one per window asked for,
-/// each encoded at most once, off the dispatcher thread; and the last render of the windows
-/// asked for most recently, which the next generation's render of the same window copies
-/// unchanged nodes from.
-/// A view generation and its windows' answers.
-type Answers = (u64, Vec<(Window, Arc<JsonCache>)>);
+/// The answers kept: two generations' windows.
+const SLOTS: usize = 2 * WINDOWS_PER_GENERATION;
+type Slots = [Option<Arc<Answer>>; SLOTS];
 
+/// The newest generation that has an answer kept.
+fn newest(slots: &Slots) -> Option<u64> {
+    slots.iter().flatten().map(|a| a.generation).max()
+}
+
+/// One window's answer in one view generation, and how it was asked for.
+struct Answer {
+    generation: u64,
+    window: Window,
+    json: JsonCache,
+    /// A request asked for it (`ASKED`), and one accepting gzip (`ASKED_GZIP`): what the
+    /// next generation makes ready for (`StateCache::prepare`).
+    asked: AtomicU8,
+}
+
+const ASKED: u8 = 1;
+const ASKED_GZIP: u8 = 2;
+
+impl Answer {
+    fn asked(&self, gzip: bool) {
+        self.asked.fetch_or(
+            if gzip { ASKED | ASKED_GZIP } else { ASKED },
+            Ordering::Relaxed,
+        );
+    }
+
+    fn plain(
+        &self,
+        make: impl FnOnce() -> Result<Arc<Vec<u8>>, String>,
+    ) -> Result<Arc<Vec<u8>>, String> {
+        self.json.get_or_make_shared(make)
+    }
+
+    /// Whether a client that `accepts` gzip is sent it: the whole view always (it is
+    /// large once it has nodes), a page once worth compressing.
+    fn worth_gzip(&self, accepts: bool, plain: &[u8]) -> bool {
+        accepts && (self.window == Window::default() || plain.len() >= GZIP_MIN)
+    }
+}
+
+/// The `/api/state` answers of the two latest view generations seen, one per window asked
+/// for, each encoded at most once, off the dispatcher thread; and the last render of the
+/// windows asked for most recently, which the next generation's render of the same window
+/// copies unchanged nodes from.
+///
+/// Why two generations: the read that refreshes the shared view makes the new generation's
+/// answers ready (`prepare`) before the view is kept (`view_cache.rs`), and meanwhile the
+/// other reads are served the kept view, whose answers must still be there. So no read but
+/// that one waits for an encoding: with 32 clients on 1,000 changing nodes every read that
+/// came in during each render waited for it, and they made the p99.
 #[derive(Default)]
 pub(super) struct StateCache {
     // Read-mostly: every request of one generation and window only reads.
-    current: RwLock<Answers>,
+    answers: RwLock<Slots>,
     /// Most recently rendered first.
     renders: Mutex<Vec<(Window, Arc<Render>)>>,
 }
 
 impl StateCache {
-    /// The shared answer of `window` in `generation`; a newer generation replaces the older
-    /// one's answers.
-    fn answer(&self, generation: u64, window: Window) -> Arc<JsonCache> {
-        let find = |(g, answers): &Answers| {
-            answers
+    /// The shared answer of `window` in `generation`. A newer generation drops all but the
+    /// newest one's answers before it; an older one not kept is answered uncached.
+    fn answer(&self, generation: u64, window: Window) -> Arc<Answer> {
+        let find = |slots: &Slots| {
+            slots
                 .iter()
-                .find(|(w, _)| *g == generation && *w == window)
-                .map(|(_, a)| a.clone())
+                .flatten()
+                .find(|a| a.generation == generation && a.window == window)
+                .cloned()
         };
-        if let Some(a) = find(&self.current.read().unwrap_or_else(|e| e.into_inner())) {
+        if let Some(a) = find(&self.answers.read().unwrap_or_else(|e| e.into_inner())) {
             return a;
         }
-        let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(a) = find(&current) {
+        let mut slots = self.answers.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(a) = find(&slots) {
             return a;
         }
-        let fresh = Arc::new(JsonCache::default());
-        if current.0 < generation {
-            *current = (generation, Vec::new());
+        let fresh = Arc::new(Answer {
+            generation,
+            window,
+            json: JsonCache::default(),
+            asked: AtomicU8::new(0),
+        });
+        let newest = newest(&slots);
+        if newest.is_some_and(|n| n < generation) {
+            for slot in slots.iter_mut() {
+                if slot.as_ref().is_some_and(|a| Some(a.generation) != newest) {
+                    *slot = None;
+                }
+            }
         }
-        // A request that got an older view than another one did, or one window too many:
-        // served uncached.
-        if current.0 == generation && current.1.len() < WINDOWS_PER_GENERATION {
-            current.1.push((window, fresh.clone()));
+        let same = slots
+            .iter()
+            .flatten()
+            .filter(|a| a.generation == generation)
+            .count();
+        // A request that got an older view than the two kept, or one window too many:
+        // served uncached. (Two generations of at most so many windows: a slot is free.)
+        if (same > 0 || newest.is_none_or(|n| n < generation)) && same < WINDOWS_PER_GENERATION {
+            if let Some(free) = slots.iter_mut().find(|s| s.is_none()) {
+                *free = Some(fresh.clone());
+            }
         }
         fresh
+    }
+
+    /// Makes ready, for `v`, the answers that reads asked for of the newest generation
+    /// before it, as they asked for them (plain, gzip): the next reads of those windows
+    /// find them made. Errors are left for a read to meet and report.
+    pub(super) fn prepare(&self, v: &View) {
+        let mut asked = [None; SLOTS];
+        {
+            let slots = self.answers.read().unwrap_or_else(|e| e.into_inner());
+            let newest = newest(&slots);
+            if newest.is_none_or(|n| n >= v.generation) {
+                return;
+            }
+            for (to, a) in asked.iter_mut().zip(slots.iter().flatten()) {
+                let how = a.asked.load(Ordering::Relaxed);
+                if Some(a.generation) == newest && how & ASKED != 0 {
+                    *to = Some((a.window, how));
+                }
+            }
+        }
+        for (window, how) in asked.into_iter().flatten() {
+            let answer = self.answer(v.generation, window);
+            let Ok(plain) = answer.plain(|| self.render(v, window)) else {
+                continue;
+            };
+            if answer.worth_gzip(how & ASKED_GZIP != 0, &plain) {
+                let _ = answer.json.get_or_make_gzip(|| Ok((*plain).clone()));
+            }
+        }
     }
 
     /// Encodes the answer for `window` from its last render, which it then replaces.
@@ -233,5 +328,107 @@ pub(super) fn node(v: &View, raw_host: &str) -> Response {
                 host.chars().take(200).collect::<String>()
             ),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(generation: u64) -> View {
+        View::of(ClusterModel::default(), generation)
+    }
+
+    fn get(target: &str, gzip: bool) -> Request {
+        let headers = match gzip {
+            true => vec![("accept-encoding".to_string(), "gzip".to_string())],
+            false => Vec::new(),
+        };
+        Request::new("GET", target, headers, Vec::new())
+    }
+
+    fn page(offset: usize) -> Window {
+        Window {
+            offset: Some(offset),
+            limit: None,
+        }
+    }
+
+    #[test]
+    fn the_next_generation_is_made_ready_as_asked_while_the_last_ones_answers_stay() {
+        let cache = StateCache::default();
+        let (one, two) = (view(1), view(2));
+        assert_eq!(respond(&one, &get("/api/state", true), &cache).status, 200);
+        assert_eq!(
+            respond(&one, &get("/api/state?offset=0", false), &cache).status,
+            200
+        );
+        let whole = cache.answer(1, Window::default());
+        cache.prepare(&two);
+        // Reads of the kept view while the next one was made ready: the same answer.
+        assert!(Arc::ptr_eq(&cache.answer(1, Window::default()), &whole));
+        assert_eq!(whole.json.made(), (true, true));
+        // Made as they were asked for: the whole view with its gzip, the page plain.
+        assert_eq!(cache.answer(2, Window::default()).json.made(), (true, true));
+        assert_eq!(cache.answer(2, page(0)).json.made(), (true, false));
+        // A window no read asked for of the last view is left for a read to ask.
+        assert_eq!(cache.answer(2, page(5)).json.made(), (false, false));
+    }
+
+    #[test]
+    fn only_what_reads_asked_for_is_made_and_only_for_a_newer_view() {
+        let cache = StateCache::default();
+        cache.prepare(&view(1));
+        assert_eq!(
+            newest(&cache.answers.read().unwrap()),
+            None,
+            "nothing asked"
+        );
+        // An answer made but never asked for (a generation no read came for) is not made
+        // again for the next.
+        cache.answer(1, Window::default());
+        cache.prepare(&view(2));
+        assert_eq!(
+            cache.answer(2, Window::default()).json.made(),
+            (false, false)
+        );
+        respond(&view(3), &get("/api/state", false), &cache);
+        // Not newer: nothing to do (and nothing made for an older one).
+        cache.prepare(&view(3));
+        cache.prepare(&view(2));
+        let generations: Vec<u64> = cache
+            .answers
+            .read()
+            .unwrap()
+            .iter()
+            .flatten()
+            .map(|a| a.generation)
+            .collect();
+        assert!(generations.iter().all(|g| *g >= 2), "{generations:?}");
+    }
+
+    #[test]
+    fn two_generations_are_kept_and_an_older_view_is_answered_uncached() {
+        let cache = StateCache::default();
+        let first = cache.answer(1, Window::default());
+        cache.answer(2, Window::default());
+        assert!(Arc::ptr_eq(&cache.answer(1, Window::default()), &first));
+        cache.answer(3, Window::default());
+        let gone = cache.answer(1, Window::default());
+        assert!(!Arc::ptr_eq(&gone, &first));
+        assert!(
+            !Arc::ptr_eq(&cache.answer(1, Window::default()), &gone),
+            "not kept"
+        );
+        // At most so many windows a generation.
+        let pages: Vec<_> = (0..WINDOWS_PER_GENERATION + 1)
+            .map(|i| cache.answer(3, page(i)))
+            .collect();
+        let last = pages.last().unwrap();
+        assert!(!Arc::ptr_eq(
+            &cache.answer(3, page(WINDOWS_PER_GENERATION)),
+            last
+        ));
+        assert!(Arc::ptr_eq(&cache.answer(3, page(0)), &pages[0]));
     }
 }

@@ -6,8 +6,9 @@
 //! saves, and then rendered a view no other read had rendered yet: with 32 clients and 500
 //! reports a second on 1,000 nodes, a p99 of 46 ms. A view younger than `max_age` is served
 //! as it is; one older is refreshed by one read while the others keep being served it, so
-//! only that read waits. An operator's write forgets the view: the writer's next read is made
-//! after its write.
+//! only that read waits, and it also makes `/api/state`'s answers for the new view ready before
+//! the view is kept (`state.rs`, `StateCache::prepare`): no other read waits for that encoding
+//! either. An operator's write forgets the view: the writer's next read is made after its write.
 //!
 //! A kept view keeps the model's nodes of its moment alive, and the dispatcher's next write to
 //! each of them copies it (`model/revision.rs`): a health poll, which writes every node, held
@@ -185,17 +186,7 @@ mod tests {
     const AGE: Duration = Duration::from_secs(60);
 
     fn view(generation: u64) -> Arc<View> {
-        Arc::new(View {
-            subscribed: true,
-            master: None,
-            disconnected_reason: None,
-            suppressed: false,
-            attach_queue: Default::default(),
-            model: ClusterModel::default(),
-            generated_ms: generation,
-            generation,
-            events: Default::default(),
-        })
+        Arc::new(View::of(ClusterModel::default(), generation))
     }
 
     /// `cache.get` answered by a dispatcher that counts its calls and answers `generation`.

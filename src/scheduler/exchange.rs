@@ -477,6 +477,24 @@ pub struct View {
     pub events: Arc<Vec<LoggedEvent>>,
 }
 
+#[cfg(test)]
+impl View {
+    /// A subscribed, quiet view of `model` at `generation`.
+    pub fn of(model: ClusterModel, generation: u64) -> View {
+        View {
+            subscribed: true,
+            master: None,
+            disconnected_reason: None,
+            suppressed: false,
+            attach_queue: Default::default(),
+            model,
+            generated_ms: 0,
+            generation,
+            events: Default::default(),
+        }
+    }
+}
+
 /// What the REST server is started with. The scheduler does not start it itself (that
 /// would make it import the REST server): `main` hands [`crate::scheduler::run`] a
 /// [`StartRest`].
