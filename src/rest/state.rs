@@ -108,20 +108,13 @@ pub(super) fn respond(v: &View, req: &Request, cache: &StateCache) -> Response {
     let gzip = req.accepts_gzip();
     let answer = cache.answer(v.generation, window);
     answer.asked(gzip);
-    let plain = match answer.plain(|| cache.render(v, window)) {
-        Ok(body) => body,
-        Err(e) => return Response::error(500, "cannot encode the state", &e),
-    };
-    if !answer.worth_gzip(gzip, &plain) {
-        if window != Window::default() {
-            // As any other JSON answer: the router adds `Vary` for one worth compressing.
-            return Response::new(200, "application/json", Body::Shared(plain))
-                .with_header("Cache-Control", "no-store");
+    match answer.body(gzip, || cache.render(v, window)) {
+        // As any other JSON answer: the router adds `Vary` for one worth compressing.
+        Ok((plain, false)) if window != Window::default() => {
+            Response::new(200, "application/json", Body::Shared(plain))
+                .with_header("Cache-Control", "no-store")
         }
-        return shared(plain, false);
-    }
-    match answer.json.get_or_make_gzip(|| Ok((*plain).clone())) {
-        Ok(body) => shared(body, true),
+        Ok((body, gzipped)) => shared(body, gzipped),
         Err(e) => Response::error(500, "cannot encode the state", &e),
     }
 }
@@ -161,17 +154,19 @@ impl Answer {
         );
     }
 
-    fn plain(
+    /// The body a client that `accepts` gzip is sent, each form made at most once, and
+    /// whether it is gzip: the whole view always is (it is large once it has nodes), a page
+    /// once worth compressing.
+    fn body(
         &self,
-        make: impl FnOnce() -> Result<Arc<Vec<u8>>, String>,
-    ) -> Result<Arc<Vec<u8>>, String> {
-        self.json.get_or_make_shared(make)
-    }
-
-    /// Whether a client that `accepts` gzip is sent it: the whole view always (it is
-    /// large once it has nodes), a page once worth compressing.
-    fn worth_gzip(&self, accepts: bool, plain: &[u8]) -> bool {
-        accepts && (self.window == Window::default() || plain.len() >= GZIP_MIN)
+        accepts: bool,
+        render: impl FnOnce() -> Result<Arc<Vec<u8>>, String>,
+    ) -> Result<(Arc<Vec<u8>>, bool), String> {
+        let plain = self.json.get_or_make_shared(render)?;
+        if !accepts || (self.window != Window::default() && plain.len() < GZIP_MIN) {
+            return Ok((plain, false));
+        }
+        Ok((self.json.get_or_make_gzip(|| Ok((*plain).clone()))?, true))
     }
 }
 
@@ -260,12 +255,7 @@ impl StateCache {
         }
         for (window, how) in asked.into_iter().flatten() {
             let answer = self.answer(v.generation, window);
-            let Ok(plain) = answer.plain(|| self.render(v, window)) else {
-                continue;
-            };
-            if answer.worth_gzip(how & ASKED_GZIP != 0, &plain) {
-                let _ = answer.json.get_or_make_gzip(|| Ok((*plain).clone()));
-            }
+            let _ = answer.body(how & ASKED_GZIP != 0, || self.render(v, window));
         }
     }
 
