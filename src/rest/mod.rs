@@ -537,8 +537,8 @@ impl Router {
     /// What launches fetch (`executor_binary.rs`): the same file gzipped.
     fn executor_gzipped(&self, req: &Request) -> Response {
         match self.binary.get() {
-            Ok(b) => match b.gzipped {
-                Some(gz) => serve_file(req, "application/gzip", gz),
+            Ok(b) => match b.gzipped() {
+                Some(gz) => serve_file(req, "application/gzip", gz.clone()),
                 None => Response::error(
                     404,
                     "executor binary not found gzipped",

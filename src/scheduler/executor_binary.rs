@@ -10,10 +10,16 @@
 //!
 //! Launches fetch it gzipped, which the Mesos fetcher unpacks (`extract`: a bare `.gz` goes
 //! through `gunzip`): at 10,000 agents a rollout sends half of the 30 GB it sent plain, from
-//! one scheduler host, and sends it again at every upgrade. The gzip copy is made as the file is
-//! hashed, into an unnamed file in the sandbox (`MESOS_SANDBOX`): its pages are page cache on
-//! disk, which the kernel may take back, not memory counted against the app's `mem` (a tmpfs
+//! one scheduler host, and sends it again at every upgrade. The gzip copy is made from the
+//! opened file into an unnamed file in the sandbox (`MESOS_SANDBOX`): its pages are page cache
+//! on disk, which the kernel may take back, not memory counted against the app's `mem` (a tmpfs
 //! `/tmp` would hold them). When it cannot be made, launches fetch the plain file.
+//!
+//! The digests and the gzip copy are made apart ([`Binary::gzipped`]): the digest names the
+//! start's target, which every announcement and plan after a restart waits for, while only a
+//! fetch or a launch needs the copy, and gzipping 3 MB takes 150 ms (hashing it, 5 ms). So a
+//! start hashes at once and gzips on a thread of its own; a fetch or launch that comes first
+//! waits for that one copy.
 //!
 //! The path is looked at again on every use: another file there (an operator replacing it,
 //! which renames a new file over it or rewrites it in place) is opened and hashed anew, told
@@ -27,7 +33,7 @@ use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
 const HINT: &str = "it is served from beside the scheduler binary, or from -executor.altpath";
@@ -41,10 +47,15 @@ pub struct ExecutorBinary {
 #[derive(Clone)]
 pub struct Binary {
     pub plain: Served,
-    /// The same bytes gzipped, when the copy could be made.
-    pub gzipped: Option<Served>,
+    /// The same bytes gzipped, made once by whoever asks first ([`Binary::gzipped`]); `None`
+    /// inside when the copy could not be made.
+    gz: Arc<OnceLock<Option<Served>>>,
+    /// The fast content hash the ETags are made of.
+    hash: u64,
     sha256: String,
     id: FileId,
+    /// The path it was opened at, for the log.
+    shown: Arc<str>,
 }
 
 /// A file served as it is, with its ETag.
@@ -59,6 +70,41 @@ impl Binary {
     /// The SHA-256 of the file served, lower-case hex.
     pub fn sha256(&self) -> &str {
         &self.sha256
+    }
+
+    /// The same bytes gzipped, when the copy can be made: made by the first caller, while
+    /// any other waits for it (`OnceLock`), so that one file is gzipped once.
+    pub fn gzipped(&self) -> Option<&Served> {
+        self.gz
+            .get_or_init(|| match gzip_copy(&self.plain.file, self.plain.len) {
+                Ok((file, len)) => {
+                    let etag = format!("\"{:016x}-{:x}-gz{len:x}\"", self.hash, self.plain.len);
+                    info!(
+                        "executor binary {}: {} bytes, ETag {etag}; {len} bytes gzipped",
+                        self.shown, self.plain.len
+                    );
+                    Some(Served {
+                        file: Arc::new(file),
+                        len,
+                        etag,
+                    })
+                }
+                Err(e) => {
+                    warn!(
+                        "executor binary {}: {} bytes, ETag {}; launches fetch it as it is \
+                         (twice the bytes): no gzip copy: {e}",
+                        self.shown, self.plain.len, self.plain.etag
+                    );
+                    None
+                }
+            })
+            .as_ref()
+    }
+
+    /// Whether the gzip copy was made already (or found impossible).
+    #[cfg(test)]
+    fn gzip_settled(&self) -> bool {
+        self.gz.get().is_some()
     }
 }
 
@@ -112,58 +158,44 @@ impl ExecutorBinary {
         // What was opened, which may already differ from what was looked at.
         let id = FileId::of(&file.metadata().map_err(failed)?);
         let (mut fast, mut sha) = (ContentHasher::default(), Sha256::default());
-        let mut gz = Gzip::start(&sandbox());
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut at = 0u64;
-        while at < id.len {
-            let n = file.read_at(&mut buf, at).map_err(failed)?;
-            if n == 0 {
-                return Err(format!(
-                    "{shown}: {at} bytes read of {}: the file shrank while read; {HINT}",
-                    id.len
-                ));
-            }
-            fast.update(&buf[..n]);
-            sha.update(&buf[..n]);
-            gz.write(&buf[..n]);
-            at += n as u64;
-        }
+        read_pieces(&file, id.len, |piece| {
+            fast.update(piece);
+            sha.update(piece);
+        })
+        .map_err(|e| format!("{shown}: {e}; {HINT}"))?;
         let hash = fast.finish();
-        let etag = format!("\"{hash:016x}-{:x}\"", id.len);
-        let gzipped = match gz.finish() {
-            Ok((file, len)) => {
-                let etag = format!("\"{hash:016x}-{:x}-gz{len:x}\"", id.len);
-                info!(
-                    "executor binary {shown}: {} bytes, ETag {etag}; {len} bytes gzipped",
-                    id.len
-                );
-                Some(Served {
-                    file: Arc::new(file),
-                    len,
-                    etag,
-                })
-            }
-            Err(e) => {
-                warn!(
-                    "executor binary {shown}: {} bytes, ETag {etag}; launches fetch it as it is \
-                     (twice the bytes): no gzip copy: {e}",
-                    id.len
-                );
-                None
-            }
-        };
         let b = Binary {
             plain: Served {
                 file: Arc::new(file),
                 len: id.len,
-                etag,
+                etag: format!("\"{hash:016x}-{:x}\"", id.len),
             },
-            gzipped,
+            gz: Arc::default(),
+            hash,
             sha256: sha.hex(),
             id,
+            shown: shown.to_string().into(),
         };
         *open = Some(b.clone());
         Ok(b)
+    }
+}
+
+/// At start: hashes the binary now, and makes its gzip copy on a thread of its own, which
+/// ends with it. A binary that cannot be read is told of here, and again at every launch.
+pub fn prepare(binary: &ExecutorBinary) {
+    match binary.get() {
+        Ok(b) => {
+            let spawned = std::thread::Builder::new()
+                .name("executor-gzip".into())
+                .spawn(move || {
+                    b.gzipped();
+                });
+            if let Err(e) = spawned {
+                warn!("executor binary: its gzip copy waits for the first fetch: {e}");
+            }
+        }
+        Err(e) => warn!("{e}"),
     }
 }
 
@@ -172,6 +204,30 @@ fn sandbox() -> PathBuf {
     std::env::var_os("MESOS_SANDBOX")
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir)
+}
+
+/// Hands the first `len` bytes of `file` to `take`, a piece at a time.
+fn read_pieces(file: &File, len: u64, mut take: impl FnMut(&[u8])) -> Result<(), String> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut at = 0u64;
+    while at < len {
+        let n = file.read_at(&mut buf, at).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err(format!(
+                "{at} bytes read of {len}: the file shrank while read"
+            ));
+        }
+        take(&buf[..n]);
+        at += n as u64;
+    }
+    Ok(())
+}
+
+/// The first `len` bytes of `file` gzipped into an unnamed file in the sandbox, and its length.
+fn gzip_copy(file: &File, len: u64) -> Result<(File, u64), String> {
+    let mut gz = Gzip::start(&sandbox());
+    read_pieces(file, len, |piece| gz.write(piece)).map_err(|e| format!("cannot read it: {e}"))?;
+    gz.finish()
 }
 
 /// The gzip copy as it is written; the first error ends it (the plain file is served).
@@ -274,7 +330,7 @@ mod tests {
         // The gzip copy is of the file it was made with: what `gunzip` (the Mesos
         // fetcher's, for a bare `.gz`) makes of it is that file.
         let gunzipped = |b: &Binary| {
-            let gz = b.gzipped.as_ref().expect("a gzip copy");
+            let gz = b.gzipped().expect("a gzip copy");
             let mut bytes = vec![0u8; gz.len as usize];
             gz.file.read_exact_at(&mut bytes, 0).unwrap();
             let mut child = std::process::Command::new("gunzip")
@@ -304,6 +360,31 @@ mod tests {
         f.set_modified(modified + std::time::Duration::from_secs(1))
             .unwrap();
         assert_eq!(b.sha256().unwrap(), sha256::hex(b"executor V2, longer"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The digest is there before the gzip copy is made, and the copy is made once, by
+    /// whoever asks first (`prepare`'s thread at start), for every holder of the file.
+    #[test]
+    fn the_digest_does_not_wait_for_the_gzip_copy_and_the_copy_is_made_once() {
+        let dir = std::env::temp_dir().join(format!("exe-gz-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("storage-executor");
+        std::fs::write(&path, b"executor v1").unwrap();
+        let b = ExecutorBinary::new(path);
+        let first = b.get().unwrap();
+        assert_eq!(first.sha256(), sha256::hex(b"executor v1"));
+        assert!(!first.gzip_settled(), "gzipped while hashing");
+
+        prepare(&b);
+        let later = b.get().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !later.gzip_settled() {
+            assert!(std::time::Instant::now() < deadline, "no gzip copy");
+            std::thread::yield_now();
+        }
+        let (made, again) = (first.gzipped().unwrap(), later.gzipped().unwrap());
+        assert!(Arc::ptr_eq(&made.file, &again.file), "gzipped twice");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

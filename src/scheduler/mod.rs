@@ -84,11 +84,10 @@ fn run_steps(config: &Config, start_rest: exchange::StartRest) -> Step<i32> {
     let metrics = Arc::new(Metrics::default());
     let channels = wiring::Channels::new(&state);
     let binary = Arc::new(executor_binary::ExecutorBinary::new(executor_path(config)));
-    // Hashed and gzipped now, not by the dispatcher at its first launch (a quarter of a
-    // second at 3 MB); one that cannot be read is told again at every launch.
-    if let Err(e) = binary.get() {
-        warn!("{e}");
-    }
+    // Hashed now (the target names its digest) and gzipped beside the rest of the start, not
+    // by the dispatcher at its first launch nor before the first announcement (150 ms at
+    // 3 MB); one that cannot be read is told again at every launch.
+    executor_binary::prepare(&binary);
     let rest = start_rest(exchange::RestConfig {
         port: config.rest_port,
         executor_binary: binary.clone(),

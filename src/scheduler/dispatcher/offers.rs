@@ -377,7 +377,7 @@ impl Dispatcher {
         };
         let digest = match binary.get() {
             Ok(b) => {
-                self.ctx.executor_gzipped = b.gzipped.is_some();
+                self.ctx.executor_gzipped = b.gzipped().is_some();
                 Some(b.sha256().to_owned())
             }
             Err(e) => {
