@@ -287,6 +287,16 @@ mod tests {
     use crate::hash::content_hash;
     use crate::sha256;
 
+    /// A directory of this test process's own, `prefix`ed, holding `storage-executor`
+    /// ("executor v1"): the directory and the file.
+    fn executor_v1(prefix: &str) -> (PathBuf, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("storage-executor");
+        std::fs::write(&path, b"executor v1").unwrap();
+        (dir, path)
+    }
+
     fn contents(b: &Binary) -> Vec<u8> {
         let mut out = vec![0u8; b.plain.len as usize];
         b.plain.file.read_exact_at(&mut out, 0).unwrap();
@@ -297,10 +307,7 @@ mod tests {
     /// rewritten in place is another, and a fetch under way keeps the one it has.
     #[test]
     fn the_file_is_opened_and_hashed_once_until_another_takes_its_place() {
-        let dir = std::env::temp_dir().join(format!("exe-bin-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("storage-executor");
-        std::fs::write(&path, b"executor v1").unwrap();
+        let (dir, path) = executor_v1("exe-bin");
         let b = ExecutorBinary::new(path.clone());
         let digest = b.sha256().unwrap();
         assert_eq!(digest, sha256::hex(b"executor v1"));
@@ -367,10 +374,7 @@ mod tests {
     /// whoever asks first (`prepare`'s thread at start), for every holder of the file.
     #[test]
     fn the_digest_does_not_wait_for_the_gzip_copy_and_the_copy_is_made_once() {
-        let dir = std::env::temp_dir().join(format!("exe-gz-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("storage-executor");
-        std::fs::write(&path, b"executor v1").unwrap();
+        let (dir, path) = executor_v1("exe-gz");
         let b = ExecutorBinary::new(path);
         let first = b.get().unwrap();
         assert_eq!(first.sha256(), sha256::hex(b"executor v1"));
