@@ -2354,19 +2354,45 @@ fn describe_exit(status: ExitStatus) -> (&'static str, String) {
     }
 }
 
-/// Host ports: declared ports when `requirePorts`, free ephemeral ports otherwise. The
-/// listeners are held until all ports are chosen so that one task never gets a port twice.
+/// The ports a Mesos agent offers unless told otherwise (`--resources`' default
+/// `ports:[31000-32000]`), from which Marathon takes a task's host ports.
+const AGENT_PORTS: (u16, u16) = (31000, 32000);
+
+/// Host ports: declared ports when `requirePorts`, free ones of [`AGENT_PORTS`] otherwise,
+/// from a random place in it. Not the kernel's ephemeral ports: a port found free and let go
+/// for the task to listen on could meanwhile become the local port of any outgoing
+/// connection (a dev cluster of 100 agents makes thousands), and the task would fail to
+/// listen. The listeners are held until all ports are chosen so that one task never gets a
+/// port twice.
 fn host_ports(def: &AppDef) -> io::Result<Vec<u16>> {
+    use std::hash::{BuildHasher, Hasher};
     let mut held = Vec::new();
     let mut ports = Vec::with_capacity(def.port_definitions.len());
+    let (low, high) = AGENT_PORTS;
+    let span = u64::from(high - low) + 1;
+    let mut next = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
     for pd in &def.port_definitions {
         if def.require_ports && pd.port != 0 {
             ports.push(pd.port);
-        } else {
-            let listener = TcpListener::bind("127.0.0.1:0")?;
-            ports.push(listener.local_addr()?.port());
-            held.push(listener);
+            continue;
         }
+        let free = (0..span).find_map(|_| {
+            let port = low + (next % span) as u16;
+            next = next.wrapping_add(1);
+            TcpListener::bind(("127.0.0.1", port))
+                .ok()
+                .map(|l| (port, l))
+        });
+        let Some((port, listener)) = free else {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("no free port in {low}-{high}"),
+            ));
+        };
+        ports.push(port);
+        held.push(listener);
     }
     Ok(ports)
 }
@@ -2659,6 +2685,45 @@ mod tests {
         b.launched(t0);
         b.failed(t0 + Duration::from_secs(6));
         assert_eq!(b.wait(t0 + Duration::from_secs(6)), Duration::from_secs(2));
+    }
+
+    /// Host ports come from the agents' port range, never from the kernel's ephemeral
+    /// ports, which outgoing connections take their local ports from.
+    #[test]
+    fn host_ports_are_the_agents_not_ephemeral_ones() {
+        let def = validate_app(
+            RawApp {
+                id: "x".into(),
+                cmd: Some("true".into()),
+                ports: Some(vec![0, 0, 0]),
+                ..RawApp::default()
+            },
+            "v",
+        )
+        .expect("valid");
+        let range = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
+        let ephemeral: Vec<u16> = range
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect();
+        for _ in 0..20 {
+            let ports = host_ports(&def).expect("ports");
+            assert_eq!(ports.len(), 3);
+            for p in &ports {
+                assert!(
+                    (AGENT_PORTS.0..=AGENT_PORTS.1).contains(p),
+                    "{p} outside {AGENT_PORTS:?}"
+                );
+                assert!(
+                    !(ephemeral[0]..=ephemeral[1]).contains(p),
+                    "{p} is ephemeral"
+                );
+            }
+            assert!(
+                ports[0] != ports[1] && ports[1] != ports[2] && ports[0] != ports[2],
+                "{ports:?}"
+            );
+        }
     }
 
     #[test]
