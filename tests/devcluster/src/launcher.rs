@@ -2362,10 +2362,16 @@ const AGENT_PORTS: (u16, u16) = (31000, 32000);
 /// from a random place in it. Not the kernel's ephemeral ports: a port found free and let go
 /// for the task to listen on could meanwhile become the local port of any outgoing
 /// connection (a dev cluster of 100 agents makes thousands), and the task would fail to
-/// listen. The listeners are held until all ports are chosen so that one task never gets a
-/// port twice.
+/// listen. The listeners are held until all ports are chosen, and the declared ports are
+/// passed over, so that one task never gets a port twice.
 fn host_ports(def: &AppDef) -> io::Result<Vec<u16>> {
     use std::hash::{BuildHasher, Hasher};
+    let declared: Vec<u16> = def
+        .port_definitions
+        .iter()
+        .map(|pd| pd.port)
+        .filter(|&p| def.require_ports && p != 0)
+        .collect();
     let mut held = Vec::new();
     let mut ports = Vec::with_capacity(def.port_definitions.len());
     let (low, high) = AGENT_PORTS;
@@ -2381,6 +2387,9 @@ fn host_ports(def: &AppDef) -> io::Result<Vec<u16>> {
         let free = (0..span).find_map(|_| {
             let port = low + (next % span) as u16;
             next = next.wrapping_add(1);
+            if declared.contains(&port) {
+                return None;
+            }
             TcpListener::bind(("127.0.0.1", port))
                 .ok()
                 .map(|l| (port, l))
@@ -2723,6 +2732,31 @@ mod tests {
                 ports[0] != ports[1] && ports[1] != ports[2] && ports[0] != ports[2],
                 "{ports:?}"
             );
+        }
+    }
+
+    /// A port the app declares (`requirePorts`) is never also given to one of its other
+    /// ports: nine in ten of the range are declared here, and every choice is of the rest.
+    #[test]
+    fn a_declared_port_is_not_chosen_again() {
+        let (low, high) = AGENT_PORTS;
+        let (left, mut declared): (Vec<u16>, Vec<u16>) = (low..=high).partition(|p| p % 10 == 0);
+        declared.push(0);
+        let def = validate_app(
+            RawApp {
+                id: "x".into(),
+                cmd: Some("true".into()),
+                ports: Some(declared),
+                require_ports: true,
+                ..RawApp::default()
+            },
+            "v",
+        )
+        .expect("valid");
+        for _ in 0..20 {
+            let ports = host_ports(&def).expect("ports");
+            let chosen = ports.last().copied().unwrap_or_default();
+            assert!(left.contains(&chosen), "{chosen} is declared");
         }
     }
 
