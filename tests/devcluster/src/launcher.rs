@@ -2366,11 +2366,11 @@ const AGENT_PORTS: (u16, u16) = (31000, 32000);
 /// passed over, so that one task never gets a port twice.
 fn host_ports(def: &AppDef) -> io::Result<Vec<u16>> {
     use std::hash::{BuildHasher, Hasher};
+    let declared_port = |pd: &PortDef| (def.require_ports && pd.port != 0).then_some(pd.port);
     let declared: Vec<u16> = def
         .port_definitions
         .iter()
-        .map(|pd| pd.port)
-        .filter(|&p| def.require_ports && p != 0)
+        .filter_map(declared_port)
         .collect();
     let mut held = Vec::new();
     let mut ports = Vec::with_capacity(def.port_definitions.len());
@@ -2380,8 +2380,8 @@ fn host_ports(def: &AppDef) -> io::Result<Vec<u16>> {
         .build_hasher()
         .finish();
     for pd in &def.port_definitions {
-        if def.require_ports && pd.port != 0 {
-            ports.push(pd.port);
+        if let Some(port) = declared_port(pd) {
+            ports.push(port);
             continue;
         }
         let free = (0..span).find_map(|_| {
@@ -2667,20 +2667,24 @@ mod tests {
         assert!(!is_path_id("a/./b"));
     }
 
+    /// App `x` running `true`, with the rest of `raw`, validated.
+    fn test_app(raw: RawApp) -> AppDef {
+        let raw = RawApp {
+            id: "x".into(),
+            cmd: Some("true".into()),
+            ..raw
+        };
+        validate_app(raw, "v").expect("valid")
+    }
+
     #[test]
     fn backoff_grows_by_the_factor_and_is_capped() {
-        let def = validate_app(
-            RawApp {
-                id: "x".into(),
-                cmd: Some("true".into()),
-                backoff_seconds: Some(2),
-                backoff_factor: Some(2.0),
-                max_launch_delay_seconds: Some(5),
-                ..RawApp::default()
-            },
-            "v",
-        )
-        .expect("valid");
+        let def = test_app(RawApp {
+            backoff_seconds: Some(2),
+            backoff_factor: Some(2.0),
+            max_launch_delay_seconds: Some(5),
+            ..RawApp::default()
+        });
         let mut b = Backoff::new(&def);
         let t0 = Instant::now();
         assert_eq!(b.wait(t0), Duration::ZERO);
@@ -2700,16 +2704,10 @@ mod tests {
     /// ports, which outgoing connections take their local ports from.
     #[test]
     fn host_ports_are_the_agents_not_ephemeral_ones() {
-        let def = validate_app(
-            RawApp {
-                id: "x".into(),
-                cmd: Some("true".into()),
-                ports: Some(vec![0, 0, 0]),
-                ..RawApp::default()
-            },
-            "v",
-        )
-        .expect("valid");
+        let def = test_app(RawApp {
+            ports: Some(vec![0, 0, 0]),
+            ..RawApp::default()
+        });
         let range = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
         let ephemeral: Vec<u16> = range
             .split_whitespace()
@@ -2742,17 +2740,11 @@ mod tests {
         let (low, high) = AGENT_PORTS;
         let (left, mut declared): (Vec<u16>, Vec<u16>) = (low..=high).partition(|p| p % 10 == 0);
         declared.push(0);
-        let def = validate_app(
-            RawApp {
-                id: "x".into(),
-                cmd: Some("true".into()),
-                ports: Some(declared),
-                require_ports: true,
-                ..RawApp::default()
-            },
-            "v",
-        )
-        .expect("valid");
+        let def = test_app(RawApp {
+            ports: Some(declared),
+            require_ports: true,
+            ..RawApp::default()
+        });
         for _ in 0..20 {
             let ports = host_ports(&def).expect("ports");
             let chosen = ports.last().copied().unwrap_or_default();
