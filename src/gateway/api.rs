@@ -8,18 +8,17 @@
 
 use super::client::TakeError;
 use super::client::{code, GatewayClient, GatewayError};
+use super::listing::{self, ListError};
 use super::paths::{self, ObjectType};
 use super::types::{
     Created, Device, NameKey, NewDevice, NewProtectionDomain, NewSds, NewStoragePool, PoolKey,
     PoolStatistics, ProtectionDomain, Sdc, SdcKey, Sds, StatisticsById, StatisticsQuery,
     StoragePool, System,
 };
-use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::fmt;
 use std::io::Read;
 
 /// `GET /api/version`: the gateway's API version (`"2.0"`).
@@ -107,10 +106,7 @@ fn each<T: DeserializeOwned>(
     let path = paths::instances(t);
     c.get_taking(call, &path, &mut |body| {
         take(None);
-        each_item(body, &mut |raw| {
-            take(Some(serde_json::from_str(raw.get())?));
-            Ok(())
-        })
+        each_item(body, &mut |item| take(Some(item)))
     })
 }
 
@@ -345,115 +341,40 @@ pub fn decode_list<T: DeserializeOwned>(
 }
 
 /// A listing taken as it arrives: each item's text is held only until it is typed, and
-/// neither the whole text nor a JSON tree of it ever is. At 10,000 SDSs the tree of one
-/// listing was some 54 MB of heap, every health poll, in a scheduler given 32 MB.
+/// neither the whole text nor a JSON tree of it ever is ([`listing`]).
 fn items<T: DeserializeOwned>(body: &mut dyn Read) -> Result<Vec<T>, TakeError> {
     let mut items = Vec::new();
-    each_item(body, &mut |raw| {
-        items.push(serde_json::from_str(raw.get())?);
-        Ok(())
-    })?;
+    each_item(body, &mut |item| items.push(item))?;
     Ok(items)
 }
 
-/// Reads a JSON list from `body`, handing each item's text to `take`: one reader for every
-/// type of item, so the parser of a stream is built once, not once per type. An item `take`
-/// refuses is named by its place and id.
-fn each_item(
+/// Types each item of the JSON list read from `body` and hands it to `take`: one reader for
+/// every type of item. An item that does not fit is named by its place and id.
+fn each_item<T: DeserializeOwned>(
     body: &mut dyn Read,
-    take: &mut dyn FnMut(&RawValue) -> Result<(), serde_json::Error>,
+    take: &mut dyn FnMut(T),
 ) -> Result<(), TakeError> {
-    let mut misfit = None;
-    // The parser asks its reader for one byte at a time: straight from the HTTP body, each
-    // byte went through the transport's layers of readers (a listing of 10,000 SDCs took
-    // 1.8-2.0 s in the debug build, 0.9 s buffered).
-    let mut de =
-        serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(8 * 1024, body));
-    let read = de
-        .deserialize_any(Items {
-            misfit: &mut misfit,
-            take,
-        })
-        .and_then(|()| de.end());
-    match (read, misfit) {
-        (_, Some(detail)) => Err(TakeError::Bad(detail)),
-        (Ok(()), None) => Ok(()),
-        (Err(e), None) if e.is_io() => Err(TakeError::Io(e.into())),
-        (Err(e), None) => Err(TakeError::Bad(format!("not JSON ({e})"))),
-    }
-}
-
-/// Visits a listing, item by item. The misfit goes into `misfit`, not into the parser's
-/// error, which would add its position to ours.
-struct Items<'a> {
-    misfit: &'a mut Option<String>,
-    take: &'a mut dyn FnMut(&RawValue) -> Result<(), serde_json::Error>,
+    let read = listing::each_item(body, &mut |place, text| match serde_json::from_str(text) {
+        Ok(item) => {
+            take(item);
+            Ok(())
+        }
+        Err(e) => {
+            let id = serde_json::from_str::<Id>(text).ok().and_then(|i| i.id);
+            let which = id.map(|id| format!(" (id {id})")).unwrap_or_default();
+            Err(format!("item {place}{which}: {e}"))
+        }
+    });
+    read.map_err(|e| match e {
+        ListError::Bad(detail) => TakeError::Bad(detail),
+        ListError::Io(e) => TakeError::Io(e),
+    })
 }
 
 /// Only an item's id, to name an item that did not fit.
 #[derive(Deserialize)]
 struct Id {
     id: Option<String>,
-}
-
-impl<'de> Visitor<'de> for Items<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON list")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let mut place = 0;
-        while let Some(raw) = seq.next_element::<Box<RawValue>>()? {
-            if let Err(e) = (self.take)(&raw) {
-                let id = serde_json::from_str::<Id>(raw.get())
-                    .ok()
-                    .and_then(|i| i.id);
-                let which = id.map(|id| format!(" (id {id})")).unwrap_or_default();
-                *self.misfit = Some(format!("item {place}{which}: {e}"));
-                return Err(de::Error::custom("an item did not fit"));
-            }
-            place += 1;
-        }
-        Ok(())
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<(), A::Error> {
-        Err(self.not_a_list("an object"))
-    }
-
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
-        Err(self.not_a_list("a string"))
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
-        Err(self.not_a_list("a boolean"))
-    }
-
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
-        Err(self.not_a_list("a number"))
-    }
-
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
-        Err(self.not_a_list("a number"))
-    }
-
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
-        Err(self.not_a_list("a number"))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        Err(self.not_a_list("null"))
-    }
-}
-
-impl Items<'_> {
-    /// The same words as [`kind`]'s.
-    fn not_a_list<E: de::Error>(self, got: &str) -> E {
-        *self.misfit = Some(format!("expected a JSON list, got {got}"));
-        E::custom("not a list")
-    }
 }
 
 fn bad(call: &'static str, path: &str, detail: String) -> GatewayError {
