@@ -27,15 +27,70 @@ enum At {
     /// Before the opening `[`.
     Start,
     /// After `[` or after a `,`: an item (or, after `[`, the closing `]`) comes next.
-    NextItem { first: bool },
-    /// Inside an item, `depth` brackets deep, in a string or not.
-    Item {
-        depth: usize,
-        string: bool,
-        escaped: bool,
+    NextItem {
+        first: bool,
     },
+    Item(InItem),
     /// After the closing `]`: only whitespace may follow.
     End,
+}
+
+/// Inside an item: how many brackets deep, in a string or not.
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+struct InItem {
+    depth: usize,
+    string: bool,
+    escaped: bool,
+}
+
+/// What a byte inside an item leads to.
+enum Step {
+    Next,
+    /// A string's plain run this long: none of it needs a look.
+    Skip(usize),
+    /// The item ended before this byte, a `,` or (`list`) the list's closing `]`.
+    Ends {
+        list: bool,
+    },
+}
+
+impl InItem {
+    /// The byte `rest[0]` of item `place`.
+    fn byte(&mut self, rest: &[u8], place: usize) -> Result<Step, ListError> {
+        let b = rest[0];
+        if self.string {
+            if self.escaped {
+                self.escaped = false;
+            } else if b == b'\\' {
+                self.escaped = true;
+            } else if b == b'"' {
+                self.string = false;
+            } else {
+                // The rest of a string's plain run at once: most of a listing is in its
+                // strings.
+                let run = rest.iter().position(|&c| c == b'"' || c == b'\\');
+                return Ok(Step::Skip(run.unwrap_or(rest.len())));
+            }
+            return Ok(Step::Next);
+        }
+        match b {
+            b'"' => self.string = true,
+            b'{' | b'[' => self.depth += 1,
+            b'}' | b']' if self.depth > 0 => self.depth -= 1,
+            b',' | b']' if self.depth == 0 => return Ok(Step::Ends { list: b == b']' }),
+            b'}' => return Err(bad(&format!("not JSON (item {place}: '}}' without '{{')"))),
+            _ => {}
+        }
+        Ok(Step::Next)
+    }
+}
+
+/// The cutter's state across the reads of one listing.
+struct Cutter {
+    at: At,
+    /// The current item's text so far (one buffer, reused for every item).
+    item: Vec<u8>,
+    place: usize,
 }
 
 /// Hands `take` the text of each item of the JSON list read from `body`, in order, with its
@@ -45,9 +100,11 @@ pub fn each_item(
     take: &mut dyn FnMut(usize, &str) -> Result<(), String>,
 ) -> Result<(), ListError> {
     let mut reader = BufReader::with_capacity(8 * 1024, body);
-    let mut item: Vec<u8> = Vec::new();
-    let mut place = 0;
-    let mut at = At::Start;
+    let mut cutter = Cutter {
+        at: At::Start,
+        item: Vec::new(),
+        place: 0,
+    };
     loop {
         let chunk = match reader.fill_buf() {
             Ok(c) => c,
@@ -55,85 +112,67 @@ pub fn each_item(
             Err(e) => return Err(ListError::Io(e)),
         };
         if chunk.is_empty() {
-            return match at {
+            return match cutter.at {
                 At::End => Ok(()),
                 At::Start => Err(bad("not JSON (the reply is empty)")),
                 _ => Err(bad("not JSON (the list ends before its closing ']')")),
             };
         }
         let len = chunk.len();
+        cutter.feed(chunk, take)?;
+        reader.consume(len);
+    }
+}
+
+impl Cutter {
+    /// Takes the next bytes of the listing, handing over each item that ends in them.
+    fn feed(
+        &mut self,
+        chunk: &[u8],
+        take: &mut dyn FnMut(usize, &str) -> Result<(), String>,
+    ) -> Result<(), ListError> {
         // Bytes of the current item not yet copied start here in `chunk`.
-        let mut from = matches!(at, At::Item { .. }).then_some(0);
+        let mut from = matches!(self.at, At::Item(_)).then_some(0);
         let mut i = 0;
-        while i < len {
+        while i < chunk.len() {
             let b = chunk[i];
-            match &mut at {
+            match &mut self.at {
                 At::Start => match b {
-                    b'[' => at = At::NextItem { first: true },
+                    b'[' => self.at = At::NextItem { first: true },
                     _ if b.is_ascii_whitespace() => {}
                     _ => return Err(bad(&format!("expected a JSON list, got {}", kind(b)))),
                 },
                 At::NextItem { first } => match b {
                     _ if b.is_ascii_whitespace() => {}
-                    b']' if *first => at = At::End,
+                    b']' if *first => self.at = At::End,
                     b']' | b',' => {
-                        return Err(bad(&format!("not JSON (item {place} is empty)")));
+                        return Err(bad(&format!("not JSON (item {} is empty)", self.place)));
                     }
                     _ => {
-                        at = At::Item {
-                            depth: 0,
-                            string: false,
-                            escaped: false,
-                        };
+                        self.at = At::Item(InItem::default());
                         from = Some(i);
                         continue;
                     }
                 },
-                At::Item {
-                    depth,
-                    string,
-                    escaped,
-                } => {
-                    if *string {
-                        if *escaped {
-                            *escaped = false;
-                        } else if b == b'\\' {
-                            *escaped = true;
-                        } else if b == b'"' {
-                            *string = false;
-                        } else {
-                            // The rest of a string's plain run at once: most of a listing
-                            // is in its strings.
-                            let run = chunk[i..].iter().position(|&c| c == b'"' || c == b'\\');
-                            i += run.unwrap_or(len - i);
-                            continue;
-                        }
-                    } else {
-                        match b {
-                            b'"' => *string = true,
-                            b'{' | b'[' => *depth += 1,
-                            b'}' | b']' if *depth > 0 => *depth -= 1,
-                            b',' | b']' if *depth == 0 => {
-                                let start = from.take().unwrap_or(i);
-                                keep(&mut item, &chunk[start..i], place)?;
-                                hand_over(&item, place, take)?;
-                                item.clear();
-                                place += 1;
-                                at = if b == b']' {
-                                    At::End
-                                } else {
-                                    At::NextItem { first: false }
-                                };
-                            }
-                            b'}' => {
-                                return Err(bad(&format!(
-                                    "not JSON (item {place}: '}}' without '{{')"
-                                )))
-                            }
-                            _ => {}
-                        }
+                At::Item(inside) => match inside.byte(&chunk[i..], self.place)? {
+                    Step::Next => {}
+                    Step::Skip(n) => {
+                        i += n;
+                        continue;
                     }
-                }
+                    Step::Ends { list } => {
+                        let start = from.take().unwrap_or(i);
+                        keep(&mut self.item, &chunk[start..i], self.place)?;
+                        hand_over(&self.item, self.place, take)?;
+                        self.item.clear();
+                        self.place += 1;
+                        self.at = if list {
+                            At::End
+                        } else {
+                            At::NextItem { first: false }
+                        };
+                    }
+                },
                 At::End => {
                     if !b.is_ascii_whitespace() {
                         return Err(bad("not JSON (text after the list's closing ']')"));
@@ -143,9 +182,9 @@ pub fn each_item(
             i += 1;
         }
         if let Some(start) = from {
-            keep(&mut item, &chunk[start..], place)?;
+            keep(&mut self.item, &chunk[start..], self.place)?;
         }
-        reader.consume(len);
+        Ok(())
     }
 }
 
