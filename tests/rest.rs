@@ -768,6 +768,25 @@ fn executor_calls_need_the_right_secret() {
     );
 }
 
+/// `running` registers the executor for a nudge past the plan it is served now, and the
+/// answer says at which version; another phase registers nothing.
+#[test]
+fn a_running_report_says_past_which_plan_its_nudge_is_owed() {
+    let s = start();
+    let r = call(s.addr, "POST", H2, "phase", br#"{"phase":"volume-driver"}"#);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json(), serde_json::json!({ "recorded": true }));
+    let r = call(s.addr, "POST", H2, "phase", br#"{"phase":"running"}"#);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let answer = r.json();
+    let past = answer[storage_framework::contract::api::NUDGE_PAST_FIELD].as_u64();
+    let carried = &answer[storage_framework::contract::api::REPORT_PLAN_FIELD];
+    let plan = call(s.addr, "GET", H2, "plan", b"").json();
+    assert!(past.is_some(), "{answer}");
+    assert_eq!(past, plan["version"].as_u64(), "{answer}");
+    assert_eq!(carried, &plan, "the plan the plan route serves");
+}
+
 /// Which executor ids exist cannot be probed: a wrong secret and an unknown executor get one
 /// answer, status, headers and body alike.
 #[test]

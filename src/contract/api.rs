@@ -21,6 +21,16 @@ pub const PLAN_WAIT_PARAM: &str = "wait";
 /// moves past the version it holds now: a running node waits for a change without holding a
 /// connection, and a new plan needs no second request to register.
 pub const PLAN_NUDGE_PARAM: &str = "nudge";
+/// In the answer to a phase report of `running`
+/// (`{"recorded":true,"nudge_past":7,"plan":{"version":7,...}}`): the scheduler registered
+/// the executor as a `nudge=1` request holding plan 7 would have, and the answer carries that
+/// plan (the node's own reports change it: its phase, its resume point). The executor takes
+/// it and waits for the nudge without asking first: at 10,000 nodes that request was one
+/// connection (and TLS handshake) in ten of a rollout's. A scheduler of an older build
+/// answers `{"recorded":true}`, and the executor then asks with `nudge=1`.
+pub const NUDGE_PAST_FIELD: &str = "nudge_past";
+/// The plan in the answer to a phase report of `running` ([`NUDGE_PAST_FIELD`]).
+pub const REPORT_PLAN_FIELD: &str = "plan";
 /// The longest plan wait the scheduler grants.
 pub const MAX_PLAN_WAIT: Duration = Duration::from_secs(60);
 
@@ -200,6 +210,22 @@ impl PhaseReport {
     }
 }
 
+/// The answer to a report as the executor reads it: `{"recorded":true}`, and to a report of
+/// `running` the plan it registered the executor's nudge past ([`NUDGE_PAST_FIELD`],
+/// [`REPORT_PLAN_FIELD`]; the scheduler writes the plan's bytes as they are). Typed, so that
+/// the executor reads the plan with the deserializer its plan requests use.
+#[derive(Debug, Deserialize)]
+pub struct ReportAnswer<P> {
+    #[serde(default)]
+    pub nudge_past: Option<u64>,
+    #[serde(default = "none")]
+    pub plan: Option<P>,
+}
+
+fn none<P>() -> Option<P> {
+    None
+}
+
 /// `POST devices`: the usable devices the executor found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DevicesReport<'a> {
@@ -209,6 +235,17 @@ pub struct DevicesReport<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The field names the scheduler writes are the ones the executor reads.
+    #[test]
+    fn a_report_answer_is_read_by_the_names_it_is_written_with() {
+        let written =
+            format!(r#"{{"recorded":true,"{NUDGE_PAST_FIELD}":7,"{REPORT_PLAN_FIELD}":[7]}}"#);
+        let a: ReportAnswer<Vec<u64>> = serde_json::from_str(&written).unwrap();
+        assert_eq!((a.nudge_past, a.plan), (Some(7), Some(vec![7])));
+        let a: ReportAnswer<Vec<u64>> = serde_json::from_str(r#"{"recorded":true}"#).unwrap();
+        assert_eq!((a.nudge_past, a.plan), (None, None));
+    }
 
     #[test]
     fn every_action_has_one_route_and_its_path_leads_back_to_it() {

@@ -193,6 +193,20 @@ pub(super) fn reply_response(reply: ExecutorReply) -> Response {
         ExecutorReply::Unchanged => Response::new(304, "application/json", http::Body::Empty)
             .with_header("Cache-Control", "no-store"),
         ExecutorReply::Recorded => json_value(200, serde_json::json!({ "recorded": true })),
+        ExecutorReply::RecordedIdle(p) => {
+            // The plan as the plan route serves it, not parsed again.
+            let head = format!(
+                "{{\"recorded\":true,\"{}\":{},\"{}\":",
+                api::NUDGE_PAST_FIELD,
+                p.version,
+                api::REPORT_PLAN_FIELD
+            );
+            let mut body = Vec::with_capacity(head.len() + p.json.len() + 1);
+            body.extend_from_slice(head.as_bytes());
+            body.extend_from_slice(&p.json);
+            body.push(b'}');
+            Response::json(200, body).with_header("Cache-Control", "no-store")
+        }
         // Only a long poll can be parked, and the waiter handles that.
         ExecutorReply::Parked => Response::error(500, "internal error", "parked twice"),
         ExecutorReply::Failed(e) if e.status == 401 => unauthorized(&e.detail),

@@ -106,6 +106,9 @@ pub enum ExecutorReply {
     Unchanged,
     /// The report is applied to the model.
     Recorded,
+    /// A report of `running` is applied, and the executor is owed a nudge once its plan
+    /// moves past this one, which the answer carries (`contract::api::NUDGE_PAST_FIELD`).
+    RecordedIdle(PlanReply),
     Failed(ApiError),
 }
 
@@ -116,6 +119,7 @@ impl fmt::Debug for ExecutorReply {
             ExecutorReply::Parked => f.write_str("Parked"),
             ExecutorReply::Unchanged => f.write_str("Unchanged"),
             ExecutorReply::Recorded => f.write_str("Recorded"),
+            ExecutorReply::RecordedIdle(p) => write!(f, "RecordedIdle({p:?})"),
             ExecutorReply::Failed(e) => write!(f, "Failed({e:?})"),
         }
     }

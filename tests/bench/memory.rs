@@ -5,10 +5,11 @@
 //! binary from the scheduler (`FETCHERS` at a time) and is a storage host of its own (an
 //! address, one device, an SDC registered with the dev gateway), so that the scheduler
 //! attaches an SDS and a device per node and every SDC check and health poll lists each
-//! host; each emulated executor reports its node's phases through the executor API over TLS
-//! (`REPORTS_PER_SEC` in all) and, once its node runs, idles as the storage executor does:
-//! it asks for its plan with `nudge=1` and waits for the scheduler's framework MESSAGE,
-//! holding no connection (`synthetic_plans.rs`).
+//! host; each emulated executor asks for its plan, reports its node's phases through the
+//! executor API over TLS (`REPORTS_PER_SEC` in all) and, once its node runs, idles as the
+//! storage executor does: registered for a nudge by its `running` report's answer, which
+//! carries its plan, it waits for the scheduler's framework MESSAGE, holding no connection
+//! (`synthetic_plans.rs`).
 //!
 //! - `scheduler_peak_rss_mb_10k`, `scheduler_peak_rss_mb_100`: the kernel's high-water mark
 //!   of the process's resident set (`VmHWM` in `/proc/<pid>/status`), so no short peak

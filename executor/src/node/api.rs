@@ -188,6 +188,7 @@ impl Scheduler for SchedulerApi {
     fn plan_after(&mut self, version: Option<u64>) -> Result<Option<Plan>, ApiError> {
         // The scheduler keeps one request per executor: this one ends an owed nudge.
         self.nudge_for = None;
+        self.answered_plan = None;
         let wait = if version.is_some() {
             self.plan_wait
         } else {
@@ -198,6 +199,15 @@ impl Scheduler for SchedulerApi {
 
     fn idle_wait(&mut self, version: u64, poll: Duration) -> Result<Option<Plan>, ApiError> {
         let until = Instant::now() + self.plan_wait;
+        if let Some(plan) = self.answered_plan.take() {
+            // The `running` report registered us past the plan its answer carried, as our
+            // `nudge=1` request would have: the first ask is the slow timer's.
+            self.nudge_for = Some(plan.version);
+            self.next_idle_poll = Some(Instant::now() + jittered(poll, self.jitter.next_u64()));
+            if plan.version != version {
+                return Ok(Some(plan));
+            }
+        }
         loop {
             self.take_signals();
             let now = Instant::now();
@@ -230,7 +240,11 @@ impl Scheduler for SchedulerApi {
     }
 
     fn post_json(&mut self, action: Action, body: &str) -> Result<(), ApiError> {
-        self.retry(|api| api.post_text(action, body))
+        if let Some(plan) = self.retry(|api| api.post_text(action, body))? {
+            self.nudge_for = Some(plan.version);
+            self.answered_plan = Some(plan);
+        }
+        Ok(())
     }
 }
 
@@ -249,6 +263,9 @@ pub struct SchedulerApi {
     next_idle_poll: Option<Instant>,
     /// The version the scheduler owes a nudge past (any other plan request ends that).
     nudge_for: Option<u64>,
+    /// The plan a report's answer carried and registered `nudge_for` past
+    /// (`api::NUDGE_PAST_FIELD`): the idle wait that follows takes it and need not ask first.
+    answered_plan: Option<Plan>,
     jitter: Jitter,
     link: Link,
     /// A call with the current pin has succeeded.
@@ -293,6 +310,7 @@ impl SchedulerApi {
             signalled: false,
             next_idle_poll: None,
             nudge_for: None,
+            answered_plan: None,
             jitter: Jitter::new(),
             link: Link::Up,
             pin_worked: false,
@@ -396,20 +414,28 @@ impl SchedulerApi {
         self.plan_answer(request)
     }
 
-    /// `POST <base>/<action>` once, `body` being JSON.
-    pub fn post_text(&self, action: Action, body: &str) -> Result<(), ApiError> {
+    /// `POST <base>/<action>` once, `body` being JSON: the plan the answer registered this
+    /// executor's nudge past, if it did (a report of `running`).
+    pub fn post_text(&self, action: Action, body: &str) -> Result<Option<Plan>, ApiError> {
         let what = format!("POST {}", action.segment());
-        let response = self
+        let mut request = self
             .agent
             .post(&self.url(action))
             .header("Authorization", &format!("Bearer {}", self.secret))
-            .header("Content-Type", "application/json")
+            .header("Content-Type", "application/json");
+        if action == Action::Phase {
+            // A phase's work takes minutes on a host, and `running`, which now needs no
+            // plan request after it, is followed by an idle node: a connection kept would
+            // only hold one of the scheduler's workers until its idle timeout.
+            request = request.header("Connection", "close");
+        }
+        let response = request
             .send(body.as_bytes())
             .map_err(|e| self.call_error(&what, e))?;
         let status = response.status().as_u16();
         let text = read_body(response);
         if status == 200 {
-            Ok(())
+            Ok(registered_plan(&what, &text))
         } else {
             Err(classify(&what, status, &text))
         }
@@ -558,6 +584,31 @@ fn retry_delay(
 fn certificate_error(e: &ureq::Error) -> Option<String> {
     let text = e.to_string();
     storage_framework::tls::refused_certificate(&text).then_some(text)
+}
+
+/// The plan a report's answer carries and registered the executor's nudge past
+/// (`api::NUDGE_PAST_FIELD`); `None` from a scheduler that does not register, and from an
+/// answer that is not what it should be (said in the log): the idle wait then asks, as it
+/// always did.
+fn registered_plan(what: &str, body: &[u8]) -> Option<Plan> {
+    let answer = match serde_json::from_slice::<api::ReportAnswer<Plan>>(body) {
+        Ok(a) => a,
+        Err(e) => {
+            log::warn!("{what}: the answer does not parse ({e}); asking for the plan when idle");
+            return None;
+        }
+    };
+    match (answer.nudge_past, answer.plan) {
+        (None, None) => None,
+        (Some(past), Some(plan)) if plan.version == past => Some(plan),
+        (past, plan) => {
+            log::warn!(
+                "{what}: the answer registers a nudge past {past:?} with plan {:?}; asking for the plan instead",
+                plan.map(|p| p.version)
+            );
+            None
+        }
+    }
 }
 
 fn read_body(response: ureq::http::Response<ureq::Body>) -> Vec<u8> {
@@ -792,6 +843,61 @@ mod tests {
         let polls: std::collections::BTreeSet<Duration> =
             (0..50).map(|_| jittered(poll, jitter.next_u64())).collect();
         assert!(polls.len() > 40, "spread out: {polls:?}");
+    }
+
+    /// A report's answer registers the nudge only when it carries the plan it names: an
+    /// older scheduler's answer, or one that is not what it should be, leaves the idle wait
+    /// to ask as before.
+    #[test]
+    fn a_report_answer_registers_with_the_plan_it_carries() {
+        let plan = |body: &str| registered_plan("POST phase", body.as_bytes());
+        let p = plan(r#"{"recorded":true,"nudge_past":7,"plan":{"version":7,"hostname":"h1"}}"#);
+        assert_eq!(
+            p.map(|p| (p.version, p.hostname.to_string())),
+            Some((7, "h1".into()))
+        );
+        for other in [
+            r#"{"recorded":true}"#,
+            r#"{"recorded":true,"nudge_past":7}"#,
+            r#"{"recorded":true,"nudge_past":7,"plan":{"version":8}}"#,
+            r#"{"recorded":true,"nudge_past":7,"plan":{"version":"7"}}"#,
+            r#"{"recorded":true,"plan":{"version":7}}"#,
+            "recorded",
+            "",
+        ] {
+            assert!(plan(other).is_none(), "{other}");
+        }
+    }
+
+    /// Registered by its `running` report, an idle node takes the plan the answer carried
+    /// and asks nothing until a MESSAGE or its slow timer: the waits end without a
+    /// connection, the first with that plan when it is not the one the node held.
+    #[test]
+    fn a_node_registered_by_its_running_report_idles_without_asking() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!("https://{}", listener.local_addr().unwrap());
+        let (api, _tx) = api(&url);
+        let mut api = api.with_plan_wait(Duration::from_millis(200));
+        // What `post_json` keeps of an answer `{"recorded":true,"nudge_past":7,"plan":{..}}`.
+        let answer = r#"{"recorded":true,"nudge_past":7,"plan":{"version":7}}"#;
+        api.answered_plan = registered_plan("POST phase", answer.as_bytes());
+        api.nudge_for = Some(7);
+        let (done_tx, done) = mpsc::channel();
+        std::thread::spawn(move || {
+            let first = api.idle_wait(6, Duration::from_secs(60));
+            let then = api.idle_wait(7, Duration::from_secs(60));
+            let versions = |r: Result<Option<Plan>, ApiError>| r.map(|p| p.map(|p| p.version));
+            let _ = done_tx.send((versions(first), versions(then)));
+        });
+        let ended = done.recv_timeout(Duration::from_secs(20));
+        assert_eq!(
+            ended,
+            Ok((Ok(Some(7)), Ok(None))),
+            "the idle wait asked the scheduler"
+        );
+        let asked = listener.accept();
+        assert!(asked.is_err(), "a connection was made");
     }
 
     #[test]

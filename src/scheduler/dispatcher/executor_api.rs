@@ -68,8 +68,9 @@ pub struct ExecutorApi {
     /// Not two strings per executor (~1.5 MB once 10,000 executors have called).
     index: HashMap<u64, Arc<str>>,
     index_keys: RandomState,
-    /// Replies to reports, sent after the batch (see `after_batch`).
-    acks: Vec<ReplyTo>,
+    /// Replies to reports, sent after the batch (see `after_batch`), each with the plan a
+    /// report of `running` registered its executor's nudge past.
+    acks: Vec<(ReplyTo, Option<PlanReply>)>,
     /// Experimental mode: the gateway password MDM nodes need (see `set_mdm_gateway_password`).
     mdm_gateway_password: Option<Secret>,
     /// Changes with the password, so that plans that carry it change version.
@@ -228,8 +229,13 @@ impl ExecutorApi {
                 let Some(node) = state.model.nodes.get_mut(&agent) else {
                     return false;
                 };
+                let running = report.phase == Phase::Running && report.error.is_none();
                 record_phase(node, report, now_ms);
-                self.acks.push(reply);
+                // The executor idles next: registered now, it need not ask with `nudge=1`.
+                let nudge_past = running
+                    .then(|| self.register_idle(state, &executor_id, agent))
+                    .flatten();
+                self.acks.push((reply, nudge_past));
                 true
             }
             ExecutorCall::Devices(devices) => {
@@ -237,7 +243,7 @@ impl ExecutorApi {
                     return false;
                 };
                 record_devices(node, devices, now_ms);
-                self.acks.push(reply);
+                self.acks.push((reply, None));
                 true
             }
             ExecutorCall::Heartbeat => {
@@ -245,18 +251,18 @@ impl ExecutorApi {
                     return false;
                 };
                 node.last_contact_ms = Some(now_ms);
-                self.acks.push(reply);
+                self.acks.push((reply, None));
                 false
             }
             ExecutorCall::Health(problems) => {
                 let changed = record_host(&mut state.model, &agent, problems, now_ms);
-                self.acks.push(reply);
+                self.acks.push((reply, None));
                 changed
             }
             ExecutorCall::Rollout(report) => {
                 match rollout::record::record(&mut state.model, &agent, report, now_ms) {
                     Ok(changed) => {
-                        self.acks.push(reply);
+                        self.acks.push((reply, None));
                         changed
                     }
                     Err(e) => reply.refuse(ApiError::new(409, "rollout report refused", e)),
@@ -305,36 +311,72 @@ impl ExecutorApi {
             )));
             return;
         }
+        let deadline_ms = if wait.nudge {
+            u64::MAX
+        } else {
+            now_ms.saturating_add(wait.wait_ms)
+        };
+        let held = (!wait.nudge).then(|| Box::new(reply.clone()));
+        let answer = match (wait.nudge, unchanged) {
+            (false, _) => ExecutorReply::Parked,
+            (true, true) => ExecutorReply::Unchanged,
+            (true, false) => ExecutorReply::Plan(plan.clone()),
+        };
+        self.park(state, &executor_id, agent, plan, deadline_ms, held);
+        let _ = reply.send(answer);
+    }
+
+    /// Keeps an executor's plan request until its plan moves past `plan`: a held long poll
+    /// (`held`, answered by then), or an idle executor owed a nudge.
+    fn park(
+        &mut self,
+        state: &Persisted,
+        executor_id: &str,
+        agent: String,
+        plan: PlanReply,
+        deadline_ms: u64,
+        held: Option<Box<ReplyTo>>,
+    ) {
         let node = state.model.nodes.get(&agent);
         // The model's own key, so that `after_batch` meets it by pointer.
         let key = node.map_or_else(|| Arc::from(agent), |n| n.agent_id.clone());
         let parked = Parked {
             revision: node.map(|n| n.revision.get()),
             shared: self.shared_inputs(state),
-            executor: executor_key(&executor_id),
+            executor: executor_key(executor_id),
             version: plan.version,
-            deadline_ms: if wait.nudge {
-                u64::MAX
-            } else {
-                now_ms.saturating_add(wait.wait_ms)
-            },
-            reply: (!wait.nudge).then(|| Box::new(reply.clone())),
+            deadline_ms,
+            reply: held,
         };
         // A request parked now was answered from the model as it is; the next quiet walk
         // must still see its deadline, and a plan that reads other nodes.
-        let expiry = parked.deadline_ms;
         let own_node_only = node.is_some_and(|n| !self.reads_others(n));
         match &mut self.walked {
-            Some(w) if own_node_only => w.parked_since(expiry),
+            Some(w) if own_node_only => w.parked_since(deadline_ms),
             _ => self.walked = None,
         }
-        let answer = match (wait.nudge, unchanged) {
-            (false, _) => ExecutorReply::Parked,
-            (true, true) => ExecutorReply::Unchanged,
-            (true, false) => ExecutorReply::Plan(plan.clone()),
-        };
         self.parked.park(key, parked, plan);
-        let _ = reply.send(answer);
+    }
+
+    /// An executor that reported `running` registered as its `nudge=1` request would: its
+    /// plan now, which the report's answer carries (`None`: no plan, which the executor's
+    /// own request will then say).
+    fn register_idle(
+        &mut self,
+        state: &Persisted,
+        executor_id: &str,
+        agent: String,
+    ) -> Option<PlanReply> {
+        let trio = self.trio(state);
+        let plan = match self.plan(state, executor_id, &agent, trio.as_ref()) {
+            Ok(p) => p,
+            Err(e) => {
+                debug!("agent {agent}: no plan to register its idle executor at: {e}");
+                return None;
+            }
+        };
+        self.park(state, executor_id, agent, plan.clone(), u64::MAX, None);
+        Some(plan)
     }
 
     /// The framework MESSAGEs owed to idle executors whose plans moved on.
@@ -345,7 +387,7 @@ impl ExecutorApi {
     /// The batch's state could not be saved: its reports are answered 503, never
     /// "recorded" (the executor retries; the change stays in memory for the next save).
     pub fn refuse_reports(&mut self, why: &str) {
-        for reply in self.acks.drain(..) {
+        for (reply, _) in self.acks.drain(..) {
             let _ = reply.send(ExecutorReply::Failed(ApiError::new(
                 503,
                 "not saved",
@@ -1138,6 +1180,47 @@ mod tests {
         api.after_batch(&s, 11);
         assert!(api.take_nudges().is_empty());
         assert_eq!((api.parked(), api.nudges_owed()), (0, 0));
+    }
+
+    /// A report of `running` registers its executor as its `nudge=1` request would, and the
+    /// answer, sent after the batch, says past which version: an executor holding that plan
+    /// need not ask. Other reports, and a failed `running`, register nothing.
+    #[test]
+    fn a_running_report_registers_its_executor_for_a_nudge() {
+        let mut api = ExecutorApi::new();
+        let mut s = state();
+        first_version(&mut api, &mut s);
+        let phase = |r: PhaseReport| req(ExecutorCall::Phase(r), SECRET);
+        let (r, rx) = phase(PhaseReport::entered(Phase::StorageAttach));
+        api.handle(&mut s, r, 2);
+        api.after_batch(&s, 3);
+        assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Recorded)));
+        let (r, rx) = phase(PhaseReport::failed(Phase::Running, "boom".into()));
+        api.handle(&mut s, r, 4);
+        api.after_batch(&s, 5);
+        assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Recorded)));
+        assert_eq!((api.parked(), api.nudges_owed()), (0, 0));
+
+        let (r, rx) = phase(PhaseReport::entered(Phase::Running));
+        api.handle(&mut s, r, 6);
+        assert!(rx.try_recv().is_err(), "answered once the batch is saved");
+        api.after_batch(&s, 7);
+        let past = match rx.try_recv() {
+            Ok(ExecutorReply::RecordedIdle(p)) => p.version,
+            other => panic!("{other:?}"),
+        };
+        let trio = api.trio(&s);
+        let now = api.plan(&s, "storage-executor.h1.1", "a1", trio.as_ref());
+        assert_eq!(now.unwrap().version, past, "the plan the executor gets now");
+        assert_eq!((api.parked(), api.nudges_owed()), (1, 1));
+        api.after_batch(&s, 8);
+        assert!(api.take_nudges().is_empty(), "the plan did not move");
+
+        s.model.nodes.get_mut("a1").unwrap().phase = Phase::Environment;
+        api.after_batch(&s, 9);
+        let nudges = api.take_nudges();
+        assert_eq!(nudges.len(), 1, "owed without a nudge=1 request");
+        assert_ne!(nudges[0].version, past);
     }
 
     /// After a batch that wrote no node and changed nothing every plan reads, the parked

@@ -149,9 +149,17 @@ fn host_report(step: usize) -> HostReport {
     HostReport { problems }
 }
 
+/// What the scheduler answered a report.
+pub(super) struct Answered {
+    pub status: u16,
+    /// The plan the answer carried and registered the executor's nudge past
+    /// (`api::NUDGE_PAST_FIELD`: a report of `running`).
+    pub registered: Option<serde_json::Value>,
+}
+
 /// Reports that the executor entered phase `WALK[step]` (past the walk: its host's health,
 /// `host_report`), and on entering the devices phase the `devices` it found, if any, as the
-/// storage executor does: the last answer's status. Each answer is read whole, so that the
+/// storage executor does: the last answer. Each answer is read whole, so that a kept
 /// connection serves the executor's next call.
 pub(super) fn report_phase(
     http: &ureq::Agent,
@@ -160,7 +168,7 @@ pub(super) fn report_phase(
     secret: &str,
     step: usize,
     devices: &[String],
-) -> Result<u16, ureq::Error> {
+) -> Result<Answered, ureq::Error> {
     let post = |action: Action, body: Result<String, serde_json::Error>| {
         let url = format!(
             "{}{}",
@@ -168,28 +176,44 @@ pub(super) fn report_phase(
             api::path(executor_id, action)
         );
         let body = body.unwrap_or_default();
-        let mut answer = http
+        let mut request = http
             .post(&url)
             .header("Authorization", &format!("Bearer {secret}"))
-            .header("Content-Type", "application/json")
-            .send(body.as_bytes())?;
-        answer.body_mut().read_to_vec()?;
-        Ok(answer.status().as_u16())
+            .header("Content-Type", "application/json");
+        if action == Action::Phase {
+            // As the storage executor: a phase's work takes minutes on a host, and after
+            // `running` the node idles, holding no connection.
+            request = request.header("Connection", "close");
+        }
+        let mut answer = request.send(body.as_bytes())?;
+        let text = answer.body_mut().read_to_vec()?;
+        Ok(Answered {
+            status: answer.status().as_u16(),
+            registered: registered_plan(&text),
+        })
     };
     let Some(&phase) = WALK.get(step) else {
         return post(Action::Health, serde_json::to_string(&host_report(step)));
     };
-    let status = post(
+    let answered = post(
         Action::Phase,
         serde_json::to_string(&PhaseReport::entered(phase)),
     )?;
-    if phase != Phase::Devices || devices.is_empty() || !(200..300).contains(&status) {
-        return Ok(status);
+    if phase != Phase::Devices || devices.is_empty() || !(200..300).contains(&answered.status) {
+        return Ok(answered);
     }
     let found = DevicesReport {
         devices: devices.into(),
     };
     post(Action::Devices, serde_json::to_string(&found))
+}
+
+/// The plan a report's answer carries, when it registered the nudge past it.
+fn registered_plan(answer: &[u8]) -> Option<serde_json::Value> {
+    let mut v: serde_json::Value = serde_json::from_slice(answer).ok()?;
+    let past = v.get(api::NUDGE_PAST_FIELD)?.as_u64()?;
+    let plan = v.get_mut(api::REPORT_PLAN_FIELD)?.take();
+    (plan["version"].as_u64() == Some(past)).then_some(plan)
 }
 
 /// One sender: a report at a time, answered with the step the executor is at next.
@@ -215,7 +239,7 @@ fn send_reports(
             step,
             &target.devices,
         );
-        let step = match sent {
+        let step = match sent.map(|a| a.status) {
             Ok(200..=299) => step + 1,
             // Tried again on its next turn: the scheduler may be restarting.
             Ok(status) => {

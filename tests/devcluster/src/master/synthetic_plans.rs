@@ -1,8 +1,9 @@
 //! Emulated storage executors that call the scheduler as the real one does
-//! (`MasterConfig::synthetic_plan_waits`): each reports its node's phases to `running`
-//! (`POST .../phase`) over a keep-alive TLS connection pinned to the scheduler's certificate
-//! and leaving from its own agent's address (`bound_tcp.rs`), then idles as the storage
-//! executor's running node does: it asks for its plan with `nudge=1` on a connection closed
+//! (`MasterConfig::synthetic_plan_waits`): each asks for its plan, reports its node's phases
+//! to `running` (`POST .../phase`) over a keep-alive TLS connection pinned to the scheduler's
+//! certificate and leaving from its own agent's address (`bound_tcp.rs`), then idles as the
+//! storage executor's running node does: registered by its `running` report's answer for the
+//! plan it holds (`nudge_past`), or else by asking with `nudge=1` on a connection closed
 //! after the answer (which registers it for a nudge past the plan it holds then, a new one
 //! too), and asks again when a framework MESSAGE nudges it (`plan_version`) or
 //! announces the scheduler (a new address and certificate move it there), or when its slow
@@ -300,7 +301,10 @@ fn pinned(pin: &str, source: std::net::Ipv4Addr) -> Option<ureq::Agent> {
 
 /// The plan's version, target generation and idle poll, read without the rest.
 fn plan_numbers(body: &[u8]) -> Option<(u64, u64, Option<u64>)> {
-    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    plan_numbers_of(&serde_json::from_slice(body).ok()?)
+}
+
+fn plan_numbers_of(v: &serde_json::Value) -> Option<(u64, u64, Option<u64>)> {
     let poll = v["idle_poll_s"].as_u64();
     Some((
         v["version"].as_u64()?,
@@ -336,7 +340,9 @@ impl Scheduler {
     }
 }
 
-/// One emulated executor: its phases, then its idle plan requests.
+/// One emulated executor, as the storage executor goes: its plan, its phases, then its idle
+/// plan requests, the first of them spared when its `running` report registered it for the
+/// plan it holds.
 fn run_executor(
     target: PhaseReportTarget,
     moves: &Receiver<Signal>,
@@ -346,7 +352,16 @@ fn run_executor(
     let id = target.executor_id.clone();
     let mut to = Scheduler::new(&target.scheduler_url, &target.pin, target.source);
     let bearer = format!("Bearer {}", target.secret);
+    let mut held = Held {
+        version: None,
+        poll: IDLE_POLL,
+        registered: false,
+    };
+    if !ask_until(&id, &bearer, &mut to, moves, seen, &mut held, true) {
+        return;
+    }
     let mut step = 0;
+    let mut registered = None;
     while step < WALK.len() {
         if turns.recv().is_err() {
             return;
@@ -364,16 +379,32 @@ fn run_executor(
             &target.devices,
         );
         match sent {
-            Ok(200..=299) => step += 1,
+            Ok(a) if (200..=299).contains(&a.status) => {
+                step += 1;
+                registered = a.registered;
+            }
             // Tried again on a later turn: the scheduler may be restarting.
-            Ok(status) => log::debug!("{id}: phase report answered {status}"),
+            Ok(a) => log::debug!("{id}: phase report answered {}", a.status),
             Err(e) => log::debug!("{id}: phase report failed: {e}"),
         }
         if !follow_moves(&id, moves, seen, &mut to) {
             return;
         }
     }
-    wait_for_changes(&id, &bearer, to, moves, seen);
+    // The `running` report's answer: the plan it registered the nudge past.
+    if let Some((version, target_generation, poll)) = registered.as_ref().and_then(plan_numbers_of)
+    {
+        held.version = Some(version);
+        held.poll = poll.map_or(IDLE_POLL, Duration::from_secs);
+        held.registered = true;
+        let plan = What::Plan {
+            version,
+            target_generation,
+            registered: true,
+        };
+        tell(seen, &id, plan);
+    }
+    ask_until(&id, &bearer, &mut to, moves, seen, &mut held, false);
 }
 
 /// Takes the queued MESSAGEs; false once the cluster shuts down.
@@ -403,33 +434,54 @@ fn take(id: &str, s: Signal, seen: &Sender<Seen>, to: &mut Scheduler) {
     }
 }
 
-/// The idle node: asks with `nudge=1` (its connection closed after the answer), then waits
-/// for a MESSAGE or its slow timer; asks at once again after a new plan.
-fn wait_for_changes(
+/// What an executor holds between its plan requests.
+struct Held {
+    /// The plan version it holds (`None`: none yet; its next request is a plain one).
+    version: Option<u64>,
+    /// Its slow timer, as the plan says.
+    poll: Duration,
+    /// Its `running` report registered the nudge past `version`: the slow timer comes first.
+    registered: bool,
+}
+
+/// The plan requests: until the first plan (`first_only`), else the idle node's: it asks
+/// with `nudge=1` (its connection closed after the answer), then waits for a MESSAGE or its
+/// slow timer; asks at once again after a new plan. False once the cluster shuts down.
+fn ask_until(
     id: &str,
     bearer: &str,
-    mut to: Scheduler,
+    to: &mut Scheduler,
     moves: &Receiver<Signal>,
     seen: &Sender<Seen>,
-) {
-    let id = id.to_string();
-    let mut version: Option<u64> = None;
-    let mut poll = IDLE_POLL;
+    held: &mut Held,
+    first_only: bool,
+) -> bool {
     // The storage executor's jitter (± a fifth), drawn once per executor.
     let spread = storage_framework::hash::content_hash(id.as_bytes()) % 401;
     let jittered = |poll: Duration| poll.mul_f64(0.8 + spread as f64 / 1000.0);
     let mut retry = Backoff::new(RETRY_START, RETRY_MAX);
+    let mut pause = std::mem::take(&mut held.registered).then(|| jittered(held.poll));
     loop {
-        if !follow_moves(&id, moves, seen, &mut to) {
-            return;
+        if let Some(pause) = pause.take() {
+            match moves.recv_timeout(pause) {
+                Ok(s) => {
+                    retry.reset();
+                    take(id, s, seen, to)
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return false,
+            }
+        }
+        if !follow_moves(id, moves, seen, to) {
+            return false;
         }
         let Some(client) = &to.http else {
             log::warn!("{id}: malformed scheduler fingerprint");
-            return;
+            return false;
         };
-        let mut url = format!("{}{}", to.at.url, api::path(&id, Action::Plan));
-        let nudged = version.is_some();
-        if let Some(v) = version {
+        let mut url = format!("{}{}", to.at.url, api::path(id, Action::Plan));
+        let nudged = held.version.is_some();
+        if let Some(v) = held.version {
             url.push_str(&format!("?version={v}&nudge=1"));
         }
         let mut other_certificate = false;
@@ -446,8 +498,8 @@ fn wait_for_changes(
             });
         let outcome = match answer {
             Ok((200, body)) => plan_numbers(&body).map(|(v, generation, s)| {
-                version = Some(v);
-                poll = s.map_or(IDLE_POLL, Duration::from_secs);
+                held.version = Some(v);
+                held.poll = s.map_or(IDLE_POLL, Duration::from_secs);
                 What::Plan {
                     version: v,
                     target_generation: generation,
@@ -467,12 +519,15 @@ fn wait_for_changes(
         };
         let Some(outcome) = outcome else {
             log::warn!("{id}: plan without a version or target generation");
-            return;
+            return false;
         };
-        // The first plan is asked again at once (registering for the next nudge); one that
-        // answered a `nudge=1` request registered it already, so, as an unchanged one, it
-        // waits for a MESSAGE or the slow timer; a failure after a pause.
-        let pause = match outcome {
+        // A first plan ends the first-only asking; after the phases it is asked again at
+        // once (registering for the next nudge), as the storage executor does when its
+        // `running` report did not register it. One that answered a `nudge=1` request
+        // registered it already, so, as an unchanged one, it waits for a MESSAGE or the
+        // slow timer; a failure after a pause.
+        let first_plan = matches!(outcome, What::Plan { .. }) && !nudged;
+        pause = match outcome {
             What::Plan { .. } if !nudged => {
                 retry.reset();
                 None
@@ -481,19 +536,12 @@ fn wait_for_changes(
             What::Failed => Some(retry.next_delay()),
             _ => {
                 retry.reset();
-                Some(jittered(poll))
+                Some(jittered(held.poll))
             }
         };
-        tell(seen, &id, outcome);
-        if let Some(pause) = pause {
-            match moves.recv_timeout(pause) {
-                Ok(s) => {
-                    retry.reset();
-                    take(&id, s, seen, &mut to)
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
-            }
+        tell(seen, id, outcome);
+        if first_only && first_plan {
+            return true;
         }
     }
 }
