@@ -232,10 +232,10 @@ impl ExecutorApi {
                 let running = report.phase == Phase::Running && report.error.is_none();
                 record_phase(node, report, now_ms);
                 // The executor idles next: registered now, it need not ask with `nudge=1`.
-                let nudge_past = running
+                let idle = running
                     .then(|| self.register_idle(state, &executor_id, agent))
                     .flatten();
-                self.acks.push((reply, nudge_past));
+                self.acks.push((reply, idle));
                 true
             }
             ExecutorCall::Devices(devices) => {

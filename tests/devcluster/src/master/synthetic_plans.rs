@@ -1,9 +1,10 @@
 //! Emulated storage executors that call the scheduler as the real one does
 //! (`MasterConfig::synthetic_plan_waits`): each asks for its plan, reports its node's phases
-//! to `running` (`POST .../phase`) over a keep-alive TLS connection pinned to the scheduler's
-//! certificate and leaving from its own agent's address (`bound_tcp.rs`), then idles as the
-//! storage executor's running node does: registered by its `running` report's answer for the
-//! plan it holds (`nudge_past`), or else by asking with `nudge=1` on a connection closed
+//! to `running` (`POST .../phase`, each on a connection closed after it, as the storage
+//! executor's) over TLS pinned to the scheduler's certificate and leaving from its own
+//! agent's address (`bound_tcp.rs`), then idles as the storage executor's running node does:
+//! registered by its `running` report's answer for the plan that answer carries
+//! (`nudge_past`), or else by asking with `nudge=1` on a connection closed
 //! after the answer (which registers it for a nudge past the plan it holds then, a new one
 //! too), and asks again when a framework MESSAGE nudges it (`plan_version`) or
 //! announces the scheduler (a new address and certificate move it there), or when its slow
