@@ -241,7 +241,6 @@ impl Scheduler for SchedulerApi {
 
     fn post_json(&mut self, action: Action, body: &str) -> Result<(), ApiError> {
         if let Some(plan) = self.retry(|api| api.post_text(action, body))? {
-            self.nudge_for = Some(plan.version);
             self.answered_plan = Some(plan);
         }
         Ok(())
@@ -263,8 +262,9 @@ pub struct SchedulerApi {
     next_idle_poll: Option<Instant>,
     /// The version the scheduler owes a nudge past (any other plan request ends that).
     nudge_for: Option<u64>,
-    /// The plan a report's answer carried and registered `nudge_for` past
-    /// (`api::NUDGE_PAST_FIELD`): the idle wait that follows takes it and need not ask first.
+    /// The plan a report's answer carried and registered the nudge past
+    /// (`api::NUDGE_PAST_FIELD`): the idle wait that follows takes it (its version becomes
+    /// `nudge_for`) and need not ask first.
     answered_plan: Option<Plan>,
     jitter: Jitter,
     link: Link,
@@ -882,7 +882,6 @@ mod tests {
         // What `post_json` keeps of an answer `{"recorded":true,"nudge_past":7,"plan":{..}}`.
         let answer = r#"{"recorded":true,"nudge_past":7,"plan":{"version":7}}"#;
         api.answered_plan = registered_plan("POST phase", answer.as_bytes());
-        api.nudge_for = Some(7);
         let (done_tx, done) = mpsc::channel();
         std::thread::spawn(move || {
             let first = api.idle_wait(6, Duration::from_secs(60));

@@ -208,12 +208,12 @@ pub(super) fn report_phase(
     post(Action::Devices, serde_json::to_string(&found))
 }
 
-/// The plan a report's answer carries, when it registered the nudge past it.
+/// The plan a report's answer carries, when it registered the nudge past it (read as the
+/// storage executor reads it: `api::ReportAnswer`).
 fn registered_plan(answer: &[u8]) -> Option<serde_json::Value> {
-    let mut v: serde_json::Value = serde_json::from_slice(answer).ok()?;
-    let past = v.get(api::NUDGE_PAST_FIELD)?.as_u64()?;
-    let plan = v.get_mut(api::REPORT_PLAN_FIELD)?.take();
-    (plan["version"].as_u64() == Some(past)).then_some(plan)
+    let a: api::ReportAnswer<serde_json::Value> = serde_json::from_slice(answer).ok()?;
+    let plan = a.plan?;
+    (a.nudge_past.is_some() && plan["version"].as_u64() == a.nudge_past).then_some(plan)
 }
 
 /// One sender: a report at a time, answered with the step the executor is at next.
