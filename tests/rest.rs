@@ -787,6 +787,38 @@ fn a_running_report_says_past_which_plan_its_nudge_is_owed() {
     assert_eq!(carried, &plan, "the plan the plan route serves");
 }
 
+/// Devices a phase report carries become the node's, and the answer says so (an executor
+/// that does not read that sends them by `POST devices`); a wrong one refuses the report
+/// whole.
+#[test]
+fn a_phase_report_carries_the_devices_the_phase_before_found() {
+    let s = start();
+    let field = storage_framework::contract::api::DEVICES_RECORDED_FIELD;
+    let body = br#"{"phase":"volume-driver","devices":["/dev/sdb","/dev/sdc"]}"#;
+    let r = call(s.addr, "POST", H3, "phase", body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.json(),
+        serde_json::json!({ "recorded": true, field: true })
+    );
+    let n = node_json(&get(s.addr, "/api/state").json(), H3);
+    assert_eq!(n["devices"], serde_json::json!(["/dev/sdb", "/dev/sdc"]));
+    assert_eq!(n["phase"], "volume-driver");
+
+    let body = br#"{"phase":"storage-attach","devices":["/dev/sdb","/etc/passwd"]}"#;
+    let r = call(s.addr, "POST", H3, "phase", body);
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("/etc/passwd"), "{}", r.text());
+    let n = node_json(&get(s.addr, "/api/state").json(), H3);
+    assert_eq!(
+        (&n["phase"], &n["devices"]),
+        (
+            &serde_json::json!("volume-driver"),
+            &serde_json::json!(["/dev/sdb", "/dev/sdc"])
+        )
+    );
+}
+
 /// Which executor ids exist cannot be probed: a wrong secret and an unknown executor get one
 /// answer, status, headers and body alike.
 #[test]

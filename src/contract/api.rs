@@ -31,6 +31,11 @@ pub const PLAN_NUDGE_PARAM: &str = "nudge";
 pub const NUDGE_PAST_FIELD: &str = "nudge_past";
 /// The plan in the answer to a phase report of `running` ([`NUDGE_PAST_FIELD`]).
 pub const REPORT_PLAN_FIELD: &str = "plan";
+/// In the answer to a phase report that carried devices ([`PhaseReport::devices`]):
+/// `"devices_recorded":true`, the devices are the node's. A scheduler of an older build reads
+/// no devices in a phase report and answers without it; the executor then sends them by
+/// `POST devices`, as it always did.
+pub const DEVICES_RECORDED_FIELD: &str = "devices_recorded";
 /// The longest plan wait the scheduler grants.
 pub const MAX_PLAN_WAIT: Duration = Duration::from_secs(60);
 
@@ -187,6 +192,12 @@ pub struct PhaseReport<P = Phase> {
     /// until it reports a phase after the reboot.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rebooting: bool,
+    /// The usable devices the phase before (`devices`) found, told with the next phase's
+    /// report rather than by `POST devices`: one request fewer per node, and the scheduler
+    /// records them before the phase, as it would have had them in order. Checked as a
+    /// [`DevicesReport`]'s are; the answer says [`DEVICES_RECORDED_FIELD`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<Vec<String>>,
 }
 
 impl PhaseReport {
@@ -198,6 +209,7 @@ impl PhaseReport {
             error: None,
             warning: None,
             rebooting: false,
+            devices: None,
         }
     }
 
@@ -210,14 +222,18 @@ impl PhaseReport {
     }
 }
 
-/// The answer to a report as the executor reads it: `{"recorded":true}`, and to a report of
+/// The answer to a report as the executor reads it: `{"recorded":true}`, to a report of
 /// `running` the plan it registered the executor's nudge past ([`NUDGE_PAST_FIELD`],
-/// [`REPORT_PLAN_FIELD`]; the scheduler writes the plan's bytes as they are). Typed, so that
+/// [`REPORT_PLAN_FIELD`]; the scheduler writes the plan's bytes as they are), and to one
+/// that carried devices [`DEVICES_RECORDED_FIELD`]. Typed, so that
 /// the executor reads the plan with the deserializer its plan requests use.
 #[derive(Debug, Deserialize)]
 pub struct ReportAnswer<P> {
     #[serde(default)]
     pub nudge_past: Option<u64>,
+    /// [`DEVICES_RECORDED_FIELD`].
+    #[serde(default)]
+    pub devices_recorded: bool,
     #[serde(default = "none")]
     pub plan: Option<P>,
 }
@@ -243,8 +259,15 @@ mod tests {
             format!(r#"{{"recorded":true,"{NUDGE_PAST_FIELD}":7,"{REPORT_PLAN_FIELD}":[7]}}"#);
         let a: ReportAnswer<Vec<u64>> = serde_json::from_str(&written).unwrap();
         assert_eq!((a.nudge_past, a.plan), (Some(7), Some(vec![7])));
+        assert!(!a.devices_recorded);
+        let written = format!(r#"{{"recorded":true,"{DEVICES_RECORDED_FIELD}":true}}"#);
+        let a: ReportAnswer<Vec<u64>> = serde_json::from_str(&written).unwrap();
+        assert!(a.devices_recorded);
         let a: ReportAnswer<Vec<u64>> = serde_json::from_str(r#"{"recorded":true}"#).unwrap();
-        assert_eq!((a.nudge_past, a.plan), (None, None));
+        assert_eq!(
+            (a.nudge_past, a.plan, a.devices_recorded),
+            (None, None, false)
+        );
     }
 
     #[test]

@@ -193,6 +193,10 @@ pub(super) fn reply_response(reply: ExecutorReply) -> Response {
         ExecutorReply::Unchanged => Response::new(304, "application/json", http::Body::Empty)
             .with_header("Cache-Control", "no-store"),
         ExecutorReply::Recorded => json_value(200, serde_json::json!({ "recorded": true })),
+        ExecutorReply::RecordedDevices => json_value(
+            200,
+            serde_json::json!({ "recorded": true, api::DEVICES_RECORDED_FIELD: true }),
+        ),
         ExecutorReply::RecordedIdle(p) => {
             // The plan as the plan route serves it, not parsed again.
             let head = format!(

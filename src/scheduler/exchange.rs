@@ -106,6 +106,9 @@ pub enum ExecutorReply {
     Unchanged,
     /// The report is applied to the model.
     Recorded,
+    /// A phase report is applied with the devices it carried
+    /// (`contract::api::DEVICES_RECORDED_FIELD`).
+    RecordedDevices,
     /// A report of `running` is applied, and the executor is owed a nudge once its plan
     /// moves past this one, which the answer carries (`contract::api::NUDGE_PAST_FIELD`).
     RecordedIdle(PlanReply),
@@ -119,6 +122,7 @@ impl fmt::Debug for ExecutorReply {
             ExecutorReply::Parked => f.write_str("Parked"),
             ExecutorReply::Unchanged => f.write_str("Unchanged"),
             ExecutorReply::Recorded => f.write_str("Recorded"),
+            ExecutorReply::RecordedDevices => f.write_str("RecordedDevices"),
             ExecutorReply::RecordedIdle(p) => write!(f, "RecordedIdle({p:?})"),
             ExecutorReply::Failed(e) => write!(f, "Failed({e:?})"),
         }
@@ -199,6 +203,7 @@ impl ExecutorCall {
 
     /// `{"phase": "packages", "message": "...", "error": "..."}`; the phase by its kebab-case
     /// name. `launching` and `lost` are the scheduler's to set, never an executor's report.
+    /// Devices it carries are checked as [`ExecutorCall::devices_from_json`] checks them.
     pub fn phase_from_json(body: &[u8]) -> Result<ExecutorCall, ApiError> {
         // Two steps so that a body that is not JSON at all gets the parser's own message,
         // and a JSON value of the wrong shape gets one naming the field.
@@ -226,12 +231,18 @@ impl ExecutorCall {
                 ),
             ));
         }
+        if let Some(devices) = &b.devices {
+            validate_devices(devices).map_err(|detail| {
+                ApiError::new(400, "invalid phase report", format!("devices: {detail}"))
+            })?;
+        }
         Ok(ExecutorCall::Phase(PhaseReport {
             phase,
             message: clean_text(b.message),
             error: clean_text(b.error),
             warning: clean_text(b.warning),
             rebooting: b.rebooting && phase.is_reboot(),
+            devices: b.devices,
         }))
     }
 
@@ -661,5 +672,36 @@ mod tests {
         let body = serde_json::json!({ "devices": many }).to_string();
         let e = ExecutorCall::devices_from_json(body.as_bytes()).unwrap_err();
         assert!(e.detail.contains("at most 256"), "{e}");
+    }
+
+    /// Devices a phase report carries are checked as a device report's are, and the
+    /// report is refused whole when one is wrong.
+    #[test]
+    fn devices_in_a_phase_report_are_validated() {
+        let call = ExecutorCall::phase_from_json(
+            br#"{"phase":"volume-driver","devices":["/dev/sdb","/dev/sdc"]}"#,
+        );
+        let Ok(ExecutorCall::Phase(report)) = call else {
+            panic!("{call:?}");
+        };
+        assert_eq!(report.devices.unwrap(), ["/dev/sdb", "/dev/sdc"]);
+        for (body, needle) in [
+            (
+                r#"{"phase":"volume-driver","devices":["sdb"]}"#,
+                "devices: ",
+            ),
+            (
+                r#"{"phase":"volume-driver","devices":["/dev/sdb","/dev/sdb"]}"#,
+                "twice",
+            ),
+            (
+                r#"{"phase":"volume-driver","devices":"/dev/sdb"}"#,
+                "invalid type",
+            ),
+        ] {
+            let e = ExecutorCall::phase_from_json(body.as_bytes()).unwrap_err();
+            assert_eq!((e.status, e.error), (400, "invalid phase report"));
+            assert!(e.detail.contains(needle), "{body}: {e}");
+        }
     }
 }

@@ -155,6 +155,14 @@ fn span(d: Duration) -> String {
     }
 }
 
+/// What a report's answer tells the node besides that it is recorded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Recorded {
+    /// The devices a phase report carried are the node's (`api::DEVICES_RECORDED_FIELD`):
+    /// false from a scheduler of an older build, which read only the phase.
+    pub devices: bool,
+}
+
 /// The scheduler as the node worker calls it: [`SchedulerApi`] over HTTPS, a stand-in in
 /// unit tests. Both calls retry until the scheduler answers.
 pub trait Scheduler: Send {
@@ -162,7 +170,7 @@ pub trait Scheduler: Send {
     /// plan wait ran out (`None`: unchanged).
     fn plan_after(&mut self, version: Option<u64>) -> Result<Option<Plan>, ApiError>;
     /// Posts `body` (JSON) to `action` until the scheduler records it.
-    fn post_json(&mut self, action: Action, body: &str) -> Result<(), ApiError>;
+    fn post_json(&mut self, action: Action, body: &str) -> Result<Recorded, ApiError>;
     /// An idle node's wait for a plan other than `version`, holding no connection while it
     /// waits, asking at least every `poll`; `None` once the plan wait (the host-check period)
     /// has passed unchanged.
@@ -173,7 +181,11 @@ pub trait Scheduler: Send {
 
 impl dyn Scheduler {
     /// Posts `body` until the scheduler records it.
-    pub fn report(&mut self, action: Action, body: &impl serde::Serialize) -> Result<(), ApiError> {
+    pub fn report(
+        &mut self,
+        action: Action,
+        body: &impl serde::Serialize,
+    ) -> Result<Recorded, ApiError> {
         let text = serde_json::to_string(body).map_err(|e| {
             ApiError::Transient(format!(
                 "POST {}: cannot encode the body: {e}",
@@ -239,11 +251,12 @@ impl Scheduler for SchedulerApi {
         }
     }
 
-    fn post_json(&mut self, action: Action, body: &str) -> Result<(), ApiError> {
-        if let Some(plan) = self.retry(|api| api.post_text(action, body))? {
-            self.answered_plan = Some(plan);
+    fn post_json(&mut self, action: Action, body: &str) -> Result<Recorded, ApiError> {
+        let (recorded, plan) = self.retry(|api| api.post_text(action, body))?;
+        if plan.is_some() {
+            self.answered_plan = plan;
         }
-        Ok(())
+        Ok(recorded)
     }
 }
 
@@ -416,7 +429,11 @@ impl SchedulerApi {
 
     /// `POST <base>/<action>` once, `body` being JSON: the plan the answer registered this
     /// executor's nudge past, if it did (a report of `running`).
-    pub fn post_text(&self, action: Action, body: &str) -> Result<Option<Plan>, ApiError> {
+    pub fn post_text(
+        &self,
+        action: Action,
+        body: &str,
+    ) -> Result<(Recorded, Option<Plan>), ApiError> {
         let what = format!("POST {}", action.segment());
         let mut request = self
             .agent
@@ -435,7 +452,7 @@ impl SchedulerApi {
         let status = response.status().as_u16();
         let text = read_body(response);
         if status == 200 {
-            Ok(registered_plan(&what, &text))
+            Ok(read_answer(&what, &text))
         } else {
             Err(classify(&what, status, &text))
         }
@@ -586,19 +603,22 @@ fn certificate_error(e: &ureq::Error) -> Option<String> {
     storage_framework::tls::refused_certificate(&text).then_some(text)
 }
 
-/// The plan a report's answer carries and registered the executor's nudge past
-/// (`api::NUDGE_PAST_FIELD`); `None` from a scheduler that does not register, and from an
-/// answer that is not what it should be (said in the log): the idle wait then asks, as it
-/// always did.
-fn registered_plan(what: &str, body: &[u8]) -> Option<Plan> {
+/// A report's answer: what the caller learns ([`Recorded`]), and the plan it carries and
+/// registered the executor's nudge past (`api::NUDGE_PAST_FIELD`); `None` from a scheduler
+/// that does not register, and from an answer that is not what it should be (said in the
+/// log): the idle wait then asks, as it always did.
+fn read_answer(what: &str, body: &[u8]) -> (Recorded, Option<Plan>) {
     let answer = match serde_json::from_slice::<api::ReportAnswer<Plan>>(body) {
         Ok(a) => a,
         Err(e) => {
             log::warn!("{what}: the answer does not parse ({e}); asking for the plan when idle");
-            return None;
+            return (Recorded::default(), None);
         }
     };
-    match (answer.nudge_past, answer.plan) {
+    let recorded = Recorded {
+        devices: answer.devices_recorded,
+    };
+    let plan = match (answer.nudge_past, answer.plan) {
         (None, None) => None,
         (Some(past), Some(plan)) if plan.version == past => Some(plan),
         (past, plan) => {
@@ -608,7 +628,8 @@ fn registered_plan(what: &str, body: &[u8]) -> Option<Plan> {
             );
             None
         }
-    }
+    };
+    (recorded, plan)
 }
 
 fn read_body(response: ureq::http::Response<ureq::Body>) -> Vec<u8> {
@@ -850,7 +871,7 @@ mod tests {
     /// to ask as before.
     #[test]
     fn a_report_answer_registers_with_the_plan_it_carries() {
-        let plan = |body: &str| registered_plan("POST phase", body.as_bytes());
+        let plan = |body: &str| read_answer("POST phase", body.as_bytes()).1;
         let p = plan(r#"{"recorded":true,"nudge_past":7,"plan":{"version":7,"hostname":"h1"}}"#);
         assert_eq!(
             p.map(|p| (p.version, p.hostname.to_string())),
@@ -881,7 +902,7 @@ mod tests {
         let mut api = api.with_plan_wait(Duration::from_millis(200));
         // What `post_json` keeps of an answer `{"recorded":true,"nudge_past":7,"plan":{..}}`.
         let answer = r#"{"recorded":true,"nudge_past":7,"plan":{"version":7}}"#;
-        api.answered_plan = registered_plan("POST phase", answer.as_bytes());
+        api.answered_plan = read_answer("POST phase", answer.as_bytes()).1;
         let (done_tx, done) = mpsc::channel();
         std::thread::spawn(move || {
             let first = api.idle_wait(6, Duration::from_secs(60));

@@ -75,6 +75,27 @@ pub struct Node {
     isolator_installed: bool,
     /// Once running: the walk toward the scheduler's target generation.
     walk: rollout::Walk,
+    /// The devices the `devices` phase found, told with the next phase's report.
+    found: Option<Vec<String>>,
+}
+
+/// Reports entering a phase, with the devices the phase before found if any. Devices the
+/// scheduler does not say it recorded (an older build reads only the phase) go by
+/// `POST devices` after, as they always did.
+fn report_entered(
+    api: &mut (dyn Scheduler + 'static),
+    report: &PhaseReport,
+) -> Result<(), ApiError> {
+    let recorded = api.report(Action::Phase, report)?;
+    match &report.devices {
+        Some(devices) if !recorded.devices => {
+            let found = DevicesReport {
+                devices: devices.into(),
+            };
+            api.report(Action::Devices, &found).map(drop)
+        }
+        _ => Ok(()),
+    }
 }
 
 impl Node {
@@ -98,6 +119,7 @@ impl Node {
             runner,
             isolator_installed: false,
             walk: rollout::Walk::default(),
+            found: None,
         }
     }
 
@@ -126,8 +148,9 @@ impl Node {
             }
         );
         loop {
-            let report = volume_driver::phase_report(&self.plan, phase);
-            if let Err(e) = self.api.report(Action::Phase, &report) {
+            let mut report = volume_driver::phase_report(&self.plan, phase);
+            report.devices = self.found.take();
+            if let Err(e) = report_entered(self.api.as_mut(), &report) {
                 return Outcome::Refused(e.to_string());
             }
             log::info!("node {}: phase {phase}", self.plan.hostname);
@@ -383,7 +406,7 @@ impl Node {
             // A refused claim (409: another node took the room first) waits for the plan to
             // change; the report itself retries what is transient.
             match self.api.report(Action::Phase, &claim) {
-                Ok(()) => return Ok(()),
+                Ok(_) => return Ok(()),
                 Err(ApiError::Conflict(_)) if SKIP_WAITS => return Ok(()),
                 Err(ApiError::Conflict(e)) => {
                     log::info!("node {}: reboot not granted: {e}", self.plan.hostname);
@@ -508,14 +531,7 @@ impl Node {
                 found.join(", ")
             }
         );
-        self.api
-            .report(
-                Action::Devices,
-                &DevicesReport {
-                    devices: found.into(),
-                },
-            )
-            .map_err(|e| format!("device report refused: {e}"))?;
+        self.found = Some(found);
         Ok(Findings {
             cluster_init: self.plan.experimental && self.plan.is_mdm(),
             ..Findings::default()
@@ -531,5 +547,67 @@ impl Node {
             |p| p.storage_ready,
         )?;
         Ok(Findings::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::api::Recorded;
+    use super::*;
+
+    /// A scheduler that records what it is sent, of a build that reads devices in a phase
+    /// report or of an older one.
+    struct Sent {
+        reads_devices: bool,
+        calls: Vec<(Action, serde_json::Value)>,
+    }
+
+    impl Scheduler for Sent {
+        fn plan_after(&mut self, _: Option<u64>) -> Result<Option<Plan>, ApiError> {
+            Err(ApiError::Refused("no plan here".into()))
+        }
+
+        fn post_json(&mut self, action: Action, body: &str) -> Result<Recorded, ApiError> {
+            let body: serde_json::Value = serde_json::from_str(body).unwrap();
+            let devices = self.reads_devices && body.get("devices").is_some();
+            self.calls.push((action, body));
+            Ok(Recorded { devices })
+        }
+    }
+
+    fn entered(reads_devices: bool, devices: Option<&[&str]>) -> Vec<(Action, String)> {
+        let mut api = Sent {
+            reads_devices,
+            calls: Vec::new(),
+        };
+        let mut report = PhaseReport::entered(Phase::VolumeDriver);
+        report.devices = devices.map(|d| d.iter().map(|d| d.to_string()).collect());
+        report_entered(&mut api, &report).unwrap();
+        api.calls
+            .into_iter()
+            .map(|(a, body)| (a, body.to_string()))
+            .collect()
+    }
+
+    /// The devices the devices phase found go with the next phase's report, one request;
+    /// to a scheduler that does not say it recorded them, by `POST devices` after.
+    #[test]
+    fn found_devices_ride_on_the_next_phase_report() {
+        let both = r#"{"devices":["/dev/sdb"],"phase":"volume-driver"}"#;
+        assert_eq!(
+            entered(true, Some(&["/dev/sdb"])),
+            [(Action::Phase, both.to_string())]
+        );
+        assert_eq!(
+            entered(false, Some(&["/dev/sdb"])),
+            [
+                (Action::Phase, both.to_string()),
+                (Action::Devices, r#"{"devices":["/dev/sdb"]}"#.to_string())
+            ]
+        );
+        assert_eq!(
+            entered(false, None),
+            [(Action::Phase, r#"{"phase":"volume-driver"}"#.to_string())]
+        );
     }
 }

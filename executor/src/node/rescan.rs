@@ -60,9 +60,12 @@ impl Node {
         let report = DevicesReport {
             devices: devices.into(),
         };
-        self.api.report(Action::Devices, &report).inspect_err(|e| {
-            log::warn!("node {host}: host checks end, the scheduler refused the devices: {e}")
-        })
+        self.api
+            .report(Action::Devices, &report)
+            .map(drop)
+            .inspect_err(|e| {
+                log::warn!("node {host}: host checks end, the scheduler refused the devices: {e}")
+            })
     }
 }
 

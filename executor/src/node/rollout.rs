@@ -267,7 +267,7 @@ impl Node {
             generation: target,
             event,
         };
-        self.api.report(Action::Rollout, &report)
+        self.api.report(Action::Rollout, &report).map(drop)
     }
 
     /// What the walk compares with the plan: one package query per storage component the
@@ -371,7 +371,7 @@ impl Node {
 
 #[cfg(test)]
 mod tests {
-    use super::super::api::Scheduler;
+    use super::super::api::{Recorded, Scheduler};
     use super::super::plan::Plan;
     use super::*;
     use crate::host::commands::Cmd;
@@ -458,9 +458,9 @@ mod tests {
             Ok(Some(r.plan.clone()))
         }
 
-        fn post_json(&mut self, action: Action, body: &str) -> Result<(), ApiError> {
+        fn post_json(&mut self, action: Action, body: &str) -> Result<Recorded, ApiError> {
             if action != Action::Rollout {
-                return Ok(());
+                return Ok(Recorded::default());
             }
             let report: RolloutReport = serde_json::from_str(body).unwrap();
             let mut r = self.0.lock().unwrap();
@@ -479,7 +479,7 @@ mod tests {
             if r.conflicts.contains(&n) {
                 return Err(ApiError::Conflict("409: the record moved".into()));
             }
-            r.apply(&report)
+            r.apply(&report).map(|()| Recorded::default())
         }
     }
 

@@ -23,14 +23,15 @@
 //! after which the executor asks again. A held long poll costs the scheduler a parked TLS
 //! connection, about 10 KB: 10,000 of them would be three times the app's `mem: 32`.
 
+mod record;
 mod walk;
+use record::{record_devices, record_host, record_phase};
 #[cfg(test)]
 use walk::must_render;
 use walk::Walked;
 
 pub use super::parked::Nudge;
 use super::parked::{executor_key, gone_executor, Parked, ParkedPlans};
-use crate::contract::health::HostProblem;
 use crate::contract::plan::{ClusterInit, NodePlan, PlanBody, PlanSecrets};
 use crate::hash::content_hash;
 use crate::scheduler::exchange::{
@@ -38,12 +39,12 @@ use crate::scheduler::exchange::{
     ReplyTo,
 };
 use crate::scheduler::health::gate::{self, GateSettings};
-use crate::scheduler::model::{ClusterModel, HostHealth, Node, Persisted, Phase};
+use crate::scheduler::model::{ClusterModel, Node, Persisted, Phase};
 use crate::scheduler::node_plan::mdm_cluster;
 use crate::scheduler::node_plan::{self, InstallSettings};
 use crate::scheduler::rollout;
 use crate::secret::Secret;
-use log::{debug, info, warn};
+use log::{debug, info};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
@@ -68,9 +69,10 @@ pub struct ExecutorApi {
     /// Not two strings per executor (~1.5 MB once 10,000 executors have called).
     index: HashMap<u64, Arc<str>>,
     index_keys: RandomState,
-    /// Replies to reports, sent after the batch (see `after_batch`), each with the plan a
-    /// report of `running` registered its executor's nudge past.
-    acks: Vec<(ReplyTo, Option<PlanReply>)>,
+    /// Replies to reports, sent after the batch is saved (see `after_batch`): what each
+    /// answer says besides `recorded` (the plan a report of `running` registered its
+    /// executor's nudge past, the devices a phase report carried).
+    acks: Vec<(ReplyTo, ExecutorReply)>,
     /// Experimental mode: the gateway password MDM nodes need (see `set_mdm_gateway_password`).
     mdm_gateway_password: Option<Secret>,
     /// Changes with the password, so that plans that carry it change version.
@@ -220,30 +222,14 @@ impl ExecutorApi {
                 false
             }
             ExecutorCall::Phase(report) => {
-                if report.rebooting {
-                    if let Err(why) = may_reboot(&state.model, &agent, &self.gate()) {
-                        info!("agent {agent}: reboot claim refused: {why}");
-                        return reply.refuse(ApiError::new(409, "reboot held", why.0));
-                    }
-                }
-                let Some(node) = state.model.nodes.get_mut(&agent) else {
-                    return false;
-                };
-                let running = report.phase == Phase::Running && report.error.is_none();
-                record_phase(node, report, now_ms);
-                // The executor idles next: registered now, it need not ask with `nudge=1`.
-                let idle = running
-                    .then(|| self.register_idle(state, &executor_id, agent))
-                    .flatten();
-                self.acks.push((reply, idle));
-                true
+                self.on_phase(state, &executor_id, agent, report, now_ms, reply)
             }
             ExecutorCall::Devices(devices) => {
                 let Some(node) = state.model.nodes.get_mut(&agent) else {
                     return false;
                 };
                 record_devices(node, devices, now_ms);
-                self.acks.push((reply, None));
+                self.acks.push((reply, ExecutorReply::Recorded));
                 true
             }
             ExecutorCall::Heartbeat => {
@@ -251,24 +237,64 @@ impl ExecutorApi {
                     return false;
                 };
                 node.last_contact_ms = Some(now_ms);
-                self.acks.push((reply, None));
+                self.acks.push((reply, ExecutorReply::Recorded));
                 false
             }
             ExecutorCall::Health(problems) => {
                 let changed = record_host(&mut state.model, &agent, problems, now_ms);
-                self.acks.push((reply, None));
+                self.acks.push((reply, ExecutorReply::Recorded));
                 changed
             }
             ExecutorCall::Rollout(report) => {
                 match rollout::record::record(&mut state.model, &agent, report, now_ms) {
                     Ok(changed) => {
-                        self.acks.push((reply, None));
+                        self.acks.push((reply, ExecutorReply::Recorded));
                         changed
                     }
                     Err(e) => reply.refuse(ApiError::new(409, "rollout report refused", e)),
                 }
             }
         }
+    }
+
+    /// A phase report into its node, with the devices it carries (recorded first, as if
+    /// reported in order); a report of `running` registers its executor for a nudge. True
+    /// when recorded.
+    fn on_phase(
+        &mut self,
+        state: &mut Persisted,
+        executor_id: &str,
+        agent: String,
+        mut report: PhaseReport,
+        now_ms: u64,
+        reply: ReplyTo,
+    ) -> bool {
+        if report.rebooting {
+            if let Err(why) = may_reboot(&state.model, &agent, &self.gate()) {
+                info!("agent {agent}: reboot claim refused: {why}");
+                return reply.refuse(ApiError::new(409, "reboot held", why.0));
+            }
+        }
+        let Some(node) = state.model.nodes.get_mut(&agent) else {
+            return false;
+        };
+        let running = report.phase == Phase::Running && report.error.is_none();
+        let mut answer = ExecutorReply::Recorded;
+        if let Some(devices) = report.devices.take() {
+            record_devices(node, devices, now_ms);
+            answer = ExecutorReply::RecordedDevices;
+        }
+        record_phase(node, report, now_ms);
+        // The executor idles next: registered now, it need not ask with `nudge=1`. (Its
+        // report carries no devices: cluster-init or volume-driver follows `devices`.)
+        if let Some(plan) = running
+            .then(|| self.register_idle(state, executor_id, agent))
+            .flatten()
+        {
+            answer = ExecutorReply::RecordedIdle(plan);
+        }
+        self.acks.push((reply, answer));
+        true
     }
 
     /// The plan at once, or parked until it changes or the wait ends.
@@ -618,132 +644,12 @@ fn is_current(state: &Persisted, agent: &str, executor_id: &str) -> bool {
         .is_some_and(|t| t.is_executor(executor_id))
 }
 
-/// A phase report into its node (the log names changes and new errors only).
-fn record_phase(node: &mut Node, report: PhaseReport, now_ms: u64) {
-    if node.phase != report.phase {
-        info!(
-            "{}: phase {} -> {}{}",
-            node.hostname,
-            node.phase,
-            report.phase,
-            report
-                .message
-                .as_ref()
-                .map(|m| format!(" ({m:?})"))
-                .unwrap_or_default()
-        );
-    }
-    if let Some(e) = &report.error {
-        if node.last_error.as_deref() != Some(e.as_str()) {
-            warn!("{}: {} reported error {e:?}", node.hostname, report.phase);
-        }
-    }
-    // Claimed, the reboot lasts until the host reports a phase after it; the executor
-    // relaunched there may first report the same phase again.
-    let again = node.rebooting && Some(report.phase) == node.resume() && report.error.is_none();
-    if report.rebooting && !node.rebooting {
-        info!("{}: rebooting its host ({})", node.hostname, report.phase);
-    }
-    node.rebooting = report.rebooting || again;
-    node.phase = report.phase;
-    if !matches!(report.phase, Phase::Failed) {
-        super::op_restart::record_progress(node, report.phase);
-    }
-    node.last_error = report.error.map(Into::into);
-    if report.warning.is_some() && node.warning.as_deref() != report.warning.as_deref() {
-        warn!(
-            "{}: {} reported warning {:?}",
-            node.hostname,
-            report.phase,
-            report.warning.as_deref().unwrap_or_default()
-        );
-    }
-    node.warning = report.warning.map(Into::into);
-    node.last_contact_ms = Some(now_ms);
-    node.updated_ms = now_ms;
-    if crate::scheduler::health::maintenance::back(node) {
-        info!("{}: back from Mesos maintenance", node.hostname);
-        node.maintenance = None;
-    }
-}
-
-/// A host report into its node, only when its problems differ from the last report's (an
-/// unchanged one writes and saves nothing).
-fn record_host(
-    model: &mut ClusterModel,
-    agent: &str,
-    problems: Vec<HostProblem>,
-    now_ms: u64,
-) -> bool {
-    let unchanged = |n: &Node| n.host.as_ref().map(|h| &h.problems) == Some(&problems);
-    if model.nodes.get(agent).is_none_or(unchanged) {
-        return false;
-    }
-    let Some(node) = model.nodes.get_mut(agent) else {
-        return false;
-    };
-    let before = node.host.as_ref().map_or(0, |h| h.problems.len());
-    if !problems.is_empty() {
-        let reasons: Vec<String> = problems.iter().map(HostProblem::reason).collect();
-        warn!("{}: host: {}", node.hostname, reasons.join("; "));
-    } else if before > 0 {
-        info!("{}: host: every problem cleared", node.hostname);
-    }
-    node.host = Some(Box::new(HostHealth {
-        problems,
-        reported_ms: now_ms,
-    }));
-    node.last_contact_ms = Some(now_ms);
-    // The dispatcher assesses every health again (with the operator's thresholds).
-    true
-}
-
-/// A device report into its node. A running node's report (its executor read the host again)
-/// only adds: a device it no longer lists stays the node's, shown missing by the host checks,
-/// until an operator removes it. A new one is attached by the storage work, the node staying
-/// `running`.
-fn record_devices(node: &mut Node, devices: Vec<String>, now_ms: u64) {
-    let devices = if node.phase == Phase::Running {
-        let mut kept = node.devices.clone();
-        let mut new = Vec::new();
-        for d in devices {
-            if !kept.contains(&d) {
-                kept.push(d.clone());
-                new.push(d);
-            }
-        }
-        if !new.is_empty() {
-            info!(
-                "{}: new device(s) on the running node: {}; attaching",
-                node.hostname,
-                new.join(", ")
-            );
-        }
-        kept
-    } else {
-        devices
-    };
-    if node.devices != devices {
-        info!(
-            "{}: devices {}",
-            node.hostname,
-            if devices.is_empty() {
-                "none".to_owned()
-            } else {
-                devices.join(", ")
-            }
-        );
-        node.devices = devices;
-        node.updated_ms = now_ms;
-    }
-    node.last_contact_ms = Some(now_ms);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::clock::{Clock, SystemClock};
     use crate::contract::health::HostCheck;
+    use crate::contract::health::HostProblem;
     use crate::scheduler::model::{Node, Persona, TaskRecord};
     use crossbeam_channel::Receiver;
 
@@ -1221,6 +1127,40 @@ mod tests {
         let nudges = api.take_nudges();
         assert_eq!(nudges.len(), 1, "owed without a nudge=1 request");
         assert_ne!(nudges[0].version, past);
+    }
+
+    /// A phase report that carries the devices the phase before found records them before
+    /// its phase, and its answer, sent after the batch, says so; one without devices says
+    /// nothing of them, and a refused one records neither.
+    #[test]
+    fn a_phase_report_records_the_devices_it_carries_before_its_phase() {
+        let mut api = ExecutorApi::new();
+        let mut s = state();
+        let phase = |r: PhaseReport| req(ExecutorCall::Phase(r), SECRET);
+        let mut report = PhaseReport::entered(Phase::VolumeDriver);
+        report.devices = Some(vec!["/dev/sdb".into(), "/dev/sdc".into()]);
+        let (r, rx) = phase(report);
+        assert!(api.handle(&mut s, r, 2), "worth saving");
+        assert!(rx.try_recv().is_err(), "answered once the batch is saved");
+        api.after_batch(&s, 3);
+        assert!(matches!(rx.try_recv(), Ok(ExecutorReply::RecordedDevices)));
+        let node = &s.model.nodes["a1"];
+        assert_eq!(node.devices, ["/dev/sdb", "/dev/sdc"]);
+        assert_eq!(node.phase, Phase::VolumeDriver);
+
+        let (r, rx) = phase(PhaseReport::entered(Phase::StorageAttach));
+        api.handle(&mut s, r, 4);
+        api.after_batch(&s, 5);
+        assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Recorded)));
+        assert_eq!(s.model.nodes["a1"].devices, ["/dev/sdb", "/dev/sdc"]);
+
+        let mut report = PhaseReport::entered(Phase::VolumeDriver);
+        report.devices = Some(vec!["/dev/sdd".into()]);
+        let (r, rx) = req(ExecutorCall::Phase(report), "wrong");
+        api.handle(&mut s, r, 6);
+        assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Failed(e)) if e.status == 401));
+        let node = &s.model.nodes["a1"];
+        assert_eq!((node.phase, node.devices.len()), (Phase::StorageAttach, 2));
     }
 
     /// After a batch that wrote no node and changed nothing every plan reads, the parked

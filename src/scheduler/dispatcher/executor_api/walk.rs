@@ -60,11 +60,8 @@ impl ExecutorApi {
     /// Reports are answered here rather than in `handle` so that, called after the batch is
     /// saved, an acknowledged report is a persisted one.
     pub fn after_batch(&mut self, state: &Persisted, now: u64) {
-        for (reply, idle) in self.acks.drain(..) {
-            let _ = reply.send(match idle {
-                Some(plan) => ExecutorReply::RecordedIdle(plan),
-                None => ExecutorReply::Recorded,
-            });
+        for (reply, answer) in self.acks.drain(..) {
+            let _ = reply.send(answer);
         }
         if self.parked.is_empty() {
             return;

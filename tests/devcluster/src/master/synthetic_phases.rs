@@ -155,12 +155,15 @@ pub(super) struct Answered {
     /// The plan the answer carried and registered the executor's nudge past
     /// (`api::NUDGE_PAST_FIELD`: a report of `running`).
     pub registered: Option<serde_json::Value>,
+    /// The devices the report carried are recorded (`api::DEVICES_RECORDED_FIELD`).
+    pub devices_recorded: bool,
 }
 
 /// Reports that the executor entered phase `WALK[step]` (past the walk: its host's health,
-/// `host_report`), and on entering the devices phase the `devices` it found, if any, as the
-/// storage executor does: the last answer. Each answer is read whole, so that a kept
-/// connection serves the executor's next call.
+/// `host_report`), with the `devices` it found, if any, in the report of the phase after the
+/// devices phase, as the storage executor does (by `POST devices` after, when the scheduler
+/// does not say it recorded them): the last answer. Each answer is read whole, so that a
+/// kept connection serves the executor's next call.
 pub(super) fn report_phase(
     http: &ureq::Agent,
     scheduler_url: &str,
@@ -187,19 +190,21 @@ pub(super) fn report_phase(
         }
         let mut answer = request.send(body.as_bytes())?;
         let text = answer.body_mut().read_to_vec()?;
-        Ok(Answered {
-            status: answer.status().as_u16(),
-            registered: registered_plan(&text),
-        })
+        Ok(read_answer(answer.status().as_u16(), &text))
     };
     let Some(&phase) = WALK.get(step) else {
         return post(Action::Health, serde_json::to_string(&host_report(step)));
     };
-    let answered = post(
-        Action::Phase,
-        serde_json::to_string(&PhaseReport::entered(phase)),
-    )?;
-    if phase != Phase::Devices || devices.is_empty() || !(200..300).contains(&answered.status) {
+    let mut report = PhaseReport::entered(phase);
+    let after_devices = step.checked_sub(1).and_then(|s| WALK.get(s)) == Some(&Phase::Devices);
+    if after_devices && !devices.is_empty() {
+        report.devices = Some(devices.to_vec());
+    }
+    let answered = post(Action::Phase, serde_json::to_string(&report))?;
+    if report.devices.is_none()
+        || answered.devices_recorded
+        || !(200..300).contains(&answered.status)
+    {
         return Ok(answered);
     }
     let found = DevicesReport {
@@ -208,12 +213,21 @@ pub(super) fn report_phase(
     post(Action::Devices, serde_json::to_string(&found))
 }
 
-/// The plan a report's answer carries, when it registered the nudge past it (read as the
-/// storage executor reads it: `api::ReportAnswer`).
-fn registered_plan(answer: &[u8]) -> Option<serde_json::Value> {
-    let a: api::ReportAnswer<serde_json::Value> = serde_json::from_slice(answer).ok()?;
-    let plan = a.plan?;
-    (a.nudge_past.is_some() && plan["version"].as_u64() == a.nudge_past).then_some(plan)
+/// A report's answer, read as the storage executor reads it (`api::ReportAnswer`): the plan
+/// it carries when it registered the nudge past it, and whether it recorded the devices the
+/// report carried.
+fn read_answer(status: u16, answer: &[u8]) -> Answered {
+    let a = serde_json::from_slice::<api::ReportAnswer<serde_json::Value>>(answer).ok();
+    let devices_recorded = a.as_ref().is_some_and(|a| a.devices_recorded);
+    let registered = a.and_then(|a| {
+        let plan = a.plan?;
+        (a.nudge_past.is_some() && plan["version"].as_u64() == a.nudge_past).then_some(plan)
+    });
+    Answered {
+        status,
+        registered,
+        devices_recorded,
+    }
 }
 
 /// One sender: a report at a time, answered with the step the executor is at next.
