@@ -427,8 +427,9 @@ impl SchedulerApi {
         self.plan_answer(request)
     }
 
-    /// `POST <base>/<action>` once, `body` being JSON: the plan the answer registered this
-    /// executor's nudge past, if it did (a report of `running`).
+    /// `POST <base>/<action>` once, `body` being JSON: what the answer says of the report
+    /// ([`Recorded`]), and the plan it registered this executor's nudge past, if it did (a
+    /// report of `running`).
     pub fn post_text(
         &self,
         action: Action,
