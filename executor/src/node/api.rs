@@ -66,6 +66,10 @@ pub enum ApiError {
     /// generation, or out of turn). An answer, not retried: the caller fetches the plan
     /// again and starts over.
     Conflict(String),
+    /// 400 and the other 4xx but 408 and 429: the scheduler read the request and will not
+    /// take it as it is (a device name it does not accept, a body too large). The same
+    /// request gets the same answer: not retried; the caller fails what needed it.
+    Rejected(String),
 }
 
 impl fmt::Display for ApiError {
@@ -75,7 +79,8 @@ impl fmt::Display for ApiError {
             | ApiError::Unreachable(s)
             | ApiError::Transient(s)
             | ApiError::Pin(s)
-            | ApiError::Conflict(s) => f.write_str(s),
+            | ApiError::Conflict(s)
+            | ApiError::Rejected(s) => f.write_str(s),
         }
     }
 }
@@ -99,7 +104,9 @@ fn link_change(
     grace: Duration,
 ) -> (Link, Option<String>) {
     let after = match result {
-        Ok(()) | Err(ApiError::Refused(_) | ApiError::Conflict(_)) => Link::Up,
+        Ok(()) | Err(ApiError::Refused(_) | ApiError::Conflict(_) | ApiError::Rejected(_)) => {
+            Link::Up
+        }
         Err(ApiError::Unreachable(_)) => Link::Unreachable,
         Err(ApiError::Transient(_)) => Link::Failing,
         Err(ApiError::Pin(_)) => Link::OtherCertificate,
@@ -485,7 +492,10 @@ impl SchedulerApi {
                 (_, None) => {}
             }
             match &outcome {
-                Ok(()) | Err(ApiError::Refused(_) | ApiError::Conflict(_)) => return result,
+                Ok(())
+                | Err(ApiError::Refused(_) | ApiError::Conflict(_) | ApiError::Rejected(_)) => {
+                    return result
+                }
                 Err(e) => log::debug!("{e}; attempt {}", backoff.attempts() + 1),
             }
             let delay = retry_delay(&outcome, &mut backoff, self.pin_grace_left());
@@ -519,7 +529,13 @@ impl SchedulerApi {
                     }
                 }
             }
-            Ok(()) | Err(ApiError::Transient(_) | ApiError::Refused(_) | ApiError::Conflict(_)) => {
+            Ok(())
+            | Err(
+                ApiError::Transient(_)
+                | ApiError::Refused(_)
+                | ApiError::Conflict(_)
+                | ApiError::Rejected(_),
+            ) => {
                 // The scheduler answered through the pinned certificate.
                 self.pin_worked = true;
                 self.mismatch_since = None;
@@ -649,6 +665,8 @@ fn classify(what: &str, status: u16, body: &[u8]) -> ApiError {
     match status {
         401 | 404 => ApiError::Refused(msg),
         409 => ApiError::Conflict(msg),
+        408 | 429 => ApiError::Transient(msg),
+        400..=499 => ApiError::Rejected(msg),
         _ => ApiError::Transient(msg),
     }
 }
@@ -951,10 +969,37 @@ mod tests {
         assert!(e.contains("409") && e.contains("not the target's"), "{e}");
     }
 
+    /// A report the scheduler will not take as it is (400: a device name it refuses) gets
+    /// the same answer however often it is sent: handed back at once, naming the answer, so
+    /// that the node fails what needed it rather than retrying for ever.
+    #[test]
+    fn a_report_refused_as_malformed_is_handed_back_not_retried() {
+        let (mut api, _tx) = api("https://s:1");
+        let n = Cell::new(0);
+        let r: Result<(), _> = api.retry(|_| {
+            n.set(n.get() + 1);
+            if n.get() > 2 {
+                return Ok(());
+            }
+            Err(classify(
+                "POST phase",
+                400,
+                b"invalid phase report: device \"sd a\" is not a device name",
+            ))
+        });
+        assert_eq!(n.get(), 1, "retried: {r:?}");
+        let e = r.unwrap_err();
+        assert!(matches!(e, ApiError::Rejected(_)), "{e:?}");
+        assert!(e.to_string().contains("400: invalid phase report"), "{e}");
+    }
+
     #[test]
     fn statuses_are_classified() {
         assert!(matches!(classify("x", 401, b""), ApiError::Refused(_)));
         assert!(matches!(classify("x", 404, b"gone"), ApiError::Refused(_)));
+        assert!(matches!(classify("x", 413, b""), ApiError::Rejected(_)));
+        assert!(matches!(classify("x", 408, b""), ApiError::Transient(_)));
+        assert!(matches!(classify("x", 429, b""), ApiError::Transient(_)));
         assert!(matches!(classify("x", 503, b""), ApiError::Transient(_)));
         assert!(classify("GET plan", 500, b"boom")
             .to_string()

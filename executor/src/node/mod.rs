@@ -155,8 +155,11 @@ impl Node {
         loop {
             let mut report = volume_driver::phase_report(&self.plan, phase);
             report.devices = self.found.take();
-            if let Err(e) = report_entered(self.api.as_mut(), &report) {
-                return Outcome::Refused(e.to_string());
+            match report_entered(self.api.as_mut(), &report) {
+                Ok(()) => {}
+                // Sending it again would get the same answer: the phase cannot start.
+                Err(ApiError::Rejected(e)) => return self.fail_phase(phase, e),
+                Err(e) => return Outcome::Refused(e.to_string()),
             }
             log::info!("node {}: phase {phase}", self.plan.hostname);
             let started = Instant::now();
@@ -190,17 +193,21 @@ impl Node {
                         }
                     }
                 }
-                Err(detail) => {
-                    let text = format!("{phase}: {detail}");
-                    log::error!("node {}: {text}", self.plan.hostname);
-                    let report = PhaseReport::failed(phase, text.clone());
-                    if let Err(e) = self.api.report(Action::Phase, &report) {
-                        log::warn!("node {}: failure not recorded: {e}", self.plan.hostname);
-                    }
-                    return Outcome::Failed(text);
-                }
+                Err(detail) => return self.fail_phase(phase, detail),
             }
         }
+    }
+
+    /// Reports `phase` failed for `detail` (the scheduler records it whether or not it
+    /// recorded the phase's start) and ends the walk.
+    fn fail_phase(&mut self, phase: Phase, detail: String) -> Outcome {
+        let text = format!("{phase}: {detail}");
+        log::error!("node {}: {text}", self.plan.hostname);
+        let report = PhaseReport::failed(phase, text.clone());
+        if let Err(e) = self.api.report(Action::Phase, &report) {
+            log::warn!("node {}: failure not recorded: {e}", self.plan.hostname);
+        }
+        Outcome::Failed(text)
     }
 
     /// Gets the plan (retrying until the scheduler answers); with `version`, waits for a
@@ -631,6 +638,57 @@ mod tests {
             let ready = r#"{"version":2,"storage_ready":true}"#;
             Ok((self.waits == 0).then(|| serde_json::from_str(ready).unwrap()))
         }
+    }
+
+    /// A scheduler that will not take a phase's report as it is (400), recording the rest.
+    struct Rejects {
+        calls: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+    }
+
+    impl Scheduler for Rejects {
+        fn plan_after(&mut self, _: Option<u64>) -> Result<Option<Plan>, ApiError> {
+            Ok(Some(serde_json::from_str(r#"{"version":1}"#).unwrap()))
+        }
+
+        fn post_json(&mut self, _: Action, body: &str) -> Result<Recorded, ApiError> {
+            let body: serde_json::Value = serde_json::from_str(body).unwrap();
+            let failed = body["error"].is_string();
+            self.calls.lock().unwrap().push(body);
+            if failed {
+                return Ok(Recorded::default());
+            }
+            let why = "POST phase: scheduler answered 400: invalid phase report: device \"sd a\"";
+            Err(ApiError::Rejected(why.into()))
+        }
+    }
+
+    /// A phase whose report the scheduler will not take cannot start: it fails, and the
+    /// failure names the scheduler's answer (sent again, the report would get the same one).
+    #[test]
+    fn a_phase_report_the_scheduler_rejects_fails_the_phase_naming_the_answer() {
+        let calls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let api = Rejects {
+            calls: calls.clone(),
+        };
+        let runner = crate::host::scripted::Scripted::new(|c: &Cmd| panic!("ran {c:?}"));
+        let dir = std::env::temp_dir();
+        let mut node = Node::with(Box::new(api), Box::new(runner), Facts::new(&dir), dir);
+        let outcome = node.run();
+        let Outcome::Failed(text) = outcome else {
+            panic!("{outcome:?}");
+        };
+        assert!(
+            text.starts_with("environment: ") && text.contains("400: invalid"),
+            "{text}"
+        );
+        let calls = calls.lock().unwrap();
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert_eq!(calls[0]["phase"], "environment");
+        assert_eq!(calls[1]["phase"], "environment");
+        assert!(calls[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("invalid phase report"));
     }
 
     /// A node waiting for its plan to move (storage-attach, the MDM build) holds no long

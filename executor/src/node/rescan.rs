@@ -27,8 +27,9 @@ pub fn joined(known: &[String], found: &[String]) -> Option<Vec<String>> {
 
 impl Node {
     /// Reads the host's devices again and reports the node's devices when a new usable one
-    /// appeared. A host that cannot be read is logged and tried again next cycle; `Err` only
-    /// when the scheduler refused the report (this executor was replaced).
+    /// appeared. A host that cannot be read, or a report the scheduler will not take, is logged
+    /// and tried again next cycle; `Err` only when the scheduler refused this executor (it was
+    /// replaced).
     pub fn rescan(&mut self) -> Result<(), ApiError> {
         let host = self.plan.hostname.clone();
         let listed = self.plan.listed_devices();
@@ -60,12 +61,19 @@ impl Node {
         let report = DevicesReport {
             devices: devices.into(),
         };
-        self.api
-            .report(Action::Devices, &report)
-            .map(drop)
-            .inspect_err(|e| {
-                log::warn!("node {host}: host checks end, the scheduler refused the devices: {e}")
-            })
+        match self.api.report(Action::Devices, &report) {
+            Ok(_) => Ok(()),
+            // Not this executor refused, but the report: the checks go on, and the next cycle
+            // reports it again (one line a cycle while the host shows that device).
+            Err(ApiError::Rejected(e)) => {
+                log::error!("node {host}: the scheduler will not take the devices: {e}");
+                Ok(())
+            }
+            Err(e) => {
+                log::warn!("node {host}: host checks end, the scheduler refused the devices: {e}");
+                Err(e)
+            }
+        }
     }
 }
 

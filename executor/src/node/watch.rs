@@ -6,6 +6,7 @@
 //! nudged when its plan changes (`api.rs`). An unchanged host costs no call. Nothing here
 //! fails the task, relaunches anything or walks a phase again.
 
+use super::api::ApiError;
 use super::health::{self, Expected, Look, SDS_SERVICE};
 use super::{Node, Outcome};
 use crate::host::services::Service;
@@ -23,12 +24,20 @@ impl Node {
             let found = self.look();
             if health::worth_sending(told.as_ref(), &found) {
                 self.log_findings(told.as_ref(), &found);
-                if let Err(e) = self.api.report(Action::Health, &found) {
-                    log::warn!(
-                        "node {}: host checks end, the scheduler refused the report: {e}",
+                match self.api.report(Action::Health, &found) {
+                    Ok(_) => {}
+                    // The same report would get the same answer; a different one may not.
+                    Err(ApiError::Rejected(e)) => log::error!(
+                        "node {}: the scheduler will not take the host report: {e}",
                         self.plan.hostname
-                    );
-                    return None;
+                    ),
+                    Err(e) => {
+                        log::warn!(
+                            "node {}: host checks end, the scheduler refused the report: {e}",
+                            self.plan.hostname
+                        );
+                        return None;
+                    }
                 }
                 told = Some(found);
             }
