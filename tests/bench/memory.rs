@@ -6,7 +6,9 @@
 //! address, one device, an SDC registered with the dev gateway), so that the scheduler
 //! attaches an SDS and a device per node and every SDC check and health poll lists each
 //! host; each emulated executor asks for its plan, reports its node's phases through the
-//! executor API over TLS (`REPORTS_PER_SEC` in all) and, once its node runs, idles as the
+//! executor API over TLS (`REPORTS_PER_SEC` in all), waits after `storage-attach` until the
+//! scheduler has its disks in the pool (`storage_ready`), registered for a nudge and asking
+//! every 40-60 s, and, once its node runs, idles as the
 //! storage executor does: registered for a nudge by its `running` report's answer, which
 //! carries its plan, it waits for the scheduler's framework MESSAGE, holding no connection
 //! (`synthetic_plans.rs`).
@@ -257,9 +259,10 @@ fn wait_until_all_wait(
     loop {
         // An executor with a plan runs (its task did); the dev master's snapshot of 10,000
         // agents is too slow to read this often.
+        // One waiting for its disks is registered for a nudge too, but its node does not run.
         let (planned, idle) = m.synthetic_plans().map_or((0, 0), |p| {
             let planned = p.iter().filter(|p| p.answers > 0).count();
-            (planned, p.iter().filter(|p| p.idle).count())
+            (planned, p.iter().filter(|p| p.idle && p.running).count())
         });
         if idle == n {
             let text = metrics(s.port);

@@ -2,7 +2,9 @@
 //! (`MasterConfig::synthetic_plan_waits`): each asks for its plan, reports its node's phases
 //! to `running` (`POST .../phase`, each on a connection closed after it, as the storage
 //! executor's) over TLS pinned to the scheduler's certificate and leaving from its own
-//! agent's address (`bound_tcp.rs`), then idles as the storage executor's running node does:
+//! agent's address (`bound_tcp.rs`), waiting after `storage-attach` until its plan says
+//! `storage_ready` as the storage executor's node does (registered for a nudge, asking again
+//! on one or every [`WAIT_POLL`]), then idles as the storage executor's running node does:
 //! registered by its `running` report's answer for the plan that answer carries
 //! (`nudge_past`), or else by asking with `nudge=1` on a connection closed
 //! after the answer (which registers it for a nudge past the plan it holds then, a new one
@@ -25,8 +27,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use storage_framework::backoff::Backoff;
 use storage_framework::contract::api::{self, Action};
+use storage_framework::contract::Phase;
 use storage_framework::tls::{self, Fingerprint, PinnedVerifier};
 
+/// The storage executor's slow timer while it waits for its plan to move (its plan wait,
+/// `DEFAULT_PLAN_WAIT`), jittered as its idle poll is.
+const WAIT_POLL: Duration = Duration::from_secs(50);
 /// How long one request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// The storage executor's unprompted plan request of an idle node when the plan does not say
@@ -65,6 +71,8 @@ pub struct SeenPlan {
     pub idle: bool,
     /// Nudges received.
     pub nudges: u64,
+    /// Its `running` report was recorded: it waits as an idle node, not for its disks.
+    pub running: bool,
 }
 
 #[derive(Clone, PartialEq)]
@@ -104,6 +112,7 @@ enum What {
     Failed,
     Moved,
     Nudged,
+    Running,
 }
 
 /// The handle: the registry thread ends when every handle is gone, and each executor's
@@ -253,6 +262,7 @@ fn record(plans: &mut HashMap<String, SeenPlan>, s: Seen) {
         }
         What::Moved => p.announced = Some(now),
         What::Nudged => p.nudges += 1,
+        What::Running => p.running = true,
     }
 }
 
@@ -275,6 +285,7 @@ fn fresh(executor_id: String, now: Instant) -> SeenPlan {
         failures: 0,
         idle: false,
         nudges: 0,
+        running: false,
     }
 }
 
@@ -300,18 +311,36 @@ fn pinned(pin: &str, source: std::net::Ipv4Addr) -> Option<ureq::Agent> {
     ))
 }
 
-/// The plan's version, target generation and idle poll, read without the rest.
-fn plan_numbers(body: &[u8]) -> Option<(u64, u64, Option<u64>)> {
-    plan_numbers_of(&serde_json::from_slice(body).ok()?)
+/// What an executor reads of its plan: the rest it does not need.
+struct PlanFacts {
+    version: u64,
+    target_generation: u64,
+    idle_poll_s: Option<u64>,
+    storage_ready: bool,
 }
 
-fn plan_numbers_of(v: &serde_json::Value) -> Option<(u64, u64, Option<u64>)> {
-    let poll = v["idle_poll_s"].as_u64();
-    Some((
-        v["version"].as_u64()?,
-        v["target_generation"].as_u64()?,
-        poll,
-    ))
+fn plan_facts(body: &[u8]) -> Option<PlanFacts> {
+    plan_facts_of(&serde_json::from_slice(body).ok()?)
+}
+
+fn plan_facts_of(v: &serde_json::Value) -> Option<PlanFacts> {
+    Some(PlanFacts {
+        version: v["version"].as_u64()?,
+        target_generation: v["target_generation"].as_u64()?,
+        idle_poll_s: v["idle_poll_s"].as_u64(),
+        storage_ready: v["storage_ready"].as_bool().unwrap_or(false),
+    })
+}
+
+/// When [`ask_until`] stops asking.
+#[derive(Clone, Copy, PartialEq)]
+enum Until {
+    /// At the first plan.
+    FirstPlan,
+    /// At a plan that says the node's disks are in the pool (`storage-attach`'s wait).
+    StorageReady,
+    /// Never: the idle node's requests, until the cluster shuts down.
+    ShutDown,
 }
 
 /// Where an executor sends its plan requests, and the client that trusts that scheduler.
@@ -358,7 +387,15 @@ fn run_executor(
         poll: IDLE_POLL,
         registered: false,
     };
-    if !ask_until(&id, &bearer, &mut to, moves, seen, &mut held, true) {
+    if !ask_until(
+        &id,
+        &bearer,
+        &mut to,
+        moves,
+        seen,
+        &mut held,
+        Until::FirstPlan,
+    ) {
         return;
     }
     let mut step = 0;
@@ -383,6 +420,11 @@ fn run_executor(
             Ok(a) if (200..=299).contains(&a.status) => {
                 step += 1;
                 registered = a.registered;
+                let waits = WALK[step - 1] == Phase::StorageAttach;
+                let until = Until::StorageReady;
+                if waits && !ask_until(&id, &bearer, &mut to, moves, seen, &mut held, until) {
+                    return;
+                }
             }
             // Tried again on a later turn: the scheduler may be restarting.
             Ok(a) => log::debug!("{id}: phase report answered {}", a.status),
@@ -392,20 +434,28 @@ fn run_executor(
             return;
         }
     }
+    tell(seen, &id, What::Running);
     // The `running` report's answer: the plan it registered the nudge past.
-    if let Some((version, target_generation, poll)) = registered.as_ref().and_then(plan_numbers_of)
-    {
-        held.version = Some(version);
-        held.poll = poll.map_or(IDLE_POLL, Duration::from_secs);
+    if let Some(p) = registered.as_ref().and_then(plan_facts_of) {
+        held.version = Some(p.version);
+        held.poll = p.idle_poll_s.map_or(IDLE_POLL, Duration::from_secs);
         held.registered = true;
         let plan = What::Plan {
-            version,
-            target_generation,
+            version: p.version,
+            target_generation: p.target_generation,
             registered: true,
         };
         tell(seen, &id, plan);
     }
-    ask_until(&id, &bearer, &mut to, moves, seen, &mut held, false);
+    ask_until(
+        &id,
+        &bearer,
+        &mut to,
+        moves,
+        seen,
+        &mut held,
+        Until::ShutDown,
+    );
 }
 
 /// Takes the queued MESSAGEs; false once the cluster shuts down.
@@ -445,9 +495,10 @@ struct Held {
     registered: bool,
 }
 
-/// The plan requests: until the first plan (`first_only`), else the idle node's: it asks
-/// with `nudge=1` (its connection closed after the answer), then waits for a MESSAGE or its
-/// slow timer; asks at once again after a new plan. False once the cluster shuts down.
+/// The plan requests: until the first plan, else as a waiting node's: it asks with
+/// `nudge=1` (its connection closed after the answer), then waits for a MESSAGE or its slow
+/// timer (its plan's idle poll, or [`WAIT_POLL`] while it waits for its disks); asks at once
+/// again after a new plan. False once the cluster shuts down.
 fn ask_until(
     id: &str,
     bearer: &str,
@@ -455,7 +506,7 @@ fn ask_until(
     moves: &Receiver<Signal>,
     seen: &Sender<Seen>,
     held: &mut Held,
-    first_only: bool,
+    until: Until,
 ) -> bool {
     // The storage executor's jitter (± a fifth), drawn once per executor.
     let spread = storage_framework::hash::content_hash(id.as_bytes()) % 401;
@@ -485,7 +536,7 @@ fn ask_until(
         if let Some(v) = held.version {
             url.push_str(&format!("?version={v}&nudge=1"));
         }
-        let mut other_certificate = false;
+        let (mut other_certificate, mut storage_ready) = (false, false);
         let answer = client
             .get(&url)
             .header("Authorization", bearer)
@@ -498,12 +549,13 @@ fn ask_until(
                 Ok((status, body))
             });
         let outcome = match answer {
-            Ok((200, body)) => plan_numbers(&body).map(|(v, generation, s)| {
-                held.version = Some(v);
-                held.poll = s.map_or(IDLE_POLL, Duration::from_secs);
+            Ok((200, body)) => plan_facts(&body).map(|p| {
+                held.version = Some(p.version);
+                held.poll = p.idle_poll_s.map_or(IDLE_POLL, Duration::from_secs);
+                storage_ready = p.storage_ready;
                 What::Plan {
-                    version: v,
-                    target_generation: generation,
+                    version: p.version,
+                    target_generation: p.target_generation,
                     registered: nudged,
                 }
             }),
@@ -535,13 +587,22 @@ fn ask_until(
             }
             What::Failed if other_certificate => Some(retry.capped_delay()),
             What::Failed => Some(retry.next_delay()),
+            _ if until == Until::StorageReady => {
+                retry.reset();
+                Some(jittered(WAIT_POLL))
+            }
             _ => {
                 retry.reset();
                 Some(jittered(held.poll))
             }
         };
         tell(seen, id, outcome);
-        if first_only && first_plan {
+        let done = match until {
+            Until::FirstPlan => first_plan,
+            Until::StorageReady => storage_ready,
+            Until::ShutDown => false,
+        };
+        if done {
             return true;
         }
     }
