@@ -21,15 +21,18 @@ pub const PLAN_WAIT_PARAM: &str = "wait";
 /// moves past the version it holds now: a running node waits for a change without holding a
 /// connection, and a new plan needs no second request to register.
 pub const PLAN_NUDGE_PARAM: &str = "nudge";
-/// In the answer to a phase report of `running`
+/// In the answer to a phase report of `running`, or of `storage-attach` (after which the
+/// executor waits for its disks to join the pool)
 /// (`{"recorded":true,"nudge_past":7,"plan":{"version":7,...}}`): the scheduler registered
 /// the executor as a `nudge=1` request holding plan 7 would have, and the answer carries that
 /// plan (the node's own reports change it: its phase, its resume point). The executor takes
 /// it and waits for the nudge without asking first: at 10,000 nodes that request was one
 /// connection (and TLS handshake) in ten of a rollout's. A scheduler of an older build
-/// answers `{"recorded":true}`, and the executor then asks with `nudge=1`.
+/// answers `{"recorded":true}`, and the executor then asks with `nudge=1` (one of a build
+/// before `storage-attach` registered answers a report of that phase so).
 pub const NUDGE_PAST_FIELD: &str = "nudge_past";
-/// The plan in the answer to a phase report of `running` ([`NUDGE_PAST_FIELD`]).
+/// The plan in the answer to a phase report of `running` or `storage-attach`
+/// ([`NUDGE_PAST_FIELD`]).
 pub const REPORT_PLAN_FIELD: &str = "plan";
 /// In the answer to a phase report that carried devices ([`PhaseReport::devices`]):
 /// `"devices_recorded":true`, the devices are the node's. A scheduler of an older build reads

@@ -109,8 +109,9 @@ pub enum ExecutorReply {
     /// A phase report is applied with the devices it carried
     /// (`contract::api::DEVICES_RECORDED_FIELD`).
     RecordedDevices,
-    /// A report of `running` is applied, and the executor is owed a nudge once its plan
-    /// moves past this one, which the answer carries (`contract::api::NUDGE_PAST_FIELD`).
+    /// A report of `running` or `storage-attach` is applied, and the executor is owed a nudge
+    /// once its plan moves past this one, which the answer carries
+    /// (`contract::api::NUDGE_PAST_FIELD`).
     RecordedIdle(PlanReply),
     Failed(ApiError),
 }

@@ -219,8 +219,8 @@ impl Scheduler for SchedulerApi {
     fn idle_wait(&mut self, version: u64, poll: Duration) -> Result<Option<Plan>, ApiError> {
         let until = Instant::now() + self.plan_wait;
         if let Some(plan) = self.answered_plan.take() {
-            // The `running` report registered us past the plan its answer carried, as our
-            // `nudge=1` request would have: the first ask is the slow timer's.
+            // The `running` (or `storage-attach`) report registered us past the plan its answer
+            // carried, as our `nudge=1` request would have: the first ask is the slow timer's.
             self.nudge_for = Some(plan.version);
             self.next_idle_poll = Some(Instant::now() + jittered(poll, self.jitter.next_u64()));
             if plan.version != version {
@@ -436,7 +436,7 @@ impl SchedulerApi {
 
     /// `POST <base>/<action>` once, `body` being JSON: what the answer says of the report
     /// ([`Recorded`]), and the plan it registered this executor's nudge past, if it did (a
-    /// report of `running`).
+    /// report of `running` or `storage-attach`).
     pub fn post_text(
         &self,
         action: Action,

@@ -70,7 +70,8 @@ pub struct ExecutorApi {
     index: HashMap<u64, Arc<str>>,
     index_keys: RandomState,
     /// Replies to reports, sent after the batch is saved (see `after_batch`): what each
-    /// answer says besides `recorded` (the plan a report of `running` registered its
+    /// answer says besides `recorded` (the plan a report of `running` or `storage-attach`
+    /// registered its
     /// executor's nudge past, the devices a phase report carried).
     acks: Vec<(ReplyTo, ExecutorReply)>,
     /// Experimental mode: the gateway password MDM nodes need (see `set_mdm_gateway_password`).
@@ -258,8 +259,8 @@ impl ExecutorApi {
     }
 
     /// A phase report into its node, with the devices it carries (recorded first, as if
-    /// reported in order); a report of `running` registers its executor for a nudge. True
-    /// when recorded.
+    /// reported in order); a report of `running` or `storage-attach` registers its executor
+    /// for a nudge. True when recorded.
     fn on_phase(
         &mut self,
         state: &mut Persisted,
@@ -278,16 +279,20 @@ impl ExecutorApi {
         let Some(node) = state.model.nodes.get_mut(&agent) else {
             return false;
         };
-        let running = report.phase == Phase::Running && report.error.is_none();
+        // The executor waits next: idle once running; in `storage-attach` until its disks are
+        // in the pool (`storage_ready`), which at 10,000 nodes takes minutes of gateway work.
+        let waits = matches!(report.phase, Phase::Running | Phase::StorageAttach)
+            && report.error.is_none()
+            && !report.rebooting;
         let mut answer = ExecutorReply::Recorded;
         if let Some(devices) = report.devices.take() {
             record_devices(node, devices, now_ms);
             answer = ExecutorReply::RecordedDevices;
         }
         record_phase(node, report, now_ms);
-        // The executor idles next: registered now, it need not ask with `nudge=1`. (Its
-        // report carries no devices: cluster-init or volume-driver follows `devices`.)
-        if let Some(plan) = running
+        // Registered now, it need not ask with `nudge=1`. (Its report carries no devices:
+        // cluster-init or volume-driver follows `devices`.)
+        if let Some(plan) = waits
             .then(|| self.register_idle(state, executor_id, agent))
             .flatten()
         {
@@ -1090,14 +1095,15 @@ mod tests {
 
     /// A report of `running` registers its executor as its `nudge=1` request would, and the
     /// answer, sent after the batch, says past which version: an executor holding that plan
-    /// need not ask. Other reports, and a failed `running`, register nothing.
+    /// need not ask. So does one of `storage-attach`, after which the executor waits for its
+    /// disks. Other reports, and a failed `running`, register nothing.
     #[test]
     fn a_running_report_registers_its_executor_for_a_nudge() {
         let mut api = ExecutorApi::new();
         let mut s = state();
         first_version(&mut api, &mut s);
         let phase = |r: PhaseReport| req(ExecutorCall::Phase(r), SECRET);
-        let (r, rx) = phase(PhaseReport::entered(Phase::StorageAttach));
+        let (r, rx) = phase(PhaseReport::entered(Phase::VolumeDriver));
         api.handle(&mut s, r, 2);
         api.after_batch(&s, 3);
         assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Recorded)));
@@ -1127,6 +1133,20 @@ mod tests {
         let nudges = api.take_nudges();
         assert_eq!(nudges.len(), 1, "owed without a nudge=1 request");
         assert_ne!(nudges[0].version, past);
+
+        let (r, rx) = phase(PhaseReport::entered(Phase::StorageAttach));
+        api.handle(&mut s, r, 10);
+        api.after_batch(&s, 11);
+        let past = match rx.try_recv() {
+            Ok(ExecutorReply::RecordedIdle(p)) => p.version,
+            other => panic!("storage-attach: {other:?}"),
+        };
+        assert_eq!((api.parked(), api.nudges_owed()), (1, 1));
+        s.model.nodes.get_mut("a1").unwrap().storage_ready = true;
+        api.after_batch(&s, 12);
+        let nudges = api.take_nudges();
+        assert_eq!(nudges.len(), 1, "its disks in the pool: nudged");
+        assert_ne!(nudges[0].version, past);
     }
 
     /// A phase report that carries the devices the phase before found records them before
@@ -1148,7 +1168,7 @@ mod tests {
         assert_eq!(node.devices, ["/dev/sdb", "/dev/sdc"]);
         assert_eq!(node.phase, Phase::VolumeDriver);
 
-        let (r, rx) = phase(PhaseReport::entered(Phase::StorageAttach));
+        let (r, rx) = phase(PhaseReport::entered(Phase::RebootFinal));
         api.handle(&mut s, r, 4);
         api.after_batch(&s, 5);
         assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Recorded)));
@@ -1160,7 +1180,7 @@ mod tests {
         api.handle(&mut s, r, 6);
         assert!(matches!(rx.try_recv(), Ok(ExecutorReply::Failed(e)) if e.status == 401));
         let node = &s.model.nodes["a1"];
-        assert_eq!((node.phase, node.devices.len()), (Phase::StorageAttach, 2));
+        assert_eq!((node.phase, node.devices.len()), (Phase::RebootFinal, 2));
     }
 
     /// After a batch that wrote no node and changed nothing every plan reads, the parked

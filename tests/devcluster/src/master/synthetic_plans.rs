@@ -421,8 +421,15 @@ fn run_executor(
                 step += 1;
                 registered = a.registered;
                 let waits = WALK[step - 1] == Phase::StorageAttach;
+                // Its disks: the answer may say they are in already, else it registered the wait.
+                let ready = registered
+                    .take_if(|_| waits)
+                    .and_then(|p| registration(&id, &p, seen, &mut held));
                 let until = Until::StorageReady;
-                if waits && !ask_until(&id, &bearer, &mut to, moves, seen, &mut held, until) {
+                if waits
+                    && ready != Some(true)
+                    && !ask_until(&id, &bearer, &mut to, moves, seen, &mut held, until)
+                {
                     return;
                 }
             }
@@ -436,16 +443,8 @@ fn run_executor(
     }
     tell(seen, &id, What::Running);
     // The `running` report's answer: the plan it registered the nudge past.
-    if let Some(p) = registered.as_ref().and_then(plan_facts_of) {
-        held.version = Some(p.version);
-        held.poll = p.idle_poll_s.map_or(IDLE_POLL, Duration::from_secs);
-        held.registered = true;
-        let plan = What::Plan {
-            version: p.version,
-            target_generation: p.target_generation,
-            registered: true,
-        };
-        tell(seen, &id, plan);
+    if let Some(plan) = &registered {
+        registration(&id, plan, seen, &mut held);
     }
     ask_until(
         &id,
@@ -456,6 +455,28 @@ fn run_executor(
         &mut held,
         Until::ShutDown,
     );
+}
+
+/// A report's answer that registered the executor for a nudge past the plan it carries
+/// (`running`, `storage-attach`): that plan is held, and the slow timer comes first. Whether
+/// the plan says `storage_ready`.
+fn registration(
+    id: &str,
+    plan: &serde_json::Value,
+    seen: &Sender<Seen>,
+    held: &mut Held,
+) -> Option<bool> {
+    let p = plan_facts_of(plan)?;
+    held.version = Some(p.version);
+    held.poll = p.idle_poll_s.map_or(IDLE_POLL, Duration::from_secs);
+    held.registered = true;
+    let plan = What::Plan {
+        version: p.version,
+        target_generation: p.target_generation,
+        registered: true,
+    };
+    tell(seen, id, plan);
+    Some(p.storage_ready)
 }
 
 /// Takes the queued MESSAGEs; false once the cluster shuts down.
@@ -512,7 +533,11 @@ fn ask_until(
     let spread = storage_framework::hash::content_hash(id.as_bytes()) % 401;
     let jittered = |poll: Duration| poll.mul_f64(0.8 + spread as f64 / 1000.0);
     let mut retry = Backoff::new(RETRY_START, RETRY_MAX);
-    let mut pause = std::mem::take(&mut held.registered).then(|| jittered(held.poll));
+    let slow = |held: &Held| match until {
+        Until::StorageReady => WAIT_POLL,
+        _ => held.poll,
+    };
+    let mut pause = std::mem::take(&mut held.registered).then(|| jittered(slow(held)));
     loop {
         if let Some(pause) = pause.take() {
             match moves.recv_timeout(pause) {
@@ -587,13 +612,9 @@ fn ask_until(
             }
             What::Failed if other_certificate => Some(retry.capped_delay()),
             What::Failed => Some(retry.next_delay()),
-            _ if until == Until::StorageReady => {
-                retry.reset();
-                Some(jittered(WAIT_POLL))
-            }
             _ => {
                 retry.reset();
-                Some(jittered(held.poll))
+                Some(jittered(slow(held)))
             }
         };
         tell(seen, id, outcome);
