@@ -111,12 +111,13 @@ part scheduler 1 cargo bench --quiet --bench scheduler
 # scheduler from start until, on 10,000 (and 100) synthetic agents, each a storage host of its
 # own (an address, a device, an SDC in the dev gateway, so the scheduler attaches an SDS and a
 # device per node), every agent has fetched the executor, every emulated executor has reported
-# its phases to running over TLS from its host's address and idles (nudge=1: no connection
-# held), at -loglevel=info. Peak RSS is the kernel's
+# its phases to running over TLS from its host's address (in storage-attach waiting, as the
+# storage executor does, until the gateway work has its disks in the pool) and idles (nudge=1:
+# no connection held), at -loglevel=info. Peak RSS is the kernel's
 # high-water mark, VmHWM of /proc/<pid>/status, at 10,000 agents read again at the end of the
 # idle window below (the storage attach and health polls go on after the executors idle);
 # CPU is utime + stime of /proc/<pid>/stat.
-# scheduler_idle_cpu_pct_10k: its CPU over 20 s once all 10,000 executors idle, each asking
+# scheduler_idle_cpu_pct_10k: its CPU over 30 s once all 10,000 executors idle, each asking
 # for its plan about once a minute. plan_change_p99_ms_10k (and _100): the scheduler restarted
 # with a new target, until every executor has a plan of it. See tests/bench/memory.rs.
 part memory 3 cargo bench --quiet --bench memory
