@@ -16,14 +16,18 @@ use super::*;
 pub(super) const QUIET_WALK_MS: u64 = 1_000;
 
 /// Under a stream of inputs that each concern one node or one call, the walks after a batch
-/// run at most once per millisecond for each this many nodes (100 ms at 10,000 nodes, none
-/// below 100 nodes). Such inputs come one at a time, so batches of one or two follow each
+/// run at most once per millisecond for each this many nodes (250 ms at 10,000 nodes, none
+/// below 40 nodes). Such inputs come one at a time, so batches of one or two follow each
 /// other, and at 10,000 nodes each batch's walks of every node (about a millisecond each: a
 /// cache miss per node) kept a busy rollout's dispatcher on the CPU the REST workers
 /// needed. What they decide after one (its storage work, a grant, a replacement, a
 /// relaunch) waits that long at most: a walk owed is a deadline (`next_deadline`). The gap
-/// grows with the walks' cost, so a small cluster walks after every batch, as before.
-pub(super) const NODES_PER_WALK_GAP_MS: usize = 100;
+/// grows with the walks' cost, so a small cluster walks after every batch, as before. At
+/// 100 nodes per millisecond (100 ms at 10,000), the walks of a first rollout of 10,000
+/// agents, ten a second for as long as its disks took to attach, were still an eighth of
+/// the scheduler's CPU (perf, the memory bench); none of what they decide is worth a
+/// quarter of a second in a rollout of minutes.
+pub(super) const NODES_PER_WALK_GAP_MS: usize = 40;
 
 /// Inputs whose batches may put their walks off: each writes one node at most (an
 /// executor's call its own, a status update its task's, a gateway outcome its node's), or
