@@ -949,24 +949,28 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_conflict_is_an_answer_handed_back_not_retried() {
+    /// The error `retry` hands back when every call is answered `status` with `body`, and
+    /// how many calls it made (any but the first would have succeeded).
+    fn answered(status: u16, body: &[u8]) -> (u32, ApiError) {
         let (mut api, _tx) = api("https://s:1");
         let n = Cell::new(0);
         let r: Result<(), _> = api.retry(|_| {
             n.set(n.get() + 1);
-            if n.get() > 2 {
+            if n.get() > 1 {
                 return Ok(());
             }
-            Err(classify(
-                "POST rollout",
-                409,
-                b"rollout report refused: generation 2 is not the target's (3)",
-            ))
+            Err(classify("POST phase", status, body))
         });
-        assert_eq!(n.get(), 1, "retried: {r:?}");
-        let e = r.unwrap_err().to_string();
-        assert!(e.contains("409") && e.contains("not the target's"), "{e}");
+        (n.get(), r.expect_err("handed back"))
+    }
+
+    #[test]
+    fn a_conflict_is_an_answer_handed_back_not_retried() {
+        let body = b"rollout report refused: generation 2 is not the target's (3)";
+        let (calls, e) = answered(409, body);
+        assert_eq!(calls, 1, "retried");
+        assert!(matches!(e, ApiError::Conflict(_)), "{e:?}");
+        assert!(e.to_string().contains("409: rollout report refused"), "{e}");
     }
 
     /// A report the scheduler will not take as it is (400: a device name it refuses) gets
@@ -974,21 +978,9 @@ mod tests {
     /// that the node fails what needed it rather than retrying for ever.
     #[test]
     fn a_report_refused_as_malformed_is_handed_back_not_retried() {
-        let (mut api, _tx) = api("https://s:1");
-        let n = Cell::new(0);
-        let r: Result<(), _> = api.retry(|_| {
-            n.set(n.get() + 1);
-            if n.get() > 2 {
-                return Ok(());
-            }
-            Err(classify(
-                "POST phase",
-                400,
-                b"invalid phase report: device \"sd a\" is not a device name",
-            ))
-        });
-        assert_eq!(n.get(), 1, "retried: {r:?}");
-        let e = r.unwrap_err();
+        let body = b"invalid phase report: device \"sd a\" is not a device name";
+        let (calls, e) = answered(400, body);
+        assert_eq!(calls, 1, "retried");
         assert!(matches!(e, ApiError::Rejected(_)), "{e:?}");
         assert!(e.to_string().contains("400: invalid phase report"), "{e}");
     }

@@ -71,8 +71,7 @@ pub struct ExecutorApi {
     index_keys: RandomState,
     /// Replies to reports, sent after the batch is saved (see `after_batch`): what each
     /// answer says besides `recorded` (the plan a report of `running` or `storage-attach`
-    /// registered its
-    /// executor's nudge past, the devices a phase report carried).
+    /// registered its executor's nudge past, the devices a phase report carried).
     acks: Vec<(ReplyTo, ExecutorReply)>,
     /// Experimental mode: the gateway password MDM nodes need (see `set_mdm_gateway_password`).
     mdm_gateway_password: Option<Secret>,

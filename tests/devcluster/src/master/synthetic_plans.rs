@@ -387,15 +387,10 @@ fn run_executor(
         poll: IDLE_POLL,
         registered: false,
     };
-    if !ask_until(
-        &id,
-        &bearer,
-        &mut to,
-        moves,
-        seen,
-        &mut held,
-        Until::FirstPlan,
-    ) {
+    let ask = |to: &mut Scheduler, held: &mut Held, until: Until| {
+        ask_until(&id, &bearer, to, moves, seen, held, until)
+    };
+    if !ask(&mut to, &mut held, Until::FirstPlan) {
         return;
     }
     let mut step = 0;
@@ -425,11 +420,7 @@ fn run_executor(
                 let ready = registered
                     .take_if(|_| waits)
                     .and_then(|p| registration(&id, &p, seen, &mut held));
-                let until = Until::StorageReady;
-                if waits
-                    && ready != Some(true)
-                    && !ask_until(&id, &bearer, &mut to, moves, seen, &mut held, until)
-                {
+                if waits && ready != Some(true) && !ask(&mut to, &mut held, Until::StorageReady) {
                     return;
                 }
             }
@@ -446,15 +437,7 @@ fn run_executor(
     if let Some(plan) = &registered {
         registration(&id, plan, seen, &mut held);
     }
-    ask_until(
-        &id,
-        &bearer,
-        &mut to,
-        moves,
-        seen,
-        &mut held,
-        Until::ShutDown,
-    );
+    ask(&mut to, &mut held, Until::ShutDown);
 }
 
 /// A report's answer that registered the executor for a nudge past the plan it carries
