@@ -72,6 +72,16 @@ pub enum ApiError {
     Rejected(String),
 }
 
+impl ApiError {
+    /// The scheduler's answer to this request, final: sent again, it would get the same.
+    fn is_final(&self) -> bool {
+        matches!(
+            self,
+            ApiError::Refused(_) | ApiError::Conflict(_) | ApiError::Rejected(_)
+        )
+    }
+}
+
 impl fmt::Display for ApiError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -104,6 +114,7 @@ fn link_change(
     grace: Duration,
 ) -> (Link, Option<String>) {
     let after = match result {
+        // Listed, not `is_final`: a new kind of error is a new decision here.
         Ok(()) | Err(ApiError::Refused(_) | ApiError::Conflict(_) | ApiError::Rejected(_)) => {
             Link::Up
         }
@@ -492,10 +503,8 @@ impl SchedulerApi {
                 (_, None) => {}
             }
             match &outcome {
-                Ok(())
-                | Err(ApiError::Refused(_) | ApiError::Conflict(_) | ApiError::Rejected(_)) => {
-                    return result
-                }
+                Ok(()) => return result,
+                Err(e) if e.is_final() => return result,
                 Err(e) => log::debug!("{e}; attempt {}", backoff.attempts() + 1),
             }
             let delay = retry_delay(&outcome, &mut backoff, self.pin_grace_left());

@@ -415,13 +415,15 @@ fn run_executor(
             Ok(a) if (200..=299).contains(&a.status) => {
                 step += 1;
                 registered = a.registered;
-                let waits = WALK[step - 1] == Phase::StorageAttach;
-                // Its disks: the answer may say they are in already, else it registered the wait.
-                let ready = registered
-                    .take_if(|_| waits)
-                    .and_then(|p| registration(&id, &p, seen, &mut held));
-                if waits && ready != Some(true) && !ask(&mut to, &mut held, Until::StorageReady) {
-                    return;
+                if WALK[step - 1] == Phase::StorageAttach {
+                    // Its disks: the answer may say they are in already, else it registered
+                    // the wait.
+                    let ready = registered
+                        .take()
+                        .and_then(|p| registration(&id, &p, seen, &mut held));
+                    if ready != Some(true) && !ask(&mut to, &mut held, Until::StorageReady) {
+                        return;
+                    }
                 }
             }
             // Tried again on a later turn: the scheduler may be restarting.
