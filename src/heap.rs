@@ -19,6 +19,14 @@
 //! cluster's 10,000 emulated executors, one thread each in the memory bench's process, spent
 //! about a quarter of their CPU waking each other on this lock while they fetched their plans
 //! after a restart (perf: `futex_wake` and the kernel's spinlocks).
+//!
+//! Why a large block's pages go back to the kernel when it is freed: dlmalloc keeps a freed
+//! chunk in its bins, its pages resident, and gives back only the top of its heap. A large
+//! block freed in the middle (the buffer of a 10,000-offer event, a listing, a map's table
+//! before its resize) stayed in the resident set for good, under whatever was allocated
+//! after it. Its whole pages are handed back (`MADV_DONTNEED`) just before it is freed,
+//! while it is still ours; dlmalloc then writes its bookkeeping at the chunk's two ends only,
+//! and a later allocation there faults in zeroed pages.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::{Mutex, MutexGuard};
@@ -39,6 +47,22 @@ fn heap() -> MutexGuard<'static, Locked> {
     HEAP.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Freed blocks of this size and more give their whole pages back (see the module's doc).
+/// Smaller ones are most of the calls, and hold at most a page or two each.
+pub const RELEASE_AT: usize = 64 * 1024;
+
+/// The whole pages inside `size` bytes at `ptr`, handed back to the kernel. Called before
+/// the block is freed: once freed, another thread may be given it.
+unsafe fn release_pages(ptr: *mut u8, size: usize) {
+    const PAGE: usize = 4096;
+    let start = (ptr as usize).next_multiple_of(PAGE);
+    let end = (ptr as usize + size) & !(PAGE - 1);
+    if end > start {
+        // A failure (another page size) only keeps the pages, as before.
+        libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+    }
+}
+
 unsafe impl GlobalAlloc for Heap {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
@@ -47,6 +71,9 @@ unsafe impl GlobalAlloc for Heap {
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if layout.size() >= RELEASE_AT {
+            release_pages(ptr, layout.size());
+        }
         heap().0.free(ptr, layout.size(), layout.align())
     }
 
@@ -57,9 +84,22 @@ unsafe impl GlobalAlloc for Heap {
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        heap()
-            .0
-            .realloc(ptr, layout.size(), layout.align(), new_size)
+        if layout.size() < RELEASE_AT {
+            return heap()
+                .0
+                .realloc(ptr, layout.size(), layout.align(), new_size);
+        }
+        // A large block that moves is freed inside dlmalloc's realloc, out of reach: moved
+        // here instead, so that its pages go back as any large block's do.
+        let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
+            return std::ptr::null_mut();
+        };
+        let new = self.alloc(new_layout);
+        if !new.is_null() {
+            std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+            self.dealloc(ptr, layout);
+        }
+        new
     }
 }
 
@@ -99,6 +139,55 @@ mod tests {
                 assert!(kept.iter().enumerate().all(|(i, &b)| b == i as u8));
                 Heap.dealloc(q, Layout::from_size_align(10_000, align).unwrap());
             }
+        }
+    }
+
+    /// Resident pages of `len` bytes at `p` (a page-aligned start), by mincore(2).
+    fn resident_pages(p: *mut u8, len: usize) -> usize {
+        let mut vec = vec![0u8; len.div_ceil(4096)];
+        let rc = unsafe { libc::mincore(p.cast(), len, vec.as_mut_ptr()) };
+        assert_eq!(rc, 0, "mincore");
+        vec.iter().filter(|v| **v & 1 == 1).count()
+    }
+
+    /// A large block's whole pages leave the resident set when it is given back, and read
+    /// as zeros if touched again; the bytes around them are kept.
+    #[test]
+    fn a_large_blocks_pages_go_back_to_the_kernel() {
+        let size = 4 * super::RELEASE_AT;
+        unsafe {
+            let layout = Layout::from_size_align(size, 4096).unwrap();
+            let p = Heap.alloc(layout);
+            assert!(!p.is_null());
+            std::ptr::write_bytes(p, 0xa5, size);
+            assert_eq!(resident_pages(p, size), size / 4096);
+            // One byte in: the first and last pages are not whole, and stay.
+            super::release_pages(p.add(1), size - 2);
+            assert_eq!(resident_pages(p, size), 2);
+            assert_eq!(*p, 0xa5);
+            assert_eq!(*p.add(size - 1), 0xa5);
+            assert_eq!(*p.add(size / 2), 0);
+            Heap.dealloc(p, layout);
+        }
+    }
+
+    /// A large block moved by realloc keeps its bytes, growing and shrinking.
+    #[test]
+    fn a_large_block_keeps_its_bytes_through_realloc() {
+        let big = 2 * super::RELEASE_AT;
+        unsafe {
+            let layout = Layout::from_size_align(big, 16).unwrap();
+            let p = Heap.alloc(layout);
+            for i in 0..big {
+                *p.add(i) = (i % 251) as u8;
+            }
+            let q = Heap.realloc(p, layout, 3 * big);
+            let kept = std::slice::from_raw_parts(q, big);
+            assert!(kept.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8));
+            let r = Heap.realloc(q, Layout::from_size_align(3 * big, 16).unwrap(), 1000);
+            let kept = std::slice::from_raw_parts(r, 1000);
+            assert!(kept.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8));
+            Heap.dealloc(r, Layout::from_size_align(1000, 16).unwrap());
         }
     }
 }
