@@ -43,8 +43,11 @@
 //! read-only data at any size: the kernel maps a file's cached pages 64 KB around each fault),
 //! the thread count and open files, the REST server's connections and responses by the time
 //! every executor waits (requests a connection carried: each new one is a TLS handshake, and
-//! the worker pool's size trades threads against them), and how the plan change's time
-//! splits.
+//! the worker pool's size trades threads against them), how the plan change's time
+//! splits, and each CPU figure by the scheduler's threads (`rest` the REST workers, `main`
+//! the dispatcher, `gateway-worker`, ...): the
+//! totals move with the machine's load by more than most changes do, the split tells which
+//! part a change moved.
 
 #[path = "../support/cluster.rs"]
 mod cluster;
@@ -88,6 +91,8 @@ struct Cost {
     cpu_s: f64,
     /// Of `cpu_s`, in the kernel (the executor downloads' sendfile, TCP, TLS connections).
     system_s: f64,
+    /// `cpu_s` by thread (`cluster::thread_cpu_line`): which part of the scheduler to look at.
+    by_thread: String,
     elapsed: Duration,
     /// From every executor waiting to every disk attached (or the settled reading, if later).
     attached_after: Duration,
@@ -99,12 +104,16 @@ struct Cost {
 /// default, 30 s), so that the window holds one poll, whatever its phase.
 const IDLE_FROM: Duration = Duration::from_secs(75);
 const IDLE_WINDOW: Duration = Duration::from_secs(30);
+/// Thread groups named in the CPU-by-thread lines; the rest are summed.
+const THREADS_SHOWN: usize = 6;
 /// The dev gateway's admin password (the scheduler's flag; one shared gateway per password).
 const GATEWAY_PASSWORD: &str = "Scaleio123";
 
 /// The scheduler's cost while every executor idles.
 struct Idle {
     cpu_pct: f64,
+    /// The window's CPU by thread.
+    by_thread: String,
     /// Plan requests the executors made meanwhile (answered or not), a second.
     requests_per_s: f64,
     /// `VmHWM` and `VmRSS` at the window's end: the high-water mark of the whole first run.
@@ -125,6 +134,7 @@ struct PlanChange {
     /// The new scheduler's CPU (user + system) until then: its recovery, the announcements
     /// and every executor's new connection.
     cpu_s: f64,
+    by_thread: String,
     /// Plan requests that failed meanwhile (refused while the scheduler was down, or made
     /// with the old certificate's pin before the announcement).
     failures: u64,
@@ -318,6 +328,12 @@ fn measure(sched: &Path, exec: &Path, n: usize) -> (Cost, Option<Idle>, PlanChan
     let (user, system) = cluster::cpu_split(pid).expect("proc stat");
     let (user_s, system_s) = (user as f64 / USER_HZ, system as f64 / USER_HZ);
     let cpu_s = user_s + system_s;
+    let by_thread = cluster::thread_cpu_line(
+        &Default::default(),
+        &cluster::cpu_by_thread(pid),
+        USER_HZ,
+        THREADS_SHOWN,
+    );
     // Settled: what it keeps while the executors wait.
     std::thread::sleep(Duration::from_secs(3));
     let mut cost = Cost {
@@ -334,6 +350,7 @@ fn measure(sched: &Path, exec: &Path, n: usize) -> (Cost, Option<Idle>, PlanChan
         rest,
         cpu_s,
         system_s,
+        by_thread,
         elapsed,
         attached_after: Duration::ZERO,
         fetched_bytes: fetched_bytes(&m),
@@ -409,12 +426,19 @@ fn idle_cost(pid: u32, m: &master::MasterHandle, all_waiting: Instant) -> Idle {
     let ticks = || cluster::cpu_split(pid).map_or(0, |(u, s)| u + s);
     // The window is the measurement: a fixed span of the idle cluster's life.
     std::thread::sleep((all_waiting + IDLE_FROM).saturating_duration_since(Instant::now()));
-    let (t0, a0, at) = (ticks(), asked(), Instant::now());
+    let (t0, a0, at, th0) = (
+        ticks(),
+        asked(),
+        Instant::now(),
+        cluster::cpu_by_thread(pid),
+    );
     std::thread::sleep(IDLE_WINDOW);
     let (t1, a1, span) = (ticks(), asked(), at.elapsed().as_secs_f64());
+    let th1 = cluster::cpu_by_thread(pid);
     Idle {
         ended_after: all_waiting.elapsed(),
         cpu_pct: t1.saturating_sub(t0) as f64 / USER_HZ / span * 100.0,
+        by_thread: cluster::thread_cpu_line(&th0, &th1, USER_HZ, THREADS_SHOWN),
         requests_per_s: a1.saturating_sub(a0) as f64 / span,
         peak_kb: cluster::proc_status_field(pid, "VmHWM").unwrap_or(0),
         rss_kb: cluster::proc_status_field(pid, "VmRSS").unwrap_or(0),
@@ -502,6 +526,12 @@ fn plan_change(
         cpu_s: cluster::cpu_split(new.child.id())
             .map(|(u, s)| (u + s) as f64 / USER_HZ)
             .unwrap_or(0.0),
+        by_thread: cluster::thread_cpu_line(
+            &Default::default(),
+            &cluster::cpu_by_thread(new.child.id()),
+            USER_HZ,
+            THREADS_SHOWN,
+        ),
         failures,
     }
 }
@@ -552,13 +582,15 @@ fn main() {
                     .unwrap_or_default()
                     .trim()
             );
+            println!("# {n} agents: that CPU by thread: {}", c.by_thread);
         }
         if let Some(idle) = idle {
             println!("bench scheduler_idle_cpu_pct_{name} {:.1} %", idle.cpu_pct);
             println!(
-                "# {n} agents idle: {:.0} plan requests a second during the {} s window",
+                "# {n} agents idle: {:.0} plan requests a second during the {} s window; its CPU by thread: {}",
                 idle.requests_per_s,
-                IDLE_WINDOW.as_secs()
+                IDLE_WINDOW.as_secs(),
+                idle.by_thread
             );
             println!(
                 "# {n} agents: VmHWM {} MB at the idle window's end ({} s after every executor waits), VmRSS then {} MB",
@@ -607,6 +639,10 @@ fn main() {
             mb(change.peak_kb),
             change.cpu_s,
             change.failures
+        );
+        println!(
+            "# {n} agents, a new target: the new scheduler's CPU by thread: {}",
+            change.by_thread
         );
     }
 }

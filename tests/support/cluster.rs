@@ -374,6 +374,60 @@ pub fn cpu_split(pid: u32) -> Option<(u64, u64)> {
     Some((f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?))
 }
 
+/// utime + stime of a process's threads, in clock ticks, summed by thread name with its
+/// trailing number dropped (`rest-12` counts as `rest`; the main thread as `main`): where a
+/// process's CPU went. A thread that ended before the reading is not in it.
+pub fn cpu_by_thread(pid: u32) -> std::collections::BTreeMap<String, u64> {
+    let mut by = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return by;
+    };
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        let (Some((head, tail)), Some(open)) = (stat.rsplit_once(')'), stat.find('(')) else {
+            continue;
+        };
+        // The main thread goes by the process's (cut) name.
+        let name = match task.file_name().to_str() == Some(pid.to_string().as_str()) {
+            true => "main",
+            false => head[open + 1..]
+                .trim_end_matches(|c: char| c.is_ascii_digit())
+                .trim_end_matches('-'),
+        };
+        let f: Vec<&str> = tail.split_whitespace().collect();
+        let ticks = |i: usize| f.get(i).and_then(|t| t.parse::<u64>().ok()).unwrap_or(0);
+        *by.entry(name.to_string()).or_insert(0) += ticks(11) + ticks(12);
+    }
+    by
+}
+
+/// `later - earlier` by thread name, largest first, as `name seconds` (clock ticks at
+/// `hz` a second), the first `top` of them and the rest summed.
+pub fn thread_cpu_line(
+    earlier: &std::collections::BTreeMap<String, u64>,
+    later: &std::collections::BTreeMap<String, u64>,
+    hz: f64,
+    top: usize,
+) -> String {
+    let mut d: Vec<(&str, u64)> = later
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.saturating_sub(*earlier.get(k).unwrap_or(&0))))
+        .filter(|(_, v)| *v > 0)
+        .collect();
+    d.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let mut parts: Vec<String> = d
+        .iter()
+        .take(top)
+        .map(|(k, v)| format!("{k} {:.1} s", *v as f64 / hz))
+        .collect();
+    let rest: u64 = d.iter().skip(top).map(|(_, v)| v).sum();
+    if rest > 0 {
+        parts.push(format!("others {:.1} s", rest as f64 / hz));
+    }
+    parts.join(", ")
+}
 /// A field (`VmHWM`, `VmRSS`, `Threads`) of `/proc/<pid>/status`, as its number (kB for sizes).
 pub fn proc_status_field(pid: u32, name: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
