@@ -43,11 +43,10 @@
 //! read-only data at any size: the kernel maps a file's cached pages 64 KB around each fault),
 //! the thread count and open files, the REST server's connections and responses by the time
 //! every executor waits (requests a connection carried: each new one is a TLS handshake, and
-//! the worker pool's size trades threads against them), how the plan change's time
-//! splits, and each CPU figure by the scheduler's threads (`rest` the REST workers, `main`
-//! the dispatcher, `gateway-worker`, ...): the
-//! totals move with the machine's load by more than most changes do, the split tells which
-//! part a change moved.
+//! the worker pool's size trades threads against them), how the plan change's time splits,
+//! and each CPU figure by the scheduler's threads (`rest` the REST workers, `main` the
+//! dispatcher, `gateway-worker`, ...): the totals move with the machine's load by more than
+//! most changes do, the split tells which part a change moved.
 
 #[path = "../support/cluster.rs"]
 mod cluster;
@@ -328,12 +327,7 @@ fn measure(sched: &Path, exec: &Path, n: usize) -> (Cost, Option<Idle>, PlanChan
     let (user, system) = cluster::cpu_split(pid).expect("proc stat");
     let (user_s, system_s) = (user as f64 / USER_HZ, system as f64 / USER_HZ);
     let cpu_s = user_s + system_s;
-    let by_thread = cluster::thread_cpu_line(
-        &Default::default(),
-        &cluster::cpu_by_thread(pid),
-        USER_HZ,
-        THREADS_SHOWN,
-    );
+    let by_thread = cpu_by_thread_since(pid, &Default::default());
     // Settled: what it keeps while the executors wait.
     std::thread::sleep(Duration::from_secs(3));
     let mut cost = Cost {
@@ -434,11 +428,10 @@ fn idle_cost(pid: u32, m: &master::MasterHandle, all_waiting: Instant) -> Idle {
     );
     std::thread::sleep(IDLE_WINDOW);
     let (t1, a1, span) = (ticks(), asked(), at.elapsed().as_secs_f64());
-    let th1 = cluster::cpu_by_thread(pid);
     Idle {
         ended_after: all_waiting.elapsed(),
         cpu_pct: t1.saturating_sub(t0) as f64 / USER_HZ / span * 100.0,
-        by_thread: cluster::thread_cpu_line(&th0, &th1, USER_HZ, THREADS_SHOWN),
+        by_thread: cpu_by_thread_since(pid, &th0),
         requests_per_s: a1.saturating_sub(a0) as f64 / span,
         peak_kb: cluster::proc_status_field(pid, "VmHWM").unwrap_or(0),
         rss_kb: cluster::proc_status_field(pid, "VmRSS").unwrap_or(0),
@@ -526,14 +519,20 @@ fn plan_change(
         cpu_s: cluster::cpu_split(new.child.id())
             .map(|(u, s)| (u + s) as f64 / USER_HZ)
             .unwrap_or(0.0),
-        by_thread: cluster::thread_cpu_line(
-            &Default::default(),
-            &cluster::cpu_by_thread(new.child.id()),
-            USER_HZ,
-            THREADS_SHOWN,
-        ),
+        by_thread: cpu_by_thread_since(new.child.id(), &Default::default()),
         failures,
     }
+}
+
+/// The process's CPU by thread since `earlier` (a [`cluster::cpu_by_thread`] reading; empty:
+/// since its start), as a `#` line shows it.
+fn cpu_by_thread_since(pid: u32, earlier: &std::collections::BTreeMap<String, u64>) -> String {
+    cluster::thread_cpu_line(
+        earlier,
+        &cluster::cpu_by_thread(pid),
+        USER_HZ,
+        THREADS_SHOWN,
+    )
 }
 
 fn mb(kb: u64) -> String {

@@ -368,7 +368,11 @@ pub fn cpu_ticks(pid: u32) -> Option<u64> {
 
 /// User and system CPU ticks of a process (`utime`, `stime` of `/proc/<pid>/stat`).
 pub fn cpu_split(pid: u32) -> Option<(u64, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// User and system ticks of a process's or a thread's `stat` line.
+fn stat_ticks(stat: &str) -> Option<(u64, u64)> {
     // Fields after `(comm)`: state is field 3; utime and stime are fields 14 and 15.
     let f: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
     Some((f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?))
@@ -386,7 +390,9 @@ pub fn cpu_by_thread(pid: u32) -> std::collections::BTreeMap<String, u64> {
         let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
             continue;
         };
-        let (Some((head, tail)), Some(open)) = (stat.rsplit_once(')'), stat.find('(')) else {
+        let (Some((head, _)), Some(open), Some((user, system))) =
+            (stat.rsplit_once(')'), stat.find('('), stat_ticks(&stat))
+        else {
             continue;
         };
         // The main thread goes by the process's (cut) name.
@@ -396,9 +402,7 @@ pub fn cpu_by_thread(pid: u32) -> std::collections::BTreeMap<String, u64> {
                 .trim_end_matches(|c: char| c.is_ascii_digit())
                 .trim_end_matches('-'),
         };
-        let f: Vec<&str> = tail.split_whitespace().collect();
-        let ticks = |i: usize| f.get(i).and_then(|t| t.parse::<u64>().ok()).unwrap_or(0);
-        *by.entry(name.to_string()).or_insert(0) += ticks(11) + ticks(12);
+        *by.entry(name.to_string()).or_insert(0) += user + system;
     }
     by
 }
@@ -428,6 +432,7 @@ pub fn thread_cpu_line(
     }
     parts.join(", ")
 }
+
 /// A field (`VmHWM`, `VmRSS`, `Threads`) of `/proc/<pid>/status`, as its number (kB for sizes).
 pub fn proc_status_field(pid: u32, name: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
